@@ -1,0 +1,64 @@
+import type { Guard, GuardResult } from "./types.js";
+import { checkKey, DuplicateClaim, isUniqueViolation, quoteTable } from "./util.js";
+
+/** The part of a Drizzle database the guard uses. */
+export interface DrizzleLike {
+  transaction(fn: (tx: any) => Promise<any>, config?: any): Promise<any>;
+}
+
+/** The transaction type of a Drizzle database (`NodePgTransaction<...>` for node-postgres). */
+export type DrizzleTx<D> = D extends { transaction(fn: (tx: infer Tx) => Promise<any>, ...rest: any[]): Promise<any> } ? Tx : any;
+
+export interface DrizzleGuardOptions {
+  /** Claim table (default `processed_events`), optionally `schema.table`. */
+  table?: string;
+  /** Passed to `db.transaction(fn, config)`, e.g. `{ isolationLevel: "serializable" }`. */
+  transaction?: Record<string, unknown>;
+  /**
+   * Drizzle's `sql` tag. By default the guard loads it from your `drizzle-orm`
+   * (an optional peer dependency); pass it when a bundler cannot resolve that.
+   */
+  sql?: any;
+}
+
+let sqlTag: Promise<any> | undefined;
+function loadSql(): Promise<any> {
+  sqlTag ??= import("drizzle-orm").then((m: any) => m.sql ?? m.default?.sql);
+  return sqlTag;
+}
+
+/**
+ * A guard over a Drizzle PostgreSQL database (node-postgres or postgres.js driver):
+ * `db.transaction(async (tx) => { INSERT claim ON CONFLICT DO NOTHING RETURNING; your callback(tx) })`.
+ */
+export function drizzleGuard<D extends DrizzleLike>(db: D, options: DrizzleGuardOptions = {}): Guard<DrizzleTx<D>> {
+  if (!db || typeof (db as any).transaction !== "function") {
+    throw new TypeError("@retrysafe/guard: drizzleGuard(db) needs a Drizzle database (an object with transaction())");
+  }
+  const table = quoteTable(options.table ?? "processed_events");
+
+  return {
+    async run<T>(key: string, fn: (tx: DrizzleTx<D>) => Promise<T> | T): Promise<GuardResult<T>> {
+      checkKey(key);
+      const sql = options.sql ?? (await loadSql());
+      try {
+        return await db.transaction(async (tx: any) => {
+          let rows: unknown[];
+          try {
+            const r = await tx.execute(sql`INSERT INTO ${sql.raw(table)} (key) VALUES (${key}) ON CONFLICT DO NOTHING RETURNING key`);
+            rows = Array.isArray(r) ? r : (r?.rows ?? []);
+          } catch (err) {
+            if (isUniqueViolation(err)) throw new DuplicateClaim();
+            throw err;
+          }
+          if (rows.length === 0) throw new DuplicateClaim(); // rolls back this transaction
+          const result = await fn(tx as DrizzleTx<D>);
+          return { status: "processed", result } as GuardResult<T>;
+        }, options.transaction);
+      } catch (err) {
+        if (err instanceof DuplicateClaim) return { status: "duplicate" };
+        throw err;
+      }
+    },
+  };
+}

@@ -1,0 +1,304 @@
+import { randomBytes } from "node:crypto";
+import { quoteTable } from "./util.js";
+
+export type OutboxState = "pending" | "leased" | "completed" | "terminal_failure";
+
+export interface OutboxMessage {
+  /** What to do, e.g. "send_receipt". */
+  kind: string;
+  /** The stable key of this logical operation, e.g. `receipt:${event.id}`; sent as the provider idempotency key. */
+  key: string;
+  /** JSON payload. */
+  payload?: unknown;
+}
+
+export interface OutboxRow {
+  id: string;
+  kind: string;
+  key: string;
+  payload: any;
+  state: OutboxState;
+  /** Attempts so far, this one included. */
+  attempts: number;
+  last_error: string | null;
+}
+
+export type FailureClass = "transient" | "permanent" | "ambiguous";
+
+export interface DispatchOptions {
+  /** Perform the effect. Pass `idempotencyKey` to the provider; throw to fail. */
+  send: (row: OutboxRow, ctx: { idempotencyKey: string; attempt: number }) => Promise<unknown> | unknown;
+  /** Attempts before a row becomes terminal_failure (default 5). */
+  maxAttempts?: number;
+  /** First backoff ceiling in ms (default 1000); doubles per attempt, full jitter. */
+  baseDelayMs?: number;
+  /** Largest backoff ceiling in ms (default 5 minutes). Retry-After is honoured even above it. */
+  maxDelayMs?: number;
+  /** How long a leased row is reserved for one dispatcher (default 60 s). Keep it above your send timeout. */
+  leaseMs?: number;
+  /** Rows leased per round trip (default 10). */
+  batchSize?: number;
+  /** Only these kinds (default all). */
+  kinds?: string[];
+  /** Override the failure classification. */
+  classify?: (err: unknown) => FailureClass;
+  /** Random source in [0, 1) for the jitter (default Math.random). */
+  random?: () => number;
+  /** Stop after this many rounds of leasing (default: until no row is due). */
+  maxRounds?: number;
+}
+
+export interface DispatchStats {
+  leased: number;
+  completed: number;
+  retried: number;
+  failed: number;
+}
+
+/** pg Pool/Client/PoolClient (`query`), Prisma client or tx (`$queryRawUnsafe`). */
+export type OutboxDb = object;
+
+export interface OutboxOptions {
+  /** Outbox table (default `retrysafe_outbox`), optionally `schema.table`. */
+  table?: string;
+  /** Where `dispatch()` leases rows: a pg `Pool` or a Prisma client. Not needed for `enqueue` only. */
+  db?: OutboxDb;
+}
+
+type Query = (sql: string, params: unknown[]) => Promise<any[]>;
+
+function queryOf(db: any, what: string): Query {
+  if (db && typeof db.query === "function" && typeof db.$queryRawUnsafe !== "function") {
+    return async (sql, params) => (await db.query(sql, params)).rows;
+  }
+  if (db && typeof db.$queryRawUnsafe === "function") {
+    return (sql, params) => db.$queryRawUnsafe(sql, ...params);
+  }
+  throw new TypeError(`@retrysafe/guard: outbox ${what} needs a pg client/pool (query) or a Prisma client/tx ($queryRawUnsafe)`);
+}
+
+function statusOf(err: any): number | undefined {
+  const s = err?.status ?? err?.statusCode ?? err?.response?.status ?? err?.response?.statusCode;
+  const n = typeof s === "string" ? Number(s) : s;
+  return typeof n === "number" && Number.isInteger(n) ? n : undefined;
+}
+
+const TRANSIENT_CODES = new Set([
+  "ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "ECONNABORTED", "EPIPE", "EAI_AGAIN", "ENETUNREACH",
+  "EHOSTUNREACH", "ENOTFOUND", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "UND_ERR_SOCKET",
+]);
+
+/**
+ * transient: timeouts, connection errors, 408/425/429 and 5xx (except 501/505);
+ * permanent: other 4xx, 501/505, or `err.permanent === true`;
+ * ambiguous: anything else (e.g. the response was lost): retried with the same key.
+ * `err.retryable === false` makes an error permanent, `true` transient.
+ */
+export function classifyError(err: unknown): FailureClass {
+  const e: any = err;
+  if (e?.permanent === true || e?.retryable === false) return "permanent";
+  if (e?.retryable === true) return "transient";
+  const status = statusOf(e);
+  if (status !== undefined && status >= 400) {
+    if (status === 408 || status === 425 || status === 429) return "transient";
+    if (status >= 500) return status === 501 || status === 505 ? "permanent" : "transient";
+    return "permanent";
+  }
+  const code = e?.code ?? e?.cause?.code;
+  if (typeof code === "string" && TRANSIENT_CODES.has(code)) return "transient";
+  if (e?.name === "AbortError" || e?.name === "TimeoutError") return "transient";
+  return "ambiguous";
+}
+
+/** Retry-After in ms from `err.retryAfter` (seconds, HTTP date or Date) or a `retry-after` response header. */
+export function retryAfterMs(err: unknown, now: number = Date.now()): number | undefined {
+  const e: any = err;
+  let v: unknown = e?.retryAfter;
+  if (v === undefined) {
+    const h = e?.headers ?? e?.response?.headers;
+    if (h && typeof h.get === "function") v = h.get("retry-after");
+    else if (h && typeof h === "object") v = h["retry-after"] ?? h["Retry-After"];
+  }
+  if (v === undefined || v === null || v === "") return undefined;
+  if (v instanceof Date) return Math.max(0, v.getTime() - now);
+  if (typeof v === "number") return Number.isFinite(v) && v >= 0 ? Math.round(v * 1000) : undefined;
+  if (typeof v === "string") {
+    if (/^\s*\d+(\.\d+)?\s*$/.test(v)) return Math.round(Number(v) * 1000);
+    const t = Date.parse(v);
+    if (!Number.isNaN(t)) return Math.max(0, t - now);
+  }
+  return undefined;
+}
+
+/** Full jitter: a random delay in [0, min(maxDelayMs, baseDelayMs * 2^(attempt-1))). */
+export function backoffMs(attempt: number, baseDelayMs: number, maxDelayMs: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(maxDelayMs, baseDelayMs * 2 ** Math.max(0, attempt - 1));
+  return Math.floor(random() * ceiling);
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) {
+    const status = statusOf(err);
+    const code = (err as any).code;
+    return [err.name + ": " + err.message, status !== undefined ? `status=${status}` : "", code ? `code=${code}` : ""]
+      .filter(Boolean)
+      .join(" ")
+      .slice(0, 2000);
+  }
+  return String(err).slice(0, 2000);
+}
+
+export interface Outbox {
+  /** The table's SQL name (quoted). */
+  readonly table: string;
+  /**
+   * Insert a message inside your transaction (`tx` = the guard's pg client or Prisma tx).
+   * Enqueuing the same key twice is a no-op. Resolves to true when a row was inserted.
+   */
+  enqueue(tx: OutboxDb, message: OutboxMessage): Promise<boolean>;
+  /** Lease due rows and send them until none is due. */
+  dispatch(options: DispatchOptions): Promise<DispatchStats>;
+  /** Run `dispatch` every `pollMs` (default 1000) until `stop()` is awaited. */
+  start(options: DispatchOptions & { pollMs?: number; onError?: (err: unknown) => void }): { stop(): Promise<void> };
+}
+
+/**
+ * A transactional outbox (rows: pending -> leased -> completed | terminal_failure).
+ * `enqueue` inside the guard's transaction; `dispatch` leases rows with
+ * `FOR UPDATE SKIP LOCKED`, sends each with its stable key as the idempotency key,
+ * retries transient/ambiguous failures with bounded exponential backoff and full
+ * jitter (honouring Retry-After), and parks exhausted or permanent ones as
+ * `terminal_failure` with the last error. A crashed dispatcher's rows are leased
+ * again once `lease_until` passes.
+ */
+export function createOutbox(options: OutboxOptions = {}): Outbox {
+  const table = quoteTable(options.table ?? "retrysafe_outbox");
+
+  async function dispatch(opts: DispatchOptions): Promise<DispatchStats> {
+    if (typeof opts?.send !== "function") throw new TypeError("@retrysafe/guard: outbox.dispatch needs { send }");
+    if (!options.db) throw new TypeError("@retrysafe/guard: createOutbox({ db }) is needed for dispatch()");
+    const q = queryOf(options.db, "dispatch()");
+    const maxAttempts = opts.maxAttempts ?? 5;
+    const baseDelayMs = opts.baseDelayMs ?? 1000;
+    const maxDelayMs = opts.maxDelayMs ?? 5 * 60_000;
+    const leaseMs = opts.leaseMs ?? 60_000;
+    const batchSize = opts.batchSize ?? 10;
+    const classify = opts.classify ?? classifyError;
+    const random = opts.random ?? Math.random;
+    const stats: DispatchStats = { leased: 0, completed: 0, retried: 0, failed: 0 };
+    const kinds = opts.kinds && opts.kinds.length > 0 ? opts.kinds : null;
+
+    for (let round = 0; opts.maxRounds === undefined || round < opts.maxRounds; round++) {
+      const token = randomBytes(12).toString("hex");
+      const rows = await q(
+        `UPDATE ${table} SET state = 'leased', attempts = attempts + 1, lease_token = $1,
+           lease_until = now() + ($2::bigint * interval '1 millisecond'), updated_at = now()
+         WHERE id IN (
+           SELECT id FROM ${table}
+           WHERE ((state = 'pending' AND available_at <= now()) OR (state = 'leased' AND lease_until <= now()))
+             AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
+           ORDER BY available_at, id
+           LIMIT $3
+           FOR UPDATE SKIP LOCKED)
+         RETURNING id::text AS id, kind, key, payload, state, attempts, last_error`,
+        [token, leaseMs, batchSize, kinds],
+      );
+      if (rows.length === 0) break;
+      stats.leased += rows.length;
+
+      // UPDATE ... RETURNING gives no order: send oldest first
+      rows.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : BigInt(a.id) > BigInt(b.id) ? 1 : 0));
+      for (const raw of rows) {
+        const row: OutboxRow = { ...raw, id: String(raw.id), attempts: Number(raw.attempts) };
+        if (row.attempts > maxAttempts) {
+          // the previous holder's lease expired (it crashed or hung) and the budget is spent
+          await q(
+            `UPDATE ${table} SET state = 'terminal_failure', lease_until = NULL, lease_token = NULL, updated_at = now(),
+               last_error = $3 WHERE id = $1::bigint AND lease_token = $2`,
+            [row.id, token, `attempts exhausted (${maxAttempts}); last: ${row.last_error ?? "lease expired (dispatcher crashed or timed out)"}`],
+          );
+          stats.failed++;
+          continue;
+        }
+        try {
+          await opts.send(row, { idempotencyKey: row.key, attempt: row.attempts });
+        } catch (err) {
+          const cls = classify(err);
+          const message = `${cls}: ${describe(err)}`;
+          if (cls === "permanent" || row.attempts >= maxAttempts) {
+            await q(
+              `UPDATE ${table} SET state = 'terminal_failure', lease_until = NULL, lease_token = NULL, updated_at = now(),
+                 last_error = $3 WHERE id = $1::bigint AND lease_token = $2`,
+              [row.id, token, message],
+            );
+            stats.failed++;
+          } else {
+            const after = retryAfterMs(err);
+            const delay = after !== undefined ? after : backoffMs(row.attempts, baseDelayMs, maxDelayMs, random);
+            await q(
+              `UPDATE ${table} SET state = 'pending', lease_until = NULL, lease_token = NULL, updated_at = now(),
+                 available_at = now() + ($3::bigint * interval '1 millisecond'), last_error = $4
+               WHERE id = $1::bigint AND lease_token = $2`,
+              [row.id, token, delay, message],
+            );
+            stats.retried++;
+          }
+          continue;
+        }
+        await q(
+          `UPDATE ${table} SET state = 'completed', completed_at = now(), lease_until = NULL, lease_token = NULL,
+             last_error = NULL, updated_at = now() WHERE id = $1::bigint AND lease_token = $2`,
+          [row.id, token],
+        );
+        stats.completed++;
+      }
+    }
+    return stats;
+  }
+
+  return {
+    table,
+    async enqueue(tx, message) {
+      if (!message || typeof message.kind !== "string" || !message.kind) throw new TypeError("@retrysafe/guard: outbox.enqueue needs a kind");
+      if (typeof message.key !== "string" || !message.key || message.key === "undefined") {
+        throw new TypeError("@retrysafe/guard: outbox.enqueue needs a stable string key");
+      }
+      const q = queryOf(tx, "enqueue()");
+      const rows = await q(
+        `INSERT INTO ${table} (kind, key, payload) VALUES ($1, $2, $3::jsonb) ON CONFLICT (key) DO NOTHING RETURNING id::text AS id`,
+        [message.kind, message.key, JSON.stringify(message.payload ?? null)],
+      );
+      return rows.length > 0;
+    },
+    dispatch,
+    start(opts) {
+      const pollMs = opts.pollMs ?? 1000;
+      let stopped = false;
+      let wake: (() => void) | undefined;
+      const loop = (async () => {
+        while (!stopped) {
+          try {
+            await dispatch(opts);
+          } catch (err) {
+            opts.onError?.(err);
+          }
+          if (stopped) break;
+          await new Promise<void>((resolve) => {
+            const t = setTimeout(resolve, pollMs);
+            wake = () => {
+              clearTimeout(t);
+              resolve();
+            };
+          });
+        }
+      })();
+      return {
+        async stop() {
+          stopped = true;
+          wake?.();
+          await loop;
+        },
+      };
+    },
+  };
+}

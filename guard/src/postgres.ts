@@ -1,0 +1,87 @@
+import type { Guard, GuardResult } from "./types.js";
+import { checkKey, isUniqueViolation, quoteTable } from "./util.js";
+
+/** The part of a node-postgres client the guard uses. */
+export interface PgClientLike {
+  query(text: string, values?: unknown[]): Promise<{ rowCount: number | null; rows: any[] }>;
+  release(err?: Error | boolean): void;
+}
+
+/** The part of a node-postgres `Pool` the guard uses. */
+export interface PgPoolLike {
+  connect(): Promise<PgClientLike> | Promise<any>;
+}
+
+/** The client type a pool's `connect()` hands out (pg's `PoolClient` for a `pg.Pool`). */
+export type PoolClientOf<P> = P extends {
+  connect(callback: (err: any, client: infer C, done: any) => void): void;
+}
+  ? unknown extends C
+    ? P extends { connect(): Promise<infer D> }
+      ? D
+      : PgClientLike
+    : Exclude<C, undefined>
+  : P extends { connect(): Promise<infer C> }
+    ? C
+    : PgClientLike;
+
+export interface PostgresGuardOptions {
+  /** Claim table (default `processed_events`), optionally `schema.table`. */
+  table?: string;
+  /** Optional `SET TRANSACTION ISOLATION LEVEL ...` (default: the server's, READ COMMITTED). */
+  isolationLevel?: "read committed" | "repeatable read" | "serializable";
+}
+
+/**
+ * A guard over a node-postgres `Pool`: takes one client from `pool.connect()`, runs
+ * BEGIN; INSERT claim ON CONFLICT DO NOTHING; your callback(client); COMMIT.
+ * A concurrent claimer blocks on the primary key until the first transaction ends,
+ * then sees `duplicate` (first committed) or proceeds (first rolled back).
+ */
+export function postgresGuard<P extends PgPoolLike>(pool: P, options: PostgresGuardOptions = {}): Guard<PoolClientOf<P>> {
+  if (!pool || typeof (pool as any).connect !== "function") {
+    throw new TypeError("@retrysafe/guard: postgresGuard(pool) needs a pg Pool (an object with connect())");
+  }
+  const table = quoteTable(options.table ?? "processed_events");
+  const claimSql = `INSERT INTO ${table} (key) VALUES ($1) ON CONFLICT DO NOTHING RETURNING key`;
+  const begin = options.isolationLevel ? `BEGIN ISOLATION LEVEL ${options.isolationLevel.toUpperCase()}` : "BEGIN";
+  if (options.isolationLevel && !/^(read committed|repeatable read|serializable)$/.test(options.isolationLevel)) {
+    throw new Error(`@retrysafe/guard: invalid isolationLevel ${JSON.stringify(options.isolationLevel)}`);
+  }
+
+  return {
+    async run<T>(key: string, fn: (tx: PoolClientOf<P>) => Promise<T> | T): Promise<GuardResult<T>> {
+      checkKey(key);
+      const client = (await pool.connect()) as PgClientLike;
+      let broken: Error | undefined;
+      try {
+        await client.query(begin);
+        let claimed: boolean;
+        try {
+          const r = await client.query(claimSql, [key]);
+          claimed = (r.rowCount ?? r.rows.length) > 0;
+        } catch (err) {
+          if (!isUniqueViolation(err)) throw err;
+          claimed = false;
+        }
+        if (!claimed) {
+          await client.query("ROLLBACK");
+          return { status: "duplicate" };
+        }
+        const result = await fn(client as PoolClientOf<P>);
+        await client.query("COMMIT");
+        return { status: "processed", result };
+      } catch (err) {
+        try {
+          await client.query("ROLLBACK");
+        } catch (rollbackErr) {
+          // the connection is unusable: destroy it instead of returning it to the pool
+          broken = rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
+        }
+        throw err;
+      } finally {
+        client.release(broken);
+      }
+    },
+  };
+}

@@ -1,0 +1,10 @@
+/** The result of `guard.run(key, fn)`. Every guard returns the same union. */
+export type GuardResult<T> =
+  | { status: "processed"; result: T; /** lease guards only: the lease was lost while the callback ran */ leaseLost?: boolean }
+  | { status: "duplicate" }
+  | { status: "in-progress" };
+
+/** A guard: `run(key, fn)` claims `key` and runs `fn` at most once per key. */
+export interface Guard<Tx> {
+  run<T>(key: string, fn: (tx: Tx) => Promise<T> | T): Promise<GuardResult<T>>;
+}

@@ -1,0 +1,94 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+import pg from "pg";
+
+export const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:55432/retrysafe_test";
+export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:56379";
+export const GUARD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export const uniq = (label: string) => `${label}:${Date.now().toString(36)}${randomBytes(4).toString("hex")}`;
+
+export const SCHEMA = `
+CREATE TABLE IF NOT EXISTS processed_events (key text PRIMARY KEY, processed_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS custom_claims (key text PRIMARY KEY, processed_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS ledger (id serial PRIMARY KEY, event_key text NOT NULL, amount integer NOT NULL);
+CREATE TABLE IF NOT EXISTS counters (name text PRIMARY KEY, value integer NOT NULL DEFAULT 0);
+`;
+
+/** Create the test tables (idempotent, serialised with an advisory lock). */
+export async function ensureSchema(): Promise<void> {
+  const { readFileSync } = await import("node:fs");
+  const outboxSql = readFileSync(path.join(GUARD_DIR, "sql", "outbox.sql"), "utf8");
+  const claimSql = readFileSync(path.join(GUARD_DIR, "sql", "processed_events.sql"), "utf8");
+  const c = new pg.Client({ connectionString: DATABASE_URL });
+  await c.connect();
+  try {
+    await c.query("SELECT pg_advisory_lock(4242)");
+    await c.query(claimSql);
+    await c.query(SCHEMA);
+    await c.query(outboxSql);
+    await c.query("SELECT pg_advisory_unlock(4242)");
+  } finally {
+    await c.end();
+  }
+}
+
+export interface Child {
+  proc: ChildProcess;
+  /** Resolves with the first stdout line containing `marker`. */
+  waitFor(marker: string, timeoutMs?: number): Promise<string>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  output(): string;
+}
+
+/** Spawn `node --import tsx <script> ...args` from the guard directory. */
+export function spawnTs(script: string, args: string[], env: Record<string, string> = {}): Child {
+  const proc = spawn(process.execPath, ["--import", "tsx", script, ...args], {
+    cwd: GUARD_DIR,
+    env: { ...process.env, DATABASE_URL, REDIS_URL, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  const waiters: { marker: string; resolve: (l: string) => void }[] = [];
+  proc.stdout!.setEncoding("utf8").on("data", (d: string) => {
+    out += d;
+    for (const w of [...waiters]) {
+      const line = out.split("\n").find((l) => l.includes(w.marker));
+      if (line !== undefined) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(line);
+      }
+    }
+  });
+  proc.stderr!.setEncoding("utf8").on("data", (d: string) => (err += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.on("exit", (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    proc,
+    exited,
+    output: () => `stdout:\n${out}\nstderr:\n${err}`,
+    waitFor(marker, timeoutMs = 20_000) {
+      const line = out.split("\n").find((l) => l.includes(marker));
+      if (line !== undefined) return Promise.resolve(line);
+      return new Promise<string>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`timed out waiting for ${marker}\n${out}\n${err}`)), timeoutMs);
+        exited.then(({ code, signal }) => {
+          clearTimeout(t);
+          reject(new Error(`child exited (${code ?? signal}) before ${marker}\n${out}\n${err}`));
+        });
+        waiters.push({
+          marker,
+          resolve: (l) => {
+            clearTimeout(t);
+            resolve(l);
+          },
+        });
+      });
+    },
+  };
+}

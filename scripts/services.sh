@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL and Redis for the @retrysafe/guard test suite.
+#   scripts/services.sh start   # start both (idempotent), create database retrysafe_test
+#   scripts/services.sh stop    # stop both
+#   scripts/services.sh env     # print the connection variables
+# Prerequisite (Debian, as root): apt-get install -y postgresql redis-server
+set -euo pipefail
+
+PG_PORT="${RETRYSAFE_PG_PORT:-55432}"
+REDIS_PORT="${RETRYSAFE_REDIS_PORT:-56379}"
+BASE="${RETRYSAFE_SERVICES_DIR:-/tmp/retrysafe-services}"
+PG_DIR="$BASE/pg"
+PG_LOG="$BASE/pg.log"
+REDIS_PIDFILE="$BASE/redis.pid"
+REDIS_LOG="$BASE/redis.log"
+DB_NAME="retrysafe_test"
+
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:${PG_PORT}/${DB_NAME}}"
+export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:${REDIS_PORT}}"
+
+pg_bin() {
+  local d
+  d="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
+  if [ -z "$d" ] || [ ! -x "$d/pg_ctl" ]; then
+    echo "services.sh: PostgreSQL binaries not found (apt-get install -y postgresql)" >&2
+    exit 1
+  fi
+  echo "$d"
+}
+
+as_pg() {
+  if [ "$(id -u)" = "0" ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+pg_ready() {
+  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -Atqc 'select 1' >/dev/null 2>&1
+}
+
+redis_ready() {
+  [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null || true)" = "PONG" ]
+}
+
+start_pg() {
+  local bin
+  bin="$(pg_bin)"
+  mkdir -p "$BASE"
+  chmod 755 "$BASE"
+  if ! pg_ready; then
+    if [ ! -f "$PG_DIR/PG_VERSION" ]; then
+      rm -rf "$PG_DIR"
+      mkdir -p "$PG_DIR"
+      if [ "$(id -u)" = "0" ]; then chown postgres:postgres "$PG_DIR"; fi
+      as_pg "$bin/initdb" -D "$PG_DIR" -U postgres -A trust --no-sync >/dev/null
+    fi
+    # a stale pid file from a killed server would stop pg_ctl
+    if [ -f "$PG_DIR/postmaster.pid" ] && ! as_pg "$bin/pg_ctl" -D "$PG_DIR" status >/dev/null 2>&1; then
+      rm -f "$PG_DIR/postmaster.pid"
+    fi
+    touch "$PG_LOG"
+    if [ "$(id -u)" = "0" ]; then chown postgres:postgres "$PG_LOG"; fi
+    as_pg "$bin/pg_ctl" -D "$PG_DIR" -l "$PG_LOG" -w -t 60 \
+      -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+      start >/dev/null
+    local i
+    for i in $(seq 1 100); do pg_ready && break; sleep 0.1; done
+    pg_ready || { echo "services.sh: PostgreSQL did not start; see $PG_LOG" >&2; exit 1; }
+  fi
+  if [ "$(psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -Atqc "select 1 from pg_database where datname='$DB_NAME'")" != "1" ]; then
+    psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -qc "CREATE DATABASE $DB_NAME" >/dev/null
+  fi
+}
+
+start_redis() {
+  mkdir -p "$BASE"
+  if ! redis_ready; then
+    if ! command -v redis-server >/dev/null 2>&1; then
+      echo "services.sh: redis-server not found (apt-get install -y redis-server)" >&2
+      exit 1
+    fi
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+      --daemonize yes --pidfile "$REDIS_PIDFILE" --logfile "$REDIS_LOG" --dir "$BASE" >/dev/null
+    local i
+    for i in $(seq 1 100); do redis_ready && break; sleep 0.1; done
+    redis_ready || { echo "services.sh: Redis did not start; see $REDIS_LOG" >&2; exit 1; }
+  fi
+}
+
+stop_pg() {
+  if [ -f "$PG_DIR/PG_VERSION" ]; then
+    local bin
+    bin="$(pg_bin)"
+    if as_pg "$bin/pg_ctl" -D "$PG_DIR" status >/dev/null 2>&1; then
+      as_pg "$bin/pg_ctl" -D "$PG_DIR" -m fast -w stop >/dev/null
+    fi
+  fi
+}
+
+stop_redis() {
+  if redis_ready; then
+    redis-cli -h 127.0.0.1 -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+  fi
+}
+
+case "${1:-}" in
+  start) start_pg; start_redis ;;
+  stop) stop_pg; stop_redis ;;
+  env) echo "DATABASE_URL=$DATABASE_URL"; echo "REDIS_URL=$REDIS_URL" ;;
+  *) echo "usage: $0 start|stop|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,427 @@
+//! The pipeline: discover files → prefilter → parse → find handlers and their scopes → run
+//! rules → suppressions. `check` reports; `fix` applies fixes to a fixpoint.
+
+use crate::config::{Config, ConfigError, ConfigResolver};
+use crate::fix::{Applicability, GuardSpec, apply};
+use crate::model::{handlers, reach};
+use crate::project::{self, Project};
+use crate::rules::{self, Context, Diagnostic, HandlerModel};
+use crate::source::{Dialect, SourceFile};
+use crate::{suppress, workspace};
+use rayon::prelude::*;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub paths: Vec<PathBuf>,
+    pub select: Vec<String>,
+    pub ignore: Vec<String>,
+    pub config: Option<PathBuf>,
+    pub threads: usize,
+    /// `--stdin-filename`: the path the text read from stdin stands for.
+    pub stdin: Option<(PathBuf, String)>,
+    pub guard: Option<GuardSpec>,
+}
+
+#[derive(Debug)]
+pub enum Fatal {
+    Config(ConfigError),
+    Usage(String),
+}
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fatal::Config(e) => e.fmt(f),
+            Fatal::Usage(m) => f.write_str(m),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Report {
+    pub diagnostics: Vec<Diagnostic>,
+    /// Files skipped for a reason worth a note (binary, too large, not UTF-8).
+    pub notes: Vec<String>,
+    /// Paths or configs that could not be read: the run itself failed for them.
+    pub errors: Vec<String>,
+    pub files_checked: usize,
+}
+
+pub struct Engine {
+    pub options: Options,
+    pub project: Project,
+    configs: ConfigResolver,
+    files: Vec<PathBuf>,
+    discovery_errors: Vec<String>,
+}
+
+impl Engine {
+    pub fn new(mut options: Options) -> Result<Engine, Fatal> {
+        for id in options.select.iter().chain(&options.ignore) {
+            if rules::find(id).is_none() {
+                return Err(Fatal::Usage(format!("unknown rule `{id}` (see `retrysafe rules`)")));
+            }
+        }
+        let explicit = match &options.config {
+            Some(path) => Some(Config::load(path).map_err(Fatal::Config)?),
+            None => None,
+        };
+        if options.threads == 0 {
+            options.threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        }
+        let mut project = Project::new();
+        let (files, discovery_errors) = match &options.stdin {
+            Some((path, text)) => {
+                project.stdin_override = Some((path.clone(), text.clone()));
+                (vec![path.clone()], Vec::new())
+            }
+            None => {
+                let found = workspace::discover(&options.paths, options.threads);
+                (found.files, found.errors)
+            }
+        };
+        Ok(Engine { options, project, configs: ConfigResolver::new(explicit), files, discovery_errors })
+    }
+
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    fn rule_enabled(&self, config: &Config, id: &str) -> bool {
+        config.rule_enabled(id)
+            && (self.options.select.is_empty() || self.options.select.iter().any(|r| r == id))
+            && !self.options.ignore.iter().any(|r| r == id)
+    }
+
+    pub fn check(&self) -> Report {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(self.options.threads).build();
+        let run = || self.files.par_iter().map(|path| self.analyse_path(path)).collect::<Vec<_>>();
+        let results = match pool {
+            Ok(pool) => pool.install(run),
+            Err(_) => run(),
+        };
+        let mut report = Report { errors: self.discovery_errors.clone(), ..Report::default() };
+        for result in results {
+            match result {
+                Outcome::Checked(diags) => {
+                    report.files_checked += 1;
+                    report.diagnostics.extend(diags);
+                }
+                Outcome::Skipped => {}
+                Outcome::Note(n) => report.notes.push(n),
+                Outcome::Error(e) => report.errors.push(e),
+            }
+        }
+        report.diagnostics = self.finish(report.diagnostics);
+        report
+    }
+
+    /// Dedupes findings reached from several handlers and applies suppressions per file.
+    fn finish(&self, mut diags: Vec<Diagnostic>) -> Vec<Diagnostic> {
+        diags.sort_by(|a, b| (&a.file.path, a.start, a.rule, a.end).cmp(&(&b.file.path, b.start, b.rule, b.end)));
+        let mut merged: Vec<Diagnostic> = Vec::new();
+        for d in diags {
+            if let Some(last) = merged.last_mut()
+                && last.rule == d.rule
+                && last.file.path == d.file.path
+                && last.start == d.start
+                && last.end == d.end
+            {
+                if let (Some(a), Some(b)) = (&mut last.handler, &d.handler)
+                    && !a.split("; ").any(|h| h == b)
+                {
+                    a.push_str("; ");
+                    a.push_str(b);
+                }
+                continue;
+            }
+            merged.push(d);
+        }
+        let mut by_file: BTreeMap<PathBuf, (Arc<SourceFile>, Vec<Diagnostic>)> = BTreeMap::new();
+        for d in merged {
+            by_file.entry(d.file.path.clone()).or_insert_with(|| (d.file.clone(), Vec::new())).1.push(d);
+        }
+        // Files with suppressions but no findings still report unused suppressions.
+        for path in &self.files {
+            if let Ok(file) = self.project.load(path)
+                && file.text.contains("retrysafe-ignore")
+            {
+                by_file.entry(file.path.clone()).or_insert_with(|| (file.clone(), Vec::new()));
+            }
+        }
+        let mut out = Vec::new();
+        for (_, (file, mut diags)) in by_file {
+            let config = self.configs.for_file(&file.path).unwrap_or_default();
+            suppress::apply(&file, &mut diags, &|id| self.rule_enabled(&config, id));
+            out.extend(diags);
+        }
+        out
+    }
+
+    fn analyse_path(&self, path: &Path) -> Outcome {
+        let config = match self.configs.for_file(path) {
+            Ok(c) => c,
+            Err(e) => return Outcome::Error(e.to_string()),
+        };
+        let explicit = self.options.paths.iter().any(|p| p == path) || self.options.stdin.is_some();
+        if !explicit && !workspace::is_schema_file(path) {
+            // The prefilter reads bytes only; a file failing it is parsed only if imported.
+            match std::fs::read(path) {
+                Ok(bytes) if !workspace::may_be_relevant(&bytes) => return Outcome::Skipped,
+                Ok(_) => {}
+                Err(e) => return Outcome::Error(format!("{}: cannot read: {e}", path.display())),
+            }
+        }
+        let file = match self.project.load(path) {
+            Ok(f) => f,
+            Err(e @ project::LoadError::Io(..)) => return Outcome::Error(e.to_string()),
+            Err(e) => return Outcome::Note(e.to_string()),
+        };
+        Outcome::Checked(self.analyse(&file, &config))
+    }
+
+    /// Every enabled rule on one file (and the callees its handlers reach).
+    pub fn analyse(&self, file: &Arc<SourceFile>, config: &Config) -> Vec<Diagnostic> {
+        let handlers: Vec<HandlerModel> = if file.dialect == Dialect::Text {
+            Vec::new()
+        } else {
+            handlers::find_handlers(file, &self.project, config)
+                .into_iter()
+                .map(|handler| HandlerModel { scopes: reach::scopes(&self.project, &handler), handler })
+                .collect()
+        };
+        let guard = self.options.guard.clone().or_else(|| config.guard.as_deref().and_then(GuardSpec::parse));
+        let cx = Context { file, project: &self.project, config, handlers: &handlers, guard: guard.as_ref() };
+        let mut out = Vec::new();
+        for rule in rules::registry() {
+            if self.rule_enabled(config, rule.id) {
+                (rule.check)(&cx, &mut out);
+            }
+        }
+        out
+    }
+}
+
+enum Outcome {
+    Checked(Vec<Diagnostic>),
+    Skipped,
+    Note(String),
+    Error(String),
+}
+
+/// One fix applied (or offered) by `fix`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AppliedFix {
+    pub rule: &'static str,
+    pub title: String,
+    pub applicability: Applicability,
+    pub line: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct FileFix {
+    pub path: PathBuf,
+    pub original: String,
+    pub fixed: String,
+    pub applied: Vec<AppliedFix>,
+    /// Findings whose fix could not be applied (display-only, or dropped).
+    pub manual: Vec<AppliedFix>,
+    pub problems: Vec<String>,
+}
+
+#[derive(Default)]
+pub struct FixReport {
+    pub files: Vec<FileFix>,
+    pub new_files: Vec<(PathBuf, String)>,
+    /// Findings of the first pass, with their fixes (the editor backend's view).
+    pub first_pass: Vec<Diagnostic>,
+    pub errors: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+pub const MAX_PASSES: usize = 10;
+
+impl Engine {
+    /// Fixes every file to a fixpoint. Nothing is written here.
+    pub fn fix(&self, allowed: &dyn Fn(Applicability) -> bool) -> FixReport {
+        let mut report = FixReport::default();
+        let mut files: BTreeMap<PathBuf, FileFix> = BTreeMap::new();
+        let mut seen: BTreeMap<PathBuf, HashSet<u64>> = BTreeMap::new();
+        let mut stuck: HashSet<PathBuf> = HashSet::new();
+        for pass in 0..MAX_PASSES {
+            let check = self.check();
+            if pass == 0 {
+                report.first_pass = check.diagnostics.clone();
+                report.errors = check.errors;
+                report.notes = check.notes;
+            }
+            let mut by_target: BTreeMap<PathBuf, (Arc<SourceFile>, Vec<Diagnostic>)> = BTreeMap::new();
+            for d in check.diagnostics {
+                let Some(fix) = &d.fix else { continue };
+                let target = fix.target.clone().unwrap_or_else(|| d.file.path.clone());
+                if fix.edits.is_empty() && fix.new_files.is_empty() || !allowed(fix.applicability) {
+                    if pass == 0 {
+                        let entry = files.entry(d.file.path.clone()).or_insert_with(|| new_file_fix(&d.file));
+                        entry.manual.push(describe(&d));
+                    }
+                    continue;
+                }
+                if stuck.contains(&target) {
+                    continue;
+                }
+                let file = match self.project.load(&target) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        report.errors.push(e.to_string());
+                        continue;
+                    }
+                };
+                by_target.entry(target).or_insert_with(|| (file, Vec::new())).1.push(d);
+            }
+            let mut changed = false;
+            for (target, (file, diags)) in by_target {
+                let fixes: Vec<&crate::fix::Fix> = diags.iter().filter_map(|d| d.fix.as_ref()).collect();
+                for fix in &fixes {
+                    for (path, text) in &fix.new_files {
+                        if !report.new_files.iter().any(|(p, _)| p == path) {
+                            self.project.add_virtual_file(path.clone(), text.clone());
+                            report.new_files.push((path.clone(), text.clone()));
+                            changed = true;
+                        }
+                    }
+                }
+                let edit_fixes: Vec<(usize, &crate::fix::Fix)> =
+                    fixes.iter().copied().enumerate().filter(|(_, f)| !f.edits.is_empty()).collect();
+                if edit_fixes.is_empty() {
+                    continue;
+                }
+                let only: Vec<&crate::fix::Fix> = edit_fixes.iter().map(|(_, f)| *f).collect();
+                let mut result = apply::apply(&file.text, &only);
+                let entry = files.entry(target.clone()).or_insert_with(|| new_file_fix(&file));
+                // Syntax guard: a pass must not add error nodes. Retry the fixes one by one and
+                // drop those that break the file.
+                if error_count(&result.text, file.dialect) > error_count(&file.text, file.dialect) {
+                    let mut text = file.text.clone();
+                    let mut kept = Vec::new();
+                    for (i, fix) in only.iter().enumerate() {
+                        let attempt = apply::apply(&text, &[fix]);
+                        if attempt.applied.is_empty() {
+                            continue;
+                        }
+                        if error_count(&attempt.text, file.dialect) > error_count(&file.text, file.dialect) {
+                            let d = &diags[edit_fixes[i].0];
+                            entry.problems.push(format!(
+                                "{}:{}: the `{}` fix would break the syntax; it was dropped (please report this)",
+                                target.display(),
+                                d.line_col().0,
+                                d.rule
+                            ));
+                            entry.manual.push(describe(d));
+                            continue;
+                        }
+                        // Later fixes were computed on the original text: apply them in
+                        // subsequent passes instead.
+                        text = attempt.text;
+                        kept.push(i);
+                        break;
+                    }
+                    result = apply::Applied { text, applied: kept, deferred: Vec::new() };
+                }
+                for &i in &result.applied {
+                    entry.applied.push(describe(&diags[edit_fixes[i].0]));
+                }
+                if result.text != file.text {
+                    let hash = hash_text(&result.text);
+                    if !seen.entry(target.clone()).or_default().insert(hash) {
+                        entry.problems.push(format!(
+                            "{}: fixes did not converge (a cycle between {}); left at the last state",
+                            target.display(),
+                            rule_list(&diags)
+                        ));
+                        stuck.insert(target.clone());
+                        continue;
+                    }
+                    match SourceFile::new(target.clone(), result.text.clone(), file.dialect) {
+                        Some(updated) => {
+                            entry.fixed = result.text;
+                            self.project.insert(Arc::new(updated));
+                            changed = true;
+                        }
+                        None => {
+                            entry.problems.push(format!("{}: the fixed text could not be parsed", target.display()))
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+            if pass == MAX_PASSES - 1 {
+                for f in files.values_mut().filter(|f| f.original != f.fixed) {
+                    f.problems.push(format!("{}: fixes did not converge after {MAX_PASSES} passes", f.path.display()));
+                }
+            }
+        }
+        report.files = files.into_values().collect();
+        report
+    }
+}
+
+fn new_file_fix(file: &SourceFile) -> FileFix {
+    FileFix { path: file.path.clone(), original: file.text.clone(), fixed: file.text.clone(), ..FileFix::default() }
+}
+
+fn describe(d: &Diagnostic) -> AppliedFix {
+    let fix = d.fix.as_ref();
+    AppliedFix {
+        rule: d.rule,
+        title: fix.map(|f| f.title.clone()).unwrap_or_default(),
+        applicability: fix.map_or(Applicability::DisplayOnly, |f| f.applicability),
+        line: d.line_col().0,
+        note: fix.and_then(|f| f.note.clone()),
+    }
+}
+
+fn rule_list(diags: &[Diagnostic]) -> String {
+    let mut ids: Vec<&str> = diags.iter().map(|d| d.rule).collect();
+    ids.sort();
+    ids.dedup();
+    ids.join(", ")
+}
+
+fn hash_text(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+/// ERROR and MISSING nodes in a parse of `text`.
+pub fn error_count(text: &str, dialect: Dialect) -> usize {
+    if dialect == Dialect::Text {
+        return 0;
+    }
+    let parse_text = match text.strip_prefix('\u{feff}') {
+        Some(rest) => format!("   {rest}"),
+        None => text.to_string(),
+    };
+    let Some(tree) = crate::source::parse(dialect, &parse_text) else {
+        return usize::MAX;
+    };
+    if !tree.root_node().has_error() {
+        return 0;
+    }
+    let mut n = 0;
+    crate::model::ast::walk(tree.root_node(), &mut |node| {
+        if node.is_error() || node.is_missing() {
+            n += 1;
+        }
+        node.has_error()
+    });
+    n
+}

@@ -1,0 +1,94 @@
+//! Adds the guard import once, in the file's module style, next to the existing imports,
+//! reusing an existing import of the same module.
+
+use super::{Edit, GuardSpec};
+use crate::model::ast::{self, text};
+use crate::source::SourceFile;
+
+/// The edit that makes `spec` importable in `file`, or None when it already is.
+pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
+    let src = &file.text;
+    let style = file.style();
+    let local = spec.local_name();
+    let root = file.root();
+    let mut last_import_end = None;
+    let mut uses_require = false;
+    for stmt in ast::named_children(root) {
+        match stmt.kind() {
+            "import_statement" => {
+                last_import_end = Some(stmt.end_byte());
+                let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+                if source.as_deref() != Some(spec.module.as_str()) {
+                    continue;
+                }
+                let clause = ast::named_children(stmt).into_iter().find(|c| c.kind() == "import_clause");
+                let Some(clause) = clause else { continue };
+                let parts = ast::named_children(clause);
+                if spec.export == "default" {
+                    if let Some(id) = parts.iter().find(|p| p.kind() == "identifier") {
+                        let _ = id;
+                        return None;
+                    }
+                    continue;
+                }
+                if let Some(named) = parts.iter().find(|p| p.kind() == "named_imports") {
+                    let specs = ast::named_children(*named);
+                    if specs.iter().any(|s| s.child_by_field_name("name").is_some_and(|n| text(n, src) == spec.export))
+                    {
+                        return None;
+                    }
+                    let close = named.end_byte() - 1;
+                    let before = src[named.start_byte()..close].trim_end();
+                    let sep = if before.ends_with(',') || before.ends_with('{') { " " } else { ", " };
+                    let at = named.start_byte() + before.len();
+                    return Some(Edit::insert(at, format!("{sep}{}", spec.export)));
+                }
+            }
+            "lexical_declaration" | "variable_declaration" => {
+                if text(stmt, src).contains("require(") {
+                    uses_require = true;
+                    if text(stmt, src).contains(&format!("{q}{}{q}", spec.module, q = style.quote))
+                        && ast::mentions_identifier(stmt, src, local)
+                    {
+                        return None;
+                    }
+                    last_import_end = Some(stmt.end_byte());
+                }
+            }
+            "comment" | "expression_statement" if last_import_end.is_none() && is_directive(stmt, src) => {
+                last_import_end = Some(stmt.end_byte());
+            }
+            _ => {}
+        }
+    }
+    if ast::named_children(root).iter().any(|s| s.kind() == "import_statement") {
+        uses_require = false;
+    }
+    let is_cjs = file.path.extension().is_some_and(|e| e == "cjs") || uses_require;
+    let module = style.quoted(&spec.module);
+    let semi = style.semi();
+    let statement = match (is_cjs, spec.export == "default") {
+        (false, false) => format!("import {{ {} }} from {module}{semi}", spec.export),
+        (false, true) => format!("import {local} from {module}{semi}"),
+        (true, false) => format!("const {{ {} }} = require({module}){semi}", spec.export),
+        (true, true) => format!("const {local} = require({module}){semi}"),
+    };
+    Some(match last_import_end {
+        Some(end) => Edit::insert(end, format!("{}{statement}", style.eol)),
+        None => {
+            // After a shebang and a BOM, before everything else.
+            let mut at = if src.starts_with('\u{feff}') { 3 } else { 0 };
+            if src[at..].starts_with("#!") {
+                at = src[at..].find('\n').map_or(src.len(), |i| at + i + 1);
+            }
+            Edit::insert(at, format!("{statement}{}", style.eol))
+        }
+    })
+}
+
+fn is_directive(stmt: tree_sitter::Node, src: &str) -> bool {
+    stmt.kind() == "expression_statement" && stmt.named_child(0).is_some_and(|c| c.kind() == "string") && {
+        let t = text(stmt, src);
+        t.contains("use server") || t.contains("use client") || t.contains("use strict")
+    }
+}

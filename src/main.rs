@@ -1,0 +1,333 @@
+//! The command line: parse flags, run the library, map outcomes to exit codes
+//! (0 clean, 1 findings or pending fixes, 2 usage, config or I/O error).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use retrysafe::engine::{Engine, Fatal, Options};
+use retrysafe::fix::{Applicability, GuardSpec};
+use retrysafe::report::{self, text::Palette};
+use retrysafe::rules::{self, FixAvailability};
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "retrysafe",
+    version,
+    about = "Finds and fixes webhook and queue handlers that break under at-least-once delivery"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Report every handler that is unsafe under retries (the default command).
+    Check(CheckArgs),
+    /// Fix what can be fixed: a unified diff, or `--write` to apply it.
+    Fix(FixArgs),
+    /// List the rules: id, summary, fix availability.
+    Rules {
+        #[arg(long, value_enum, default_value = "text")]
+        format: RulesFormat,
+    },
+    /// Print a rule's documentation.
+    Explain { rule: String },
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// Files or directories (default: the current directory).
+    paths: Vec<PathBuf>,
+    /// Only these rules (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    select: Vec<String>,
+    /// Never these rules (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    ignore: Vec<String>,
+    /// Use this config file instead of the nearest retrysafe.json.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Disable colours.
+    #[arg(long)]
+    no_color: bool,
+    /// Worker threads (default: all cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Read the source from stdin and report it as this path.
+    #[arg(long)]
+    stdin_filename: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long, value_enum, default_value = "text")]
+    format: CheckFormat,
+    /// Print findings only, no summary or notes.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct FixArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The guard the fixes call: `MODULE#EXPORT` or `MODULE#default`.
+    #[arg(long)]
+    guard: Option<String>,
+    /// Apply the fixes (atomically) instead of printing the diff.
+    #[arg(long)]
+    write: bool,
+    /// Only safe fixes (for unattended batch runs).
+    #[arg(long)]
+    safe_only: bool,
+    #[arg(long, value_enum, default_value = "diff")]
+    format: FixFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CheckFormat {
+    Text,
+    Json,
+    Sarif,
+    Github,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FixFormat {
+    Diff,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RulesFormat {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let mut argv: Vec<String> = std::env::args().collect();
+    let known = ["check", "fix", "rules", "explain", "help", "-h", "--help", "-V", "--version"];
+    if argv.get(1).is_none_or(|a| !known.contains(&a.as_str())) {
+        argv.insert(1, "check".into());
+    }
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command {
+        Command::Check(args) => run_check(args),
+        Command::Fix(args) => run_fix(args),
+        Command::Rules { format } => list_rules(format),
+        Command::Explain { rule } => match rules::find(&rule) {
+            Some(r) => {
+                println!("# {}\n\n{}\n\nFix: {}\n\n{}", r.id, r.summary, fix_label(r.fix), r.docs.trim());
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!("retrysafe: unknown rule `{rule}` (see `retrysafe rules`)");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+fn fix_label(f: FixAvailability) -> &'static str {
+    match f {
+        FixAvailability::None => "none",
+        FixAvailability::Sometimes => "sometimes",
+        FixAvailability::Always => "always",
+    }
+}
+
+fn list_rules(format: RulesFormat) -> ExitCode {
+    match format {
+        RulesFormat::Text => {
+            for r in rules::registry() {
+                println!("{:<34} {:<10} {}", r.id, fix_label(r.fix), r.summary);
+            }
+        }
+        RulesFormat::Json => {
+            let items: Vec<_> = rules::registry()
+                .iter()
+                .map(|r| serde_json::json!({ "id": r.id, "summary": r.summary, "fix": r.fix }))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&items).unwrap_or_default());
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn options(common: &Common, guard: Option<GuardSpec>) -> Result<Options, String> {
+    let stdin = match &common.stdin_filename {
+        Some(path) => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).map_err(|e| format!("<stdin>: cannot read: {e}"))?;
+            Some((path.clone(), text))
+        }
+        None => None,
+    };
+    let paths = if common.paths.is_empty() { vec![PathBuf::from(".")] } else { common.paths.clone() };
+    Ok(Options {
+        paths,
+        select: common.select.clone(),
+        ignore: common.ignore.clone(),
+        config: common.config.clone(),
+        threads: common.threads,
+        stdin,
+        guard,
+    })
+}
+
+fn engine(common: &Common, guard: Option<GuardSpec>) -> Result<Engine, ExitCode> {
+    let opts = options(common, guard).map_err(|e| {
+        eprintln!("retrysafe: {e}");
+        ExitCode::from(2)
+    })?;
+    Engine::new(opts).map_err(|e: Fatal| {
+        eprintln!("retrysafe: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn palette(no_color: bool) -> Palette {
+    Palette { on: !no_color && std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal() }
+}
+
+fn run_check(args: CheckArgs) -> ExitCode {
+    let engine = match engine(&args.common, None) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let report = engine.check();
+    let palette = palette(args.common.no_color);
+    match args.format {
+        CheckFormat::Text => {
+            print!("{}", report::text::render(&report.diagnostics, &palette));
+            if !args.quiet {
+                for n in &report.notes {
+                    eprintln!("note: {n}");
+                }
+                println!("{}", report::text::summary(&report.diagnostics));
+            }
+        }
+        CheckFormat::Json => println!("{}", report::json::render(&report.diagnostics, Some(&engine.project))),
+        CheckFormat::Sarif => println!("{}", report::sarif::render(&report.diagnostics)),
+        CheckFormat::Github => print!("{}", report::github(&report.diagnostics)),
+    }
+    for e in &report.errors {
+        eprintln!("error: {e}");
+    }
+    if !report.errors.is_empty() {
+        ExitCode::from(2)
+    } else if report.diagnostics.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn run_fix(args: FixArgs) -> ExitCode {
+    let guard = match args.guard.as_deref().map(|g| GuardSpec::parse(g).ok_or(g)) {
+        Some(Err(g)) => {
+            eprintln!("retrysafe: --guard `{g}` is not of the form MODULE#EXPORT (e.g. \"@/lib/guard#guard\")");
+            return ExitCode::from(2);
+        }
+        Some(Ok(g)) => Some(g),
+        None => None,
+    };
+    let engine = match engine(&args.common, guard) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let safe_only = args.safe_only;
+    let allowed = move |a: Applicability| match a {
+        Applicability::Safe => true,
+        Applicability::Unsafe => !safe_only,
+        Applicability::DisplayOnly => false,
+    };
+    let report = engine.fix(&allowed);
+    let palette = palette(args.common.no_color);
+    let changed: Vec<_> = report.files.iter().filter(|f| f.original != f.fixed).collect();
+    let fixed_count: usize = report.files.iter().map(|f| f.applied.len()).sum();
+    let manual: usize = report.files.iter().map(|f| f.manual.len()).sum();
+    let files_touched = changed.len() + report.new_files.len();
+    match args.format {
+        FixFormat::Json => {
+            let out = serde_json::json!({
+                "diagnostics": report.first_pass.iter().map(|d| report::json::diagnostic(d, Some(&engine.project))).collect::<Vec<_>>(),
+                "files": report.files.iter().filter(|f| f.original != f.fixed || !f.manual.is_empty()).map(|f| serde_json::json!({
+                    "file": report::display_path(&f.path),
+                    "applied": f.applied,
+                    "manual": f.manual,
+                    "problems": f.problems,
+                    "fixed": f.fixed,
+                })).collect::<Vec<_>>(),
+                "new_files": report.new_files.iter().map(|(p, t)| serde_json::json!({ "file": report::display_path(p), "text": t })).collect::<Vec<_>>(),
+            });
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        }
+        FixFormat::Diff if !args.write => {
+            for f in &changed {
+                print!("{}", report::diff::render(f, &palette));
+            }
+            for (p, t) in &report.new_files {
+                print!("{}", report::diff::new_file(p, t, &palette));
+            }
+        }
+        FixFormat::Diff => {}
+    }
+    for f in &report.files {
+        for p in &f.problems {
+            eprintln!("warning: {p}");
+        }
+    }
+    let mut failed = !report.errors.is_empty();
+    for e in &report.errors {
+        eprintln!("error: {e}");
+    }
+    if args.write {
+        for f in &changed {
+            if let Err(e) = retrysafe::fix::write::write_atomic(&f.path, &f.fixed) {
+                eprintln!("error: {}: cannot write: {e}", f.path.display());
+                failed = true;
+            }
+        }
+        for (p, t) in &report.new_files {
+            if p.exists() {
+                eprintln!("error: {}: already exists; not overwritten", p.display());
+                failed = true;
+            } else if let Err(e) = retrysafe::fix::write::write_atomic(p, t) {
+                eprintln!("error: {}: cannot write: {e}", p.display());
+                failed = true;
+            }
+        }
+    }
+    if !matches!(args.format, FixFormat::Json) {
+        let verb = if args.write { "Fixed" } else { "Would fix" };
+        let manual_note = if manual > 0 {
+            format!("; {manual} need manual attention (no guard, no event key, or display-only)")
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "{verb} {fixed_count} issue{} in {files_touched} file{}{manual_note}.",
+            if fixed_count == 1 { "" } else { "s" },
+            if files_touched == 1 { "" } else { "s" }
+        );
+    }
+    if failed {
+        ExitCode::from(2)
+    } else if !args.write && files_touched > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

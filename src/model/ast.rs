@@ -1,0 +1,323 @@
+//! Small, shared questions about tree-sitter nodes of the TypeScript/TSX grammars.
+
+use tree_sitter::Node;
+
+pub const FUNCTION_KINDS: &[&str] = &[
+    "function_declaration",
+    "function_expression",
+    "function",
+    "arrow_function",
+    "method_definition",
+    "generator_function_declaration",
+    "generator_function",
+];
+
+pub fn is_function(node: Node) -> bool {
+    FUNCTION_KINDS.contains(&node.kind())
+}
+
+pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
+    &src[node.byte_range()]
+}
+
+pub fn named_children(node: Node) -> Vec<Node> {
+    let mut cursor = node.walk();
+    node.named_children(&mut cursor).collect()
+}
+
+/// Pre-order walk of `node`'s subtree. `visit` returns false to skip a node's children.
+pub fn walk<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
+    let mut cursor = node.walk();
+    let mut descend = visit(node);
+    loop {
+        if descend && cursor.goto_first_child() {
+            descend = visit(cursor.node());
+            continue;
+        }
+        loop {
+            if cursor.node() == node {
+                return;
+            }
+            if cursor.goto_next_sibling() {
+                descend = visit(cursor.node());
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+        }
+    }
+}
+
+/// All nodes of `kind` under `node` (inclusive).
+pub fn descendants_of_kind<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    walk(node, &mut |n| {
+        if n.kind() == kind {
+            out.push(n);
+        }
+        true
+    });
+    out
+}
+
+/// Call expressions under `node`, not descending into nested functions other than `node`
+/// itself when `same_function` is set.
+pub fn calls_in<'t>(node: Node<'t>, same_function: bool) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    walk(node, &mut |n| {
+        if same_function && n != node && is_function(n) {
+            return false;
+        }
+        if n.kind() == "call_expression" {
+            out.push(n);
+        }
+        true
+    });
+    out
+}
+
+/// Strips wrappers that do not change what an expression denotes.
+pub fn unwrap_expr(mut node: Node) -> Node {
+    loop {
+        match node.kind() {
+            "await_expression"
+            | "parenthesized_expression"
+            | "non_null_expression"
+            | "as_expression"
+            | "satisfies_expression"
+            | "type_assertion" => match node.named_child(0) {
+                Some(inner) => node = inner,
+                None => return node,
+            },
+            _ => return node,
+        }
+    }
+}
+
+/// The dotted path of a callee or member chain: `stripe.refunds.create` → ["stripe", "refunds",
+/// "create"]; `this.svc.run` → ["this", "svc", "run"]. Calls in the chain keep their callee's
+/// name followed by `()` (`db.insert(t).values` → ["db", "insert()", "values"]).
+pub fn member_path(node: Node, src: &str) -> Vec<String> {
+    let node = unwrap_expr(node);
+    match node.kind() {
+        "identifier" | "this" | "property_identifier" | "private_property_identifier" | "super" => {
+            vec![text(node, src).to_string()]
+        }
+        "member_expression" => {
+            let mut path = node.child_by_field_name("object").map(|o| member_path(o, src)).unwrap_or_default();
+            if let Some(p) = node.child_by_field_name("property") {
+                path.push(text(p, src).to_string());
+            }
+            path
+        }
+        "subscript_expression" => {
+            let mut path = node.child_by_field_name("object").map(|o| member_path(o, src)).unwrap_or_default();
+            if let Some(index) = node.child_by_field_name("index") {
+                path.push(string_value(index, src).unwrap_or_else(|| "[]".into()));
+            }
+            path
+        }
+        "call_expression" => {
+            let mut path = node.child_by_field_name("function").map(|f| member_path(f, src)).unwrap_or_default();
+            if let Some(last) = path.last_mut() {
+                last.push_str("()");
+            }
+            path
+        }
+        "new_expression" => {
+            let mut path = node.child_by_field_name("constructor").map(|f| member_path(f, src)).unwrap_or_default();
+            if let Some(last) = path.last_mut() {
+                last.push_str("()");
+            }
+            path
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The callee path of a call expression (see `member_path`).
+pub fn callee_path(call: Node, src: &str) -> Vec<String> {
+    call.child_by_field_name("function").map(|f| member_path(f, src)).unwrap_or_default()
+}
+
+/// The last name of a callee: `a.b.create(...)` → "create".
+pub fn callee_name(call: Node, src: &str) -> Option<String> {
+    callee_path(call, src).pop()
+}
+
+pub fn arguments(call: Node) -> Vec<Node> {
+    call.child_by_field_name("arguments").map(named_children).unwrap_or_default()
+}
+
+/// The literal value of a string or a template without substitutions.
+pub fn string_value(node: Node, src: &str) -> Option<String> {
+    match node.kind() {
+        "string" => {
+            let t = text(node, src);
+            Some(t.get(1..t.len().saturating_sub(1)).unwrap_or("").to_string())
+        }
+        "template_string"
+            if node.named_child_count()
+                == named_children(node)
+                    .iter()
+                    .filter(|c| c.kind() == "string_fragment" || c.kind() == "escape_sequence")
+                    .count() =>
+        {
+            let t = text(node, src);
+            Some(t.get(1..t.len().saturating_sub(1)).unwrap_or("").to_string())
+        }
+        _ => None,
+    }
+}
+
+/// The value node of property `key` in an object literal.
+pub fn object_property<'t>(object: Node<'t>, key: &str, src: &str) -> Option<Node<'t>> {
+    for child in named_children(object) {
+        match child.kind() {
+            "pair" => {
+                let k = child.child_by_field_name("key")?;
+                let name = string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
+                if name == key {
+                    return child.child_by_field_name("value");
+                }
+            }
+            "shorthand_property_identifier" if text(child, src) == key => return Some(child),
+            "method_definition" => {
+                if child.child_by_field_name("name").is_some_and(|n| text(n, src) == key) {
+                    return Some(child);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The nearest ancestor that is a function.
+pub fn enclosing_function(node: Node) -> Option<Node> {
+    let mut cur = node.parent();
+    while let Some(n) = cur {
+        if is_function(n) {
+            return Some(n);
+        }
+        cur = n.parent();
+    }
+    None
+}
+
+pub fn ancestors(node: Node) -> impl Iterator<Item = Node> {
+    std::iter::successors(node.parent(), |n| n.parent())
+}
+
+pub fn contains(outer: Node, inner: Node) -> bool {
+    outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
+}
+
+/// The body of a function node (a statement block or an expression for concise arrows).
+pub fn function_body(func: Node) -> Option<Node> {
+    func.child_by_field_name("body")
+}
+
+/// Names bound by a function's parameters, in order; destructured names are flattened.
+pub fn parameter_names(func: Node, src: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    if let Some(single) = func.child_by_field_name("parameter") {
+        names.push(text(single, src).to_string());
+        return names;
+    }
+    if let Some(params) = func.child_by_field_name("parameters") {
+        for p in named_children(params) {
+            let pattern = p.child_by_field_name("pattern").unwrap_or(p);
+            bound_names(pattern, src, &mut names);
+        }
+    }
+    names
+}
+
+/// The pattern node of the n-th parameter.
+pub fn parameter(func: Node, index: usize) -> Option<Node> {
+    if let Some(single) = func.child_by_field_name("parameter") {
+        return (index == 0).then_some(single);
+    }
+    let params = func.child_by_field_name("parameters")?;
+    let p = named_children(params).into_iter().filter(|n| n.kind() != "comment").nth(index)?;
+    Some(p.child_by_field_name("pattern").unwrap_or(p))
+}
+
+/// The type annotation text of the n-th parameter, if any.
+pub fn parameter_type<'a>(func: Node, index: usize, src: &'a str) -> Option<&'a str> {
+    let params = func.child_by_field_name("parameters")?;
+    let p = named_children(params).into_iter().filter(|n| n.kind() != "comment").nth(index)?;
+    let ty = p.child_by_field_name("type")?;
+    Some(text(ty, src).trim_start_matches(':').trim())
+}
+
+pub fn bound_names(pattern: Node, src: &str, out: &mut Vec<String>) {
+    match pattern.kind() {
+        "identifier" | "shorthand_property_identifier_pattern" => out.push(text(pattern, src).to_string()),
+        "assignment_pattern" | "object_assignment_pattern" => {
+            if let Some(left) = pattern.child_by_field_name("left").or_else(|| pattern.named_child(0)) {
+                bound_names(left, src, out);
+            }
+        }
+        "pair_pattern" => {
+            if let Some(value) = pattern.child_by_field_name("value") {
+                bound_names(value, src, out);
+            }
+        }
+        _ => {
+            for child in named_children(pattern) {
+                bound_names(child, src, out);
+            }
+        }
+    }
+}
+
+/// Whether the node's text mentions `name` as a whole identifier.
+pub fn mentions_identifier(node: Node, src: &str, name: &str) -> bool {
+    let mut found = false;
+    walk(node, &mut |n| {
+        if found {
+            return false;
+        }
+        if matches!(n.kind(), "identifier" | "shorthand_property_identifier") && text(n, src) == name {
+            found = true;
+        }
+        true
+    });
+    found
+}
+
+/// The statement that directly contains `node` inside a statement block.
+pub fn enclosing_statement(node: Node) -> Option<Node> {
+    let mut cur = node;
+    loop {
+        let parent = cur.parent()?;
+        if matches!(parent.kind(), "statement_block" | "program" | "switch_case" | "switch_default") {
+            return Some(cur);
+        }
+        cur = parent;
+    }
+}
+
+/// The initializer of `const name = <init>` visible in the function scope containing `at`
+/// (a simple, flow-insensitive lookup: the nearest declaration before `at`).
+pub fn find_binding_init<'t>(scope: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
+    let mut best: Option<Node> = None;
+    walk(scope, &mut |n| {
+        if n.start_byte() >= before {
+            return false;
+        }
+        if n.kind() == "variable_declarator"
+            && let Some(nm) = n.child_by_field_name("name")
+            && nm.kind() == "identifier"
+            && text(nm, src) == name
+            && let Some(v) = n.child_by_field_name("value")
+        {
+            best = Some(v);
+        }
+        true
+    });
+    best
+}

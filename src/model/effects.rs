@@ -1,0 +1,549 @@
+//! Classifies a call by what it does to the world: database writes (absolute, relative,
+//! insert, upsert), external effects (payments, email, SMS, chat, queues, HTTP), and whether
+//! it already carries a provider idempotency key. Project-local wrappers are not effects
+//! themselves: their bodies are scanned as reachable scopes (see `reach`), so an effect is
+//! classified by what the wrapper finally does.
+
+use super::ast::{self, text};
+use serde::Serialize;
+use tree_sitter::Node;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EffectKind {
+    DbInsert,
+    DbUpsert,
+    DbUpdate,
+    /// A relative write: increment, `x = x + n`, `$inc`, append.
+    DbIncrement,
+    DbDelete,
+    Payment,
+    Email,
+    Sms,
+    Chat,
+    Enqueue,
+    Http,
+    /// A call to a package or unresolved function whose name says it acts (`send*`, `charge*`).
+    Possible,
+}
+
+impl EffectKind {
+    pub fn is_external(self) -> bool {
+        !self.is_db()
+    }
+
+    pub fn is_db(self) -> bool {
+        matches!(
+            self,
+            EffectKind::DbInsert
+                | EffectKind::DbUpsert
+                | EffectKind::DbUpdate
+                | EffectKind::DbIncrement
+                | EffectKind::DbDelete
+        )
+    }
+
+    pub fn noun(self) -> &'static str {
+        match self {
+            EffectKind::DbInsert => "database insert",
+            EffectKind::DbUpsert => "database upsert",
+            EffectKind::DbUpdate => "database update",
+            EffectKind::DbIncrement => "relative database write",
+            EffectKind::DbDelete => "database delete",
+            EffectKind::Payment => "payment call",
+            EffectKind::Email => "email send",
+            EffectKind::Sms => "SMS send",
+            EffectKind::Chat => "chat message",
+            EffectKind::Enqueue => "enqueue",
+            EffectKind::Http => "outbound HTTP request",
+            EffectKind::Possible => "possible external effect",
+        }
+    }
+}
+
+/// Which SDK an external effect goes through (decides the idempotency-key syntax).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sdk {
+    Stripe,
+    Resend,
+    Square,
+    Adyen,
+    Svix,
+    Inngest,
+    TriggerDev,
+    Bullmq,
+    Sqs,
+    Paypal,
+    Other,
+}
+
+impl Sdk {
+    /// Whether the SDK accepts a provider idempotency key (PROVIDERS.md section B).
+    pub fn accepts_key(self) -> bool {
+        !matches!(self, Sdk::Other | Sdk::Bullmq)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Effect<'t> {
+    pub kind: EffectKind,
+    pub sdk: Sdk,
+    pub call: Node<'t>,
+    /// The callee as written: `stripe.refunds.create`.
+    pub label: String,
+    /// The provider idempotency key (or jobId / dedup id) passed, if any.
+    pub key: Option<Node<'t>>,
+}
+
+const STRIPE_WRITES: &[&str] = &[
+    "create",
+    "update",
+    "del",
+    "confirm",
+    "capture",
+    "cancel",
+    "pay",
+    "finalizeInvoice",
+    "sendInvoice",
+    "voidInvoice",
+    "markUncollectible",
+    "createReversal",
+    "attach",
+    "detach",
+    "resume",
+    "apply",
+    "incrementAuthorization",
+];
+const POSSIBLE_PREFIXES: &[&str] = &[
+    "send",
+    "email",
+    "mail",
+    "notify",
+    "charge",
+    "refund",
+    "enqueue",
+    "trigger",
+    "publish",
+    "dispatch",
+    "sms",
+    "payout",
+    "fulfil",
+    "ship",
+    "grant",
+    "provision",
+];
+
+/// Classifies one call expression. `resolved_locally` says the callee is a project function
+/// (its body is analysed as its own scope, so it is not classified by name here).
+pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option<Effect<'t>> {
+    if !chain_end(call, src) {
+        return None;
+    }
+    let path = ast::callee_path(call, src);
+    let full = chain_text(call, src);
+    let args = ast::arguments(call);
+    let lower: Vec<String> = path.iter().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).collect();
+    let last = lower.last().cloned().unwrap_or_default();
+    let last_raw = path.last().map(|s| s.trim_end_matches("()").to_string()).unwrap_or_default();
+    let root = lower.first().cloned().unwrap_or_default();
+    let has = |needle: &str| lower.iter().any(|s| s.contains(needle));
+    let effect = |kind, sdk, key| Some(Effect { kind, sdk, call, label: path.join("."), key });
+
+    if path.is_empty() {
+        return None;
+    }
+    // Reads never need a key.
+    if ["retrieve", "list", "get", "find", "findunique", "findfirst", "findmany", "search", "count", "exists", "select"]
+        .contains(&last.as_str())
+        && !has("insert()")
+    {
+        return None;
+    }
+    // Stripe
+    if has("stripe") && lower.len() >= 3 && !has("webhooks") && STRIPE_WRITES.contains(&last_raw.as_str()) {
+        let key = last_object_property(&args, "idempotencyKey", src);
+        return effect(EffectKind::Payment, Sdk::Stripe, key);
+    }
+    // Resend (returns { data, error }, never throws)
+    if has("resend") && (has("emails") || has("batch")) && matches!(last.as_str(), "send" | "create") {
+        let key = args.get(1).and_then(|o| object_prop(*o, "idempotencyKey", src));
+        return effect(EffectKind::Email, Sdk::Resend, key);
+    }
+    // Square: body field
+    if has("square") || has("paymentsapi") || (has("payments") && has("client") && last == "create") {
+        if matches!(last.as_str(), "create" | "refundpayment" | "createpayment" | "createorder" | "complete") {
+            let key = args.first().and_then(|o| object_prop(*o, "idempotencyKey", src));
+            return effect(EffectKind::Payment, Sdk::Square, key);
+        }
+    }
+    // Adyen
+    if has("paymentsapi") || (has("checkout") && matches!(last.as_str(), "payments" | "refunds" | "captures")) {
+        let key = args.get(1).and_then(|o| object_prop(*o, "idempotencyKey", src));
+        return effect(EffectKind::Payment, Sdk::Adyen, key);
+    }
+    // Svix as a sender
+    if has("svix") && has("message") && last == "create" {
+        let key = args.get(2).and_then(|o| object_prop(*o, "idempotencyKey", src));
+        return effect(EffectKind::Enqueue, Sdk::Svix, key);
+    }
+    // Inngest send: `id` is the key
+    if has("inngest") && last == "send" {
+        let key = args.first().and_then(|o| object_prop(*o, "id", src));
+        return effect(EffectKind::Enqueue, Sdk::Inngest, key);
+    }
+    // Trigger.dev
+    if matches!(last.as_str(), "trigger" | "batchtrigger" | "triggerandwait") && (has("tasks") || lower.len() == 2) {
+        let key = args
+            .get(2)
+            .and_then(|o| object_prop(*o, "idempotencyKey", src))
+            .or_else(|| args.get(1).filter(|_| lower.len() == 2).and_then(|o| object_prop(*o, "idempotencyKey", src)));
+        return effect(EffectKind::Enqueue, Sdk::TriggerDev, key);
+    }
+    // BullMQ / Bull
+    if (last == "add" || last == "addbulk") && (has("queue") || has("flow") || has("producer")) {
+        let key = if last == "add" {
+            args.iter()
+                .skip(1)
+                .find_map(|o| object_prop(*o, "jobId", src).or_else(|| object_prop(*o, "deduplication", src)))
+        } else {
+            None
+        };
+        return effect(EffectKind::Enqueue, Sdk::Bullmq, key);
+    }
+    // AWS SDK v3: client.send(new SendMessageCommand({...}))
+    if last == "send"
+        && let Some(cmd) = args.first().filter(|a| a.kind() == "new_expression")
+    {
+        let ctor = cmd.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
+        let input = cmd.child_by_field_name("arguments").and_then(|a| a.named_child(0));
+        if ctor.starts_with("SendMessage") || ctor == "PublishCommand" || ctor == "PutEventsCommand" {
+            let key = input.and_then(|i| object_prop(i, "MessageDeduplicationId", src));
+            return effect(EffectKind::Enqueue, Sdk::Sqs, key);
+        }
+        if ctor.starts_with("ReceiveMessage") || ctor.starts_with("DeleteMessage") || ctor.starts_with("Get") {
+            return None;
+        }
+    }
+    if has("sqs") && matches!(last.as_str(), "sendmessage" | "sendmessagebatch") {
+        let key = args.first().and_then(|o| object_prop(*o, "MessageDeduplicationId", src));
+        return effect(EffectKind::Enqueue, Sdk::Sqs, key);
+    }
+    // Email and messaging SDKs without keys
+    if matches!(last.as_str(), "sendmail" | "sendemail" | "sendemailwithtemplate" | "sendemailbatch" | "sendmultiple")
+        || ((has("sgmail") || has("sendgrid") || has("mailer") || has("postmark")) && last == "send")
+    {
+        return effect(EffectKind::Email, Sdk::Other, None);
+    }
+    if (has("messages") || has("calls"))
+        && last == "create"
+        && (has("twilio") || root == "client" || root == "this")
+        && !is_db_root(&root)
+    {
+        return effect(EffectKind::Sms, Sdk::Other, None);
+    }
+    if has("chat") && matches!(last.as_str(), "postmessage" | "postephemeral" | "update") || last == "uploadv2" {
+        return effect(EffectKind::Chat, Sdk::Other, None);
+    }
+    if has("octokit")
+        || (has("issues") && matches!(last.as_str(), "createcomment" | "create"))
+        || has("pulls") && last == "create"
+    {
+        return effect(EffectKind::Chat, Sdk::Other, None);
+    }
+    if has("paypal") && matches!(last.as_str(), "capture" | "create" | "execute" | "refund") {
+        return effect(EffectKind::Payment, Sdk::Paypal, None);
+    }
+    // HTTP
+    if root == "fetch" && path.len() == 1 {
+        let method =
+            args.get(1).and_then(|o| object_prop(*o, "method", src)).map(|m| text(m, src).to_ascii_uppercase());
+        return match method {
+            Some(m) if m.contains("POST") || m.contains("PUT") || m.contains("PATCH") || m.contains("DELETE") => {
+                let key = args
+                    .get(1)
+                    .and_then(|o| object_prop(*o, "headers", src))
+                    .filter(|h| text(*h, src).to_ascii_lowercase().contains("idempotency-key"));
+                effect(EffectKind::Http, Sdk::Other, key)
+            }
+            _ => None,
+        };
+    }
+    if matches!(root.as_str(), "axios" | "got" | "ky" | "superagent" | "http" | "httpclient" | "api" | "client")
+        && matches!(last.as_str(), "post" | "put" | "patch" | "delete")
+    {
+        let key = args.iter().find(|a| text(**a, src).to_ascii_lowercase().contains("idempotency-key")).copied();
+        return effect(EffectKind::Http, Sdk::Other, key);
+    }
+    // Databases
+    if let Some(kind) = classify_db(call, &path, &full, &args, src) {
+        return effect(kind, Sdk::Other, None);
+    }
+    // Unresolved calls named like an effect
+    if !resolved_locally && !has("log") && !has("console") {
+        let name = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
+        let lname = name.to_ascii_lowercase();
+        if POSSIBLE_PREFIXES.iter().any(|p| lname.starts_with(p))
+            && !lname.starts_with("sendstatus")
+            && !is_response_call(&lower)
+        {
+            return effect(EffectKind::Possible, Sdk::Other, None);
+        }
+    }
+    None
+}
+
+fn is_response_call(lower: &[String]) -> bool {
+    let root = lower.first().map(String::as_str).unwrap_or("");
+    matches!(root, "res" | "reply" | "response" | "ctx" | "c" | "h")
+        || lower.last().is_some_and(|l| {
+            matches!(l.as_str(), "send" | "json" | "sendstatus" | "end" | "status")
+                && lower.len() <= 3
+                && matches!(root, "res" | "reply" | "response")
+        })
+}
+
+fn is_db_root(root: &str) -> bool {
+    let r = root.to_ascii_lowercase();
+    r.contains("prisma")
+        || r == "db"
+        || r == "tx"
+        || r == "trx"
+        || r.contains("database")
+        || r == "knex"
+        || r == "em"
+        || r == "manager"
+}
+
+/// A chain is classified at its outermost call only.
+fn chain_end(call: Node, src: &str) -> bool {
+    let Some(parent) = call.parent() else {
+        return true;
+    };
+    if parent.kind() != "member_expression" {
+        return true;
+    }
+    if parent.parent().is_none_or(|g| g.kind() != "call_expression") {
+        return true;
+    }
+    let prop = parent.child_by_field_name("property").map(|p| text(p, src)).unwrap_or("");
+    matches!(prop, "then" | "catch" | "finally" | "promise")
+}
+
+/// The whole text of the outermost call of the chain `call` ends.
+fn chain_text(call: Node, src: &str) -> String {
+    text(call, src).to_string()
+}
+
+const PRISMA_WRITES: &[&str] =
+    &["create", "createMany", "createManyAndReturn", "update", "updateMany", "upsert", "delete", "deleteMany"];
+
+fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str) -> Option<EffectKind> {
+    let last = path.last()?.trim_end_matches("()");
+    let joined = path.join(".");
+    // SQL through a driver or tagged template
+    if let Some(sql) = sql_text(call, args, src) {
+        return classify_sql(&sql);
+    }
+    // Drizzle / Knex / Kysely chains: db.insert(t).values(v)..., knex('t').insert(v)
+    if joined.contains("insert()") || joined.contains("insertInto()") || last == "insert" && path.len() >= 2 {
+        if full.contains("onConflictDoNothing")
+            || full.contains("onConflictDoUpdate")
+            || full.contains(".onConflict(")
+            || full.contains("onDuplicateKeyUpdate")
+            || full.contains(".ignore()")
+            || full.contains(".merge(")
+        {
+            return Some(EffectKind::DbUpsert);
+        }
+        return Some(EffectKind::DbInsert);
+    }
+    if joined.contains("update()") || joined.contains("updateTable()") {
+        return Some(if relative_sql_set(full) { EffectKind::DbIncrement } else { EffectKind::DbUpdate });
+    }
+    if joined.contains("delete()") || joined.contains("deleteFrom()") {
+        return Some(EffectKind::DbDelete);
+    }
+    if matches!(
+        last,
+        "increment"
+            | "decrement"
+            | "incr"
+            | "incrby"
+            | "incrBy"
+            | "hincrby"
+            | "hIncrBy"
+            | "incrbyfloat"
+            | "lpush"
+            | "rpush"
+            | "lPush"
+            | "rPush"
+            | "zincrby"
+    ) && path.len() >= 2
+    {
+        return Some(EffectKind::DbIncrement);
+    }
+    // Prisma: client.model.op({ data })
+    if path.len() >= 3 && PRISMA_WRITES.contains(&last) {
+        let model = path[path.len() - 2].as_str();
+        if model.starts_with('$') || model.ends_with("()") {
+            return None;
+        }
+        let data_text = args.first().map(|a| text(*a, src)).unwrap_or("");
+        if last == "upsert" {
+            return Some(if relative_prisma(data_text) { EffectKind::DbIncrement } else { EffectKind::DbUpsert });
+        }
+        if last.starts_with("update") {
+            return Some(if relative_prisma(data_text) || data_text.contains("push:") {
+                EffectKind::DbIncrement
+            } else {
+                EffectKind::DbUpdate
+            });
+        }
+        if last.starts_with("delete") {
+            return Some(EffectKind::DbDelete);
+        }
+        if data_text.contains("skipDuplicates: true") {
+            return Some(EffectKind::DbUpsert);
+        }
+        return Some(EffectKind::DbInsert);
+    }
+    // Mongoose / MongoDB
+    if path.len() >= 2 {
+        let update_text = args.get(1).map(|a| text(*a, src)).unwrap_or("");
+        let opts_text = args.get(2).map(|a| text(*a, src)).unwrap_or("");
+        match last {
+            "insertOne" | "insertMany" | "bulkCreate" => return Some(EffectKind::DbInsert),
+            "create" if path.len() == 2 && path[0].chars().next().is_some_and(|c| c.is_ascii_uppercase()) => {
+                return Some(EffectKind::DbInsert);
+            }
+            "updateOne" | "updateMany" | "findOneAndUpdate" | "findByIdAndUpdate" | "update" => {
+                if update_text.contains("$inc") || update_text.contains("$push") || update_text.contains("$mul") {
+                    return Some(EffectKind::DbIncrement);
+                }
+                if opts_text.contains("upsert: true") || update_text.contains("$setOnInsert") {
+                    return Some(EffectKind::DbUpsert);
+                }
+                return Some(EffectKind::DbUpdate);
+            }
+            "save" => {
+                // repo.save(entity) / doc.save(): an insert or an update; read-modify-write
+                // detection is the incrementing rule's job.
+                return Some(EffectKind::DbInsert);
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn relative_prisma(data: &str) -> bool {
+    ["increment:", "decrement:", "multiply:", "divide:"].iter().any(|k| data.contains(k))
+}
+
+fn relative_sql_set(text: &str) -> bool {
+    let re = regex::Regex::new(r"(?i)\b(\w+)\W*\s*\}?\s*[+\-]\s*").unwrap();
+    (text.contains("sql`") && re.is_match(text) && (text.contains(" + ") || text.contains(" - ")))
+        || text.contains("increment(")
+}
+
+/// The SQL text of a `query`/`execute` call or a `sql`/`$executeRaw` tagged template.
+pub fn sql_text(call: Node, args: &[Node], src: &str) -> Option<String> {
+    let path = ast::callee_path(call, src);
+    let last = path.last()?.trim_end_matches("()");
+    if matches!(
+        last,
+        "query"
+            | "execute"
+            | "none"
+            | "one"
+            | "oneOrNone"
+            | "many"
+            | "any"
+            | "$executeRawUnsafe"
+            | "$queryRawUnsafe"
+            | "raw"
+            | "unsafe"
+    ) && let Some(first) = args.first()
+    {
+        let t = match first.kind() {
+            "string" | "template_string" => text(*first, src).to_string(),
+            "object" => ast::object_property(*first, "text", src).map(|v| text(v, src).to_string())?,
+            "identifier" => {
+                let scope = ast::enclosing_function(call).unwrap_or(call);
+                let init = ast::find_binding_init(scope, text(*first, src), src, call.start_byte()).or_else(|| {
+                    let root = ast::ancestors(call).last()?;
+                    ast::find_binding_init(root, text(*first, src), src, call.start_byte())
+                })?;
+                text(init, src).to_string()
+            }
+            _ => return None,
+        };
+        return looks_like_sql(&t).then_some(t);
+    }
+    // tagged templates: sql`...`, prisma.$executeRaw`...`
+    if let Some(tpl) = call.child_by_field_name("arguments").filter(|a| a.kind() == "template_string") {
+        let t = text(tpl, src).to_string();
+        return looks_like_sql(&t).then_some(t);
+    }
+    None
+}
+
+fn looks_like_sql(t: &str) -> bool {
+    let u = t.trim_start_matches(['`', '"', '\'']).trim_start().to_ascii_uppercase();
+    ["INSERT", "UPDATE", "DELETE", "BEGIN", "COMMIT", "ROLLBACK", "WITH", "SELECT", "START TRANSACTION"]
+        .iter()
+        .any(|k| u.starts_with(k))
+}
+
+pub fn classify_sql(sql: &str) -> Option<EffectKind> {
+    let u = sql.trim_start_matches(['`', '"', '\'']).trim_start().to_ascii_uppercase();
+    if u.starts_with("INSERT") || (u.starts_with("WITH") && u.contains("INSERT")) {
+        if u.contains("ON CONFLICT") || u.contains("ON DUPLICATE KEY") || u.starts_with("INSERT IGNORE") {
+            return Some(EffectKind::DbUpsert);
+        }
+        return Some(EffectKind::DbInsert);
+    }
+    if u.starts_with("UPDATE") {
+        // `SET x = x + 1`: the same column on both sides of an arithmetic assignment.
+        let assign = regex::Regex::new(r"(?i)\b(\w+)\s*=\s*(\w+)\s*[+\-*|]").unwrap();
+        let relative = assign.captures_iter(&u).any(|c| c[1] == c[2]);
+        let append = regex::Regex::new(r"(?i)=\s*(array_append|jsonb_insert)").unwrap();
+        return Some(if relative || append.is_match(&u) { EffectKind::DbIncrement } else { EffectKind::DbUpdate });
+    }
+    if u.starts_with("DELETE") {
+        return Some(EffectKind::DbDelete);
+    }
+    None
+}
+
+fn object_prop<'t>(node: Node<'t>, key: &str, src: &str) -> Option<Node<'t>> {
+    let node = ast::unwrap_expr(node);
+    if node.kind() != "object" {
+        return None;
+    }
+    ast::object_property(node, key, src)
+}
+
+/// The property `key` of the last argument when it is an object literal (Stripe's
+/// request options).
+fn last_object_property<'t>(args: &[Node<'t>], key: &str, src: &str) -> Option<Node<'t>> {
+    args.iter().rev().take(1).find_map(|a| object_prop(*a, key, src))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_kinds() {
+        assert_eq!(classify_sql("'INSERT INTO x (id) VALUES ($1)'"), Some(EffectKind::DbInsert));
+        assert_eq!(classify_sql("`insert into x values ($1) on conflict do nothing`"), Some(EffectKind::DbUpsert));
+        assert_eq!(
+            classify_sql("'UPDATE wallets SET balance = balance + $1 WHERE id = $2'"),
+            Some(EffectKind::DbIncrement)
+        );
+        assert_eq!(classify_sql("'UPDATE users SET plan = $1 WHERE id = $2'"), Some(EffectKind::DbUpdate));
+        assert_eq!(classify_sql("'SELECT 1'"), None);
+    }
+}

@@ -1,0 +1,148 @@
+//! What protects a piece of handler code: a guard `run` callback, a transaction that also
+//! writes the claim, or a plain transaction. Also recognises the claims and processed-event
+//! markers that hand-written dedupe uses.
+
+use super::ast::{self, text};
+use super::effects::{self, EffectKind};
+use serde::Serialize;
+use tree_sitter::Node;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GuardKind {
+    /// Inside `guard.run(key, async (tx) => ...)` (or an idempotency library's equivalent).
+    Guard,
+    /// Inside a transaction that also writes a claim (processed-event insert).
+    ClaimTransaction,
+    /// Inside a transaction without a claim.
+    Transaction,
+}
+
+impl GuardKind {
+    /// Whether the work here commits once per event (guard or claim transaction).
+    pub fn dedupes(self) -> bool {
+        matches!(self, GuardKind::Guard | GuardKind::ClaimTransaction)
+    }
+}
+
+/// The kind of call that opens a callback context, if `call` is one.
+pub fn guard_call_kind(call: Node, src: &str) -> Option<GuardKind> {
+    let path = ast::callee_path(call, src);
+    let lower: Vec<String> = path.iter().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).collect();
+    let last = lower.last()?.as_str();
+    let is_guard_object = lower.iter().any(|s| s.contains("guard") || s.contains("idempot") || s.contains("dedup"));
+    if (last == "run" || last == "once" || last == "execute" || last == "process") && is_guard_object {
+        return Some(GuardKind::Guard);
+    }
+    if matches!(last, "$transaction" | "transaction" | "withtransaction" | "begintransaction" | "tx")
+        || (last == "execute" && lower.iter().any(|s| s == "transaction"))
+    {
+        let callback = ast::arguments(call).into_iter().find(|a| ast::is_function(*a));
+        let claims = callback.is_some_and(|cb| contains_claim(cb, src));
+        return Some(if claims { GuardKind::ClaimTransaction } else { GuardKind::Transaction });
+    }
+    None
+}
+
+/// The nearest guard or transaction callback around `node`, or a manual pg transaction
+/// (`client.query('BEGIN')` earlier in the same function, on a client that is not a pool).
+pub fn guard_at(node: Node, src: &str) -> Option<GuardKind> {
+    for anc in ast::ancestors(node) {
+        if ast::is_function(anc)
+            && let Some(args) = anc.parent().filter(|p| p.kind() == "arguments")
+            && let Some(call) = args.parent().filter(|c| c.kind() == "call_expression")
+            && let Some(kind) = guard_call_kind(call, src)
+        {
+            return Some(kind);
+        }
+    }
+    let func = ast::enclosing_function(node)?;
+    let mut begun = None;
+    for call in ast::calls_in(func, true) {
+        if call.start_byte() >= node.start_byte() {
+            break;
+        }
+        let path = ast::callee_path(call, src);
+        let sql = effects::sql_text(call, &ast::arguments(call), src).unwrap_or_default().to_ascii_uppercase();
+        let on_pool = path.first().is_some_and(|r| r.to_ascii_lowercase().contains("pool"));
+        let stmt = sql.trim_start_matches(['`', '"', '\'']).trim_start();
+        if (stmt.starts_with("BEGIN") || stmt.starts_with("START TRANSACTION")) && !on_pool {
+            begun = Some(GuardKind::Transaction);
+        } else if stmt.starts_with("COMMIT") || stmt.starts_with("ROLLBACK") {
+            begun = None;
+        } else if begun.is_some() && is_claim(call, src) {
+            begun = Some(GuardKind::ClaimTransaction);
+        }
+    }
+    begun
+}
+
+/// Names of tables/models that hold processed-event markers.
+pub fn is_marker_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase().replace(['_', '-'], "");
+    [
+        "processed",
+        "handled",
+        "seen",
+        "dedup",
+        "idempot",
+        "inbox",
+        "webhookevent",
+        "eventlog",
+        "receivedevent",
+        "deliveries",
+        "delivery",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+        || lower.ends_with("events")
+        || lower.ends_with("event")
+}
+
+/// A write that records "this event was processed": an insert into a marker table/model, or a
+/// Redis `SET ... NX`.
+pub fn is_claim(call: Node, src: &str) -> bool {
+    is_marker_insert(call, src) || is_set_nx(call, src)
+}
+
+pub fn is_marker_insert(call: Node, src: &str) -> bool {
+    let Some(effect) = effects::classify(call, src, true) else {
+        return false;
+    };
+    if !matches!(effect.kind, EffectKind::DbInsert | EffectKind::DbUpsert) {
+        return false;
+    }
+    let t = text(call, src);
+    let path = ast::callee_path(call, src);
+    let model_named = path.iter().any(|p| is_marker_name(p.trim_end_matches("()")));
+    let sql_named = regex::Regex::new(r"(?i)insert\s+into\s+[`\x22]?(\w+)")
+        .unwrap()
+        .captures(t)
+        .is_some_and(|c| is_marker_name(&c[1]));
+    let drizzle_named =
+        regex::Regex::new(r"insert\(\s*(\w+)").unwrap().captures(t).is_some_and(|c| is_marker_name(&c[1]));
+    model_named || sql_named || drizzle_named
+}
+
+/// `redis.set(key, v, 'NX', ...)`, `set(k, v, { NX: true })`, `setnx`, v5 `condition: 'NX'`.
+pub fn is_set_nx(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let Some(last) = path.last().map(|s| s.to_ascii_lowercase()) else {
+        return false;
+    };
+    if last == "setnx" {
+        return true;
+    }
+    if last != "set" || path.len() < 2 {
+        return false;
+    }
+    ast::arguments(call).iter().skip(2).any(|a| {
+        let t = text(*a, src);
+        t.contains("NX") || t.contains("nx")
+    })
+}
+
+/// Whether a subtree writes a claim.
+pub fn contains_claim(node: Node, src: &str) -> bool {
+    ast::calls_in(node, false).into_iter().any(|c| is_claim(c, src))
+}

@@ -1,0 +1,537 @@
+//! Entry points of at-least-once deliveries (RULES.md section 1): HTTP webhook routes of every
+//! framework, queue workers and stream consumers.
+
+use super::ast::{self, text};
+use super::providers::{self, EventKey, Provider};
+use crate::config::Config;
+use crate::project::{self, Project};
+use crate::source::{SourceFile, Span};
+use serde::Serialize;
+use std::sync::Arc;
+use tree_sitter::Node;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Framework {
+    NextAppRouter,
+    NextPagesApi,
+    Express,
+    Koa,
+    Fastify,
+    Hono,
+    Nest,
+    SvelteKit,
+    Remix,
+    DenoServe,
+    Bullmq,
+    LambdaSqs,
+    SqsPolling,
+    Kafka,
+    Amqp,
+    Pubsub,
+    Inngest,
+    TriggerDev,
+}
+
+impl Framework {
+    pub fn is_http(self) -> bool {
+        !matches!(
+            self,
+            Framework::Bullmq
+                | Framework::LambdaSqs
+                | Framework::SqsPolling
+                | Framework::Kafka
+                | Framework::Amqp
+                | Framework::Pubsub
+                | Framework::Inngest
+                | Framework::TriggerDev
+        )
+    }
+
+    /// Frameworks whose handlers answer by returning a `Response` (fetch API).
+    pub fn returns_response(self) -> bool {
+        matches!(self, Framework::NextAppRouter | Framework::SvelteKit | Framework::Remix | Framework::DenoServe)
+    }
+}
+
+/// One entry point of an at-least-once delivery.
+#[derive(Clone, Debug)]
+pub struct Handler {
+    pub file: Arc<SourceFile>,
+    pub function: Span,
+    /// What a user calls it: `POST /webhooks/stripe`, `export POST (app/api/x/route.ts)`.
+    pub name: String,
+    pub framework: Framework,
+    pub provider: Option<Provider>,
+    pub is_webhook: bool,
+    /// The request parameter (`req`, `request`) or, for Hono, the context `c`.
+    pub request: Option<String>,
+    /// The response object (`res`, `reply`, Koa's `ctx`).
+    pub response: Option<String>,
+    pub event_key: Option<EventKey>,
+}
+
+impl Handler {
+    pub fn node(&self) -> Option<Node<'_>> {
+        self.file.node_at(self.function)
+    }
+
+    /// A statement that answers `status` in this framework, or None when unknown.
+    pub fn respond(&self, status: u16) -> Option<String> {
+        let semi = self.file.style().semi();
+        let res = self.response.as_deref();
+        let req = self.request.as_deref();
+        Some(match self.framework {
+            Framework::Express | Framework::NextPagesApi => {
+                format!("return {}.status({status}).end(){semi}", res?)
+            }
+            Framework::Fastify => format!("return {}.code({status}).send(){semi}", res?),
+            Framework::Koa => format!("{}.status = {status}{semi} return{semi}", res?),
+            Framework::Hono => format!("return {}.body(null, {status}){semi}", req?),
+            f if f.returns_response() => {
+                format!("return new Response(null, {{ status: {status} }}){semi}")
+            }
+            _ => return None,
+        })
+    }
+
+    /// The expression that reads a request header in this framework.
+    pub fn header_expr(&self, header: &str) -> Option<String> {
+        let req = self.request.as_deref()?;
+        let q = self.file.style().quote;
+        Some(match self.framework {
+            Framework::Hono => format!("{req}.req.header({q}{header}{q})"),
+            Framework::Koa => format!("{req}.get({q}{header}{q})"),
+            f if f.returns_response() => format!("{req}.headers.get({q}{header}{q})"),
+            _ => format!("{req}.headers[{q}{header}{q}]"),
+        })
+    }
+}
+
+const HTTP_METHODS: &[&str] = &["post", "put", "patch", "all"];
+const WEBHOOK_WORDS: &[&str] = &["webhook", "hook", "callback", "events", "ipn"];
+
+pub fn names_webhook(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    WEBHOOK_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// Finds every handler defined in `file`.
+pub fn find_handlers(file: &Arc<SourceFile>, project: &Project, config: &Config) -> Vec<Handler> {
+    let mut finder = Finder { file, project, config, found: Vec::new() };
+    finder.scan();
+    finder.found
+}
+
+struct Finder<'a> {
+    file: &'a Arc<SourceFile>,
+    project: &'a Project,
+    config: &'a Config,
+    found: Vec<Handler>,
+}
+
+impl<'a> Finder<'a> {
+    fn src(&self) -> &'a str {
+        &self.file.text
+    }
+
+    fn scan(&mut self) {
+        let file = self.file.clone();
+        let path = file.path.to_string_lossy().replace('\\', "/");
+        let stem = file.path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        let is_route_file = stem == "route" || stem.starts_with("+server");
+        let is_pages_api = path.contains("/pages/api/") || path.starts_with("pages/api/");
+        let root = file.root();
+        ast::walk(root, &mut |node| {
+            match node.kind() {
+                "export_statement" => self.export(node, &path, is_route_file, is_pages_api),
+                "call_expression" => self.call(node),
+                "new_expression" => self.new_expr(node),
+                "method_definition" => self.decorated_method(node),
+                "expression_statement" => self.commonjs_export(node),
+                _ => {}
+            }
+            true
+        });
+    }
+
+    fn push(&mut self, func: Node, name: String, framework: Framework, route_hint: &str) {
+        let func = ast::unwrap_expr(func);
+        let (func, file) = if ast::is_function(func) {
+            (Span::of(func), self.file.clone())
+        } else if func.kind() == "identifier" {
+            match self.resolve_function(text(func, self.src())) {
+                Some(def) => (def.span, def.file),
+                None => return,
+            }
+        } else if func.kind() == "call_expression" {
+            // wrapped: withAuth(async (req) => ...)
+            match ast::arguments(func).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier") {
+                Some(inner) => return self.push(inner, name, framework, route_hint),
+                None => return,
+            }
+        } else {
+            return;
+        };
+        if self.found.iter().any(|h| h.function == func && Arc::ptr_eq(&h.file, &file)) {
+            return;
+        }
+        let Some(node) = file.node_at(func) else {
+            return;
+        };
+        let body_text = text(node, &file.text);
+        let verifies = providers::verifies_signature(body_text);
+        let provider = match framework {
+            Framework::Bullmq => Some(Provider::Bullmq),
+            Framework::LambdaSqs | Framework::SqsPolling => Some(Provider::Sqs),
+            Framework::Kafka => Some(Provider::Kafka),
+            Framework::Amqp => Some(Provider::Amqp),
+            Framework::Pubsub => Some(Provider::Pubsub),
+            Framework::Inngest => Some(Provider::Inngest),
+            Framework::TriggerDev => Some(Provider::Trigger),
+            _ => providers::detect(body_text)
+                .or_else(|| providers::detect(&self.file.text))
+                .or_else(|| provider_from_words(route_hint)),
+        };
+        let is_webhook = !framework.is_http()
+            || names_webhook(route_hint)
+            || verifies
+            || (provider.is_some() && providers::detect(body_text).is_some());
+        if !is_webhook {
+            return;
+        }
+        let params = ast::parameter_names(node, &file.text);
+        let (request, response) = request_response(framework, node, &file.text, &params);
+        let mut handler = Handler {
+            file: file.clone(),
+            function: func,
+            name,
+            framework,
+            provider,
+            is_webhook,
+            request,
+            response,
+            event_key: None,
+        };
+        handler.event_key = super::keys::event_key(&handler, node, self.config);
+        self.found.push(handler);
+    }
+
+    fn resolve_function(&self, name: &str) -> Option<project::FunctionDef> {
+        if let Some(def) = project::local_function(self.file, name) {
+            return Some(def);
+        }
+        let import = project::imports(self.file).into_iter().find(|i| i.local == name)?;
+        let target = self.project.resolve(&self.file.path, &import.source)?;
+        let target = self.project.load(&target).ok()?;
+        self.project.exported_function(&target, &import.imported, 0)
+    }
+
+    fn export(&mut self, node: Node, path: &str, is_route_file: bool, is_pages_api: bool) {
+        let src = self.src();
+        let is_default = (0..node.child_count()).filter_map(|i| node.child(i)).any(|c| c.kind() == "default");
+        if is_pages_api && is_default {
+            let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
+            if let Some(func) = func {
+                self.push(func, format!("default export ({path})"), Framework::NextPagesApi, path);
+            }
+            return;
+        }
+        let Some(decl) = node.child_by_field_name("declaration") else {
+            return;
+        };
+        let mut candidates: Vec<(String, Node)> = Vec::new();
+        if ast::is_function(decl) {
+            if let Some(n) = decl.child_by_field_name("name") {
+                candidates.push((text(n, src).to_string(), decl));
+            }
+        } else {
+            for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
+                if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) {
+                    candidates.push((text(n, src).to_string(), v));
+                    let declared_type = d.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
+                    if declared_type.contains("SQSHandler") {
+                        self.push(v, format!("Lambda {} ({path})", text(n, src)), Framework::LambdaSqs, path);
+                    }
+                }
+            }
+        }
+        for (name, func) in candidates {
+            let upper = name.as_str();
+            if ["POST", "PUT", "PATCH"].contains(&upper) && (is_route_file || names_webhook(path)) {
+                let framework = if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
+                self.push(func, format!("{upper} {path}"), framework, path);
+            } else if name == "action" && path.contains("routes") {
+                self.push(func, format!("action ({path})"), Framework::Remix, path);
+            } else if name == "handler" || name.ends_with("Handler") {
+                self.lambda_candidate(func, &name, path);
+            }
+        }
+    }
+
+    fn lambda_candidate(&mut self, func: Node, name: &str, path: &str) {
+        let func = ast::unwrap_expr(func);
+        if !ast::is_function(func) {
+            return;
+        }
+        let src = self.src();
+        let typed = ast::parameter_type(func, 0, src).is_some_and(|t| t.contains("SQSEvent"));
+        let records = text(func, src).contains(".Records");
+        if typed || records {
+            self.push(func, format!("Lambda {name} ({path})"), Framework::LambdaSqs, path);
+        }
+    }
+
+    /// `exports.handler = async (event) => ...` and `module.exports.handler = ...`.
+    fn commonjs_export(&mut self, node: Node) {
+        let src = self.src();
+        let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
+            return;
+        };
+        let (Some(left), Some(right)) = (assign.child_by_field_name("left"), assign.child_by_field_name("right"))
+        else {
+            return;
+        };
+        let path = ast::member_path(left, src);
+        let file_path = self.file.path.to_string_lossy().to_string();
+        if let Some(name) = path.last()
+            && (path.first().map(String::as_str) == Some("exports")
+                || path.get(1).map(String::as_str) == Some("exports"))
+        {
+            let name = name.clone();
+            self.lambda_candidate(right, &name, &file_path);
+        }
+    }
+
+    fn call(&mut self, call: Node) {
+        let src = self.src();
+        let path = ast::callee_path(call, src);
+        let args = ast::arguments(call);
+        let Some(method) = path.last().map(|s| s.to_ascii_lowercase()) else {
+            return;
+        };
+        let file_path = self.file.path.to_string_lossy().to_string();
+        // app.post('/path', ...middleware, handler) — Express, Koa router, Hono, Fastify
+        if path.len() >= 2 && HTTP_METHODS.contains(&method.as_str()) && args.len() >= 2 {
+            let route = match ast::string_value(args[0], src) {
+                Some(r) => r,
+                None if args[0].kind() == "template_string" => text(args[0], src).to_string(),
+                None => return,
+            };
+            let framework = self.http_framework();
+            let handler = *args.last().unwrap();
+            let name = format!("{} {route}", method.to_ascii_uppercase());
+            self.push(handler, name, framework, &format!("{route} {file_path}"));
+            return;
+        }
+        // app.route('/path').post(handler)
+        if path.len() >= 2 && HTTP_METHODS.contains(&method.as_str()) && args.len() == 1 {
+            if let Some(route_call) = call
+                .child_by_field_name("function")
+                .and_then(|f| f.child_by_field_name("object"))
+                .filter(|o| o.kind() == "call_expression")
+                && ast::callee_name(route_call, src).as_deref() == Some("route")
+                && let Some(route) = ast::arguments(route_call).first().and_then(|a| ast::string_value(*a, src))
+            {
+                let framework = self.http_framework();
+                self.push(args[0], format!("{} {route}", method.to_ascii_uppercase()), framework, &route);
+            }
+            return;
+        }
+        match (method.as_str(), path.len()) {
+            // fastify.route({ method: 'POST', url, handler })
+            ("route", n) if n >= 2 => {
+                if let Some(opts) = args.first().filter(|a| a.kind() == "object")
+                    && let Some(h) = ast::object_property(*opts, "handler", src)
+                {
+                    let url = ast::object_property(*opts, "url", src)
+                        .or_else(|| ast::object_property(*opts, "path", src))
+                        .and_then(|u| ast::string_value(u, src))
+                        .unwrap_or_default();
+                    let m = ast::object_property(*opts, "method", src).map(|m| text(m, src).to_ascii_uppercase());
+                    if m.is_some_and(|m| m.contains("POST") || m.contains("PUT") || m.contains("PATCH")) {
+                        self.push(h, format!("POST {url}"), Framework::Fastify, &format!("{url} {file_path}"));
+                    }
+                }
+            }
+            ("process", n) if n >= 2 => {
+                if let Some(f) = args.last() {
+                    self.push(*f, format!("queue processor ({file_path})"), Framework::Bullmq, "");
+                }
+            }
+            ("run", n) if n >= 2 => {
+                if let Some(opts) = args.first().filter(|a| a.kind() == "object") {
+                    for key in ["eachMessage", "eachBatch"] {
+                        if let Some(f) = ast::object_property(*opts, key, src) {
+                            let f = if f.kind() == "method_definition" { f } else { ast::unwrap_expr(f) };
+                            self.push(f, format!("kafka {key} ({file_path})"), Framework::Kafka, "");
+                        }
+                    }
+                }
+            }
+            ("consume", n) if n >= 2 && args.len() >= 2 => {
+                self.push(args[1], format!("amqp consumer ({file_path})"), Framework::Amqp, "");
+            }
+            ("on", n) if n >= 2 && args.len() >= 2 => {
+                if ast::string_value(args[0], src).as_deref() == Some("message")
+                    && (self.file.text.contains("@google-cloud/pubsub")
+                        || path[path.len() - 2].to_ascii_lowercase().contains("subscription"))
+                {
+                    self.push(args[1], format!("pub/sub subscriber ({file_path})"), Framework::Pubsub, "");
+                }
+            }
+            ("createfunction", _) => {
+                if let Some(f) = args.last() {
+                    let id = args
+                        .first()
+                        .filter(|a| a.kind() == "object")
+                        .and_then(|o| ast::object_property(*o, "id", src))
+                        .and_then(|v| ast::string_value(v, src))
+                        .unwrap_or_default();
+                    self.push(*f, format!("inngest function {id}"), Framework::Inngest, "");
+                }
+            }
+            ("task" | "schematask", _) if self.file.text.contains("@trigger.dev") => {
+                if let Some(opts) = args.first().filter(|a| a.kind() == "object")
+                    && let Some(run) = ast::object_property(*opts, "run", src)
+                {
+                    let id = ast::object_property(*opts, "id", src)
+                        .and_then(|v| ast::string_value(v, src))
+                        .unwrap_or_default();
+                    let run = if run.kind() == "method_definition" { run } else { ast::unwrap_expr(run) };
+                    self.push(run, format!("trigger.dev task {id}"), Framework::TriggerDev, "");
+                }
+            }
+            ("serve", _) if path.len() == 1 || path[0] == "Deno" => {
+                if let Some(f) = args.iter().rev().find(|a| ast::is_function(**a)) {
+                    self.push(*f, format!("serve ({file_path})"), Framework::DenoServe, &file_path);
+                }
+            }
+            ("send", _) => {
+                // An SQS polling loop: the enclosing top-level function is the consumer.
+                if args.first().is_some_and(|a| text(*a, src).contains("ReceiveMessageCommand"))
+                    && let Some(func) = outermost_function(call)
+                {
+                    self.push(func, format!("SQS poller ({file_path})"), Framework::SqsPolling, "");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn new_expr(&mut self, node: Node) {
+        let src = self.src();
+        let Some(ctor) = node.child_by_field_name("constructor") else {
+            return;
+        };
+        if text(ctor, src) != "Worker" {
+            return;
+        }
+        let args = node.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+        if args.len() >= 2 && !self.file.text.contains("worker_threads") {
+            let name = ast::string_value(args[0], src).unwrap_or_else(|| text(args[0], src).to_string());
+            self.push(args[1], format!("worker {name}"), Framework::Bullmq, "");
+        }
+    }
+
+    /// NestJS `@Post()` in a `@Controller()`, and `@Processor()` classes' `process(job)`.
+    fn decorated_method(&mut self, method: Node) {
+        let src = self.src();
+        let decorators: Vec<String> = decorators_of(method).into_iter().map(|d| text(d, src).to_string()).collect();
+        let name = method.child_by_field_name("name").map(|n| text(n, src).to_string()).unwrap_or_default();
+        let class = ast::ancestors(method).find(|a| matches!(a.kind(), "class_declaration" | "class"));
+        let class_decorators: Vec<String> =
+            class.map(|c| decorators_of(c).into_iter().map(|d| text(d, src).to_string()).collect()).unwrap_or_default();
+        if let Some(post) = decorators.iter().find(|d| d.starts_with("@Post")) {
+            let controller =
+                class_decorators.iter().find(|d| d.starts_with("@Controller")).cloned().unwrap_or_default();
+            let hint = format!("{controller} {post}");
+            self.push(method, format!("{post} {name}"), Framework::Nest, &hint);
+        } else if name == "process" && class_decorators.iter().any(|d| d.starts_with("@Processor")) {
+            self.push(method, format!("processor {name}"), Framework::Bullmq, "");
+        }
+    }
+
+    fn http_framework(&self) -> Framework {
+        let t = &self.file.text;
+        if t.contains("from 'hono'") || t.contains("from \"hono\"") {
+            Framework::Hono
+        } else if t.contains("fastify") {
+            Framework::Fastify
+        } else if t.contains("koa") {
+            Framework::Koa
+        } else {
+            Framework::Express
+        }
+    }
+}
+
+fn decorators_of(node: Node) -> Vec<Node> {
+    let mut out: Vec<Node> = ast::named_children(node).into_iter().filter(|c| c.kind() == "decorator").collect();
+    // Decorators may also precede the member as siblings.
+    let mut prev = node.prev_named_sibling();
+    while let Some(p) = prev.filter(|p| p.kind() == "decorator") {
+        out.push(p);
+        prev = p.prev_named_sibling();
+    }
+    if let Some(parent) = node.parent().filter(|p| p.kind() == "export_statement") {
+        out.extend(ast::named_children(parent).into_iter().filter(|c| c.kind() == "decorator"));
+    }
+    out
+}
+
+fn outermost_function(node: Node) -> Option<Node> {
+    ast::ancestors(node).filter(|a| ast::is_function(*a)).last()
+}
+
+fn provider_from_words(hint: &str) -> Option<Provider> {
+    let lower = hint.to_ascii_lowercase();
+    [
+        ("stripe", Provider::Stripe),
+        ("github", Provider::Github),
+        ("shopify", Provider::Shopify),
+        ("clerk", Provider::Svix),
+        ("svix", Provider::Svix),
+        ("resend", Provider::Svix),
+        ("paystack", Provider::Paystack),
+        ("flutterwave", Provider::Flutterwave),
+        ("paddle", Provider::Paddle),
+        ("razorpay", Provider::Razorpay),
+        ("paypal", Provider::Paypal),
+        ("square", Provider::Square),
+        ("slack", Provider::Slack),
+        ("linear", Provider::Linear),
+    ]
+    .iter()
+    .find(|(w, _)| lower.contains(w))
+    .map(|(_, p)| *p)
+}
+
+fn request_response(
+    framework: Framework,
+    func: Node,
+    src: &str,
+    params: &[String],
+) -> (Option<String>, Option<String>) {
+    let first = ast::parameter(func, 0);
+    let first_name = first.filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string());
+    match framework {
+        Framework::Express | Framework::NextPagesApi | Framework::Fastify => {
+            (first_name, ast::parameter(func, 1).filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string()))
+        }
+        Framework::Koa => (first_name.clone(), first_name),
+        Framework::Hono => (first_name, None),
+        Framework::SvelteKit | Framework::Remix => {
+            // ({ request }) => ...
+            let name = if params.iter().any(|p| p == "request") { Some("request".to_string()) } else { first_name };
+            (name, None)
+        }
+        Framework::Nest => {
+            let req = params.iter().find(|p| p.starts_with("req")).cloned();
+            let res = params.iter().find(|p| p.starts_with("res")).cloned();
+            (req, res)
+        }
+        _ if framework.is_http() => (first_name, None),
+        _ => (None, None),
+    }
+}

@@ -1,0 +1,173 @@
+//! Finds the expression of a handler's event key, using the names the handler already has.
+
+use super::ast::{self, text};
+use super::handlers::{Framework, Handler};
+use super::providers::{EventKey, Provider};
+use crate::config::Config;
+use tree_sitter::Node;
+
+/// The event key of a handler, or None where it cannot be determined (the fix then asks for a
+/// manual key rather than guessing).
+pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<EventKey> {
+    let provider = handler.provider?;
+    let src = &handler.file.text;
+    let overrides = config.providers.get(provider.name());
+    if let Some(header) = overrides.and_then(|o| o.key_header.as_deref()) {
+        return Some(EventKey::new(provider, format!("${{{}}}", handler.header_expr(header)?)));
+    }
+    if let Some(field) = overrides.and_then(|o| o.key_field.as_deref()) {
+        let body = event_variable(func, src, handler)?;
+        return Some(EventKey::new(provider, format!("${{{body}.{field}}}")));
+    }
+    let first_param = || ast::parameter(func, 0).filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string());
+    let template = match provider {
+        Provider::Github | Provider::Shopify | Provider::Svix | Provider::Razorpay | Provider::Linear => {
+            let header = provider.key_header()?;
+            let actual = if provider == Provider::Svix && !src.contains("svix-id") && src.contains("webhook-id") {
+                "webhook-id"
+            } else {
+                header
+            };
+            format!("${{{}}}", handler.header_expr(actual)?)
+        }
+        Provider::Stripe => format!("${{{}.id}}", event_variable(func, src, handler)?),
+        Provider::Paddle => {
+            let var = event_variable(func, src, handler)?;
+            let field = if src.contains("unmarshal") { "eventId" } else { "event_id" };
+            format!("${{{var}.{field}}}")
+        }
+        Provider::Paypal => format!("${{{}.id}}", event_variable(func, src, handler)?),
+        Provider::Square | Provider::Slack => {
+            format!("${{{}.event_id}}", event_variable(func, src, handler)?)
+        }
+        Provider::Paystack | Provider::Flutterwave => {
+            let var = event_variable(func, src, handler)?;
+            format!("${{{var}.event}}:${{{var}.data.id}}")
+        }
+        Provider::Bullmq => format!("${{{}.id}}", first_param()?),
+        Provider::Sqs => {
+            let record = loop_variable(func, src, &["Records", "Messages"])?;
+            let field = if handler.framework == Framework::SqsPolling { "MessageId" } else { "messageId" };
+            format!("${{{record}.{field}}}")
+        }
+        Provider::Kafka => {
+            let p = ast::parameter(func, 0)?;
+            if p.kind() == "object_pattern" {
+                let names = ast::parameter_names(func, src);
+                let has = |n: &str| names.iter().any(|x| x == n);
+                if !(has("topic") && has("partition") && has("message")) {
+                    return None;
+                }
+                "${topic}:${partition}:${message.offset}".to_string()
+            } else {
+                let p = text(p, src);
+                format!("${{{p}.topic}}:${{{p}.partition}}:${{{p}.message.offset}}")
+            }
+        }
+        Provider::Amqp => format!("${{{}.properties.messageId}}", first_param()?),
+        Provider::Pubsub => format!("${{{}.id}}", first_param()?),
+        Provider::Inngest => {
+            if ast::parameter_names(func, src).iter().any(|n| n == "event") {
+                "${event.id}".to_string()
+            } else {
+                format!("${{{}.event.id}}", first_param()?)
+            }
+        }
+        Provider::Trigger => {
+            if ast::parameter_names(func, src).iter().any(|n| n == "ctx") {
+                "${ctx.run.id}".to_string()
+            } else {
+                let second = ast::parameter(func, 1).filter(|p| p.kind() == "identifier")?;
+                format!("${{{}.ctx.run.id}}", text(second, src))
+            }
+        }
+    };
+    Some(EventKey::new(provider, template))
+}
+
+/// The variable holding the parsed/verified event: the result of `constructEvent`, `verify`,
+/// `JSON.parse`, `req.json()`, `req.body` (in that order of preference), or an `event`/`evt`
+/// parameter.
+pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String> {
+    let mut best: Option<(u8, String)> = None;
+    let mut consider = |rank: u8, name: String| {
+        if best.as_ref().is_none_or(|(r, _)| rank < *r) {
+            best = Some((rank, name));
+        }
+    };
+    ast::walk(func, &mut |n| {
+        let (name, value) = match n.kind() {
+            "variable_declarator" => (n.child_by_field_name("name"), n.child_by_field_name("value")),
+            "assignment_expression" => (n.child_by_field_name("left"), n.child_by_field_name("right")),
+            _ => return true,
+        };
+        let (Some(name), Some(value)) = (name, value) else {
+            return true;
+        };
+        if name.kind() != "identifier" {
+            return true;
+        }
+        let value_text = text(ast::unwrap_expr(value), src);
+        let rank = if value_text.contains("constructEvent")
+            || value_text.contains("parseEventNotification")
+            || value_text.contains("unmarshal")
+            || value_text.contains(".verify(")
+            || value_text.contains("verifyWebhook")
+        {
+            0
+        } else if value_text.starts_with("JSON.parse") || value_text.ends_with(".json()") {
+            1
+        } else if value_text.ends_with(".body") || value_text.ends_with(".payload") {
+            2
+        } else {
+            return true;
+        };
+        consider(rank, text(name, src).to_string());
+        true
+    });
+    if let Some((_, name)) = best {
+        return Some(name);
+    }
+    let params = ast::parameter_names(func, src);
+    if let Some(p) = params.iter().find(|p| matches!(p.as_str(), "event" | "evt" | "payload" | "body" | "data")) {
+        return Some(p.clone());
+    }
+    // Express with a JSON body: `req.body` itself is the event.
+    match handler.framework {
+        Framework::Express | Framework::NextPagesApi | Framework::Fastify => {
+            handler.request.as_ref().map(|r| format!("{r}.body"))
+        }
+        _ => None,
+    }
+}
+
+/// `for (const record of event.Records)` → "record"; also `.Records.map((r) => ...)`.
+fn loop_variable(func: Node, src: &str, collections: &[&str]) -> Option<String> {
+    let mut found = None;
+    ast::walk(func, &mut |n| {
+        if found.is_some() {
+            return false;
+        }
+        if n.kind() == "for_in_statement"
+            && let (Some(left), Some(right)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
+            && collections.iter().any(|c| text(right, src).ends_with(c))
+        {
+            let mut names = Vec::new();
+            ast::bound_names(left, src, &mut names);
+            if left.kind() == "identifier" || names.len() == 1 {
+                found = names.into_iter().next();
+            }
+        }
+        if n.kind() == "call_expression"
+            && let Some(f) = n.child_by_field_name("function")
+            && f.kind() == "member_expression"
+            && f.child_by_field_name("object").is_some_and(|o| collections.iter().any(|c| text(o, src).ends_with(c)))
+            && let Some(cb) = ast::arguments(n).into_iter().find(|a| ast::is_function(*a))
+            && let Some(p) = ast::parameter(cb, 0).filter(|p| p.kind() == "identifier")
+        {
+            found = Some(text(p, src).to_string());
+        }
+        true
+    });
+    found
+}

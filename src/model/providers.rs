@@ -1,0 +1,213 @@
+//! Providers, their detection and the event key expression each one dedupes on
+//! (RULES.md section 2, PROVIDERS.md section A).
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Provider {
+    Stripe,
+    Github,
+    Shopify,
+    Svix,
+    Paystack,
+    Flutterwave,
+    Paddle,
+    Razorpay,
+    Paypal,
+    Square,
+    Slack,
+    Linear,
+    Sqs,
+    Bullmq,
+    Kafka,
+    Amqp,
+    Pubsub,
+    Inngest,
+    Trigger,
+}
+
+impl Provider {
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Stripe => "stripe",
+            Provider::Github => "github",
+            Provider::Shopify => "shopify",
+            Provider::Svix => "svix",
+            Provider::Paystack => "paystack",
+            Provider::Flutterwave => "flutterwave",
+            Provider::Paddle => "paddle",
+            Provider::Razorpay => "razorpay",
+            Provider::Paypal => "paypal",
+            Provider::Square => "square",
+            Provider::Slack => "slack",
+            Provider::Linear => "linear",
+            Provider::Sqs => "sqs",
+            Provider::Bullmq => "bullmq",
+            Provider::Kafka => "kafka",
+            Provider::Amqp => "amqp",
+            Provider::Pubsub => "pubsub",
+            Provider::Inngest => "inngest",
+            Provider::Trigger => "trigger",
+        }
+    }
+
+    /// How long the provider keeps retrying (or allows a resend), in seconds. Unknown: 3 days.
+    pub fn retry_window_seconds(self) -> u64 {
+        const HOUR: u64 = 3600;
+        const DAY: u64 = 24 * HOUR;
+        match self {
+            Provider::Shopify => 4 * HOUR,
+            Provider::Svix => 28 * HOUR,
+            Provider::Razorpay => DAY,
+            Provider::Github => 3 * DAY,
+            _ => 3 * DAY,
+        }
+    }
+
+    /// The delivery header carrying the event key, for header-keyed providers.
+    pub fn key_header(self) -> Option<&'static str> {
+        match self {
+            Provider::Github => Some("x-github-delivery"),
+            Provider::Shopify => Some("x-shopify-webhook-id"),
+            Provider::Svix => Some("svix-id"),
+            Provider::Razorpay => Some("x-razorpay-event-id"),
+            Provider::Linear => Some("linear-delivery"),
+            _ => None,
+        }
+    }
+}
+
+/// Lower-cased markers in source text that identify an inbound provider.
+const MARKERS: &[(&str, Provider)] = &[
+    ("constructevent", Provider::Stripe),
+    ("stripe-signature", Provider::Stripe),
+    ("parseeventnotification", Provider::Stripe),
+    ("stripe.event", Provider::Stripe),
+    ("x-github-delivery", Provider::Github),
+    ("x-hub-signature", Provider::Github),
+    ("x-github-event", Provider::Github),
+    ("@octokit/webhooks", Provider::Github),
+    ("x-shopify-", Provider::Shopify),
+    ("svix-id", Provider::Svix),
+    ("svix-signature", Provider::Svix),
+    ("from \"svix\"", Provider::Svix),
+    ("from 'svix'", Provider::Svix),
+    ("verifywebhook", Provider::Svix),
+    ("webhook-id", Provider::Svix),
+    ("x-paystack-signature", Provider::Paystack),
+    ("verif-hash", Provider::Flutterwave),
+    ("paddle-signature", Provider::Paddle),
+    ("x-razorpay", Provider::Razorpay),
+    ("paypal-transmission", Provider::Paypal),
+    ("x-square-hmacsha256-signature", Provider::Square),
+    ("x-slack-signature", Provider::Slack),
+    ("x-slack-request-timestamp", Provider::Slack),
+    ("linear-signature", Provider::Linear),
+    ("linear-delivery", Provider::Linear),
+];
+
+/// The provider whose markers appear first in `text` (the handler body, then the file).
+pub fn detect(text: &str) -> Option<Provider> {
+    let lower = text.to_ascii_lowercase();
+    MARKERS.iter().filter_map(|(marker, p)| lower.find(marker).map(|i| (i, *p))).min_by_key(|(i, _)| *i).map(|(_, p)| p)
+}
+
+/// Signature verification calls and headers: their presence makes a route a webhook.
+pub fn verifies_signature(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    [
+        "constructevent",
+        "parseeventnotification",
+        ".verify(",
+        "verifywebhook",
+        "verifyandreceive",
+        "validatewebhooksignature",
+        "verifysignature",
+        "webhooks.validate",
+        "webhooks.unmarshal",
+        "authenticate.webhook",
+        "validaterequest",
+        "createhmac",
+        "timingsafeequal",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+}
+
+/// An event key: the text that goes inside a template literal, e.g. `${event.id}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EventKey {
+    pub provider: Provider,
+    pub template: String,
+}
+
+impl EventKey {
+    pub fn new(provider: Provider, template: impl Into<String>) -> EventKey {
+        EventKey { provider, template: template.into() }
+    }
+
+    /// A provider-prefixed key for the guard: `` `stripe:${event.id}` ``.
+    pub fn guard_key(&self) -> String {
+        format!("`{}:{}`", self.provider.name(), self.template)
+    }
+
+    /// An operation key for an SDK idempotency key: `` `refund:${event.id}` ``.
+    pub fn operation_key(&self, operation: &str) -> String {
+        format!("`{operation}:{}`", self.template)
+    }
+
+    /// A BullMQ-safe job id (no `:` outside substitutions): `` `followup-${job.id}` ``.
+    pub fn job_id(&self, name: &str) -> String {
+        let mut out = String::new();
+        let mut depth = 0;
+        for c in self.template.chars() {
+            match c {
+                '{' if out.ends_with('$') => depth += 1,
+                '}' if depth > 0 => depth -= 1,
+                ':' if depth == 0 => {
+                    out.push('-');
+                    continue;
+                }
+                _ => {}
+            }
+            out.push(c);
+        }
+        format!("`{name}-{out}`")
+    }
+
+    /// Replaces a root identifier (the event variable of a caller) with a callee's parameter.
+    pub fn rebind(&self, from: &str, to: &str) -> EventKey {
+        let re = regex::Regex::new(&format!(r"\$\{{{}\b", regex::escape(from))).unwrap();
+        EventKey { provider: self.provider, template: re.replace_all(&self.template, format!("${{{to}")).into_owned() }
+    }
+
+    /// The identifiers the key reads (the roots of its substitutions).
+    pub fn roots(&self) -> Vec<String> {
+        let re = regex::Regex::new(r"\$\{([A-Za-z_$][\w$]*)").unwrap();
+        re.captures_iter(&self.template).map(|c| c[1].to_string()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_never_contain_colons() {
+        let key = EventKey::new(Provider::Kafka, "${topic}:${partition}:${message.offset}");
+        assert_eq!(key.job_id("sync"), "`sync-${topic}-${partition}-${message.offset}`");
+    }
+
+    #[test]
+    fn rebinding_renames_the_root_only() {
+        let key = EventKey::new(Provider::Stripe, "${event.id}");
+        assert_eq!(key.rebind("event", "evt").template, "${evt.id}");
+        assert_eq!(key.rebind("ev", "x").template, "${event.id}");
+    }
+
+    #[test]
+    fn first_marker_wins() {
+        assert_eq!(detect("req.headers['x-github-delivery']; stripe"), Some(Provider::Github));
+    }
+}

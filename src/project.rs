@@ -1,0 +1,581 @@
+//! The module graph: import resolution (relative paths, index files, tsconfig/jsconfig
+//! `paths`) and a lazily filled cache of parsed project files shared by all threads.
+
+use crate::model::ast::{self, text};
+use crate::source::{Dialect, SourceFile, Span};
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tree_sitter::Node;
+
+pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
+const EXTENSIONS: &[&str] = &["ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs"];
+
+/// Why a file could not be analysed. Each renders as one line naming the file.
+#[derive(Debug, Clone)]
+pub enum LoadError {
+    Io(PathBuf, String),
+    TooLarge(PathBuf, u64),
+    Binary(PathBuf),
+    NotUtf8(PathBuf),
+    Unsupported(PathBuf),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Io(p, e) => write!(f, "{}: cannot read: {e}", p.display()),
+            LoadError::TooLarge(p, n) => {
+                write!(f, "{}: skipped: {n} bytes is over the {MAX_FILE_BYTES}-byte limit", p.display())
+            }
+            LoadError::Binary(p) => write!(f, "{}: skipped: binary file", p.display()),
+            LoadError::NotUtf8(p) => write!(f, "{}: skipped: not valid UTF-8", p.display()),
+            LoadError::Unsupported(p) => write!(f, "{}: skipped: not a JavaScript or TypeScript file", p.display()),
+        }
+    }
+}
+
+/// Reads a file as text, refusing binary, non-UTF-8 and oversized files.
+pub fn read_text(path: &Path) -> Result<String, LoadError> {
+    let meta = std::fs::metadata(path).map_err(|e| LoadError::Io(path.to_path_buf(), e.to_string()))?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(LoadError::TooLarge(path.to_path_buf(), meta.len()));
+    }
+    let bytes = std::fs::read(path).map_err(|e| LoadError::Io(path.to_path_buf(), e.to_string()))?;
+    decode(path, bytes)
+}
+
+pub fn decode(path: &Path, bytes: Vec<u8>) -> Result<String, LoadError> {
+    if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
+        return Err(LoadError::Binary(path.to_path_buf()));
+    }
+    String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8(path.to_path_buf()))
+}
+
+/// How a local name was imported.
+#[derive(Clone, Debug)]
+pub struct Import {
+    pub local: String,
+    pub source: String,
+    /// The exported name, `default`, or `*` for a namespace import / whole `require`.
+    pub imported: String,
+}
+
+/// A function definition found in a file.
+#[derive(Clone, Debug)]
+pub struct FunctionDef {
+    pub file: Arc<SourceFile>,
+    pub span: Span,
+    pub name: String,
+}
+
+impl FunctionDef {
+    pub fn node(&self) -> Option<Node<'_>> {
+        self.file.node_at(self.span)
+    }
+}
+
+/// tsconfig `paths`: pattern → absolute targets, longest pattern first.
+type PathAliases = Vec<(String, Vec<PathBuf>)>;
+
+#[derive(Default)]
+pub struct Project {
+    files: Mutex<HashMap<PathBuf, Option<Arc<SourceFile>>>>,
+    path_aliases: Mutex<HashMap<PathBuf, Arc<PathAliases>>>,
+    /// Source given on stdin, standing in for this path.
+    pub stdin_override: Option<(PathBuf, String)>,
+    /// Files a fix would create (a new migration), visible to later fix passes.
+    virtual_files: Mutex<HashMap<PathBuf, String>>,
+}
+
+impl Project {
+    pub fn new() -> Project {
+        Project::default()
+    }
+
+    /// Parses (once) and returns a project file.
+    pub fn load(&self, path: &Path) -> Result<Arc<SourceFile>, LoadError> {
+        let key = normalize(path);
+        if let Some(Some(file)) = self.files.lock().unwrap().get(&key) {
+            return Ok(file.clone());
+        }
+        let dialect = match Dialect::for_path(&key) {
+            Some(d) => d,
+            None if crate::workspace::is_schema_file(&key) => Dialect::Text,
+            None => return Err(LoadError::Unsupported(key.clone())),
+        };
+        let text = match &self.stdin_override {
+            Some((p, t)) if normalize(p) == key => t.clone(),
+            _ => read_text(&key)?,
+        };
+        let file = Arc::new(
+            SourceFile::new(key.clone(), text, dialect)
+                .ok_or_else(|| LoadError::Io(key.clone(), "the parser gave up".into()))?,
+        );
+        self.files.lock().unwrap().insert(key, Some(file.clone()));
+        Ok(file)
+    }
+
+    /// Replaces the cached text of a file (the fix loop re-checks edited text).
+    pub fn insert(&self, file: Arc<SourceFile>) {
+        self.files.lock().unwrap().insert(normalize(&file.path), Some(file));
+    }
+
+    pub fn add_virtual_file(&self, path: PathBuf, text: String) {
+        self.virtual_files.lock().unwrap().insert(normalize(&path), text);
+    }
+
+    /// The files of a directory with their text: what is on disk plus files fixes would create.
+    pub fn list_dir(&self, dir: &Path) -> Vec<(PathBuf, String)> {
+        let mut out: Vec<(PathBuf, String)> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .filter_map(|p| read_text(&p).ok().map(|t| (normalize(&p), t)))
+            .collect();
+        let dir = normalize(dir);
+        for (p, t) in self.virtual_files.lock().unwrap().iter() {
+            if p.parent() == Some(dir.as_path()) && !out.iter().any(|(q, _)| q == p) {
+                out.push((p.clone(), t.clone()));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Resolves an import specifier from `from` to a project file, if it is project-local.
+    pub fn resolve(&self, from: &Path, spec: &str) -> Option<PathBuf> {
+        let dir = from.parent()?;
+        if spec.starts_with("./") || spec.starts_with("../") || spec == "." || spec == ".." {
+            return resolve_file(&dir.join(spec));
+        }
+        for (pattern, targets) in self.aliases_for(dir).iter() {
+            let rest = if let Some(prefix) = pattern.strip_suffix('*') {
+                match spec.strip_prefix(prefix) {
+                    Some(rest) => rest,
+                    None => continue,
+                }
+            } else if pattern == spec {
+                ""
+            } else {
+                continue;
+            };
+            for target in targets {
+                let candidate = PathBuf::from(target.to_string_lossy().replace('*', rest));
+                if let Some(found) = resolve_file(&candidate) {
+                    return Some(found);
+                }
+            }
+        }
+        None
+    }
+
+    /// `paths` of the nearest tsconfig.json / jsconfig.json, made absolute.
+    fn aliases_for(&self, dir: &Path) -> Arc<PathAliases> {
+        if let Some(found) = self.path_aliases.lock().unwrap().get(dir) {
+            return found.clone();
+        }
+        let aliases = Arc::new(
+            dir.ancestors()
+                .find_map(|d| {
+                    ["tsconfig.json", "jsconfig.json"].iter().find_map(|name| {
+                        let text = std::fs::read_to_string(d.join(name)).ok()?;
+                        Some(parse_tsconfig_paths(d, &text))
+                    })
+                })
+                .unwrap_or_default(),
+        );
+        self.path_aliases.lock().unwrap().insert(dir.to_path_buf(), aliases.clone());
+        aliases
+    }
+
+    /// Finds the definition of `name` exported by `file`, following re-exports.
+    pub fn exported_function(&self, file: &Arc<SourceFile>, name: &str, depth: usize) -> Option<FunctionDef> {
+        if depth > 4 {
+            return None;
+        }
+        let src = &file.text;
+        let root = file.root();
+        let mut local_name = name.to_string();
+        for stmt in ast::named_children(root) {
+            match stmt.kind() {
+                "export_statement" => {
+                    let is_default =
+                        (0..stmt.child_count()).filter_map(|i| stmt.child(i)).any(|c| c.kind() == "default");
+                    if let Some(decl) = stmt.child_by_field_name("declaration") {
+                        if (name == "default" && is_default) || declared_name(decl, src).as_deref() == Some(name) {
+                            if let Some(def) = function_of_declaration(file, decl, name) {
+                                return Some(def);
+                            }
+                        }
+                    } else if is_default && name == "default" {
+                        if let Some(value) = stmt.child_by_field_name("value") {
+                            let value = ast::unwrap_expr(value);
+                            if ast::is_function(value) {
+                                return Some(def(file, value, "default"));
+                            }
+                            if value.kind() == "identifier" {
+                                local_name = text(value, src).to_string();
+                            }
+                        }
+                    }
+                    let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+                    for clause in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "export_clause") {
+                        for spec in ast::named_children(clause) {
+                            let orig = spec.child_by_field_name("name").map(|n| text(n, src).to_string());
+                            let alias = spec.child_by_field_name("alias").map(|n| text(n, src).to_string());
+                            let exported = alias.clone().or(orig.clone());
+                            if exported.as_deref() == Some(name) {
+                                let orig = orig.unwrap_or_default();
+                                match &source {
+                                    Some(module) => {
+                                        let target = self.resolve(&file.path, module)?;
+                                        let target = self.load(&target).ok()?;
+                                        return self.exported_function(&target, &orig, depth + 1);
+                                    }
+                                    None => local_name = orig,
+                                }
+                            }
+                        }
+                    }
+                    if let Some(module) = &source
+                        && !ast::named_children(stmt).iter().any(|c| c.kind() == "export_clause")
+                        && let Some(target) = self.resolve(&file.path, module)
+                        && let Ok(target) = self.load(&target)
+                        && let Some(found) = self.exported_function(&target, name, depth + 1)
+                    {
+                        return Some(found);
+                    }
+                }
+                "expression_statement" => {
+                    // CommonJS: module.exports = fn | { a, b: c }; exports.a = fn
+                    if let Some(assign) = stmt.named_child(0).filter(|n| n.kind() == "assignment_expression") {
+                        let left = assign.child_by_field_name("left").map(|l| ast::member_path(l, src));
+                        let right = assign.child_by_field_name("right").map(ast::unwrap_expr);
+                        if let (Some(left), Some(right)) = (left, right) {
+                            let target = match left.as_slice() {
+                                [m, e] if m == "module" && e == "exports" => Some("default"),
+                                [e, n] if e == "exports" => Some(n.as_str()),
+                                [m, e, n] if m == "module" && e == "exports" => Some(n.as_str()),
+                                _ => None,
+                            };
+                            if target == Some(name) || (target == Some("default") && name == "default") {
+                                if ast::is_function(right) {
+                                    return Some(def(file, right, name));
+                                }
+                                if right.kind() == "identifier" {
+                                    local_name = text(right, src).to_string();
+                                }
+                            } else if target == Some("default") && right.kind() == "object" {
+                                if let Some(value) = ast::object_property(right, name, src) {
+                                    if ast::is_function(value) {
+                                        return Some(def(file, value, name));
+                                    }
+                                    local_name = text(value, src).to_string();
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        local_function(file, &local_name)
+    }
+}
+
+fn def(file: &Arc<SourceFile>, node: Node, name: &str) -> FunctionDef {
+    FunctionDef { file: file.clone(), span: Span::of(node), name: name.to_string() }
+}
+
+fn declared_name(decl: Node, src: &str) -> Option<String> {
+    if let Some(n) = decl.child_by_field_name("name") {
+        return Some(text(n, src).to_string());
+    }
+    if matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
+        let d = ast::named_children(decl).into_iter().find(|c| c.kind() == "variable_declarator")?;
+        return d.child_by_field_name("name").map(|n| text(n, src).to_string());
+    }
+    None
+}
+
+fn function_of_declaration(file: &Arc<SourceFile>, decl: Node, name: &str) -> Option<FunctionDef> {
+    if ast::is_function(decl) {
+        return Some(def(file, decl, name));
+    }
+    for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
+        let value = ast::unwrap_expr(d.child_by_field_name("value")?);
+        if ast::is_function(value) {
+            return Some(def(file, value, name));
+        }
+        // export const handler = wrap(async (req) => ...)
+        if value.kind() == "call_expression"
+            && let Some(f) = ast::arguments(value).into_iter().rev().find(|a| ast::is_function(*a))
+        {
+            return Some(def(file, f, name));
+        }
+    }
+    None
+}
+
+/// A top-level function (declaration or `const f = () => ...`) defined in `file`.
+pub fn local_function(file: &Arc<SourceFile>, name: &str) -> Option<FunctionDef> {
+    let src = &file.text;
+    for stmt in ast::named_children(file.root()) {
+        let decl = if stmt.kind() == "export_statement" {
+            match stmt.child_by_field_name("declaration") {
+                Some(d) => d,
+                None => continue,
+            }
+        } else {
+            stmt
+        };
+        if declared_name(decl, src).as_deref() == Some(name)
+            && let Some(found) = function_of_declaration(file, decl, name)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// The imports of a file: ESM imports and CommonJS `require` bindings.
+pub fn imports(file: &SourceFile) -> Vec<Import> {
+    let src = &file.text;
+    let mut out = Vec::new();
+    for stmt in ast::named_children(file.root()) {
+        match stmt.kind() {
+            "import_statement" => {
+                let Some(source) = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src)) else {
+                    continue;
+                };
+                for clause in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "import_clause") {
+                    for part in ast::named_children(clause) {
+                        match part.kind() {
+                            "identifier" => out.push(Import {
+                                local: text(part, src).into(),
+                                source: source.clone(),
+                                imported: "default".into(),
+                            }),
+                            "namespace_import" => {
+                                if let Some(id) = part.named_child(0) {
+                                    out.push(Import {
+                                        local: text(id, src).into(),
+                                        source: source.clone(),
+                                        imported: "*".into(),
+                                    });
+                                }
+                            }
+                            "named_imports" => {
+                                for spec in ast::named_children(part) {
+                                    let Some(name) = spec.child_by_field_name("name") else {
+                                        continue;
+                                    };
+                                    let alias = spec.child_by_field_name("alias").unwrap_or(name);
+                                    out.push(Import {
+                                        local: text(alias, src).into(),
+                                        source: source.clone(),
+                                        imported: text(name, src).into(),
+                                    });
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            "lexical_declaration" | "variable_declaration" => {
+                for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
+                    let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value"))
+                    else {
+                        continue;
+                    };
+                    let Some(source) = require_source(value, src) else {
+                        continue;
+                    };
+                    match name.kind() {
+                        "identifier" => {
+                            out.push(Import { local: text(name, src).into(), source, imported: "*".into() })
+                        }
+                        "object_pattern" => {
+                            for prop in ast::named_children(name) {
+                                let (imported, local) = match prop.kind() {
+                                    "shorthand_property_identifier_pattern" => {
+                                        (text(prop, src).to_string(), text(prop, src).to_string())
+                                    }
+                                    "pair_pattern" => {
+                                        let (Some(k), Some(v)) =
+                                            (prop.child_by_field_name("key"), prop.child_by_field_name("value"))
+                                        else {
+                                            continue;
+                                        };
+                                        (text(k, src).to_string(), text(v, src).to_string())
+                                    }
+                                    _ => continue,
+                                };
+                                out.push(Import { local, source: source.clone(), imported });
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `require("x")` or `require("x").y` → "x".
+fn require_source(value: Node, src: &str) -> Option<String> {
+    let value = ast::unwrap_expr(value);
+    let call = if value.kind() == "member_expression" { value.child_by_field_name("object")? } else { value };
+    if call.kind() != "call_expression" || ast::callee_path(call, src) != ["require"] {
+        return None;
+    }
+    ast::string_value(*ast::arguments(call).first()?, src)
+}
+
+fn resolve_file(base: &Path) -> Option<PathBuf> {
+    let base = normalize(base);
+    if base.is_file() && Dialect::for_path(&base).is_some() {
+        return Some(base);
+    }
+    // ESM TypeScript imports name the emitted `.js` file.
+    if let Some(ext) = base.extension().and_then(|e| e.to_str())
+        && matches!(ext, "js" | "mjs" | "cjs" | "jsx")
+    {
+        let stem = base.with_extension("");
+        for alt in ["ts", "tsx", "mts", "cts"] {
+            let candidate = stem.with_extension(alt);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    for ext in EXTENSIONS {
+        let candidate = PathBuf::from(format!("{}.{ext}", base.display()));
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+    }
+    for ext in EXTENSIONS {
+        let candidate = base.join(format!("index.{ext}"));
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+    }
+    None
+}
+
+/// Removes `.` and `..` components without touching the file system.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Strips `//` and `/* */` comments and trailing commas so tsconfig (JSONC) parses as JSON.
+pub fn jsonc_to_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut prev = ' ';
+                for n in chars.by_ref() {
+                    if prev == '*' && n == '/' {
+                        break;
+                    }
+                    prev = n;
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    let re = regex::Regex::new(r",(\s*[}\]])").unwrap();
+    re.replace_all(&out, "$1").into_owned()
+}
+
+fn parse_tsconfig_paths(dir: &Path, text: &str) -> PathAliases {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&jsonc_to_json(text)) else {
+        return Vec::new();
+    };
+    let options = &json["compilerOptions"];
+    let base = dir.join(options["baseUrl"].as_str().unwrap_or("."));
+    let mut out: Vec<(String, Vec<PathBuf>)> = options["paths"]
+        .as_object()
+        .map(|paths| {
+            paths
+                .iter()
+                .map(|(pattern, targets)| {
+                    let targets = targets
+                        .as_array()
+                        .map(|a| a.iter().filter_map(|t| t.as_str()).map(|t| base.join(t)).collect())
+                        .unwrap_or_default();
+                    (pattern.clone(), targets)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // Longest prefix first, as TypeScript matches.
+    out.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    if options["baseUrl"].is_string() {
+        out.push(("*".into(), vec![base.join("*")]));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonc_comments_and_trailing_commas() {
+        let json = jsonc_to_json("{ // c\n \"a\": \"//x\", /* b */ \"p\": [1,],\n}");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["a"], "//x");
+    }
+
+    #[test]
+    fn normalizes_parent_components() {
+        assert_eq!(normalize(Path::new("a/b/../c/./d.ts")), PathBuf::from("a/c/d.ts"));
+    }
+}

@@ -1,0 +1,93 @@
+//! Human output: a code frame with a caret under each finding, then a summary.
+
+use super::{display_path, end_line_col, is_fixable};
+use crate::rules::Diagnostic;
+use std::fmt::Write;
+
+pub struct Palette {
+    pub on: bool,
+}
+
+impl Palette {
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.on { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+    }
+    pub fn bold(&self, s: &str) -> String {
+        self.paint("1", s)
+    }
+    pub fn red(&self, s: &str) -> String {
+        self.paint("31", s)
+    }
+    pub fn cyan(&self, s: &str) -> String {
+        self.paint("36", s)
+    }
+    pub fn dim(&self, s: &str) -> String {
+        self.paint("2", s)
+    }
+    pub fn green(&self, s: &str) -> String {
+        self.paint("32", s)
+    }
+}
+
+pub fn render(diags: &[Diagnostic], palette: &Palette) -> String {
+    let mut out = String::new();
+    for d in diags {
+        let (line, col) = d.line_col();
+        let (end_line, end_col) = end_line_col(d);
+        let _ = writeln!(
+            out,
+            "{}:{line}:{col}: {} {}",
+            palette.bold(&display_path(&d.file.path)),
+            palette.red(d.rule),
+            d.message
+        );
+        if let Some(h) = &d.handler {
+            let provider = d.provider.map(|p| format!(" ({})", p.name())).unwrap_or_default();
+            let _ = writeln!(out, "  {} {h}{provider}", palette.dim("handler:"));
+        }
+        let width = end_line.to_string().len().max(2);
+        let code = d.file.line_text(line);
+        let _ = writeln!(out, "{:>width$} {}", "", palette.dim("|"));
+        let _ = writeln!(out, "{} {} {code}", palette.dim(&format!("{line:>width$}")), palette.dim("|"));
+        let caret_start = col - 1;
+        let caret_len = if end_line == line {
+            (end_col.saturating_sub(col)).max(1)
+        } else {
+            code.chars().count().saturating_sub(caret_start).max(1)
+        };
+        let pad: String = code.chars().take(caret_start).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+        let _ = writeln!(out, "{:>width$} {} {pad}{}", "", palette.dim("|"), palette.red(&"^".repeat(caret_len)));
+        if let Some(help) = &d.help {
+            let _ = writeln!(out, "{:>width$} {} {help}", "", palette.cyan("= help:"));
+        }
+        if let Some(fix) = &d.fix {
+            let _ = writeln!(
+                out,
+                "{:>width$} {} {} [{}]",
+                "",
+                palette.cyan("= fix:"),
+                fix.title,
+                fix.applicability.label()
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+pub fn summary(diags: &[Diagnostic]) -> String {
+    let mut files: Vec<&std::path::Path> = diags.iter().map(|d| d.file.path.as_path()).collect();
+    files.sort();
+    files.dedup();
+    let fixable = diags.iter().filter(|d| is_fixable(d)).count();
+    if diags.is_empty() {
+        return "No issues found.".to_string();
+    }
+    format!(
+        "Found {} issue{} in {} file{} ({fixable} fixable).",
+        diags.len(),
+        if diags.len() == 1 { "" } else { "s" },
+        files.len(),
+        if files.len() == 1 { "" } else { "s" }
+    )
+}

@@ -1,0 +1,225 @@
+//! effect-missing-idempotency-key
+
+use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
+use crate::fix::{Edit, Fix};
+use crate::model::ast::{self, text};
+use crate::model::reach::{self, Scope};
+use crate::model::{Effect, EventKey, Sdk, effects};
+use tree_sitter::Node;
+
+const DOCS: &str = r#"
+## What it finds
+A call to an SDK that accepts a provider idempotency key (Stripe create/update/refund/
+capture/confirm, Resend send, Square, Adyen, Svix, Inngest `send`, Trigger.dev `trigger`)
+made from a handler without one.
+
+## Why retries break it
+A crash after the provider accepted the call but before the handler answered makes the
+provider redeliver; the call runs again and charges, refunds or emails twice. With a key
+derived from the event, the provider replays the first result instead. The SDK's own
+automatic key only covers its internal network retries, not a redelivery.
+
+## Bad
+```ts
+await stripe.refunds.create({ charge: event.data.object.charge });
+```
+
+## Good
+```ts
+await stripe.refunds.create({ charge }, { idempotencyKey: `refund:${event.id}` });
+```
+
+## Fix (safe)
+Adds `idempotencyKey: `<operation>:${eventKey}`` in the SDK's exact syntax: Stripe's request
+options as the last argument (merged into an existing options object), Resend's and Adyen's
+second argument, Square's body field, Svix's third argument, Inngest's event `id`, Trigger.dev's
+trigger options. Inside a loop, or where no event key is known, the fix is display-only: the
+key must also name the item, and retrysafe does not guess.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "effect-missing-idempotency-key",
+    summary: "SDK call that accepts an idempotency key has none: a redelivery repeats the charge/email",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        let mut operations: Vec<String> = Vec::new();
+        for scope in &model.scopes {
+            let Some(func) = scope.node() else { continue };
+            let file = scope.file();
+            for call in ast::calls_in(func, false) {
+                let local = reach::resolve_call(cx.project, file, call).is_some();
+                let Some(effect) = effects::classify(call, &file.text, local) else {
+                    continue;
+                };
+                if !effect.sdk.accepts_key() || effect.key.is_some() || !needs_key(&effect, &file.text) {
+                    continue;
+                }
+                let mut op = operation_name(&effect.label);
+                let seen = operations.iter().filter(|o| **o == op).count();
+                operations.push(op.clone());
+                if seen > 0 {
+                    op = format!("{op}-{}", seen + 1);
+                }
+                out.push(diagnostic(model, scope, &effect, &op));
+            }
+        }
+    }
+}
+
+/// SQS message deduplication only exists on FIFO queues.
+fn needs_key(effect: &Effect, src: &str) -> bool {
+    effect.sdk != Sdk::Sqs || text(effect.call, src).contains("MessageGroupId")
+}
+
+fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str) -> Diagnostic {
+    let file = scope.file();
+    let message = format!(
+        "`{}` has no idempotency key: a redelivery after a crash or timeout repeats this {}",
+        effect.label,
+        effect.kind.noun()
+    );
+    let fix = match (&scope.event_key, in_loop(effect.call, scope)) {
+        (_, true) => Fix::display_only(
+            "add an idempotency key that names the event and the item",
+            "the call runs in a loop: the key must include the item's id as well as the event key",
+        ),
+        (None, _) => Fix::display_only(
+            "add an idempotency key derived from the event",
+            "no event key is known in this function: pass the event (or its key) in and use it",
+        ),
+        (Some(key), false) => match key_edit(effect, key, op, &file.text) {
+            Some(edit) => Fix::safe(format!("add idempotency key `{op}:…`"), vec![edit]),
+            None => Fix::display_only("add an idempotency key", "the call's arguments are not literal objects"),
+        },
+    };
+    Diagnostic::new(RULE.id, file, effect.call, message)
+        .in_handler(model, scope)
+        .help("derive the key from the event, e.g. `refund:${event.id}`, so every retry reuses it")
+        .with_fix(Some(fix))
+}
+
+fn in_loop(call: Node, scope: &Scope) -> bool {
+    let Some(func) = scope.node() else {
+        return false;
+    };
+    ast::ancestors(call).take_while(|a| *a != func).any(|a| {
+        matches!(a.kind(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
+            || (a.kind() == "arguments"
+                && a.parent().is_some_and(|c| {
+                    c.kind() == "call_expression"
+                        && c.child_by_field_name("function").is_some_and(|f| {
+                            let t = f.utf8_text(scope.file().text.as_bytes()).unwrap_or("");
+                            t.ends_with(".map") || t.ends_with(".forEach") || t.ends_with(".flatMap")
+                        })
+                }))
+    })
+}
+
+/// `stripe.refunds.create` → "refund"; `stripe.paymentIntents.capture` → "paymentIntent-capture".
+pub fn operation_name(label: &str) -> String {
+    let parts: Vec<&str> = label.split('.').map(|p| p.trim_end_matches("()")).collect();
+    let last = parts.last().copied().unwrap_or("call");
+    let noun = parts.len().checked_sub(2).and_then(|i| parts.get(i)).copied().unwrap_or(last);
+    let noun = noun
+        .strip_suffix("ies")
+        .map(|s| format!("{s}y"))
+        .unwrap_or_else(|| noun.strip_suffix('s').unwrap_or(noun).to_string());
+    if matches!(last, "create" | "send") || noun == last { noun } else { format!("{noun}-{last}") }
+}
+
+/// Where and how the key goes, per SDK (PROVIDERS.md section B).
+fn key_edit(effect: &Effect, key: &EventKey, op: &str, src: &str) -> Option<Edit> {
+    let args = ast::arguments(effect.call);
+    let value = key.operation_key(op);
+    let (prop, position) = match effect.sdk {
+        Sdk::Stripe => ("idempotencyKey", Position::LastOptions),
+        Sdk::Resend | Sdk::Adyen => ("idempotencyKey", Position::Nth(1)),
+        Sdk::Svix => ("idempotencyKey", Position::Nth(2)),
+        Sdk::TriggerDev => {
+            ("idempotencyKey", Position::Nth(if ast::callee_path(effect.call, src).len() == 2 { 1 } else { 2 }))
+        }
+        Sdk::Square | Sdk::Paypal => ("idempotencyKey", Position::Nth(0)),
+        Sdk::Inngest => ("id", Position::Nth(0)),
+        Sdk::Sqs => ("MessageDeduplicationId", Position::SqsInput),
+        _ => return None,
+    };
+    let arguments = effect.call.child_by_field_name("arguments")?;
+    let target = match position {
+        Position::LastOptions => args.last().copied().filter(|a| is_stripe_options(*a, src)),
+        Position::Nth(i) => match args.get(i) {
+            Some(a) if a.kind() == "object" => Some(*a),
+            Some(_) => return None,
+            None if args.len() == i => None,
+            None => return None,
+        },
+        Position::SqsInput => {
+            let cmd = args.first().filter(|a| a.kind() == "new_expression");
+            let input = cmd.and_then(|c| c.child_by_field_name("arguments")).and_then(|a| a.named_child(0));
+            Some(input.filter(|i| i.kind() == "object").or(args.first().copied().filter(|a| a.kind() == "object"))?)
+        }
+    };
+    match target {
+        Some(object) => Some(merge_property(object, prop, &value, src)),
+        None => {
+            // Append a new options argument after the last argument.
+            let close = arguments.end_byte() - 1;
+            let last = args.last();
+            let sep = if last.is_some() { ", " } else { "" };
+            let at = last.map_or(close, |a| a.end_byte());
+            Some(Edit::insert(at, format!("{sep}{{ {prop}: {value} }}")))
+        }
+    }
+}
+
+enum Position {
+    LastOptions,
+    Nth(usize),
+    SqsInput,
+}
+
+/// Stripe request options: an object literal whose keys are all options keys.
+fn is_stripe_options(node: Node, src: &str) -> bool {
+    const KEYS: &[&str] =
+        &["idempotencyKey", "stripeAccount", "apiVersion", "maxNetworkRetries", "timeout", "apiKey", "stripeContext"];
+    node.kind() == "object"
+        && ast::named_children(node).iter().all(|p| {
+            let key = p.child_by_field_name("key").map(|k| text(k, src)).unwrap_or_else(|| text(*p, src));
+            KEYS.contains(&key)
+        })
+        && node.named_child_count() > 0
+}
+
+/// Inserts `prop: value` as the first property of an object literal, in its layout.
+pub fn merge_property(object: Node, prop: &str, value: &str, src: &str) -> Edit {
+    let open = object.start_byte() + 1;
+    let first = ast::named_children(object).into_iter().find(|c| c.kind() != "comment");
+    match first {
+        None => Edit::replace(object.start_byte(), object.end_byte(), format!("{{ {prop}: {value} }}")),
+        Some(first) => {
+            let between = &src[open..first.start_byte()];
+            if between.contains('\n') {
+                let indent = &between[between.rfind('\n').map_or(0, |i| i + 1)..];
+                let eol = if between.contains("\r\n") { "\r\n" } else { "\n" };
+                Edit::insert(first.start_byte(), format!("{prop}: {value},{eol}{indent}"))
+            } else {
+                Edit::insert(first.start_byte(), format!("{prop}: {value}, "))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn operation_names() {
+        assert_eq!(super::operation_name("stripe.refunds.create"), "refund");
+        assert_eq!(super::operation_name("stripe.paymentIntents.capture"), "paymentIntent-capture");
+        assert_eq!(super::operation_name("resend.emails.send"), "email");
+        assert_eq!(super::operation_name("stripe.subscriptions.update"), "subscription-update");
+    }
+}

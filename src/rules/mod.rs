@@ -1,0 +1,175 @@
+//! The rule registry. One file per rule: its documentation, metadata, check and fix.
+
+use crate::config::Config;
+use crate::fix::{Fix, GuardSpec};
+use crate::model::{Handler, Provider, Scope};
+use crate::project::Project;
+use crate::source::SourceFile;
+use serde::Serialize;
+use std::sync::Arc;
+use tree_sitter::Node;
+
+pub mod ack_timing;
+pub mod check_then_insert_race;
+pub mod claim_before_verify;
+pub mod dedupe_key_not_unique;
+pub mod dedupe_ttl_short;
+pub mod duplicate_not_2xx;
+pub mod effect_before_record;
+pub mod effect_missing_idempotency_key;
+pub mod in_memory_dedupe;
+pub mod in_progress_not_retryable;
+pub mod incrementing_write_unguarded;
+pub mod missing_signature_verification;
+pub mod nondeterministic_key;
+pub mod order_dependence_assumed;
+pub mod permanent_error_returns_5xx;
+pub mod processing_time_write;
+pub mod queue_add_without_job_id;
+pub mod raw_body_not_preserved;
+pub mod record_before_effect_no_tx;
+pub mod remote_call_in_transaction;
+pub mod response_missing;
+pub mod retry_loop_with_effect;
+pub mod sqs_batch_all_or_nothing;
+pub mod swallowed_error_returns_2xx;
+pub mod transaction_on_pool;
+pub mod unbounded_retry;
+pub mod unguarded_side_effect;
+pub mod wrong_event_field_as_key;
+
+/// Whether a rule can fix what it finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FixAvailability {
+    None,
+    Sometimes,
+    Always,
+}
+
+pub struct Rule {
+    pub id: &'static str,
+    /// One line: the failure mode and the remedy.
+    pub summary: &'static str,
+    /// Markdown: what it finds, why retries break it, a bad and a good example, the fix.
+    pub docs: &'static str,
+    pub fix: FixAvailability,
+    pub check: fn(&Context, &mut Vec<Diagnostic>),
+}
+
+pub fn registry() -> &'static [Rule] {
+    static RULES: &[Rule] = &[
+        wrong_event_field_as_key::RULE,
+        nondeterministic_key::RULE,
+        unguarded_side_effect::RULE,
+        incrementing_write_unguarded::RULE,
+        check_then_insert_race::RULE,
+        effect_before_record::RULE,
+        record_before_effect_no_tx::RULE,
+        dedupe_key_not_unique::RULE,
+        effect_missing_idempotency_key::RULE,
+        queue_add_without_job_id::RULE,
+        dedupe_ttl_short::RULE,
+        swallowed_error_returns_2xx::RULE,
+        permanent_error_returns_5xx::RULE,
+        ack_timing::RULE,
+        retry_loop_with_effect::RULE,
+        order_dependence_assumed::RULE,
+        remote_call_in_transaction::RULE,
+        unbounded_retry::RULE,
+        missing_signature_verification::RULE,
+        raw_body_not_preserved::RULE,
+        in_memory_dedupe::RULE,
+        in_progress_not_retryable::RULE,
+        transaction_on_pool::RULE,
+        claim_before_verify::RULE,
+        processing_time_write::RULE,
+        duplicate_not_2xx::RULE,
+        response_missing::RULE,
+        sqs_batch_all_or_nothing::RULE,
+    ];
+    RULES
+}
+
+pub fn find(id: &str) -> Option<&'static Rule> {
+    registry().iter().find(|r| r.id == id)
+}
+
+/// A handler with the functions it reaches.
+pub struct HandlerModel {
+    pub handler: Handler,
+    /// `scopes[0]` is the handler itself.
+    pub scopes: Vec<Scope>,
+}
+
+/// What a rule sees for one file.
+pub struct Context<'a> {
+    pub file: &'a Arc<SourceFile>,
+    pub project: &'a Project,
+    pub config: &'a Config,
+    /// Handlers defined in this file, each with its reachable scopes.
+    pub handlers: &'a [HandlerModel],
+    /// The guard the fixes call (from `--guard` or the config), if any.
+    pub guard: Option<&'a GuardSpec>,
+}
+
+impl Context<'_> {
+    pub fn src(&self) -> &str {
+        &self.file.text
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Diagnostic {
+    pub rule: &'static str,
+    pub file: Arc<SourceFile>,
+    pub start: usize,
+    pub end: usize,
+    pub message: String,
+    pub help: Option<String>,
+    /// The handler(s) that reach this code.
+    pub handler: Option<String>,
+    pub provider: Option<Provider>,
+    pub fix: Option<Fix>,
+}
+
+impl Diagnostic {
+    pub fn new(rule: &'static str, file: &Arc<SourceFile>, node: Node, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            rule,
+            file: file.clone(),
+            start: node.start_byte(),
+            end: node.end_byte(),
+            message: message.into(),
+            help: None,
+            handler: None,
+            provider: None,
+            fix: None,
+        }
+    }
+
+    /// Names the handler the code belongs to (and, for a callee, the call chain).
+    pub fn in_handler(mut self, model: &HandlerModel, scope: &Scope) -> Diagnostic {
+        let mut name = model.handler.name.clone();
+        if !scope.chain.is_empty() {
+            name = format!("{name} → {}", scope.chain.join(" → "));
+        }
+        self.handler = Some(name);
+        self.provider = model.handler.provider;
+        self
+    }
+
+    pub fn help(mut self, help: impl Into<String>) -> Diagnostic {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn with_fix(mut self, fix: Option<Fix>) -> Diagnostic {
+        self.fix = fix;
+        self
+    }
+
+    pub fn line_col(&self) -> (usize, usize) {
+        self.file.line_col(self.start)
+    }
+}

@@ -1,0 +1,13 @@
+//! PLACEHOLDER: not implemented yet.
+
+use super::{Context, Diagnostic, FixAvailability, Rule};
+
+pub const RULE: Rule = Rule {
+    id: "queue-add-without-job-id",
+    summary: "not implemented yet",
+    docs: "",
+    fix: FixAvailability::None,
+    check,
+};
+
+fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}

@@ -1,0 +1,240 @@
+//! A source file as the rules see it: text, parse tree, line index and the file's own style.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use tree_sitter::{Language, Node, Parser, Tree};
+
+/// Which grammar parses a file. TSX also parses plain JavaScript (JSX included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    TypeScript,
+    Tsx,
+    /// Schema files the rules read as text (Prisma schemas, SQL migrations): no JS tree.
+    Text,
+}
+
+impl Dialect {
+    pub fn for_path(path: &Path) -> Option<Dialect> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "ts" | "mts" | "cts" => Some(Dialect::TypeScript),
+            "tsx" | "jsx" | "js" | "mjs" | "cjs" => Some(Dialect::Tsx),
+            _ => None,
+        }
+    }
+
+    pub fn language(self) -> Language {
+        match self {
+            Dialect::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
+            Dialect::Tsx | Dialect::Text => tree_sitter_typescript::LANGUAGE_TSX.into(),
+        }
+    }
+}
+
+/// Parses `text` with the grammar for `dialect`. Parsers are reused per thread.
+pub fn parse(dialect: Dialect, text: &str) -> Option<Tree> {
+    thread_local! {
+        static PARSERS: std::cell::RefCell<[Option<Parser>; 3]> = const { std::cell::RefCell::new([None, None, None]) };
+    }
+    PARSERS.with(|cell| {
+        let mut parsers = cell.borrow_mut();
+        let slot = &mut parsers[dialect as usize];
+        if slot.is_none() {
+            let mut parser = Parser::new();
+            parser.set_language(&dialect.language()).ok()?;
+            *slot = Some(parser);
+        }
+        slot.as_mut()?.parse(text, None)
+    })
+}
+
+/// The concrete style of a file, kept by every edit a fix makes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Style {
+    pub eol: &'static str,
+    pub indent_unit: String,
+    pub quote: char,
+    pub semicolons: bool,
+}
+
+impl Style {
+    pub fn detect(text: &str) -> Style {
+        let crlf = text.matches("\r\n").count();
+        let lf = text.matches('\n').count();
+        let eol = if crlf > 0 && crlf * 2 >= lf { "\r\n" } else { "\n" };
+        let mut tabs = 0;
+        let mut widths = [0usize; 9];
+        for line in text.lines() {
+            if line.starts_with('\t') {
+                tabs += 1;
+            } else {
+                let n = line.len() - line.trim_start_matches(' ').len();
+                if n > 0 && n <= 8 && !line.trim().is_empty() && !line.trim_start().starts_with('*') {
+                    widths[n] += 1;
+                }
+            }
+        }
+        let spaced: usize = widths.iter().sum();
+        let indent_unit = if tabs > spaced {
+            "\t".to_string()
+        } else if widths[2] > 0 || spaced == 0 {
+            "  ".to_string()
+        } else if widths[4] > 0 {
+            "    ".to_string()
+        } else {
+            let n = (1..=8).find(|&n| widths[n] > 0).unwrap_or(2);
+            " ".repeat(n)
+        };
+        let single = text.matches('\'').count();
+        let double = text.matches('"').count();
+        let quote = if single > double { '\'' } else { '"' };
+        let stmt_ends = text
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty() && !l.ends_with('{') && !l.ends_with(',') && !l.trim_start().starts_with("//"))
+            .count();
+        let with_semi = text.lines().filter(|l| l.trim_end().ends_with(';')).count();
+        let semicolons = stmt_ends == 0 || with_semi * 3 >= stmt_ends;
+        Style { eol, indent_unit, quote, semicolons }
+    }
+
+    pub fn semi(&self) -> &'static str {
+        if self.semicolons { ";" } else { "" }
+    }
+
+    pub fn quoted(&self, s: &str) -> String {
+        format!("{q}{s}{q}", q = self.quote)
+    }
+}
+
+/// A parsed project file. Immutable once built; shared between threads behind `Arc`.
+pub struct SourceFile {
+    pub path: PathBuf,
+    pub text: String,
+    pub dialect: Dialect,
+    pub tree: Tree,
+    line_starts: Vec<usize>,
+    style: OnceLock<Style>,
+}
+
+impl SourceFile {
+    pub fn new(path: PathBuf, text: String, dialect: Dialect) -> Option<SourceFile> {
+        // A BOM is kept in the text (fixes must preserve it) but hidden from the parser.
+        let tree = match text.strip_prefix('\u{feff}') {
+            _ if dialect == Dialect::Text => parse(dialect, "")?,
+            Some(rest) => parse(dialect, &format!("   {rest}"))?,
+            None => parse(dialect, &text)?,
+        };
+        let line_starts = line_starts(&text);
+        Some(SourceFile { path, text, dialect, tree, line_starts, style: OnceLock::new() })
+    }
+
+    pub fn root(&self) -> Node<'_> {
+        self.tree.root_node()
+    }
+
+    pub fn style(&self) -> &Style {
+        self.style.get_or_init(|| Style::detect(&self.text))
+    }
+
+    /// 1-based line and column (column counted in characters) of a byte offset.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let line = match self.line_starts.binary_search(&offset) {
+            Ok(i) => i,
+            Err(i) => i - 1,
+        };
+        let start = self.line_starts[line];
+        let col = self.text.get(start..offset.min(self.text.len())).map_or(0, |s| s.chars().count());
+        (line + 1, col + 1)
+    }
+
+    /// The text of 1-based line `line`, without its line ending.
+    pub fn line_text(&self, line: usize) -> &str {
+        let start = self.line_starts.get(line - 1).copied().unwrap_or(self.text.len());
+        let end = self.line_starts.get(line).copied().unwrap_or(self.text.len());
+        self.text[start..end].trim_end_matches(['\n', '\r'])
+    }
+
+    pub fn line_start(&self, offset: usize) -> usize {
+        match self.line_starts.binary_search(&offset) {
+            Ok(i) => self.line_starts[i],
+            Err(i) => self.line_starts[i - 1],
+        }
+    }
+
+    /// The leading whitespace of the line holding `offset`.
+    pub fn indent_at(&self, offset: usize) -> &str {
+        let start = self.line_start(offset);
+        let rest = &self.text[start..];
+        let n = rest.len() - rest.trim_start_matches([' ', '\t']).len();
+        &rest[..n]
+    }
+
+    pub fn text_of(&self, node: Node) -> &str {
+        &self.text[node.byte_range()]
+    }
+
+    /// Re-finds a node from a stored span: the outermost node of `kind` with exactly that range.
+    pub fn node_at(&self, span: Span) -> Option<Node<'_>> {
+        let mut node = self.root().descendant_for_byte_range(span.start, span.end)?;
+        loop {
+            if node.kind() == span.kind && node.start_byte() == span.start && node.end_byte() == span.end {
+                return Some(node);
+            }
+            let parent = node.parent()?;
+            if parent.start_byte() != span.start || parent.end_byte() != span.end {
+                return None;
+            }
+            node = parent;
+        }
+    }
+}
+
+impl std::fmt::Debug for SourceFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SourceFile({})", self.path.display())
+    }
+}
+
+/// A node remembered without borrowing its tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+    pub kind: &'static str,
+}
+
+impl Span {
+    pub fn of(node: Node) -> Span {
+        Span { start: node.start_byte(), end: node.end_byte(), kind: node.kind() }
+    }
+}
+
+fn line_starts(text: &str) -> Vec<usize> {
+    let mut starts = vec![0];
+    starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
+    starts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_crlf_tabs_and_single_quotes() {
+        let style = Style::detect("import x from 'y'\r\nfunction f() {\r\n\treturn 'a'\r\n}\r\n");
+        assert_eq!(style.eol, "\r\n");
+        assert_eq!(style.indent_unit, "\t");
+        assert_eq!(style.quote, '\'');
+        assert!(!style.semicolons);
+    }
+
+    #[test]
+    fn line_col_counts_characters() {
+        let file = SourceFile::new("a.ts".into(), "const é = 1;\nfoo();\n".into(), Dialect::TypeScript).unwrap();
+        assert_eq!(file.line_col(0), (1, 1));
+        let foo = file.text.find("foo").unwrap();
+        assert_eq!(file.line_col(foo), (2, 1));
+        assert_eq!(file.line_text(2), "foo();");
+    }
+}

@@ -1,0 +1,116 @@
+//! File discovery: a parallel walk that honours .gitignore/.ignore and skips dependency and
+//! build folders, plus the byte-level prefilter that keeps irrelevant files from being parsed.
+
+use ignore::{WalkBuilder, WalkState};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+const SKIP_DIRS: &[&str] = &["node_modules", "dist", "build", ".next", "out", "coverage", ".turbo", ".vercel", ".git"];
+
+#[derive(Default)]
+pub struct Discovery {
+    /// Source and schema files, sorted.
+    pub files: Vec<PathBuf>,
+    /// One line per path that could not be read.
+    pub errors: Vec<String>,
+}
+
+/// Whether the walk should look at this file at all.
+pub fn is_candidate(path: &Path) -> bool {
+    if crate::source::Dialect::for_path(path).is_some() {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        return !name.ends_with(".d.ts") && !name.ends_with(".min.js");
+    }
+    is_schema_file(path)
+}
+
+pub fn is_schema_file(path: &Path) -> bool {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    ext == "prisma" || ext == "sql"
+}
+
+pub fn discover(paths: &[PathBuf], threads: usize) -> Discovery {
+    let found = Mutex::new(Discovery::default());
+    let mut dirs = Vec::new();
+    for path in paths {
+        match std::fs::metadata(path) {
+            Err(e) => found.lock().unwrap().errors.push(format!("{}: {}", path.display(), e)),
+            // Explicit files are always checked.
+            Ok(m) if m.is_file() => found.lock().unwrap().files.push(path.clone()),
+            Ok(_) => dirs.push(path.clone()),
+        }
+    }
+    if let Some((first, rest)) = dirs.split_first() {
+        let mut builder = WalkBuilder::new(first);
+        for d in rest {
+            builder.add(d);
+        }
+        builder.threads(threads).hidden(true).git_ignore(true).git_exclude(true).require_git(false).filter_entry(|e| {
+            !(e.file_type().is_some_and(|t| t.is_dir()) && SKIP_DIRS.contains(&e.file_name().to_str().unwrap_or("")))
+        });
+        builder.build_parallel().run(|| {
+            Box::new(|entry| {
+                match entry {
+                    Ok(e) if e.file_type().is_some_and(|t| t.is_file()) && is_candidate(e.path()) => {
+                        found.lock().unwrap().files.push(e.into_path());
+                    }
+                    Ok(_) => {}
+                    Err(err) => found.lock().unwrap().errors.push(one_line(&err.to_string())),
+                }
+                WalkState::Continue
+            })
+        });
+    }
+    let mut found = found.into_inner().unwrap();
+    found.files.sort();
+    found.files.dedup();
+    found.errors.sort();
+    found
+}
+
+fn one_line(s: &str) -> String {
+    s.lines().next().unwrap_or(s).to_string()
+}
+
+/// Cheap test on raw bytes: can this file hold a handler, an effect a handler imports, a
+/// schema a rule reads, or a suppression? Files that fail it are parsed only when a handler
+/// imports them.
+pub fn may_be_relevant(bytes: &[u8]) -> bool {
+    static FILTER: OnceLock<regex::bytes::Regex> = OnceLock::new();
+    let re = FILTER.get_or_init(|| {
+        let markers = [
+            "ebhook",
+            "hook",
+            "allback",
+            "events",
+            "ipn",
+            "Worker",
+            ".process(",
+            "Records",
+            "ReceiveMessage",
+            "eachMessage",
+            "eachBatch",
+            ".consume(",
+            "createFunction",
+            "@trigger.dev",
+            "POST",
+            "@Post",
+            "@Processor",
+            "on('message'",
+            "on(\"message\"",
+            "serve(",
+            "pgTable",
+            "mysqlTable",
+            "sqliteTable",
+            "Schema(",
+            "retrysafe-ignore",
+            "constructEvent",
+            "express.json",
+            "bodyParser",
+            "SQSEvent",
+            "action",
+        ];
+        regex::bytes::Regex::new(&markers.iter().map(|m| regex::escape(m)).collect::<Vec<_>>().join("|")).unwrap()
+    });
+    re.is_match(bytes)
+}
