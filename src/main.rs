@@ -34,6 +34,9 @@ enum Command {
     },
     /// Print a rule's documentation.
     Explain { rule: String },
+    /// Print a file's syntax tree and the handlers found in it (for rule authors).
+    #[command(hide = true)]
+    DumpTree { file: PathBuf },
 }
 
 #[derive(Args, Clone)]
@@ -110,7 +113,7 @@ enum RulesFormat {
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().collect();
-    let known = ["check", "fix", "rules", "explain", "help", "-h", "--help", "-V", "--version"];
+    let known = ["check", "fix", "rules", "explain", "dump-tree", "help", "-h", "--help", "-V", "--version"];
     if argv.get(1).is_none_or(|a| !known.contains(&a.as_str())) {
         argv.insert(1, "check".into());
     }
@@ -126,6 +129,7 @@ fn main() -> ExitCode {
         Command::Check(args) => run_check(args),
         Command::Fix(args) => run_fix(args),
         Command::Rules { format } => list_rules(format),
+        Command::DumpTree { file } => dump_tree(&file),
         Command::Explain { rule } => match rules::find(&rule) {
             Some(r) => {
                 println!("# {}\n\n{}\n\nFix: {}\n\n{}", r.id, r.summary, fix_label(r.fix), r.docs.trim());
@@ -330,4 +334,38 @@ fn run_fix(args: FixArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+fn dump_tree(path: &std::path::Path) -> ExitCode {
+    let project = retrysafe::project::Project::new();
+    let file = match project.load(path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("retrysafe: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    fn print(node: tree_sitter::Node, src: &str, depth: usize) {
+        let field_text =
+            if node.child_count() == 0 { format!(" {:?}", &src[node.byte_range()]) } else { String::new() };
+        println!("{}{} [{}..{}]{field_text}", "  ".repeat(depth), node.kind(), node.start_byte(), node.end_byte());
+        let mut cursor = node.walk();
+        for child in node.named_children(&mut cursor) {
+            print(child, src, depth + 1);
+        }
+    }
+    print(file.root(), &file.text, 0);
+    let config = retrysafe::config::Config::default();
+    for h in retrysafe::model::handlers::find_handlers(&file, &project, &config) {
+        println!(
+            "handler: {} {:?} provider={:?} key={:?} req={:?} res={:?}",
+            h.name,
+            h.framework,
+            h.provider,
+            h.event_key.as_ref().map(|k| &k.template),
+            h.request,
+            h.response
+        );
+    }
+    ExitCode::SUCCESS
 }
