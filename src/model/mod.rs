@@ -7,6 +7,7 @@ pub mod handlers;
 pub mod keys;
 pub mod providers;
 pub mod reach;
+pub mod responses;
 
 pub use effects::{Effect, EffectKind, Sdk};
 pub use guards::GuardKind;
