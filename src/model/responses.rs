@@ -130,7 +130,8 @@ fn nest_exception(name: &str) -> Option<u16> {
 
 /// `@HttpCode(n)` on a Nest method, else 201 for `@Post` (Nest's default) and 200 otherwise.
 pub fn nest_default_status(method: Node, src: &str) -> u16 {
-    let mut decorators: Vec<Node> = ast::named_children(method).into_iter().filter(|c| c.kind() == "decorator").collect();
+    let mut decorators: Vec<Node> =
+        ast::named_children(method).into_iter().filter(|c| c.kind() == "decorator").collect();
     let mut prev = method.prev_named_sibling();
     while let Some(p) = prev.filter(|p| p.kind() == "decorator") {
         decorators.push(p);
@@ -216,7 +217,12 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
             match field.as_str() {
                 "status" => {
                     let right = node.child_by_field_name("right")?;
-                    Some(Response { node, status_node: Some(right), status: status_value(right, src), style: Style::Koa })
+                    Some(Response {
+                        node,
+                        status_node: Some(right),
+                        status: status_value(right, src),
+                        style: Style::Koa,
+                    })
                 }
                 "body" => {
                     // The status an earlier `ctx.status = n` in the same block set.
@@ -372,9 +378,7 @@ pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<
     }
     if let Some(s) = resp.status_node {
         let s = ast::unwrap_expr(s);
-        if status_value(s, src).is_none() {
-            return None;
-        }
+        status_value(s, src)?;
         return Some(Edit::replace(s.start_byte(), s.end_byte(), status.to_string()));
     }
     match resp.style {
@@ -392,14 +396,14 @@ pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<
             match args.as_slice() {
                 [] => Some(Edit::insert(args_node.end_byte() - 1, format!("null, {{ status: {status} }}"))),
                 [body] => Some(Edit::insert(body.end_byte(), format!(", {{ status: {status} }}"))),
-                [_, init, ..] if ast::unwrap_expr(*init).kind() == "object" => Some(
-                    crate::rules::effect_missing_idempotency_key::merge_property(
+                [_, init, ..] if ast::unwrap_expr(*init).kind() == "object" => {
+                    Some(crate::rules::effect_missing_idempotency_key::merge_property(
                         ast::unwrap_expr(*init),
                         "status",
                         &status.to_string(),
                         src,
-                    ),
-                ),
+                    ))
+                }
                 _ => None,
             }
         }
@@ -424,6 +428,43 @@ pub fn in_catch<'t>(node: Node<'t>, func: Node<'t>) -> Option<Node<'t>> {
     ast::ancestors(node).take_while(|a| *a != func).find(|a| a.kind() == "catch_clause")
 }
 
+/// The names a handler's own scope answers through (its request and response parameters).
+pub fn handler_names(handler: &super::Handler) -> Vec<&str> {
+    [handler.request.as_deref(), handler.response.as_deref()].into_iter().flatten().collect()
+}
+
+/// The conditions `node` is guarded by inside `func`, innermost first: the test of each
+/// enclosing `if` with whether `node` is in its consequence (true) or its else branch (false),
+/// and the value of each enclosing `case` (true).
+pub fn branch_conditions<'t>(node: Node<'t>, func: Node<'t>) -> Vec<(Node<'t>, bool)> {
+    let mut out = Vec::new();
+    let mut child = node;
+    for anc in ast::ancestors(node) {
+        if anc == func {
+            break;
+        }
+        match anc.kind() {
+            "if_statement" => {
+                if let Some(cond) = anc.child_by_field_name("condition") {
+                    if anc.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, child)) {
+                        out.push((cond, true));
+                    } else if anc.child_by_field_name("alternative").is_some_and(|c| ast::contains(c, child)) {
+                        out.push((cond, false));
+                    }
+                }
+            }
+            "switch_case" => {
+                if let Some(v) = anc.child_by_field_name("value") {
+                    out.push((v, true));
+                }
+            }
+            _ => {}
+        }
+        child = anc;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,8 +472,12 @@ mod tests {
     use std::path::PathBuf;
 
     fn statuses(code: &str) -> Vec<(Option<u16>, Style)> {
-        let f = SourceFile::new(PathBuf::from("a.ts"), code.to_string(), Dialect::for_path(&PathBuf::from("a.ts")).unwrap())
-            .unwrap();
+        let f = SourceFile::new(
+            PathBuf::from("a.ts"),
+            code.to_string(),
+            Dialect::for_path(&PathBuf::from("a.ts")).unwrap(),
+        )
+        .unwrap();
         responses_in(f.root(), &f.text, &[], false).iter().map(|r| (r.status, r.style)).collect()
     }
 
