@@ -48,7 +48,7 @@ pub const RULE: Rule = Rule {
     check,
 };
 
-static DUP_CODE: LazyLock<Regex> = LazyLock::new(|| {
+pub static DUP_CODE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"P2002|23505|\b11000\b|ER_DUP_ENTRY|unique_violation|UniqueConstraint|SQLITE_CONSTRAINT_UNIQUE|duplicate key",
     )

@@ -76,7 +76,7 @@ static PERMANENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// A call that throws on a bad signature.
-fn is_verify(call: Node, src: &str) -> bool {
+pub fn is_verify(call: Node, src: &str) -> bool {
     let path = ast::callee_path(call, src);
     let Some(last) = path.last().map(|s| s.trim_end_matches("()")) else {
         return false;
