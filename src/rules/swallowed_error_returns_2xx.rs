@@ -620,8 +620,7 @@ fn body_failure(_resp: &Response, body: Node, src: &str) -> Option<(Option<u16>,
     for key in ["status", "statusCode", "code"] {
         if let Some(v) = ast::object_property(body, key, src)
             && let Some(n) = responses::status_value(v, src)
-            && n >= 400
-            && n < 600
+            && (400..600).contains(&n)
         {
             return Some((Some(n), format!("`{key}: {n}`")));
         }
