@@ -68,7 +68,7 @@ static REGION_FN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)subscription\w*(updat|delet|cancel|chang|sync|paus|resum)|(updat|sync|upsert|manage)\w*subscription|order\w*updat|(updat|sync)\w*order").unwrap()
 });
 static STATE_KEY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^(status|state|plan\w*|price\w*|quantity|seats|tier|cancel\w*|current_?period\w*|ends?_?at|renews?_?at|trial_?ends?_?at|subscription_?status|product_?id|variant_?id|financial_?status|fulfillment_?status)$").unwrap()
+    Regex::new(r"(?i)^(status|state|plan\w*|price\w*|quantity|seats|tier|cancel\w*|current_?period\w*|ends?_?at|renews?_?at|trial_?ends?_?at|subscription_?status|financial_?status|fulfillment_?status|active)$").unwrap()
 });
 static TIME_WORD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)created|updated_?at|occurred_?at|event_?(time|at|created)|version|sequence|last_?event|timestamp")
@@ -222,12 +222,44 @@ fn refetches(call: Node, src: &str) -> bool {
         || (path.len() == 1 && (last.starts_with("getsubscription") || last.starts_with("fetchsubscription")))
 }
 
+/// An update/upsert (Prisma, Drizzle, SQL, Mongo, supabase-js): its label.
+fn state_write(call: Node, src: &str) -> Option<String> {
+    if let Some(effect) = effects::classify(call, src, false)
+        && matches!(effect.kind, EffectKind::DbUpdate | EffectKind::DbUpsert)
+    {
+        return Some(effect.label);
+    }
+    // supabase-js chains end in a filter: `from(t).update(v).eq(...)`.
+    if call.parent().is_some_and(|p| p.kind() == "member_expression") {
+        return None;
+    }
+    let path = ast::callee_path(call, src);
+    let supabase_write = path.iter().any(|p| p == "from()")
+        && path.iter().any(|p| matches!(p.trim_end_matches("()"), "update" | "upsert"));
+    supabase_write.then(|| path.join("."))
+}
+
 fn state_written(call: Node, src: &str) -> bool {
     if let Some(sql) = effects::sql_text(call, &ast::arguments(call), src) {
         return SQL_STATE.is_match(&sql);
     }
     let mut found = false;
-    for arg in ast::arguments(call) {
+    // Data built in a variable first: `const data = { status: sub.status }; upsert([data])`.
+    let scope = ast::enclosing_function(call).unwrap_or(call);
+    // Every link of the chain: `from(t).update({ status }).eq(...)`.
+    let args: Vec<Node> = ast::calls_in(call, false).into_iter().flat_map(ast::arguments).collect();
+    let mut roots = args.clone();
+    for arg in args {
+        for id in ast::descendants_of_kind(arg, "identifier") {
+            if id.parent().is_some_and(|p| matches!(p.kind(), "arguments" | "array" | "spread_element"))
+                && let Some(init) = ast::find_binding_init(scope, text(id, src), src, call.start_byte())
+                && init.kind() == "object"
+            {
+                roots.push(init);
+            }
+        }
+    }
+    for arg in roots {
         ast::walk(arg, &mut |n| {
             if found {
                 return false;
@@ -283,8 +315,8 @@ fn state_writes(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 if seen.contains(&(i, call.start_byte())) {
                     continue;
                 }
-                let Some(effect) = effects::classify(call, src, false) else { continue };
-                if !matches!(effect.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) || !state_written(call, src) {
+                let Some(label) = state_write(call, src) else { continue };
+                if !state_written(call, src) {
                     continue;
                 }
                 if guards::is_marker_insert(call, src) {
@@ -296,8 +328,7 @@ fn state_writes(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     scope,
                     call,
                     format!(
-                        "`{}` writes state taken from an event that can arrive out of order, with no check of the event's time/version and no re-fetch: a late or retried older event overwrites newer state",
-                        effect.label
+                        "`{label}` writes state taken from an event that can arrive out of order, with no check of the event's time/version and no re-fetch: a late or retried older event overwrites newer state"
                     ),
                     "compare the event's time/version with the stored one in the write's filter, or re-fetch the object from the provider before writing",
                 ));

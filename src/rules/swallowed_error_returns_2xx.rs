@@ -202,6 +202,14 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if !does_work(block, src) || ast::calls_in(block, false).into_iter().any(|call| is_verify(call, src)) {
             continue;
         }
+        // An in-code retry loop catches to try again; what happens after the last attempt
+        // is outside the catch.
+        let in_retry_loop = ast::ancestors(try_stmt)
+            .take_while(|a| !ast::is_function(*a))
+            .any(|a| matches!(a.kind(), "while_statement" | "do_statement" | "for_statement"));
+        if in_retry_loop {
+            continue;
+        }
         if !same_fn_nodes(body, "throw_statement").is_empty()
             || records_failure(body, src)
             || DUP_CODE.is_match(text(body, src))
