@@ -167,7 +167,9 @@ impl Engine {
             Err(e) => return Outcome::Error(e.to_string()),
         };
         let explicit = self.options.paths.iter().any(|p| p == path) || self.options.stdin.is_some();
-        if !explicit && !workspace::is_schema_file(path) {
+        // A pages-router API file is a route by its path, whatever its text contains.
+        let pages_api = path.to_string_lossy().replace('\\', "/").contains("/pages/api/");
+        if !explicit && !pages_api && !workspace::is_schema_file(path) {
             // The prefilter reads bytes only; a file failing it is parsed only if imported.
             match std::fs::read(path) {
                 Ok(bytes) if !workspace::may_be_relevant(&bytes) => return Outcome::Skipped,

@@ -217,6 +217,9 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         {
             continue;
         }
+        if flagged_for_later(func, try_stmt, body, src, &names) {
+            continue;
+        }
         let resps = responses::responses_in(body, src, &names, false);
         if resps.iter().any(|r| !r.is_2xx()) {
             continue;
@@ -269,6 +272,38 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         ));
     }
     out
+}
+
+/// `catch (e) { failed = true }` ... `if (failed) throw/answer 5xx`: the failure is reported later.
+fn flagged_for_later(func: Node, try_stmt: Node, body: Node, src: &str, names: &[&str]) -> bool {
+    let mut flags: Vec<&str> = Vec::new();
+    ast::walk(body, &mut |n| {
+        if n.kind() == "assignment_expression"
+            && let Some(l) = n.child_by_field_name("left").filter(|l| l.kind() == "identifier")
+        {
+            flags.push(text(l, src));
+        }
+        if n.kind() == "call_expression"
+            && let [obj, push] = ast::callee_path(n, src).as_slice()
+            && push == "push"
+        {
+            flags.push(src.get(n.start_byte()..n.start_byte() + obj.len()).unwrap_or(""));
+        }
+        true
+    });
+    if flags.is_empty() {
+        return false;
+    }
+    ast::descendants_of_kind(func, "if_statement").into_iter().any(|stmt| {
+        stmt.start_byte() >= try_stmt.end_byte()
+            && stmt
+                .child_by_field_name("condition")
+                .is_some_and(|c| flags.iter().any(|f| ast::mentions_identifier(c, src, f)))
+            && stmt.child_by_field_name("consequence").is_some_and(|cons| {
+                !ast::descendants_of_kind(cons, "throw_statement").is_empty()
+                    || responses::responses_in(cons, src, names, false).iter().any(|r| !r.is_2xx())
+            })
+    })
 }
 
 fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node, direct: bool) -> Fix {
