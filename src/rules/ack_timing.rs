@@ -100,9 +100,18 @@ impl Cx<'_> {
         effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
     }
 
-    /// Whether a subtree contains promise work (in nested callbacks too).
+    /// Whether a subtree contains promise work (in nested callbacks too); an awaited call
+    /// counts even when its callee cannot be resolved.
     fn contains_work(&self, node: Node) -> bool {
-        ast::calls_in(node, false).into_iter().any(|c| self.promise_work(c))
+        let src = self.src();
+        ast::calls_in(node, false).into_iter().any(|c| {
+            self.promise_work(c)
+                || c.parent().is_some_and(|p| p.kind() == "await_expression")
+                    && !ast::callee_name(c, src).is_some_and(|n| {
+                        let n = n.to_ascii_lowercase();
+                        n.contains("sleep") || n.contains("delay") || n.contains("wait") || n == "json" || n == "text"
+                    })
+        })
     }
 }
 
@@ -116,7 +125,7 @@ fn enclosing_is_async(node: Node, src: &str) -> bool {
     ast::enclosing_function(node).is_some_and(|f| is_async(f, src))
 }
 
-fn deferrer(call: Node, src: &str) -> Option<String> {
+pub fn deferrer(call: Node, src: &str) -> Option<String> {
     let path = ast::callee_path(call, src);
     let last = path.last()?.trim_end_matches("()");
     if !DEFERRERS.contains(&last) {

@@ -195,6 +195,13 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for clause in ast::descendants_of_kind(func, "catch_clause") {
         let Some(try_stmt) = clause.parent().filter(|p| p.kind() == "try_statement") else { continue };
+        // Work deferred past the response (`after(...)`) is ack-timing's finding.
+        let deferred = ast::ancestors(clause)
+            .take_while(|a| *a != func)
+            .any(|a| a.kind() == "call_expression" && super::ack_timing::deferrer(a, src).is_some());
+        if deferred {
+            continue;
+        }
         let (Some(block), Some(body)) = (try_stmt.child_by_field_name("body"), clause.child_by_field_name("body"))
         else {
             continue;
