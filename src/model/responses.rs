@@ -242,11 +242,31 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
         }
         "throw_statement" => {
             let value = ast::unwrap_expr(node.named_child(0)?);
+            // http-errors `createError(400)`, SvelteKit `error(400, ...)`
+            if value.kind() == "call_expression" {
+                let name = ast::callee_name(value, src)?;
+                if !matches!(name.as_str(), "createError" | "createHttpError" | "error" | "httpError") {
+                    return None;
+                }
+                let s = ast::arguments(value).first().copied()?;
+                let status = status_value(s, src)?;
+                return Some(Response { node, status_node: Some(s), status: Some(status), style: Style::NestThrow });
+            }
             if value.kind() != "new_expression" {
                 return None;
             }
             let ctor = text(value.child_by_field_name("constructor")?, src);
             let args = value.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+            // Hono `new HTTPException(401, { message })`
+            if ctor == "HTTPException" {
+                let s = args.first().copied();
+                return Some(Response {
+                    node,
+                    status_node: s,
+                    status: s.and_then(|s| status_value(s, src)),
+                    style: Style::NestThrow,
+                });
+            }
             if ctor == "HttpException" {
                 let s = args.get(1).copied();
                 return Some(Response {
@@ -496,5 +516,7 @@ mod tests {
         assert_eq!(statuses("res.status(HttpStatus.CONFLICT).end()"), vec![(Some(409), Style::Chain)]);
         assert_eq!(statuses("throw new BadRequestException('x')"), vec![(Some(400), Style::NestThrow)]);
         assert_eq!(statuses("res.status(code).end()"), vec![(None, Style::Chain)]);
+        assert_eq!(statuses("throw new HTTPException(401, { message: 'x' })"), vec![(Some(401), Style::NestThrow)]);
+        assert_eq!(statuses("throw error(400, 'bad')"), vec![(Some(400), Style::NestThrow)]);
     }
 }

@@ -189,7 +189,12 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                         .into_iter()
                         .filter(|r| r.is_5xx())
                         .collect();
-                    let rethrow = ast::named_children(catch_body).into_iter().find(|s| s.kind() == "throw_statement");
+                    // A thrown 4xx HTTP exception answers 4xx; any other throw becomes a 500.
+                    let rethrow = ast::named_children(catch_body).into_iter().find(|s| {
+                        s.kind() == "throw_statement"
+                            && responses::response_at(*s, src, &names)
+                                .is_none_or(|r| r.status.is_none_or(|st| st >= 500))
+                    });
                     if fives.is_empty() && rethrow.is_none() {
                         continue;
                     }

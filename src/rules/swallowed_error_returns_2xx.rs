@@ -158,7 +158,7 @@ fn same_fn_nodes<'t>(body: Node<'t>, kind: &str) -> Vec<Node<'t>> {
 fn records_failure(body: Node, src: &str) -> bool {
     ast::calls_in(body, false).into_iter().any(|call| {
         let p = ast::callee_path(call, src).join(".").to_ascii_lowercase();
-        ["retry", "dlq", "deadletter", "dead_letter", "fail", "outbox", "nack", "reject", "requeue", "next"]
+        ["retry", "dlq", "deadletter", "dead_letter", "fail", "outbox", "nack", "reject", "requeue"]
             .iter()
             .any(|w| p.contains(w))
             || p == "next"
