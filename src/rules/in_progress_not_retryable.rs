@@ -41,7 +41,9 @@ lease (the retry does the work). When the same branch also handles completed dup
 lease and the done marker), the fix is display-only: the branch must first tell "done"
 (answer 200) from "still running" (answer 409), for example by reading the key's value.
 
-Decisions: a `SET NX` whose TTL is at most one hour, or whose key is deleted on failure, is
+Decisions: `processing` / `running` / `locked` count only when compared with a value read
+from the dedupe store (a query, lookup, guard or lock result), never with the event's own
+fields (a WooCommerce order is "processing"); `in-progress` always counts. A `SET NX` whose TTL is at most one hour, or whose key is deleted on failure, is
 a lease; a key that is later overwritten with a done value is ambiguous. Handlers that use a
 longer-lived NX key as a done marker are `duplicate-not-2xx`'s concern.
 "#;
@@ -59,6 +61,51 @@ static IN_PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
 });
 pub static DUPLICATE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#"(?i)^["'`](duplicate|already[-_ ]?processed|already[-_ ]?handled)["'`]$"#).unwrap());
+
+static EXPLICIT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r#"(?i)^["'`]in[-_ ]?progress["'`]$"#).unwrap());
+
+/// `processing` / `running` / `locked` are also ordinary business statuses (a WooCommerce
+/// order is "processing"): they mean another attempt only when the compared value was read
+/// from the dedupe store (a query, a lookup, a guard or lock call), not from the event.
+fn compares_stored_state(cond: Node, func: Node, src: &str) -> bool {
+    ast::descendants_of_kind(cond, "member_expression").into_iter().any(|m| {
+        let path = ast::member_path(m, src);
+        let Some(root) = path.first() else { return false };
+        let Some(init) = ast::find_binding_init(func, root, src, cond.start_byte())
+            .or_else(|| destructured_init(func, root, src, cond.start_byte()))
+        else {
+            return false;
+        };
+        let t = text(init, src).to_ascii_lowercase();
+        !t.contains("req.")
+            && !t.contains("request.")
+            && !t.contains("body")
+            && !t.contains("payload")
+            && ["query", "find", ".get(", "select", "guard", ".run(", "rows", "redis", "claim", "acquire", "lock"]
+                .iter()
+                .any(|w| t.contains(w))
+    })
+}
+
+fn destructured_init<'t>(func: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
+    let mut best = None;
+    ast::walk(func, &mut |n| {
+        if n.start_byte() >= before {
+            return false;
+        }
+        if n.kind() == "variable_declarator"
+            && let Some(p) = n.child_by_field_name("name").filter(|p| p.kind() != "identifier")
+        {
+            let mut names = Vec::new();
+            ast::bound_names(p, src, &mut names);
+            if names.iter().any(|x| x == name) {
+                best = n.child_by_field_name("value");
+            }
+        }
+        true
+    });
+    best
+}
 
 /// What a `SET NX` key means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,6 +283,7 @@ fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
     for (cond, positive) in responses::branch_conditions(resp.node, func) {
         if let Some(eq) = literal_test(cond, &IN_PROGRESS, src)
             && eq == positive
+            && (literal_test(cond, &EXPLICIT, src).is_some() || compares_stored_state(cond, func, src))
         {
             let combined = literal_test(cond, &DUPLICATE, src).is_some();
             return Some(if combined { Reason::Combined } else { Reason::Status });

@@ -220,6 +220,7 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if !same_fn_nodes(body, "throw_statement").is_empty()
             || records_failure(body, src)
             || DUP_CODE.is_match(text(body, src))
+            || text(body, src).contains("batchItemFailures")
             || marked_best_effort(c, try_stmt, src)
         {
             continue;
