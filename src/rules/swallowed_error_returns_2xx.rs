@@ -534,17 +534,44 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                         });
                         match err_binding {
                             Some((name, _)) => {
-                                if mentioned_after(func, &name, stmt.end_byte(), src) {
+                                if error_handled(func, &name, stmt.end_byte(), src) {
                                     continue;
                                 }
-                                let fix = Fix::unsafe_(
-                                    "check the returned error",
-                                    vec![Edit::insert(
-                                        after_stmt,
-                                        format!("{eol}{indent}{}", fail_stmt(c, i, file, &name, &name)),
-                                    )],
-                                );
-                                (true, Some(fix))
+                                // `if (error) { console.error(error) }`: fail inside that branch.
+                                let logging_if = stmt.next_named_sibling().filter(|n| {
+                                    n.kind() == "if_statement"
+                                        && n.child_by_field_name("condition")
+                                            .is_some_and(|c| ast::mentions_identifier(c, src, &name))
+                                        && n.child_by_field_name("alternative").is_none()
+                                        && n.child_by_field_name("consequence")
+                                            .is_some_and(|b| b.kind() == "statement_block" && b.named_child_count() > 0)
+                                });
+                                if let Some(last) = logging_if
+                                    .and_then(|n| n.child_by_field_name("consequence"))
+                                    .and_then(|b| ast::named_children(b).last().copied())
+                                {
+                                    let fail = match c.model.handler.respond(500) {
+                                        Some(answer) if i == 0 && c.model.handler.framework == Framework::Express => {
+                                            answer
+                                        }
+                                        _ => format!("throw {name}{}", file.style().semi()),
+                                    };
+                                    let at = file.indent_at(last.start_byte()).to_string();
+                                    let fix = Fix::unsafe_(
+                                        "fail when the returned error is set",
+                                        vec![Edit::insert(last.end_byte(), format!("{eol}{at}{fail}"))],
+                                    );
+                                    (true, Some(fix))
+                                } else {
+                                    let fix = Fix::unsafe_(
+                                        "check the returned error",
+                                        vec![Edit::insert(
+                                            after_stmt,
+                                            format!("{eol}{indent}{}", fail_stmt(c, i, file, &name, &name)),
+                                        )],
+                                    );
+                                    (true, Some(fix))
+                                }
                             }
                             None => {
                                 let rest = props.iter().any(|p| p.kind() == "rest_pattern");
@@ -591,12 +618,53 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             "the results of `Promise.allSettled` are never checked for rejections: a failed task is acknowledged 2xx and never retried".to_string()
         } else {
             format!(
-                "`{label}` returns its error instead of throwing ({sdk}), and it is never checked: a failure is acknowledged 2xx and never retried"
+                "`{label}` returns its error instead of throwing ({sdk}) and nothing fails on it: a failure is acknowledged 2xx and never retried"
             )
         };
         out.push(diag(c, scope, call, message, fix));
     }
     out
+}
+
+/// Whether a returned error is acted on after `after`: thrown, returned, passed on, or tested
+/// in an `if` that throws, returns or answers non-2xx. Logging it (`if (error) console.error(error)`)
+/// is not handling it.
+fn error_handled(func: Node, name: &str, after: usize, src: &str) -> bool {
+    let uses: Vec<Node> = ast::descendants_of_kind(func, "identifier")
+        .into_iter()
+        .chain(ast::descendants_of_kind(func, "shorthand_property_identifier"))
+        .filter(|n| n.start_byte() >= after && text(*n, src) == name)
+        .collect();
+    uses.into_iter().any(|n| {
+        let logged = ast::ancestors(n).take_while(|a| *a != func).any(|a| {
+            a.kind() == "call_expression" && {
+                let path = ast::callee_path(a, src);
+                let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
+                let last = path.last().map(|l| l.to_ascii_lowercase()).unwrap_or_default();
+                root == "console"
+                    || root.contains("logger")
+                    || root == "log"
+                    || matches!(last.as_str(), "log" | "warn" | "info" | "debug")
+            }
+        });
+        if logged {
+            return false;
+        }
+        let tested = ast::ancestors(n).take_while(|a| *a != func).find_map(|a| {
+            let stmt = a.parent().filter(|p| p.kind() == "if_statement")?;
+            (stmt.child_by_field_name("condition") == Some(a)).then_some(stmt)
+        });
+        match tested {
+            Some(stmt) => stmt.child_by_field_name("consequence").is_some_and(|cons| {
+                !ast::descendants_of_kind(cons, "throw_statement").is_empty()
+                    || responses::responses_in(cons, src, &[], false).iter().any(|r| !r.is_2xx())
+                    || ast::descendants_of_kind(cons, "return_statement")
+                        .iter()
+                        .any(|r| responses::responses_in(*r, src, &[], false).is_empty())
+            }),
+            None => true,
+        }
+    })
 }
 
 /// Whether `name` is used after `after` in an expression that also mentions one of `words`.
