@@ -333,3 +333,24 @@ fn safe_only_skips_unsafe_fixes_in_dry_run_and_write() {
         }
     }
 }
+
+#[test]
+fn shipped_schema_lists_every_rule_and_config_field() {
+    let schema: serde_json::Value = serde_json::from_str(include_str!("../retrysafe.schema.json")).unwrap();
+    let ids: Vec<&str> =
+        schema["definitions"]["ruleId"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for rule in retrysafe::rules::registry() {
+        assert!(ids.contains(&rule.id), "schema misses {}", rule.id);
+    }
+    assert_eq!(ids.len(), retrysafe::rules::registry().len());
+    // Every field the schema documents is accepted by the loader.
+    let dir = project(&[(
+        "retrysafe.json",
+        r#"{ "$schema": "x", "select": [], "ignore": [], "severity": { "ack-timing": "warning" },
+             "providers": { "shopify": { "keyHeader": "x-shopify-event-id" } }, "retryWindows": { "stripe": 259200 },
+             "dedupeTtlSeconds": 604800, "guard": "@/lib/guard#guard", "effectWrappers": ["sendInvoice"], "bestEffort": ["track"] }"#,
+    )]);
+    let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(props.len(), 10);
+    assert!(retrysafe::config::Config::load(&dir.path().join("retrysafe.json")).is_ok());
+}
