@@ -91,8 +91,7 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
         let name = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
         let site = if name == "id"
             && n.parent().and_then(|o| o.parent()).is_some_and(|p| {
-                p.kind() == "pair"
-                    && p.child_by_field_name("key").is_some_and(|k| text(k, src) == "deduplication")
+                p.kind() == "pair" && p.child_by_field_name("key").is_some_and(|k| text(k, src) == "deduplication")
             }) {
             Some(KeySite::JobId)
         } else {
@@ -150,12 +149,8 @@ pub fn marker_id<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
             .captures(&sql)
             .map(|c| c[1].split(',').map(|s| s.trim().trim_matches(['"', '`']).to_string()).collect())
             .unwrap_or_default();
-        let index = columns
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| marker_rank(c).map(|r| (r, i)))
-            .min()
-            .map(|(_, i)| i)?;
+        let index =
+            columns.iter().enumerate().filter_map(|(i, c)| marker_rank(c).map(|r| (r, i))).min().map(|(_, i)| i)?;
         let params = args.get(1).map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "array")?;
         return ast::named_children(params).get(index).copied();
     }
@@ -169,7 +164,9 @@ pub fn marker_id<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
             for prop in ast::named_children(n) {
                 let (name, value) = match prop.kind() {
                     "pair" => match (prop.child_by_field_name("key"), prop.child_by_field_name("value")) {
-                        (Some(k), Some(v)) => (ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()), v),
+                        (Some(k), Some(v)) => {
+                            (ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()), v)
+                        }
                         _ => continue,
                     },
                     "shorthand_property_identifier" => (text(prop, src).to_string(), prop),
@@ -292,9 +289,8 @@ pub fn expand<'t>(node: Node<'t>, src: &str) -> Vec<Node<'t>> {
                 return false;
             }
             if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
-                && n.parent().is_none_or(|p| {
-                    p.kind() != "member_expression" || p.child_by_field_name("object") == Some(n)
-                })
+                && n.parent()
+                    .is_none_or(|p| p.kind() != "member_expression" || p.child_by_field_name("object") == Some(n))
             {
                 ids.push(n);
             }
@@ -431,14 +427,27 @@ pub fn is_nondeterministic(n: Node, src: &str) -> bool {
             matches!(joined.as_str(), "Date.now" | "Math.random" | "performance.now" | "process.hrtime.bigint")
                 || matches!(
                     last,
-                    "uuid" | "v1" | "v4" | "v7" | "uuidv4" | "uuidV4" | "uuidv7" | "randomUUID" | "nanoid" | "cuid"
-                        | "cuid2" | "createId" | "ulid" | "randomBytes" | "randomInt" | "generateId"
+                    "uuid"
+                        | "v1"
+                        | "v4"
+                        | "v7"
+                        | "uuidv4"
+                        | "uuidV4"
+                        | "uuidv7"
+                        | "randomUUID"
+                        | "nanoid"
+                        | "cuid"
+                        | "cuid2"
+                        | "createId"
+                        | "ulid"
+                        | "randomBytes"
+                        | "randomInt"
                 )
         }
         "new_expression" => {
             let ctor = n.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
             let args = n.child_by_field_name("arguments").map(|a| a.named_child_count()).unwrap_or(0);
-            (ctor == "Date" && args == 0) || (ctor == "ObjectId" && args == 0)
+            matches!(ctor, "Date" | "ObjectId") && args == 0
         }
         _ => false,
     }
@@ -517,6 +526,37 @@ pub fn enclosing_loop<'t>(node: Node<'t>, func: Node<'t>, src: &str) -> Option<N
     })
 }
 
+/// A loop over items around `node` (not a retry loop, not the loop over deliveries that binds
+/// the event key itself, such as `for (const record of event.Records)`).
+pub fn items_loop<'t>(
+    node: Node<'t>,
+    func: Node<'t>,
+    src: &str,
+    key: Option<&super::providers::EventKey>,
+) -> Option<Node<'t>> {
+    let roots = key.map(|k| k.roots()).unwrap_or_default();
+    let mut cur = node;
+    while let Some(lp) = enclosing_loop(cur, func, src) {
+        cur = lp;
+        if super::retry_loops::is_retry_loop(lp, src) {
+            continue;
+        }
+        let mut bound = Vec::new();
+        if lp.kind() == "for_in_statement" {
+            if let Some(left) = lp.child_by_field_name("left") {
+                ast::bound_names(left, src, &mut bound);
+            }
+        } else if ast::is_function(lp) {
+            bound = ast::parameter_names(lp, src);
+        }
+        if bound.iter().any(|b| roots.contains(b)) {
+            continue;
+        }
+        return Some(lp);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,7 +590,8 @@ mod tests {
 
     #[test]
     fn resolves_random_initializers() {
-        let f = file("async function h(job) {\n  const key = uuid();\n  await queue.add('x', {}, { jobId: key });\n}\n");
+        let f =
+            file("async function h(job) {\n  const key = uuid();\n  await queue.add('x', {}, { jobId: key });\n}\n");
         let keys = find(f.root(), &f.text);
         assert_eq!(keys[0].site, KeySite::JobId);
         let resolved = resolve(keys[0].value, &f.text);

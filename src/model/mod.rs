@@ -8,6 +8,7 @@ pub mod handlers;
 pub mod keys;
 pub mod providers;
 pub mod reach;
+pub mod retry_loops;
 
 pub use effects::{Effect, EffectKind, Sdk};
 pub use guards::GuardKind;

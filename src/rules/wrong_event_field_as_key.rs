@@ -58,12 +58,8 @@ pub const RULE: Rule = Rule {
 };
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    let shopify_header = cx
-        .config
-        .providers
-        .get("shopify")
-        .and_then(|p| p.key_header.as_deref())
-        .map(str::to_ascii_lowercase);
+    let shopify_header =
+        cx.config.providers.get("shopify").and_then(|p| p.key_header.as_deref()).map(str::to_ascii_lowercase);
     for model in cx.handlers {
         let provider = model.handler.provider;
         for scope in &model.scopes {
@@ -140,7 +136,12 @@ struct Wrong<'t> {
 const SHARED: &str = "every later event about the same object is dropped as a duplicate";
 const PER_ATTEMPT: &str = "it changes on every delivery attempt, so a retry is not recognised as a duplicate";
 
-fn wrong_part<'t>(key: &DedupeKey<'t>, provider: Option<Provider>, shopify_header: Option<&str>, src: &str) -> Option<Wrong<'t>> {
+fn wrong_part<'t>(
+    key: &DedupeKey<'t>,
+    provider: Option<Provider>,
+    shopify_header: Option<&str>,
+    src: &str,
+) -> Option<Wrong<'t>> {
     let expanded = dedupe_keys::expand(key.value, src);
     // Paystack/Flutterwave have no event id: `${event}:${data.id}` is their key.
     let names_event = expanded.iter().any(|n| {
@@ -213,8 +214,10 @@ fn wrong_path(path: &[String], provider: Option<Provider>, names_event: bool) ->
         return Some(("a field of the event's object, shared by all its events", SHARED));
     }
     let queue = matches!(provider, Some(Sqs | Bullmq | Kafka | Amqp | Pubsub | Inngest | Trigger));
-    if matches!(last, "receiptHandle" | "ReceiptHandle" | "md5OfBody" | "MD5OfBody" | "ackId" | "deliveryAttempt" | "attemptsMade")
-        || (last == "ApproximateReceiveCount")
+    if matches!(
+        last,
+        "receiptHandle" | "ReceiptHandle" | "md5OfBody" | "MD5OfBody" | "ackId" | "deliveryAttempt" | "attemptsMade"
+    ) || (last == "ApproximateReceiveCount")
     {
         return Some(("a per-delivery value", PER_ATTEMPT));
     }
@@ -251,7 +254,9 @@ fn wrong_path(path: &[String], provider: Option<Provider>, names_event: bool) ->
         Some(Razorpay) if ends(path, &["entity", "id"]) || matches!(last, "order_id" | "payment_id") => {
             Some(("the payment's id, shared by all its events", SHARED))
         }
-        Some(Paypal) if ends(path, &["resource", "id"]) => Some(("the resource's id, shared by all its events", SHARED)),
+        Some(Paypal) if ends(path, &["resource", "id"]) => {
+            Some(("the resource's id, shared by all its events", SHARED))
+        }
         Some(Paddle) if last == "notification_id" => {
             Some(("the notification id, one per destination", "each destination processes the event again"))
         }
@@ -273,7 +278,12 @@ fn reads_right_field(node: Node, provider: Option<Provider>, src: &str) -> bool 
             let v = ast::string_value(*s, src).unwrap_or_default().to_ascii_lowercase();
             matches!(
                 v.as_str(),
-                "x-github-delivery" | "svix-id" | "webhook-id" | "x-shopify-webhook-id" | "x-razorpay-event-id" | "linear-delivery"
+                "x-github-delivery"
+                    | "svix-id"
+                    | "webhook-id"
+                    | "x-shopify-webhook-id"
+                    | "x-razorpay-event-id"
+                    | "linear-delivery"
             )
         })
     })
