@@ -130,11 +130,11 @@ fn quoted(s: &str) -> String {
 }
 
 fn human(seconds: u64) -> String {
-    if seconds >= DAY && seconds % DAY == 0 {
+    if seconds >= DAY && seconds.is_multiple_of(DAY) {
         format!("{} day{}", seconds / DAY, if seconds / DAY == 1 { "" } else { "s" })
-    } else if seconds >= 3600 && seconds % 3600 == 0 {
+    } else if seconds >= 3600 && seconds.is_multiple_of(3600) {
         format!("{} h", seconds / 3600)
-    } else if seconds >= 60 && seconds % 60 == 0 {
+    } else if seconds >= 60 && seconds.is_multiple_of(60) {
         format!("{} min", seconds / 60)
     } else {
         format!("{seconds} s")
