@@ -102,8 +102,15 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
         else {
             return true;
         };
-        // A `jobId` column written to a database row is not a queue job id.
+        // A `jobId` column written to a database row is not a queue job id; an idempotency
+        // key written to a row is the stored copy (read back later), not the key in use.
         if site == KeySite::JobId && !is_queue_call(call, src) {
+            return true;
+        }
+        if site == KeySite::IdempotencyKey
+            && effects::classify(call, src, true).is_some_and(|e| e.kind.is_db())
+            && !guards::is_marker_insert(call, src)
+        {
             return true;
         }
         if !out.iter().any(|k| k.value == value) {
@@ -124,6 +131,10 @@ fn is_queue_call(call: Node, src: &str) -> bool {
 fn marker_rank(name: &str) -> Option<u8> {
     let n = name.to_ascii_lowercase().replace(['_', '-'], "");
     if n.ends_with("eventid")
+        || (["event", "delivery", "webhook", "message", "svix"].iter().any(|w| n.contains(w))
+            && !["type", "name", "topic", "at", "time", "status", "data", "payload", "body"]
+                .iter()
+                .any(|w| n.ends_with(w)))
         || matches!(
             n.as_str(),
             "deliveryid" | "webhookid" | "messageid" | "svixid" | "idempotencykey" | "dedupekey" | "dedupkey"
@@ -328,6 +339,11 @@ fn event_path_depth(node: Node, src: &str, depth: usize) -> Vec<String> {
                     path.extend(suffix);
                     return path;
                 }
+                // Bound to something other than the parsed/verified delivery (a database
+                // row, a computed value): not a path into the event.
+                if !parses_delivery(text(ast::unwrap_expr(init), src)) {
+                    return Vec::new();
+                }
             }
             if let Some(ty) = parameter_type(node, name, src)
                 && let Some(object) = ty.strip_prefix("Stripe.")
@@ -359,6 +375,23 @@ fn event_path_depth(node: Node, src: &str, depth: usize) -> Vec<String> {
         }
         _ => Vec::new(),
     }
+}
+
+/// An initializer that yields the delivery itself: a verify/construct/parse call.
+fn parses_delivery(init: &str) -> bool {
+    [
+        "constructEvent",
+        "verify",
+        "JSON.parse",
+        ".json()",
+        "unmarshal",
+        "parseEventNotification",
+        ".body",
+        ".payload",
+        "validate",
+    ]
+    .iter()
+    .any(|m| init.contains(m))
 }
 
 /// The type annotation of the parameter named `name` of the function enclosing `at`.

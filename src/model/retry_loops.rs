@@ -108,7 +108,18 @@ pub fn is_retry_loop(node: Node, src: &str) -> bool {
         let exits = !own_descendants(block, "return_statement").is_empty()
             || !own_descendants(block, "break_statement").is_empty()
             || assigns_condition_flag(block, node, src);
-        continues && (exits || attempt_named)
+        let cond = node.child_by_field_name("condition").map(|c| text(c, src).trim().to_string()).unwrap_or_default();
+        let cond = cond.trim_matches(|c| c == '(' || c == ')' || c == ';').trim().to_string();
+        let catch_text = text(handler, src);
+        let signal = attempt_named
+            || cond.is_empty()
+            || cond == "true"
+            || assigns_condition_flag(block, node, src)
+            || regex::Regex::new(r"(?i)attempt|retr(y|ies)|tries|backoff|sleep|delay|wait|setTimeout|\bcontinue\b")
+                .unwrap()
+                .is_match(catch_text)
+            || regex::Regex::new(r"(?i)<=?\s*\d+\s*$|max|retries|attempts").unwrap().is_match(&cond);
+        continues && ((exits && signal) || attempt_named)
     })
 }
 
@@ -314,6 +325,14 @@ mod tests {
         );
         assert!(
             loops("async function f(xs) { for (let i = 0; i < xs.length; i++) { try { await send(xs[i]); } catch (e) { log(e); } } }")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn pagination_is_not_a_retry() {
+        assert!(
+            loops("async function f() { while (hasMore) { try { const p = await next(); if (!p) break; } catch (e) { log(e); } } }")
                 .is_empty()
         );
     }

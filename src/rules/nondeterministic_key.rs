@@ -60,6 +60,12 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if key.site == KeySite::DeduplicationId && !text(key.call, src).contains("MessageGroupId") {
                     continue;
                 }
+                // A marker row that also records the event key dedupes on that column.
+                if key.site == KeySite::MarkerInsert
+                    && scope.event_key.as_ref().is_some_and(|k| dedupe_keys::reads_event_key(key.call, k, src))
+                {
+                    continue;
+                }
                 let Some(random) = random_part(key.value, src, 0) else { continue };
                 let message = format!(
                     "{} contains `{}`, which differs on every run: a redelivery of the same event gets a new key and the work runs again",
