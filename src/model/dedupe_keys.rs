@@ -630,4 +630,17 @@ mod tests {
         let resolved = resolve(keys[0].value, &f.text);
         assert!(nondeterministic_call(resolved, &f.text).is_some());
     }
+
+    #[test]
+    fn the_delivery_loop_is_not_an_items_loop() {
+        let f = file(
+            "async function h(event) {\n  for (const record of event.Records) {\n    await q.add('a', {}, { jobId: uuid() });\n  }\n  for (const item of items) {\n    await q.add('b', {}, { jobId: uuid() });\n  }\n}\n",
+        );
+        let func = f.root().named_child(0).unwrap();
+        let key = super::super::providers::EventKey::new(super::super::Provider::Sqs, "${record.messageId}");
+        let keys = find(func, &f.text);
+        assert_eq!(keys.len(), 2);
+        assert!(items_loop(keys[0].value, func, &f.text, Some(&key)).is_none());
+        assert!(items_loop(keys[1].value, func, &f.text, Some(&key)).is_some());
+    }
 }

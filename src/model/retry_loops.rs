@@ -103,7 +103,7 @@ pub fn is_retry_loop(node: Node, src: &str) -> bool {
             ast::named_children(b)
                 .into_iter()
                 .rfind(|s| s.kind() != "comment")
-                .is_none_or(|s| s.kind() != "throw_statement")
+                .is_none_or(|s| !matches!(s.kind(), "throw_statement" | "break_statement" | "return_statement"))
         });
         let exits = !own_descendants(block, "return_statement").is_empty()
             || !own_descendants(block, "break_statement").is_empty()

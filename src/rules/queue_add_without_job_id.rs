@@ -59,10 +59,15 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             let file = scope.file();
             let src = &file.text;
             for call in ast::calls_in(func, false) {
-                let Some(effect) = effects::classify(call, src, true) else { continue };
-                if effect.sdk != Sdk::Bullmq || !is_queue_receiver(call, src) {
+                let classified = effects::classify(call, src, true).filter(|e| e.sdk == Sdk::Bullmq);
+                if classified.is_none() && !constructed_queue(call, src) {
                     continue;
                 }
+                if !is_queue_receiver(call, src) {
+                    continue;
+                }
+                let effect_key = classified.as_ref().and_then(|e| e.key);
+                let label = ast::callee_path(call, src).join(".");
                 let args = ast::arguments(call);
                 if args.first().is_some_and(|a| ast::is_function(*a)) {
                     continue; // p-queue
@@ -78,7 +83,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 } else {
                     None
                 };
-                let job_id = effect.key.or_else(|| {
+                let job_id = effect_key.or_else(|| {
                     let o = flow_opts.or(opts.filter(|o| o.kind() == "object"))?;
                     ast::object_property(o, "jobId", src).or_else(|| ast::object_property(o, "deduplication", src))
                 });
@@ -88,7 +93,6 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 {
                     continue;
                 }
-                let label = effect.label.clone();
                 if let Some(id) = job_id {
                     if let Some(d) = colon_job_id(id, src) {
                         out.push(d.into_diagnostic(file, &label).in_handler(model, scope));
@@ -123,7 +127,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                         ),
                         Some(key) => {
                             let value = key.job_id(&job_name);
-                            match add_edit(call, opts, &args, opts_index, &value, src) {
+                            match add_edit(opts, &args, opts_index, &value, src) {
                                 Some(edit) => Fix::safe(format!("add `jobId: {value}`"), vec![edit]),
                                 None => Fix::display_only(
                                     "add a jobId derived from the event",
@@ -142,6 +146,23 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+/// `q.add(...)` where `q` is bound to `new Queue(...)` (bullmq, bull) under any name.
+fn constructed_queue(call: Node, src: &str) -> bool {
+    if !ast::callee_name(call, src).is_some_and(|n| n == "add" || n == "addBulk") {
+        return false;
+    }
+    let Some(object) = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")) else {
+        return false;
+    };
+    let init = dedupe_keys::resolve(object, src);
+    let ctor = match init.kind() {
+        "new_expression" => init.child_by_field_name("constructor"),
+        "call_expression" => init.child_by_field_name("function"),
+        _ => None,
+    };
+    ctor.is_some_and(|c| matches!(text(c, src), "Queue" | "Bull" | "BullQueue" | "FlowProducer"))
 }
 
 /// The receiver is not a `Set`/`Map`/array that merely happens to be called `queue`.
@@ -191,21 +212,13 @@ fn sanitize(name: &str) -> String {
     if s.is_empty() { "job".to_string() } else { s }
 }
 
-fn add_edit(
-    call: Node,
-    opts: Option<Node>,
-    args: &[Node],
-    opts_index: Option<usize>,
-    value: &str,
-    src: &str,
-) -> Option<Edit> {
+fn add_edit(opts: Option<Node>, args: &[Node], opts_index: Option<usize>, value: &str, src: &str) -> Option<Edit> {
     let index = opts_index?;
     match opts {
         Some(o) if o.kind() == "object" => Some(merge_property(o, "jobId", value, src)),
         Some(_) => None,
         None if args.len() == index => {
             let last = args.last()?;
-            let _ = call;
             Some(Edit::insert(last.end_byte(), format!(", {{ jobId: {value} }}")))
         }
         None => None,
