@@ -246,7 +246,12 @@ fn wrong_path(path: &[String], provider: Option<Provider>, names_event: bool) ->
             Some(("the id of the object the event is about", SHARED))
         }
         Some(Shopify)
-            if (last == "admin_graphql_api_id" || (last == "id" && path.len() <= 3))
+            if (last == "admin_graphql_api_id"
+                || (last == "id"
+                    && path.len() <= 3
+                    && (path.iter().any(|p| p == "body")
+                        || ["payload", "data", "order", "product", "webhook", "event", "evt", "json"]
+                            .contains(&path[0].as_str()))))
                 && !path.iter().any(|p| p == "headers") =>
         {
             Some(("the resource's id (the order, product, ...), shared by all its events", SHARED))
