@@ -61,7 +61,7 @@ pub fn hmac_update_payload<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
         let scope = ast::enclosing_function(call).unwrap_or(call);
         inner = ast::find_binding_init(scope, text(inner, src), src, call.start_byte()).map(ast::unwrap_expr)?;
     }
-    if inner.kind() != "call_expression" || !ast::callee_name(inner, src).is_some_and(|n| n == "createHmac") {
+    if inner.kind() != "call_expression" || ast::callee_name(inner, src).is_none_or(|n| n != "createHmac") {
         return None;
     }
     ast::arguments(call).into_iter().next()
