@@ -227,7 +227,7 @@ fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
         "}} catch (err) {{{eol}{inner}{unit}console.error(err){semi}{eol}{inner}{unit}batchItemFailures.push({{ itemIdentifier: {record} }}){semi}{eol}{inner}}}"
     );
     edits.extend(fixtext::wrap_statements(file, body, *first, *last, "try {", &close));
-    let last_stmt = ast::named_children(fbody).into_iter().filter(|c| c.kind() != "comment").next_back().unwrap_or(lp);
+    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment").unwrap_or(lp);
     let end = fixtext::line_end(file, last_stmt.end_byte());
     edits.push(Edit::insert(end, format!("{eol}{loop_indent}return {{ batchItemFailures }}{semi}")));
     Fix::unsafe_("collect per-record failures and return `{ batchItemFailures }`", edits).with_note(
