@@ -126,11 +126,12 @@ fn reads_clock(value: Node, src: &str) -> bool {
             "call_expression" => {
                 let path = ast::callee_path(n, src);
                 let p: Vec<&str> = path.iter().map(String::as_str).collect();
-                if matches!(
-                    p.as_slice(),
-                    ["Date", "now"] | ["dayjs"] | ["moment"] | ["DateTime", "now"] | ["DateTime", "local"]
-                ) && !(matches!(p.as_slice(), ["dayjs"] | ["moment"]) && !ast::arguments(n).is_empty())
-                {
+                let clock = match p.as_slice() {
+                    ["Date", "now"] | ["DateTime", "now"] | ["DateTime", "local"] => true,
+                    ["dayjs"] | ["moment"] => ast::arguments(n).is_empty(),
+                    _ => false,
+                };
+                if clock {
                     found = true;
                 }
             }
