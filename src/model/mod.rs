@@ -15,3 +15,7 @@ pub use guards::GuardKind;
 pub use handlers::{Framework, Handler};
 pub use providers::{EventKey, Provider};
 pub use reach::Scope;
+pub mod express_app;
+pub mod pg_pool;
+pub mod stmts;
+pub mod verify;
