@@ -9,6 +9,7 @@ pub mod keys;
 pub mod providers;
 pub mod reach;
 pub mod retry_loops;
+pub mod responses;
 
 pub use effects::{Effect, EffectKind, Sdk};
 pub use guards::GuardKind;
