@@ -144,11 +144,10 @@ impl Engine {
         for d in merged {
             by_file.entry(d.file.path.clone()).or_insert_with(|| (d.file.clone(), Vec::new())).1.push(d);
         }
-        // Files with suppressions but no findings still report unused suppressions.
-        for path in &self.files {
-            if let Ok(file) = self.project.load(path)
-                && file.text.contains("retrysafe-ignore")
-            {
+        // Files with suppressions but no findings still report unused suppressions. The
+        // prefilter lets every file with a suppression through, so all of them are loaded.
+        for file in self.project.loaded_files() {
+            if file.text.contains("retrysafe-ignore") {
                 by_file.entry(file.path.clone()).or_insert_with(|| (file.clone(), Vec::new()));
             }
         }

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod engine;
 pub mod fix;
+pub mod lsp;
 pub mod model;
 pub mod project;
 pub mod report;

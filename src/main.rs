@@ -34,6 +34,12 @@ enum Command {
     },
     /// Print a rule's documentation.
     Explain { rule: String },
+    /// Serve diagnostics and quick fixes to an editor (Language Server Protocol over stdio).
+    Lsp {
+        /// The guard the fixes call: `MODULE#EXPORT`.
+        #[arg(long)]
+        guard: Option<String>,
+    },
     /// Print a file's syntax tree and the handlers found in it (for rule authors).
     #[command(hide = true)]
     DumpTree { file: PathBuf },
@@ -113,7 +119,7 @@ enum RulesFormat {
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().collect();
-    let known = ["check", "fix", "rules", "explain", "dump-tree", "help", "-h", "--help", "-V", "--version"];
+    let known = ["check", "fix", "rules", "explain", "dump-tree", "lsp", "help", "-h", "--help", "-V", "--version"];
     if argv.get(1).is_none_or(|a| !known.contains(&a.as_str())) {
         argv.insert(1, "check".into());
     }
@@ -130,6 +136,23 @@ fn main() -> ExitCode {
         Command::Fix(args) => run_fix(args),
         Command::Rules { format } => list_rules(format),
         Command::DumpTree { file } => dump_tree(&file),
+        Command::Lsp { guard } => {
+            let guard = match guard.as_deref().map(|g| GuardSpec::parse(g).ok_or(g)) {
+                Some(Err(g)) => {
+                    eprintln!("retrysafe: --guard `{g}` is not of the form MODULE#EXPORT");
+                    return ExitCode::from(2);
+                }
+                Some(Ok(g)) => Some(g),
+                None => None,
+            };
+            match retrysafe::lsp::serve(guard) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("retrysafe lsp: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Explain { rule } => match rules::find(&rule) {
             Some(r) => {
                 println!("# {}\n\n{}\n\nFix: {}\n\n{}", r.id, r.summary, fix_label(r.fix), r.docs.trim());

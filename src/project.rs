@@ -116,6 +116,11 @@ impl Project {
         Ok(file)
     }
 
+    /// Every file parsed so far.
+    pub fn loaded_files(&self) -> Vec<Arc<SourceFile>> {
+        self.files.lock().unwrap().values().flatten().cloned().collect()
+    }
+
     /// Replaces the cached text of a file (the fix loop re-checks edited text).
     pub fn insert(&self, file: Arc<SourceFile>) {
         self.files.lock().unwrap().insert(normalize(&file.path), Some(file));
