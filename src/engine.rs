@@ -294,6 +294,14 @@ impl Engine {
                         }
                     }
                 }
+                // A fix that only creates files (a new migration) is applied once its files exist.
+                for d in &diags {
+                    if let Some(fix) = d.fix.as_ref().filter(|f| f.edits.is_empty() && !f.new_files.is_empty())
+                        && fix.new_files.iter().all(|f| report.new_files.contains(f))
+                    {
+                        files.entry(target.clone()).or_insert_with(|| new_file_fix(&file)).applied.push(describe(d));
+                    }
+                }
                 let edit_fixes: Vec<(usize, &crate::fix::Fix)> =
                     fixes.iter().copied().enumerate().filter(|(_, f)| !f.edits.is_empty()).collect();
                 if edit_fixes.is_empty() {

@@ -43,6 +43,13 @@ enum Command {
     /// Print a file's syntax tree and the handlers found in it (for rule authors).
     #[command(hide = true)]
     DumpTree { file: PathBuf },
+    /// Parse every file `check` would discover, and nothing else (the benchmark's baseline).
+    #[command(hide = true)]
+    ParseOnly {
+        paths: Vec<PathBuf>,
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -119,7 +126,20 @@ enum RulesFormat {
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().collect();
-    let known = ["check", "fix", "rules", "explain", "dump-tree", "lsp", "help", "-h", "--help", "-V", "--version"];
+    let known = [
+        "check",
+        "fix",
+        "rules",
+        "explain",
+        "dump-tree",
+        "parse-only",
+        "lsp",
+        "help",
+        "-h",
+        "--help",
+        "-V",
+        "--version",
+    ];
     if argv.get(1).is_none_or(|a| !known.contains(&a.as_str())) {
         argv.insert(1, "check".into());
     }
@@ -136,6 +156,14 @@ fn main() -> ExitCode {
         Command::Fix(args) => run_fix(args),
         Command::Rules { format } => list_rules(format),
         Command::DumpTree { file } => dump_tree(&file),
+        Command::ParseOnly { paths, threads } => {
+            let paths = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths };
+            let start = std::time::Instant::now();
+            let stats = retrysafe::bench::parse_all(&paths, threads);
+            let secs = start.elapsed().as_secs_f64();
+            println!("parsed {} files ({} bytes, {} failed) in {secs:.3}s", stats.files, stats.bytes, stats.failed);
+            ExitCode::SUCCESS
+        }
         Command::Lsp { guard } => {
             let guard = match guard.as_deref().map(|g| GuardSpec::parse(g).ok_or(g)) {
                 Some(Err(g)) => {

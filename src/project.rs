@@ -150,6 +150,30 @@ impl Project {
         out
     }
 
+    /// The subdirectories of a directory: on disk plus those holding files fixes would create
+    /// (a new migration directory).
+    pub fn list_subdirs(&self, dir: &Path) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .map(|p| normalize(&p))
+            .collect();
+        let dir = normalize(dir);
+        for p in self.virtual_files.lock().unwrap().keys() {
+            if let Some(parent) = p.parent()
+                && parent.parent() == Some(dir.as_path())
+                && !out.iter().any(|q| q == parent)
+            {
+                out.push(parent.to_path_buf());
+            }
+        }
+        out.sort();
+        out
+    }
+
     /// Resolves an import specifier from `from` to a project file, if it is project-local.
     pub fn resolve(&self, from: &Path, spec: &str) -> Option<PathBuf> {
         let dir = from.parent()?;
