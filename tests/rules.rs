@@ -67,7 +67,10 @@ fn describe(diags: &[Diagnostic], root: &Path) -> String {
         let (line, col) = d.line_col();
         let fix =
             d.fix.as_ref().map(|f| format!(" [fix: {} ({})]", f.title, f.applicability.label())).unwrap_or_default();
-        let handler = d.handler.as_deref().map(|h| format!(" (handler: {h})")).unwrap_or_default();
+        // Handler names may embed the (temporary) absolute path of a route file.
+        let prefix = format!("{}/", root.display());
+        let handler =
+            d.handler.as_deref().map(|h| format!(" (handler: {})", h.replace(&prefix, ""))).unwrap_or_default();
         let _ = writeln!(out, "{}:{line}:{col} {} {}{handler}{fix}", rel(&d.file.path, root), d.rule, d.message);
     }
     out

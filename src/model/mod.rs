@@ -5,6 +5,7 @@ pub mod effects;
 pub mod guards;
 pub mod handlers;
 pub mod keys;
+pub mod markers;
 pub mod providers;
 pub mod reach;
 
