@@ -65,7 +65,9 @@ pub fn in_named_guard_run(node: Node, src: &str, spec: Option<&GuardSpec>) -> bo
 
 /// The fix that wraps `model`'s work in the guard. `remove` holds byte ranges of marker calls
 /// (in the handler's file) whose statements the guard replaces: a racy check, a marker write.
-pub fn wrap_fix(cx: &Context, model: &HandlerModel, remove: &[(usize, usize)]) -> Fix {
+/// `include` holds byte ranges (in the handler's function) the wrapped region must cover,
+/// besides the effects: a read-modify-write and the load it starts from.
+pub fn wrap_fix(cx: &Context, model: &HandlerModel, remove: &[(usize, usize)], include: &[(usize, usize)]) -> Fix {
     let Some(spec) = cx.guard else {
         return Fix::display_only(TITLE, no_guard_note());
     };
@@ -76,7 +78,7 @@ pub fn wrap_fix(cx: &Context, model: &HandlerModel, remove: &[(usize, usize)]) -
              guard key by hand (retrysafe does not guess keys)",
         );
     };
-    match plan(cx, model, spec, key, remove) {
+    match plan(cx, model, spec, key, remove, include) {
         Ok(fix) => fix,
         Err(why) => Fix::display_only(TITLE, why),
     }
@@ -88,6 +90,7 @@ fn plan(
     spec: &GuardSpec,
     key: &EventKey,
     remove: &[(usize, usize)],
+    include: &[(usize, usize)],
 ) -> Result<Fix, String> {
     let file = &model.handler.file;
     let src = file.text.as_str();
@@ -116,7 +119,8 @@ fn plan(
             .into_iter()
             .filter(|s| !deleted(*s) && s.start_byte() >= preamble_end)
             .filter(|s| {
-                markers::contains_work(cx.project, file, *s, func, key_fn)
+                include.iter().any(|&(a, b)| s.start_byte() <= a && b <= s.end_byte())
+                    || markers::contains_work(cx.project, file, *s, func, key_fn)
                     || markers::contains_marker(
                         *s,
                         src,
@@ -138,6 +142,9 @@ fn plan(
         }
         break (first, last);
     };
+    if in_named_guard_run(first, src, Some(spec)) || guards::guard_at(first, src).is_some_and(GuardKind::dedupes) {
+        return Err("the work is already inside a guard run".into());
+    }
     if markers::contains_marker(first, src, func, key_fn, &[markers::MarkerOp::Check]) && !deleted(first) {
         return Err("the work starts with a hand-written dedupe check that could not be removed mechanically".into());
     }

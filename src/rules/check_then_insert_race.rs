@@ -95,7 +95,7 @@ pub(crate) fn report(
             let Some(node) = file.root().descendant_for_byte_range(p.at.0, p.at.1) else { continue };
             let shown = text(node, &file.text).lines().next().unwrap_or("").trim_end_matches(['(', '{']);
             let remove: Vec<(usize, usize)> = if p.scope == 0 { p.calls.clone() } else { Vec::new() };
-            let mut fix = wrap_guard::wrap_fix(cx, model, &remove);
+            let mut fix = wrap_guard::wrap_fix(cx, model, &remove, &[]);
             if p.scope != 0 && fix.applicability != crate::fix::Applicability::DisplayOnly {
                 let note = fix.note.take().unwrap_or_default();
                 fix.note = Some(format!(

@@ -58,6 +58,8 @@ pub struct Finding<'t> {
     pub scope: usize,
     pub node: Node<'t>,
     pub what: String,
+    /// The load a read-modify-write starts from: the wrap must cover it too.
+    pub load: Option<Node<'t>>,
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
@@ -66,7 +68,13 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if findings.is_empty() {
             continue;
         }
-        let fix = wrap_guard::wrap_fix(cx, model, &[]);
+        let include: Vec<(usize, usize)> = findings
+            .iter()
+            .filter(|f| f.scope == 0)
+            .flat_map(|f| std::iter::once(f.node).chain(f.load))
+            .map(|n| (n.start_byte(), n.end_byte()))
+            .collect();
+        let fix = wrap_guard::wrap_fix(cx, model, &[], &include);
         for f in findings {
             let scope = &model.scopes[f.scope];
             let message =
@@ -91,7 +99,7 @@ pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
         let Some(func) = scope.node() else { continue };
         let file = scope.file();
         let src = &file.text;
-        let mut push = |node: Node<'t>, what: String| {
+        let mut push = |node: Node<'t>, what: String, load: Option<Node<'t>>| {
             if wrap_guard::is_protected(scope, node, cx.guard)
                 || out
                     .iter()
@@ -99,7 +107,7 @@ pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
             {
                 return;
             }
-            out.push(Finding { scope: index, node, what });
+            out.push(Finding { scope: index, node, what, load });
         };
         for call in ast::calls_in(func, false) {
             let local = reach::resolve_call(cx.project, file, call).is_some();
@@ -107,11 +115,11 @@ pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
                 && effect.kind == EffectKind::DbIncrement
                 && !text(call, src).contains("$addToSet")
             {
-                push(call, format!("relative write `{}`", effect.label));
+                push(call, format!("relative write `{}`", effect.label), None);
             }
         }
-        for (node, what) in read_modify_writes(func, src) {
-            push(node, what);
+        for (node, what, load) in read_modify_writes(func, src) {
+            push(node, what, load);
         }
     }
     out
@@ -120,11 +128,11 @@ pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
 /// `record.field += n` / `record.list.push(x)` / `record.list = [...record.list, x]` on a
 /// record loaded with `await find...`, then saved; or an update whose data reads the
 /// loaded record's field (`credits: user.credits + n`).
-fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String)> {
+fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Option<Node<'t>>)> {
     let mut out = Vec::new();
     let loaded = |name: &str, at: usize| {
-        ast::find_binding_init(func, name, src, at).is_some_and(|init| {
-            let t = text(init, src);
+        ast::find_binding_init(func, name, src, at).filter(|init| {
+            let t = text(*init, src);
             t.starts_with("await")
                 && regex::Regex::new(r"\.(find\w*|get\w*|load\w*|retrieve|fetch\w*)\s*\(").unwrap().is_match(t)
         })
@@ -146,32 +154,34 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String)> 
                     && left.kind() == "member_expression"
                     && matches!(op, "+=" | "-=" | "*=")
                     && let Some(root) = ast::member_path(left, src).first().cloned()
-                    && loaded(&root, n.start_byte())
+                    && let Some(load) = loaded(&root, n.start_byte())
                     && saved_after(&root, n.end_byte())
                 {
-                    out.push((n, format!("read-modify-write `{}` on a loaded record", text(n, src))));
+                    out.push((n, format!("read-modify-write `{}` on a loaded record", text(n, src)), Some(load)));
                 }
             }
             "call_expression" => {
                 let path = ast::callee_path(n, src);
                 if path.len() >= 3
                     && matches!(path.last().map(String::as_str), Some("push" | "unshift"))
-                    && loaded(&path[0], n.start_byte())
+                    && let Some(load) = loaded(&path[0], n.start_byte())
                     && saved_after(&path[0], n.end_byte())
                 {
-                    out.push((n, format!("read-modify-write `{}(...)` on a loaded record", path.join("."))));
+                    let what = format!("read-modify-write `{}(...)` on a loaded record", path.join("."));
+                    out.push((n, what, Some(load)));
                 } else if effects::classify(n, src, true).is_some_and(|e| e.kind == EffectKind::DbUpdate) {
                     let t = text(n, src);
                     let re = regex::Regex::new(
                         r"(\b[A-Za-z_$][\w$]*)\.\w+\s*[+\-]\s*[\w(]|\.\.\.\s*([A-Za-z_$][\w$]*)\.\w+",
                     )
                     .unwrap();
-                    let relative = re.captures_iter(t).any(|c| {
+                    let load = re.captures_iter(t).find_map(|c| {
                         let name = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
                         loaded(name, n.start_byte())
                     });
-                    if relative {
-                        out.push((n, "read-modify-write (an update computed from the loaded record)".to_string()));
+                    if let Some(load) = load {
+                        let what = "read-modify-write (an update computed from the loaded record)".to_string();
+                        out.push((n, what, Some(load)));
                     }
                 }
             }
@@ -184,10 +194,10 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String)> 
                     let appends = rt.contains(&format!("...{lt}")) || rt.starts_with(&format!("{lt} +"));
                     if appends
                         && let Some(root) = ast::member_path(left, src).first().cloned()
-                        && loaded(&root, n.start_byte())
+                        && let Some(load) = loaded(&root, n.start_byte())
                         && saved_after(&root, n.end_byte())
                     {
-                        out.push((n, format!("read-modify-write `{lt} = ...` on a loaded record")));
+                        out.push((n, format!("read-modify-write `{lt} = ...` on a loaded record"), Some(load)));
                     }
                 }
             }
