@@ -18,6 +18,33 @@ use tree_sitter::Node;
 
 pub const TITLE: &str = "wrap the handler's work in the guard `run`";
 
+/// Joins adjacent whole-line deletions, and drops one of the two blank lines a deletion
+/// between blank lines would leave.
+fn merge_deletions(file: &SourceFile, mut deletes: Vec<Edit>) -> Vec<Edit> {
+    let src = &file.text;
+    deletes.sort_by_key(|e| e.start);
+    let mut merged: Vec<Edit> = Vec::new();
+    for d in deletes {
+        match merged.last_mut() {
+            Some(last) if last.end == d.start => last.end = d.end,
+            Some(last) if last.end > d.start => last.end = last.end.max(d.end),
+            _ => merged.push(d),
+        }
+    }
+    for d in &mut merged {
+        let whole_lines = d.start == file.line_start(d.start) && (d.end == src.len() || src[..d.end].ends_with('\n'));
+        if !whole_lines || d.start == 0 || d.end >= src.len() {
+            continue;
+        }
+        let prev_blank = src[file.line_start(d.start - 1)..d.start].trim().is_empty();
+        let after = src[d.end..].find('\n').map_or(src.len(), |i| d.end + i + 1);
+        if prev_blank && src[d.end..after].trim().is_empty() {
+            d.end = after;
+        }
+    }
+    merged
+}
+
 /// What the guard module builds, read from its source when it resolves to a project file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GuardFlavor {
@@ -262,8 +289,7 @@ fn plan(
     let close = format!("}}){semi}{eol}{indent}{status_line}");
     let wrap = ftext::wrap_statements(file, container, first, last, &open, &close);
 
-    let mut deletes: Vec<Edit> = deletions.iter().map(|d| deletion(file, *d)).collect();
-    deletes.sort_by_key(|e| e.start);
+    let deletes = merge_deletions(file, deletions.iter().map(|d| deletion(file, *d)).collect());
     let mut edits: Vec<Edit> = wrap
         .into_iter()
         .filter(|e| !(e.start == e.end && deletes.iter().any(|d| d.start <= e.start && e.start < d.end)))
@@ -512,8 +538,18 @@ fn deletion(file: &SourceFile, stmt: Node) -> Edit {
     let line_end = ftext::line_end(file, stmt.end_byte());
     let alone_after = src[stmt.end_byte()..line_end].trim().is_empty();
     if alone_before && alone_after {
-        let next = src[line_end..].find('\n').map_or(src.len(), |i| line_end + i + 1);
-        Edit::delete(line_start, next)
+        let next_line = |at: usize| src[at..].find('\n').map_or(src.len(), |i| at + i + 1);
+        let mut start = line_start;
+        // Line comments directly above describe the statement: they go with it.
+        while let Some(prev) = stmt.prev_sibling().filter(|p| p.kind() == "comment" && text(*p, src).starts_with("//"))
+            && prev.end_byte() <= start
+            && file.line_col(prev.start_byte()).0 + 1 == file.line_col(start).0
+            && src[file.line_start(prev.start_byte())..prev.start_byte()].trim().is_empty()
+        {
+            start = file.line_start(prev.start_byte());
+            break;
+        }
+        Edit::delete(start, next_line(line_end))
     } else {
         Edit::delete(stmt.start_byte(), stmt.end_byte())
     }

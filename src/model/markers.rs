@@ -199,8 +199,18 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     if path.len() < 2 {
         return None;
     }
-    let model = path[path.len() - 2].trim_end_matches("()");
-    if !is_marker_table(model, call, src, func, key) {
+    let mut model = path[path.len() - 2].trim_end_matches("()").to_string();
+    if path[path.len() - 2].ends_with("()") {
+        // Knex: knex("processed_events").insert(...) names the table in the inner call.
+        let inner = call
+            .child_by_field_name("function")
+            .and_then(|f| f.child_by_field_name("object"))
+            .filter(|o| o.kind() == "call_expression");
+        if let Some(table) = inner.and_then(|i| ast::arguments(i).first().and_then(|a| ast::string_value(*a, src))) {
+            model = table;
+        }
+    }
+    if !is_marker_table(&model, call, src, func, key) {
         return None;
     }
     let op = match last.as_str() {
