@@ -36,7 +36,8 @@ fn merge_deletions(file: &SourceFile, mut deletes: Vec<Edit>) -> Vec<Edit> {
         if !whole_lines || d.start == 0 || d.end >= src.len() {
             continue;
         }
-        let prev_blank = src[file.line_start(d.start - 1)..d.start].trim().is_empty();
+        let prev_line = src[file.line_start(d.start - 1)..d.start].trim();
+        let prev_blank = prev_line.is_empty() || prev_line.ends_with('{');
         let after = src[d.end..].find('\n').map_or(src.len(), |i| d.end + i + 1);
         if prev_blank && src[d.end..after].trim().is_empty() {
             d.end = after;
@@ -148,13 +149,6 @@ fn plan(
             .filter(|s| {
                 include.iter().any(|&(a, b)| s.start_byte() <= a && b <= s.end_byte())
                     || markers::contains_work(cx.project, file, *s, func, key_fn)
-                    || markers::contains_marker(
-                        *s,
-                        src,
-                        func,
-                        key_fn,
-                        &[markers::MarkerOp::Claim, markers::MarkerOp::Write],
-                    )
             })
             .collect();
         let (Some(first), Some(last)) = (work.first().copied(), work.last().copied()) else {
@@ -171,6 +165,23 @@ fn plan(
     };
     if in_named_guard_run(first, src, Some(spec)) || guards::guard_at(first, src).is_some_and(GuardKind::dedupes) {
         return Err("the work is already inside a guard run".into());
+    }
+    // A hand-written claim left before the work would still swallow the retries of a failed
+    // attempt: it must go.
+    for &(start, end) in remove {
+        let kept = func.descendant_for_byte_range(start, end).filter(|c| {
+            ast::contains(func, *c)
+                && c.start_byte() < first.start_byte()
+                && !deletions.iter().any(|d| ast::contains(*d, *c))
+                && !is_check(cx, file, *c, func, key_fn)
+        });
+        if let Some(c) = kept {
+            return Err(format!(
+                "the hand-written claim `{}` could not be removed mechanically: replace it and its early exit with \
+                 the guard by hand",
+                first_line(text(c, src))
+            ));
+        }
     }
     if markers::contains_marker(first, src, func, key_fn, &[markers::MarkerOp::Check]) && !deleted(first) {
         return Err("the work starts with a hand-written dedupe check that could not be removed mechanically".into());
@@ -322,6 +333,12 @@ fn verifies(cx: &Context, file: &Arc<SourceFile>, stmt: Node) -> bool {
                 .and_then(|def| def.node().map(|n| providers::verifies_signature(text(n, &def.file.text))))
                 .unwrap_or(false)
         })
+}
+
+fn is_check(cx: &Context, file: &Arc<SourceFile>, call: Node, func: Node, key: Option<&EventKey>) -> bool {
+    let check = markers::Step::Marker(markers::MarkerOp::Check);
+    markers::classify(call, &file.text, func, key).is_some_and(|m| m.op == markers::MarkerOp::Check)
+        || markers::call_step(cx.project, file, call, 0, &mut Default::default()) == Some(check)
 }
 
 fn is_async(func: Node) -> bool {
@@ -490,20 +507,23 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
                 let decls: Vec<Node> =
                     ast::named_children(stmt).into_iter().filter(|d| d.kind() == "variable_declarator").collect();
                 let [decl] = decls.as_slice() else { continue };
-                let Some(name) = decl.child_by_field_name("name").filter(|n| n.kind() == "identifier") else {
+                let Some(pattern) = decl.child_by_field_name("name") else { continue };
+                let mut names = Vec::new();
+                ast::bound_names(pattern, src, &mut names);
+                if names.is_empty() {
                     continue;
-                };
-                let name = text(name, src);
+                }
                 let next = stmt.next_named_sibling().filter(|n| n.kind() != "comment");
                 let gate = next.filter(|n| {
                     n.kind() == "if_statement"
                         && n.child_by_field_name("alternative").is_none()
-                        && n.child_by_field_name("condition").is_some_and(|c| ast::mentions_identifier(c, src, name))
+                        && n.child_by_field_name("condition")
+                            .is_some_and(|c| names.iter().any(|name| ast::mentions_identifier(c, src, name)))
                         && exits_only(*n, src)
                 });
                 let readers = ast::descendants_of_kind(func, "identifier")
                     .into_iter()
-                    .filter(|i| text(*i, src) == name && !ast::contains(stmt, *i))
+                    .filter(|i| names.iter().any(|n| n == text(*i, src)) && !ast::contains(stmt, *i))
                     .filter(|i| gate.is_none_or(|g| !ast::contains(g, *i)))
                     .count();
                 if readers == 0 {
@@ -516,6 +536,37 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
             _ => {}
         }
     }
+    // A `const id = req.headers.get(...)` read only by the removed code goes too.
+    let mut extra = Vec::new();
+    for decl in ast::descendants_of_kind(func, "lexical_declaration") {
+        let decls: Vec<Node> =
+            ast::named_children(decl).into_iter().filter(|d| d.kind() == "variable_declarator").collect();
+        let ([d], Some(parent)) = (decls.as_slice(), decl.parent()) else { continue };
+        if parent.kind() != "statement_block" || out.iter().any(|o| o.id() == decl.id()) {
+            continue;
+        }
+        let (Some(name), Some(init)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+            continue;
+        };
+        let init_text = text(init, src);
+        let pure = name.kind() == "identifier"
+            && !init_text.contains("await")
+            && ast::calls_in(init, false)
+                .iter()
+                .all(|c| ast::callee_name(*c, src).is_some_and(|n| matches!(n.as_str(), "get" | "header" | "String")));
+        if !pure {
+            continue;
+        }
+        let name = text(name, src);
+        let readers: Vec<Node> = ast::descendants_of_kind(func, "identifier")
+            .into_iter()
+            .filter(|i| text(*i, src) == name && !ast::contains(decl, *i))
+            .collect();
+        if !readers.is_empty() && readers.iter().all(|r| out.iter().any(|o| ast::contains(*o, *r))) {
+            extra.push(decl);
+        }
+    }
+    out.extend(extra);
     out.sort_by_key(|n| n.start_byte());
     out.dedup_by_key(|n| n.id());
     out
@@ -541,13 +592,12 @@ fn deletion(file: &SourceFile, stmt: Node) -> Edit {
         let next_line = |at: usize| src[at..].find('\n').map_or(src.len(), |i| at + i + 1);
         let mut start = line_start;
         // Line comments directly above describe the statement: they go with it.
-        while let Some(prev) = stmt.prev_sibling().filter(|p| p.kind() == "comment" && text(*p, src).starts_with("//"))
+        if let Some(prev) = stmt.prev_sibling().filter(|p| p.kind() == "comment" && text(*p, src).starts_with("//"))
             && prev.end_byte() <= start
             && file.line_col(prev.start_byte()).0 + 1 == file.line_col(start).0
             && src[file.line_start(prev.start_byte())..prev.start_byte()].trim().is_empty()
         {
             start = file.line_start(prev.start_byte());
-            break;
         }
         Edit::delete(start, next_line(line_end))
     } else {

@@ -450,7 +450,7 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
             continue;
         }
         let st = steps(project, file, func, scope.event_key.as_ref());
-        let in_guard = |n: Node| scope.guard_at(n).is_some_and(|g| g == guards::GuardKind::Guard);
+        let in_guard = |n: Node| scope.guard_at(n).is_some_and(|g| g.dedupes());
         let s: Vec<(Step, Node, bool)> = st.steps.iter().copied().filter(|(_, c, _)| !in_guard(*c)).collect();
         let is = |step: &Step, ops: &[MarkerOp]| matches!(step, Step::Marker(op) if ops.contains(op));
         let first_work = s.iter().position(|(step, _, _)| *step == Step::Work);
