@@ -6,6 +6,7 @@ pub mod effects;
 pub mod guards;
 pub mod handlers;
 pub mod keys;
+pub mod markers;
 pub mod providers;
 pub mod reach;
 pub mod retry_loops;
