@@ -38,7 +38,7 @@ pub struct Marker<'t> {
 /// Marker-table words strong enough on their own (without the key in the call).
 fn strong_marker_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase().replace(['_', '-'], "");
-    ["processed", "handled", "dedup", "idempot", "inbox", "webhookevent", "webhooklog", "receivedevent", "seenevent"]
+    ["processed", "handled", "dedup", "idempot", "inbox", "receivedevent", "seenevent"]
         .iter()
         .any(|m| lower.contains(m))
 }
@@ -113,10 +113,17 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     let last = lower.last()?.clone();
     let marker = |op, lease| Some(Marker { op, call, lease });
     let args = ast::arguments(call);
-    let first_text = args.first().map(|a| text(*a, src).to_ascii_lowercase()).unwrap_or_default();
+    // The literal parts of the key argument: `processed:${id}` names a marker, `user:${event.x}` does not.
+    let first_text = args
+        .first()
+        .map(|a| {
+            let t = text(*a, src);
+            regex::Regex::new(r"\$\{[^}]*\}").unwrap().replace_all(t, "").to_ascii_lowercase()
+        })
+        .unwrap_or_default();
     let first_mentions = || {
         args.first().is_some_and(|a| mentions_key(*a, src, func, key))
-            || ["processed", "dedup", "idempot", "webhook", "event", "seen", "handled"]
+            || ["processed", "dedup", "idempot", "webhook", "evt", "event", "seen", "handled", "delivery"]
                 .iter()
                 .any(|w| first_text.contains(w))
     };
