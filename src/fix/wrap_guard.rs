@@ -262,7 +262,7 @@ fn plan(
     }
     let tail = siblings.iter().rev().find(|s| !deleted(**s)).is_some_and(|s| s.id() == last.id());
     let tail_of_handler = tail && container.id() == body.id();
-    let mode = early_return_mode(model, container.id() == body.id());
+    let mode = early_return_mode(model);
     let mut carried = false;
     for stmt in &region {
         if deleted(*stmt) {
@@ -461,12 +461,9 @@ enum EarlyReturn {
     Reply(String),
 }
 
-fn early_return_mode(model: &HandlerModel, container_is_body: bool) -> EarlyReturn {
+fn early_return_mode(model: &HandlerModel) -> EarlyReturn {
     use crate::model::Framework;
     let h = &model.handler;
-    if !container_is_body && !h.framework.returns_response() && h.framework != Framework::Hono {
-        // Inside a try block the carried-out return still works; inside a loop it does not.
-    }
     match h.framework {
         f if f.returns_response() => EarlyReturn::Value,
         Framework::Hono => EarlyReturn::Value,

@@ -531,3 +531,61 @@ pub fn has_hand_written_dedupe(project: &Project, scopes: &[Scope]) -> bool {
             .any(|(step, _, _)| matches!(step, Step::Marker(MarkerOp::Check | MarkerOp::Claim | MarkerOp::Write)))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Provider;
+    use crate::source::{Dialect, SourceFile};
+    use std::path::PathBuf;
+
+    fn ops(code: &str) -> Vec<Option<MarkerOp>> {
+        let file = SourceFile::new(
+            PathBuf::from("t.ts"),
+            code.to_string(),
+            Dialect::for_path(std::path::Path::new("t.ts")).unwrap(),
+        )
+        .unwrap();
+        let func = ast::descendants_of_kind(file.root(), "arrow_function")[0];
+        let key = EventKey::new(Provider::Stripe, "${event.id}");
+        ast::calls_in(func, false)
+            .into_iter()
+            .filter(|c| ast::callee_name(*c, &file.text).is_some_and(|n| n != "knex"))
+            .map(|c| classify(c, &file.text, func, Some(&key)).map(|m| m.op))
+            .collect()
+    }
+
+    #[test]
+    fn marker_reads_and_writes() {
+        assert_eq!(
+            ops("const f = async () => { await prisma.stripeEvent.findUnique({ where: { id: event.id } }) }"),
+            vec![Some(MarkerOp::Check)]
+        );
+        assert_eq!(
+            ops("const f = async () => { await redis.set(`evt:${event.id}`, '1', 'EX', 60, 'NX') }"),
+            vec![Some(MarkerOp::Claim)]
+        );
+        assert_eq!(
+            ops("const f = async () => { await redis.get(`customer:${event.data.object.customer}`) }"),
+            vec![None]
+        );
+        assert_eq!(
+            ops("const f = async () => { await prisma.webhookLog.create({ data: { payload: body } }) }"),
+            vec![None]
+        );
+        assert_eq!(
+            ops("const f = async () => { await prisma.processedEvent.create({ data: { id: event.id } }) }"),
+            vec![Some(MarkerOp::Write)]
+        );
+        assert_eq!(
+            ops(
+                "const f = async () => { try { await prisma.processedEvent.create({ data: { id: event.id } }) } catch (e) { if (e.code === 'P2002') return } }"
+            ),
+            vec![Some(MarkerOp::Claim)]
+        );
+        assert_eq!(
+            ops("const f = async () => { await knex('webhook_events').insert({ id: event.id }) }"),
+            vec![Some(MarkerOp::Write)]
+        );
+    }
+}
