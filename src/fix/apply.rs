@@ -66,7 +66,7 @@ mod tests {
     #[test]
     fn identical_edits_merge_and_overlaps_defer() {
         let a = fix(vec![Edit::insert(0, "import g;\n"), Edit::replace(4, 5, "X")]);
-        let b = fix(vec![Edit::insert(0, "import g;\n"), Edit::replace(8, 9, "Y")]);
+        let b = fix(vec![Edit::insert(0, "import g;\n"), Edit::replace(9, 10, "Y")]);
         let c = fix(vec![Edit::replace(4, 6, "Z")]);
         let r = apply("abc d fg h i", &[&a, &b, &c]);
         assert_eq!(r.text, "import g;\nabc X fg Y i");
