@@ -262,11 +262,13 @@ fn plan(
     }
     let tail = siblings.iter().rev().find(|s| !deleted(**s)).is_some_and(|s| s.id() == last.id());
     let tail_of_handler = tail && container.id() == body.id();
+    let mode = early_return_mode(model);
+    let mut carried = false;
     for stmt in &region {
         if deleted(*stmt) {
             continue;
         }
-        control_flow_ok(*stmt, src, tail_of_handler)?;
+        control_flow_ok(*stmt, src, tail_of_handler, &mode, &mut carried)?;
     }
 
     // Database guards: the callback's DB calls go through the transaction client.
@@ -297,7 +299,24 @@ fn plan(
             "if ({in_progress}) throw new Error({q}another attempt is still processing this delivery; retry later{q}){semi}"
         ),
     };
-    let close = format!("}}){semi}{eol}{indent}{status_line}");
+    // Already answered before the work (ack first): nobody hears a 409, so no status check.
+    let answered = statements(body)
+        .into_iter()
+        .take_while(|s| s.start_byte() < first.start_byte())
+        .any(|s| s.kind() == "expression_statement" && is_response(s, src));
+    let (open, close) = if answered {
+        (open.replacen(&format!("const {result_name} = "), "", 1), format!("}}){semi}"))
+    } else {
+        let carry = match (&mode, carried) {
+            (_, false) | (EarlyReturn::Forbidden, _) => String::new(),
+            (EarlyReturn::Value, true) => format!(
+                "{eol}{indent}if ({result_name}.status === {q}processed{q} && {result_name}.result) return {result_name}.result{semi}"
+            ),
+            (EarlyReturn::Sent(res), true) => format!("{eol}{indent}if ({res}.headersSent) return{semi}"),
+            (EarlyReturn::Reply(reply), true) => format!("{eol}{indent}if ({reply}.sent) return {reply}{semi}"),
+        };
+        (open, format!("}}){semi}{eol}{indent}{status_line}{carry}"))
+    };
     let wrap = ftext::wrap_statements(file, container, first, last, &open, &close);
 
     let deletes = merge_deletions(file, deletions.iter().map(|d| deletion(file, *d)).collect());
@@ -430,7 +449,45 @@ fn is_response(stmt: Node, src: &str) -> bool {
 /// Statements whose meaning changes inside a callback: `return` with a value (the response),
 /// a bare `return` that is not at the end of the handler, `break`/`continue` leaving the
 /// wrapped region, `yield`.
-fn control_flow_ok(stmt: Node, src: &str, tail_of_handler: bool) -> Result<(), String> {
+/// How an early `return <response>` inside the work can be carried out of the callback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum EarlyReturn {
+    Forbidden,
+    /// Fetch-style handlers (and Hono): the callback returns the Response, the handler returns it.
+    Value,
+    /// Express/pages: the response is sent inside the callback; the handler stops if it was.
+    Sent(String),
+    /// Fastify: as `Sent`, through `reply.sent`.
+    Reply(String),
+}
+
+fn early_return_mode(model: &HandlerModel) -> EarlyReturn {
+    use crate::model::Framework;
+    let h = &model.handler;
+    match h.framework {
+        f if f.returns_response() => EarlyReturn::Value,
+        Framework::Hono => EarlyReturn::Value,
+        Framework::Express | Framework::NextPagesApi => {
+            h.response.clone().map_or(EarlyReturn::Forbidden, EarlyReturn::Sent)
+        }
+        Framework::Fastify => h.response.clone().map_or(EarlyReturn::Forbidden, EarlyReturn::Reply),
+        _ => EarlyReturn::Forbidden,
+    }
+}
+
+/// A status outside 2xx written in a response expression.
+fn non_2xx(expr: &str) -> Option<u16> {
+    let re = regex::Regex::new(r"(?:status\(|status:\s*|code\(|sendStatus\(|,\s*)(\d{3})\b").unwrap();
+    re.captures_iter(expr).filter_map(|c| c[1].parse::<u16>().ok()).find(|s| !(200..300).contains(s))
+}
+
+fn control_flow_ok(
+    stmt: Node,
+    src: &str,
+    tail_of_handler: bool,
+    mode: &EarlyReturn,
+    carried: &mut bool,
+) -> Result<(), String> {
     let mut problem: Option<String> = None;
     ast::walk(stmt, &mut |n| {
         if problem.is_some() || (n != stmt && ast::is_function(n)) {
@@ -439,7 +496,23 @@ fn control_flow_ok(stmt: Node, src: &str, tail_of_handler: bool) -> Result<(), S
         match n.kind() {
             "return_statement" => {
                 let bare = n.named_child(0).is_none_or(|c| c.kind() == "comment");
-                if !bare {
+                let expr = n.named_child(0).map(|c| text(c, src)).unwrap_or("");
+                let carriable = match mode {
+                    EarlyReturn::Forbidden => false,
+                    EarlyReturn::Value => true,
+                    EarlyReturn::Sent(res) | EarlyReturn::Reply(res) => expr.starts_with(&format!("{res}.")),
+                };
+                if !bare && carriable {
+                    if let Some(status) = non_2xx(expr) {
+                        problem = Some(format!(
+                            "the work answers {status} early (`{}`): inside the guard that delivery would count as \
+                             processed and never be retried; throw instead, then wrap",
+                            first_line(text(n, src))
+                        ));
+                    } else {
+                        *carried = true;
+                    }
+                } else if !bare {
                     problem = Some(format!(
                         "the work answers early (`{}`): inside the guard callback that return would not reach \
                          the client; restructure the early exits, then wrap",

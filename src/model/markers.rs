@@ -38,7 +38,7 @@ pub struct Marker<'t> {
 /// Marker-table words strong enough on their own (without the key in the call).
 fn strong_marker_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase().replace(['_', '-'], "");
-    ["processed", "handled", "dedup", "idempot", "inbox", "webhookevent", "webhooklog", "receivedevent", "seenevent"]
+    ["processed", "handled", "dedup", "idempot", "inbox", "receivedevent", "seenevent"]
         .iter()
         .any(|m| lower.contains(m))
 }
@@ -113,10 +113,17 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     let last = lower.last()?.clone();
     let marker = |op, lease| Some(Marker { op, call, lease });
     let args = ast::arguments(call);
-    let first_text = args.first().map(|a| text(*a, src).to_ascii_lowercase()).unwrap_or_default();
+    // The literal parts of the key argument: `processed:${id}` names a marker, `user:${event.x}` does not.
+    let first_text = args
+        .first()
+        .map(|a| {
+            let t = text(*a, src);
+            regex::Regex::new(r"\$\{[^}]*\}").unwrap().replace_all(t, "").to_ascii_lowercase()
+        })
+        .unwrap_or_default();
     let first_mentions = || {
         args.first().is_some_and(|a| mentions_key(*a, src, func, key))
-            || ["processed", "dedup", "idempot", "webhook", "event", "seen", "handled"]
+            || ["processed", "dedup", "idempot", "webhook", "evt", "event", "seen", "handled", "delivery"]
                 .iter()
                 .any(|w| first_text.contains(w))
     };
@@ -523,4 +530,62 @@ pub fn has_hand_written_dedupe(project: &Project, scopes: &[Scope]) -> bool {
             .iter()
             .any(|(step, _, _)| matches!(step, Step::Marker(MarkerOp::Check | MarkerOp::Claim | MarkerOp::Write)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Provider;
+    use crate::source::{Dialect, SourceFile};
+    use std::path::PathBuf;
+
+    fn ops(code: &str) -> Vec<Option<MarkerOp>> {
+        let file = SourceFile::new(
+            PathBuf::from("t.ts"),
+            code.to_string(),
+            Dialect::for_path(std::path::Path::new("t.ts")).unwrap(),
+        )
+        .unwrap();
+        let func = ast::descendants_of_kind(file.root(), "arrow_function")[0];
+        let key = EventKey::new(Provider::Stripe, "${event.id}");
+        ast::calls_in(func, false)
+            .into_iter()
+            .filter(|c| ast::callee_name(*c, &file.text).is_some_and(|n| n != "knex"))
+            .map(|c| classify(c, &file.text, func, Some(&key)).map(|m| m.op))
+            .collect()
+    }
+
+    #[test]
+    fn marker_reads_and_writes() {
+        assert_eq!(
+            ops("const f = async () => { await prisma.stripeEvent.findUnique({ where: { id: event.id } }) }"),
+            vec![Some(MarkerOp::Check)]
+        );
+        assert_eq!(
+            ops("const f = async () => { await redis.set(`evt:${event.id}`, '1', 'EX', 60, 'NX') }"),
+            vec![Some(MarkerOp::Claim)]
+        );
+        assert_eq!(
+            ops("const f = async () => { await redis.get(`customer:${event.data.object.customer}`) }"),
+            vec![None]
+        );
+        assert_eq!(
+            ops("const f = async () => { await prisma.webhookLog.create({ data: { payload: body } }) }"),
+            vec![None]
+        );
+        assert_eq!(
+            ops("const f = async () => { await prisma.processedEvent.create({ data: { id: event.id } }) }"),
+            vec![Some(MarkerOp::Write)]
+        );
+        assert_eq!(
+            ops(
+                "const f = async () => { try { await prisma.processedEvent.create({ data: { id: event.id } }) } catch (e) { if (e.code === 'P2002') return } }"
+            ),
+            vec![Some(MarkerOp::Claim)]
+        );
+        assert_eq!(
+            ops("const f = async () => { await knex('webhook_events').insert({ id: event.id }) }"),
+            vec![Some(MarkerOp::Write)]
+        );
+    }
 }

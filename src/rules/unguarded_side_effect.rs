@@ -58,9 +58,14 @@ response — in `await guard.run(<event key>, async (tx) => { ... })` and answer
 another attempt is in progress (queues: throws so the delivery is retried). With a database
 guard (`prismaGuard`/`postgresGuard`/`drizzleGuard` in the guard module), the wrapped
 database calls move to `tx`; with `redisGuard` or an unknown guard the callback takes no
-parameter. The fix is display-only when no guard is configured, no event key is known, or
-the move would change behaviour (an early `return res...` inside the work, a variable the
-response reads, a `break` out of it): the note says what to do.
+parameter. Hand-written early answers inside the work are carried out of the callback when
+they are 2xx: fetch-style handlers (Next app router, SvelteKit, Remix, Hono) return the
+callback's Response (`if (result.status === "processed" && result.result) return result.result`),
+Express/pages handlers stop when `res.headersSent`, Fastify when `reply.sent`. The fix is
+display-only when no guard is configured, no event key is known, or the move would change
+behaviour (an early non-2xx answer inside the work — the guard would record that delivery as
+processed and it would never be retried —, a variable the response reads, a `break` out of
+the work, a non-async handler): the note says what to do.
 "#;
 
 pub const RULE: Rule = Rule {
