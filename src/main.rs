@@ -125,6 +125,11 @@ enum RulesFormat {
 }
 
 fn main() -> ExitCode {
+    // `retrysafe explain x | head` must end quietly, as other command-line tools do.
+    // SAFETY: restoring the default SIGPIPE disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let mut argv: Vec<String> = std::env::args().collect();
     let known = [
         "check",

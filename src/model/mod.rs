@@ -9,8 +9,8 @@ pub mod keys;
 pub mod markers;
 pub mod providers;
 pub mod reach;
-pub mod retry_loops;
 pub mod responses;
+pub mod retry_loops;
 
 pub use effects::{Effect, EffectKind, Sdk};
 pub use guards::GuardKind;
