@@ -195,11 +195,13 @@ impl Engine {
         let guard = self.options.guard.clone().or_else(|| config.guard.as_deref().and_then(GuardSpec::parse));
         let cx = Context { file, project: &self.project, config, handlers: &handlers, guard: guard.as_ref() };
         let mut out = Vec::new();
-        for rule in rules::registry() {
-            if self.rule_enabled(config, rule.id) {
-                (rule.check)(&cx, &mut out);
+        crate::model::effects::with_effect_wrappers(&config.effect_wrappers, || {
+            for rule in rules::registry() {
+                if self.rule_enabled(config, rule.id) {
+                    (rule.check)(&cx, &mut out);
+                }
             }
-        }
+        });
         out
     }
 }

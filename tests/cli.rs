@@ -354,3 +354,28 @@ fn shipped_schema_lists_every_rule_and_config_field() {
     assert_eq!(props.len(), 10);
     assert!(retrysafe::config::Config::load(&dir.path().join("retrysafe.json")).is_ok());
 }
+
+#[test]
+fn configured_effect_wrappers_count_as_effects() {
+    let handler = r#"import express from "express";
+import Stripe from "stripe";
+import { syncToErp } from "@acme/erp";
+
+const stripe = new Stripe("sk");
+const app = express();
+
+app.post("/webhooks/stripe", express.raw({ type: "application/json" }), async (req, res) => {
+  const event = stripe.webhooks.constructEvent(req.body, req.headers["stripe-signature"] as string, "whsec");
+  await syncToErp(event.data.object);
+  res.json({ received: true });
+});
+"#;
+    let select = "--select=unguarded-side-effect";
+    let dir = project(&[("server.ts", handler)]);
+    let o = run(&["check", ".", select], dir.path());
+    assert_eq!(o.status.code(), Some(0), "unknown package calls are not effects by default: {}", stdout(&o));
+    let dir = project(&[("server.ts", handler), ("retrysafe.json", r#"{ "effectWrappers": ["syncToErp"] }"#)]);
+    let o = run(&["check", ".", select], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("syncToErp"), "{}", stdout(&o));
+}
