@@ -67,10 +67,12 @@ fn describe(diags: &[Diagnostic], root: &Path) -> String {
         let (line, col) = d.line_col();
         let fix =
             d.fix.as_ref().map(|f| format!(" [fix: {} ({})]", f.title, f.applicability.label())).unwrap_or_default();
-        // Handler names may embed the (temporary) absolute path of the fixture.
-        let root_prefix = format!("{}/", root.display());
-        let handler =
-            d.handler.as_deref().map(|h| format!(" (handler: {})", h.replace(&root_prefix, ""))).unwrap_or_default();
+        // Handler names may embed the absolute (temporary) path of their file.
+        let handler = d
+            .handler
+            .as_deref()
+            .map(|h| format!(" (handler: {})", h.replace(&format!("{}/", root.display()), "")))
+            .unwrap_or_default();
         let _ = writeln!(out, "{}:{line}:{col} {} {}{handler}{fix}", rel(&d.file.path, root), d.rule, d.message);
     }
     out
@@ -99,6 +101,7 @@ fn fix_copy(rule: &str, work: &Path, root_name: &Path) -> (String, Vec<(PathBuf,
     }
     for (p, t) in &report.new_files {
         let _ = writeln!(diff, "+++ new file {}\n{t}", rel(p, work));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, t).unwrap();
     }
     (diff, texts)

@@ -134,6 +134,19 @@ const POSSIBLE_PREFIXES: &[&str] = &[
     "provision",
 ];
 
+thread_local! {
+    static CONFIGURED_WRAPPERS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with the config's `effectWrappers` counted as effects. Files are analysed one per
+/// thread at a time, so the setting follows each file's own (nearest) config.
+pub fn with_effect_wrappers<R>(names: &[String], f: impl FnOnce() -> R) -> R {
+    let previous = CONFIGURED_WRAPPERS.with(|w| std::mem::replace(&mut *w.borrow_mut(), names.to_vec()));
+    let out = f();
+    CONFIGURED_WRAPPERS.with(|w| *w.borrow_mut() = previous);
+    out
+}
+
 /// Classifies one call expression. `resolved_locally` says the callee is a project function
 /// (its body is analysed as its own scope, so it is not classified by name here).
 pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option<Effect<'t>> {
@@ -279,6 +292,13 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
     if let Some(kind) = classify_db(call, &path, &full, &args, src) {
         return effect(kind, Sdk::Other, None);
     }
+    // Functions the config names as effects (`effectWrappers`), by name or dotted path.
+    let dotted = path.iter().map(|p| p.trim_end_matches("()")).collect::<Vec<_>>().join(".");
+    if CONFIGURED_WRAPPERS.with(|w| {
+        w.borrow().iter().any(|n| *n == dotted || Some(n.as_str()) == path.last().map(|l| l.trim_end_matches("()")))
+    }) {
+        return effect(EffectKind::Possible, Sdk::Other, None);
+    }
     // Unresolved calls named like an effect
     if !resolved_locally && !has("log") && !has("console") {
         let name = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
@@ -417,6 +437,11 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
             "create" if path.len() == 2 && path[0].chars().next().is_some_and(|c| c.is_ascii_uppercase()) => {
                 return Some(EffectKind::DbInsert);
             }
+            // A bare `update` is a model's only when the receiver looks like one: `hash.update(buf)`
+            // and `hmac.update(body)` are digests, not writes.
+            "update"
+                if !(path[0].chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                    || path.iter().any(|p| p == "collection()")) => {}
             "updateOne" | "updateMany" | "findOneAndUpdate" | "findByIdAndUpdate" | "update" => {
                 if update_text.contains("$inc") || update_text.contains("$push") || update_text.contains("$mul") {
                     return Some(EffectKind::DbIncrement);

@@ -28,7 +28,10 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
             } else {
                 header
             };
-            format!("${{{}}}", handler.header_expr(actual)?)
+            match nest_header_param(func, src, actual) {
+                Some(expr) => format!("${{{expr}}}"),
+                None => format!("${{{}}}", handler.header_expr(actual)?),
+            }
         }
         Provider::Stripe => format!("${{{}.id}}", event_variable(func, src, handler)?),
         Provider::Paddle => {
@@ -170,4 +173,25 @@ fn loop_variable(func: Node, src: &str, collections: &[&str]) -> Option<String> 
         true
     });
     found
+}
+
+/// NestJS: `@Headers('x-github-delivery') id` → `id`; `@Headers() headers` → `headers['…']`.
+fn nest_header_param(func: Node, src: &str, header: &str) -> Option<String> {
+    let params = func.child_by_field_name("parameters")?;
+    for param in ast::named_children(params) {
+        let Some(decorator) = ast::named_children(param).into_iter().find(|c| c.kind() == "decorator") else {
+            continue;
+        };
+        let Some(call) = decorator.named_child(0).filter(|c| c.kind() == "call_expression") else { continue };
+        if ast::callee_path(call, src) != ["Headers"] {
+            continue;
+        }
+        let name = param.child_by_field_name("pattern").map(|p| text(p, src).to_string())?;
+        match ast::arguments(call).first().and_then(|a| ast::string_value(*a, src)) {
+            Some(h) if h.eq_ignore_ascii_case(header) => return Some(name),
+            Some(_) => continue,
+            None => return Some(format!("{name}[\"{header}\"]")),
+        }
+    }
+    None
 }

@@ -1,8 +1,152 @@
-//! PLACEHOLDER: not implemented yet.
+//! claim-before-verify
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::{Edit, Fix};
+use crate::model::ast::{self, text};
+use crate::model::guards::{self, GuardKind};
+use crate::model::{stmts, verify};
+use crate::source::SourceFile;
+use tree_sitter::Node;
 
-pub const RULE: Rule =
-    Rule { id: "claim-before-verify", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+A handler that writes its dedupe claim (a processed-event marker insert, a Redis `SET NX`, or
+a guard `run`) before it verifies the provider signature (`constructEvent`, svix `verify`,
+an HMAC comparison, `timingSafeEqual`, ...). Verification done by route middleware counts as
+first; a handler without any verification is `missing-signature-verification`'s concern.
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+## Why retries break it
+The claim is keyed by an id taken from an unverified body. Anyone who can reach the endpoint
+can send a forged request carrying a genuine event's id (ids appear in dashboards, logs,
+emails, and are often guessable): the claim is written, verification fails, and when the real
+delivery arrives it is dropped as a duplicate. A forged request can also hold a lease and make
+genuine retries answer "in progress".
+
+## Bad
+```ts
+const claimed = await redis.set(`evt:${req.body.id}`, "1", "EX", 259200, "NX");
+if (!claimed) return res.sendStatus(200);
+const event = stripe.webhooks.constructEvent(req.body, sig, secret);
+```
+
+## Good
+```ts
+const event = stripe.webhooks.constructEvent(req.body, sig, secret);
+const claimed = await redis.set(`evt:${event.id}`, "1", "EX", 259200, "NX");
+if (!claimed) return res.sendStatus(200);
+```
+
+## Fix (unsafe)
+Moves the claim statement, together with the statements right after it that use its result
+(`if (!claimed) return ...`), to just after the statement that verifies the signature. Review
+that the key is then taken from the verified event. Display-only when the verification happens
+inside the claim (a guard `run` around the verification) or the moved statements declare
+names the verification uses.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "claim-before-verify",
+    summary: "dedupe claim written before the signature is verified: a forged request burns a genuine delivery's key",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+fn is_claim_call(call: Node, src: &str) -> bool {
+    guards::is_claim(call, src) || guards::guard_call_kind(call, src) == Some(GuardKind::Guard)
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        if !model.handler.framework.is_http() {
+            continue;
+        }
+        let Some(scope) = model.scopes.first() else { continue };
+        let Some(func) = scope.node() else { continue };
+        let file = scope.file();
+        let src = &file.text;
+        let Some(verification) = verify::first_verification(func, src) else { continue };
+        let Some(claim) = ast::calls_in(func, false)
+            .into_iter()
+            .filter(|c| c.start_byte() < verification.start_byte() && is_claim_call(*c, src))
+            .min_by_key(|c| c.start_byte())
+        else {
+            continue;
+        };
+        let (line, _) = file.line_col(verification.start_byte());
+        let message = format!(
+            "the dedupe claim `{}` is written before the signature is verified (line {line}): a forged request carrying a genuine event's id burns its key, and the real delivery is then dropped as a duplicate",
+            short(text(claim, src))
+        );
+        out.push(
+            Diagnostic::new(RULE.id, file, claim, message)
+                .in_handler(model, scope)
+                .help("verify the signature first, then claim the key of the verified event")
+                .with_fix(Some(fix(file, func, claim, verification))),
+        );
+    }
+}
+
+fn short(s: &str) -> String {
+    let first = s.lines().next().unwrap_or("");
+    if first.len() < s.len() || first.chars().count() > 60 {
+        format!("{}…", first.chars().take(60).collect::<String>())
+    } else {
+        first.to_string()
+    }
+}
+
+fn manual(reason: &str) -> Fix {
+    Fix::display_only("verify the signature before claiming the key", reason.to_string())
+}
+
+fn fix(file: &SourceFile, func: Node, claim: Node, verification: Node) -> Fix {
+    let src = &file.text;
+    let Some(block) = ast::ancestors(claim)
+        .take_while(|a| *a != func)
+        .find(|a| a.kind() == "statement_block" && ast::contains(*a, verification))
+        .or_else(|| ast::function_body(func).filter(|b| ast::contains(*b, verification) && ast::contains(*b, claim)))
+    else {
+        return manual("the claim and the verification are not in one block");
+    };
+    let (Some(sc), Some(sv)) = (stmts::child_containing(block, claim), stmts::child_containing(block, verification))
+    else {
+        return manual("the claim and the verification are not in one block");
+    };
+    if sc == sv {
+        return manual(
+            "the verification runs inside the claim: verify first, then call the guard with the verified event's key",
+        );
+    }
+    let between: Vec<Node> = ast::named_children(block)
+        .into_iter()
+        .filter(|c| c.start_byte() > sc.start_byte() && c.start_byte() < sv.start_byte())
+        .collect();
+    let declared = stmts::declared_names(sc, src);
+    let mut moved = vec![sc];
+    for s in &between {
+        if !declared.is_empty() && stmts::mentions_any(*s, src, &declared) {
+            moved.push(*s);
+        }
+    }
+    let moved_names: Vec<String> = moved.iter().flat_map(|s| stmts::declared_names(*s, src)).collect();
+    let staying: Vec<Node> = between.iter().filter(|s| !moved.contains(s)).copied().chain([sv]).collect();
+    if staying.iter().any(|s| stmts::mentions_any(*s, src, &moved_names)) {
+        return manual("the verification uses values the claim declares: move the claim after it by hand");
+    }
+    if moved.iter().any(|s| !stmts::owns_its_lines(file, *s) || s.kind() == "comment")
+        || !stmts::owns_its_lines(file, sv)
+    {
+        return manual("statements share lines");
+    }
+    let indent = file.indent_at(sv.start_byte()).to_string();
+    let mut text_moved = String::new();
+    let mut edits = Vec::new();
+    for s in &moved {
+        text_moved.push_str(&stmts::reindented_lines(file, *s, &indent));
+        edits.push(Edit::delete(file.line_start(s.start_byte()), stmts::line_end_with_break(file, s.end_byte())));
+    }
+    edits.push(Edit::insert(stmts::line_end_with_break(file, sv.end_byte()), text_moved));
+    Fix::unsafe_("move the claim after the signature verification", edits)
+        .with_note("the claim now runs only for verified deliveries; take its key from the verified event")
+}

@@ -1,8 +1,213 @@
-//! PLACEHOLDER: not implemented yet.
+//! in-memory-dedupe
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::Fix;
+use crate::model::ast::{self, text};
+use crate::model::guards;
+use tree_sitter::Node;
 
-pub const RULE: Rule =
-    Rule { id: "in-memory-dedupe", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+A process-memory collection used as the dedupe store of a handler: a module-level (or
+singleton-service field) `new Set()`, `new Map()`, `new LRUCache(...)` / `new LRU(...)`,
+`new NodeCache()`, or `[]`, checked with `.has(key)` / `.get(key)` / `.includes(key)` in an
+`if` and then filled with `.add(key)` / `.set(key, ...)` / `.push(key)` in the same function.
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+A `Map`/cache counts as a dedupe store when the value stored is a flag or a timestamp, the
+store is named like one (`seen`, `processed`, `handled`, `dedupe`, `idempotency`...), or the key
+is an event/delivery/message id. A memo cache (`if (cache.has(k)) return cache.get(k)`) is
+not reported.
+
+Interaction: the same code also has the shape `check-then-insert-race` looks for; an in-memory
+store is the more specific diagnosis (it fails even without any race), so this rule names it and
+`check-then-insert-race` is about persistent stores.
+
+## Why retries break it
+The memory is lost on every deploy, restart and crash, and is not shared between instances
+or serverless invocations: a redelivery that lands on another instance, or after a restart,
+runs the work again. It also marks the key before the work finishes without any crash
+safety: a crash part-way leaves nothing to retry on this instance, and nothing recorded on the
+others.
+
+## Bad
+```ts
+const seen = new Set<string>();
+app.post("/webhooks/stripe", async (req, res) => {
+  if (seen.has(event.id)) return res.sendStatus(200);
+  seen.add(event.id);
+  await fulfil(event);
+});
+```
+
+## Good
+```ts
+const result = await guard.run(`stripe:${event.id}`, async (tx) => fulfil(event, tx));
+```
+
+## Fix (display-only)
+Replace the in-memory store with the guard `run` (a database claim committed with the work, or
+a Redis lease): the guard's key is durable, shared by every instance and released on failure.
+The automatic wrap is not available on this branch, so the fix is shown, not applied.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "in-memory-dedupe",
+    summary: "in-memory Set/Map/LRU as the dedupe store: lost on restart, not shared between instances",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Store {
+    Set,
+    Map,
+    Array,
+}
+
+/// Module-level and class-field stores of a file: (name as referenced, kind).
+fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
+    let mut out = Vec::new();
+    for stmt in ast::named_children(root) {
+        let decl = if stmt.kind() == "export_statement" { stmt.child_by_field_name("declaration") } else { Some(stmt) };
+        let Some(decl) = decl else { continue };
+        if matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
+            for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
+                if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value"))
+                    && n.kind() == "identifier"
+                    && let Some(kind) = store_kind(v, src)
+                {
+                    out.push((text(n, src).to_string(), kind));
+                }
+            }
+        }
+    }
+    // Fields of classes (singleton services): `private seen = new Set<string>()`.
+    for field in ast::descendants_of_kind(root, "public_field_definition") {
+        let static_or_instance = field.child_by_field_name("name").map(|n| text(n, src).to_string());
+        if let (Some(name), Some(v)) = (static_or_instance, field.child_by_field_name("value"))
+            && let Some(kind) = store_kind(v, src)
+        {
+            out.push((format!("this.{name}"), kind));
+        }
+    }
+    out
+}
+
+fn store_kind(init: Node, src: &str) -> Option<Store> {
+    let init = ast::unwrap_expr(init);
+    match init.kind() {
+        "array" if init.named_child_count() == 0 => Some(Store::Array),
+        "new_expression" => {
+            let ctor = init.child_by_field_name("constructor").map(|c| text(c, src))?;
+            match ctor {
+                "Set" => Some(Store::Set),
+                "Map" | "LRUCache" | "LRU" | "QuickLRU" | "NodeCache" | "TTLCache" => Some(Store::Map),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn dedupe_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    guards::is_marker_name(name)
+        || ["seen", "dedup", "idempot", "processed", "handled", "done"].iter().any(|w| lower.contains(w))
+}
+
+fn key_like(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    ["event", "evt", "delivery", "messageid", "message_id", "webhook", "svix", ".id", "jobid", "job.id"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        for scope in &model.scopes {
+            let Some(func) = scope.node() else { continue };
+            let file = scope.file();
+            let src = &file.text;
+            let known = stores(file.root(), src);
+            if known.is_empty() {
+                continue;
+            }
+            let calls = ast::calls_in(func, false);
+            for check_call in &calls {
+                let path = ast::callee_path(*check_call, src);
+                let Some((method, object)) = path.split_last() else { continue };
+                let object = object.join(".");
+                let Some((name, kind)) = known.iter().find(|(n, _)| *n == object) else { continue };
+                let is_check = match kind {
+                    Store::Set => method == "has",
+                    Store::Map => method == "has" || method == "get",
+                    Store::Array => method == "includes" || method == "indexOf" || method == "some",
+                };
+                let Some(if_stmt) = in_if_condition(*check_call) else { continue };
+                if !is_check {
+                    continue;
+                }
+                let key = ast::arguments(*check_call).first().map(|k| text(*k, src).to_string()).unwrap_or_default();
+                let insert = calls.iter().find(|c| {
+                    c.start_byte() > check_call.end_byte() && {
+                        let p = ast::callee_path(**c, src);
+                        p.split_last().is_some_and(|(m, o)| {
+                            o.join(".") == *name
+                                && match kind {
+                                    Store::Set => m == "add",
+                                    Store::Map => m == "set",
+                                    Store::Array => m == "push" || m == "unshift",
+                                }
+                        })
+                    }
+                });
+                let Some(insert) = insert else { continue };
+                let consequence = if_stmt.child_by_field_name("consequence").map(|c| text(c, src)).unwrap_or("");
+                if consequence.contains(&format!("{name}.get(")) {
+                    continue; // a memo cache returning the stored value
+                }
+                let stored = ast::arguments(*insert).get(1).map(|v| text(*v, src).to_string()).unwrap_or_default();
+                let flag_value =
+                    ["true", "1", "Date.now()", "new Date()", "'processed'", "\"processed\"", "'done'", "\"done\""]
+                        .contains(&stored.as_str());
+                let dedupe = match kind {
+                    Store::Set => true,
+                    Store::Map => flag_value || dedupe_name(name) || key_like(&key),
+                    Store::Array => dedupe_name(name) || key_like(&key),
+                };
+                if !dedupe {
+                    continue;
+                }
+                let message = format!(
+                    "`{name}` is an in-memory dedupe store: it is lost on every restart, deploy and crash and not shared between instances, so a redelivery after a restart or on another instance runs the work again"
+                );
+                let _ = insert;
+                out.push(
+                    Diagnostic::new(RULE.id, file, *check_call, message)
+                        .in_handler(model, scope)
+                        .help("claim the event key in a durable store shared by all instances: the guard `run` (DB claim in the work's transaction, or a Redis lease)")
+                        .with_fix(Some(Fix::display_only(
+                            "replace the in-memory store with the guard `run`",
+                            format!("wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`; the claim is then durable, shared and released on failure"),
+                        ))),
+                );
+            }
+        }
+    }
+}
+
+/// The `if` statement whose condition holds `node`.
+fn in_if_condition(node: Node) -> Option<Node> {
+    let mut child = node;
+    for anc in ast::ancestors(node) {
+        if ast::is_function(anc) || anc.kind() == "statement_block" {
+            return None;
+        }
+        if anc.kind() == "if_statement" {
+            return (anc.child_by_field_name("condition") == Some(child)).then_some(anc);
+        }
+        child = anc;
+    }
+    None
+}

@@ -1,13 +1,156 @@
-//! PLACEHOLDER: not implemented yet.
+//! missing-signature-verification
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::model::ast;
+use crate::model::{Provider, effects, express_app, handlers, providers, reach, verify};
+
+const DOCS: &str = r#"
+## What it finds
+An HTTP webhook route (its path or file names a webhook, or a provider is recognised) that
+acts on the body (a database write or an external effect, in the handler or the functions it
+calls) while nothing verifies the provider's signature: no `constructEvent`, svix / Octokit
+`verify`, `verifyWebhook`, `authenticate.webhook`, `webhooks.unmarshal`, HMAC +
+`timingSafeEqual`, ... in the handler, its callees or its file.
+
+To stay precise it is silent when the route has any middleware before the handler
+(`app.post(path, verifyStripe, handler)`), when the file mentions a signature, a secret, a
+verification or validation, or Nest `@UseGuards`: verification done there is assumed. Queue
+consumers are never reported (the broker authenticates them).
+
+## Why retries break it
+Without verification anyone who finds the URL can forge deliveries: fake "payment succeeded"
+events, or replays of genuine old ones (signatures carry timestamps precisely to stop
+replays). A forged delivery with a genuine event id also burns that event's dedupe key, so the
+real delivery is dropped as a duplicate.
+
+## Bad
+```ts
+app.post("/webhooks/stripe", express.json(), async (req, res) => {
+  if (req.body.type === "invoice.paid") await markPaid(req.body.data.object.id);
+  res.sendStatus(200);
+});
+```
+
+## Good
+```ts
+app.post("/webhooks/stripe", express.raw({ type: "application/json" }), async (req, res) => {
+  const event = stripe.webhooks.constructEvent(req.body, req.headers["stripe-signature"]!, secret);
+  if (event.type === "invoice.paid") await markPaid(event.data.object.id);
+  res.sendStatus(200);
+});
+```
+
+## Fix
+None: verification needs the provider's secret and the raw body, which only the team can
+wire. The help names the provider's verification call.
+"#;
 
 pub const RULE: Rule = Rule {
     id: "missing-signature-verification",
-    summary: "not implemented yet",
-    docs: "",
+    summary: "webhook route acts on the body without verifying the provider signature: forged and replayed deliveries are processed",
+    docs: DOCS,
     fix: FixAvailability::None,
     check,
 };
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+/// The code of a node without its comments (a `// TODO: verify` is not a verification).
+fn code_of(node: tree_sitter::Node, src: &str) -> String {
+    let mut out = String::new();
+    let mut at = node.start_byte();
+    for c in ast::descendants_of_kind(node, "comment") {
+        if c.start_byte() >= at {
+            out.push_str(&src[at..c.start_byte()]);
+            at = c.end_byte();
+        }
+    }
+    out.push_str(&src[at..node.end_byte()]);
+    out
+}
+
+/// Words whose presence means some verification is wired in this code.
+fn mentions_verification(code: &str) -> bool {
+    let src = code;
+    let lower = src.to_ascii_lowercase();
+    providers::verifies_signature(src)
+        || ["signature", "verif", "validat", "secret", "hmac", "useguards", "authenticate", "x-hub-", "svix"]
+            .iter()
+            .any(|w| lower.contains(w))
+}
+
+fn help_for(provider: Option<Provider>) -> &'static str {
+    match provider {
+        Some(Provider::Stripe) => {
+            "verify with `stripe.webhooks.constructEvent(rawBody, req.headers['stripe-signature'], endpointSecret)` and act on the returned event"
+        }
+        Some(Provider::Svix) => {
+            "verify with svix `new Webhook(secret).verify(rawBody, headers)` (Clerk: `verifyWebhook(req)`)"
+        }
+        Some(Provider::Github) => {
+            "verify `x-hub-signature-256` with `@octokit/webhooks` `verify`, or an HMAC-SHA256 of the raw body compared with `timingSafeEqual`"
+        }
+        Some(Provider::Shopify) => {
+            "verify `x-shopify-hmac-sha256`: base64 HMAC-SHA256 of the raw body with the app secret, compared with `timingSafeEqual` (or `shopify.webhooks.validate`)"
+        }
+        Some(Provider::Paystack) => "verify `x-paystack-signature`: HMAC-SHA512 of the raw body with the secret key",
+        _ => {
+            "verify the provider's signature header over the raw body (HMAC compared with `timingSafeEqual`, or the provider SDK) before acting"
+        }
+    }
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        let handler = &model.handler;
+        if !handler.framework.is_http() || !handler.is_webhook {
+            continue;
+        }
+        if handler.provider.is_none() && !handlers::names_webhook(&handler.name) {
+            continue;
+        }
+        let Some(root_scope) = model.scopes.first() else { continue };
+        let Some(func) = root_scope.node() else { continue };
+        if mentions_verification(&code_of(cx.file.root(), cx.src()))
+            || mentions_verification(&code_of(root_scope.file().root(), &root_scope.file().text))
+        {
+            continue;
+        }
+        if model.scopes.iter().any(|s| {
+            s.node().is_some_and(|n| {
+                let src = &s.file().text;
+                verify::first_verification(n, src).is_some() || mentions_verification(&code_of(n, src))
+            })
+        }) {
+            continue;
+        }
+        // Route middleware may verify.
+        let file_src = &root_scope.file().text;
+        if let Some(reg) = express_app::registration(root_scope.file().root(), func, file_src) {
+            let args = ast::arguments(reg);
+            let middle = &args[1..args.len().saturating_sub(1)];
+            if middle.iter().any(|a| {
+                !(express_app::is_raw_parser(*a, file_src)
+                    || (a.kind() == "call_expression" && express_app::is_json_parser(*a, file_src)))
+            }) {
+                continue;
+            }
+        }
+        let acts = model.scopes.iter().any(|s| {
+            s.node().is_some_and(|n| {
+                let file = s.file();
+                ast::calls_in(n, false).into_iter().any(|c| {
+                    let local = reach::resolve_call(cx.project, file, c).is_some();
+                    effects::classify(c, &file.text, local).is_some()
+                })
+            })
+        });
+        if !acts {
+            continue;
+        }
+        let message = "this webhook handler acts on the request body without verifying the provider's signature: forged and replayed deliveries are processed, and a forged event id burns the real delivery's dedupe key";
+        out.push(
+            Diagnostic::new(RULE.id, root_scope.file(), func, message)
+                .in_handler(model, root_scope)
+                .help(help_for(handler.provider)),
+        );
+    }
+}

@@ -1,8 +1,351 @@
-//! PLACEHOLDER: not implemented yet.
+//! processing-time-write
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::{Edit, Fix};
+use crate::model::ast::{self, text};
+use crate::model::reach::{self, Scope};
+use crate::model::{EffectKind, Provider, effects};
+use tree_sitter::Node;
 
-pub const RULE: Rule =
-    Rule { id: "processing-time-write", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+An update or upsert outside a guard (and outside a claim transaction) whose value depends on
+WHEN the delivery is processed rather than on the event:
+- a subscription/access period computed from the clock: `expiresAt: new Date(Date.now() + ...)`,
+  `periodStart: new Date()`, `addMonths(new Date(), 1)`, `dayjs().add(1, "month")`,
+  `moment()`, `DateTime.now()`, SQL `period_end = now()`; only for period-like columns
+  (period, expires, renews, valid/until, trial, billing, access, paid through, start/end) and
+  never for bookkeeping (`updatedAt`, `lastSeenAt`) or operational leases (`lockedUntil`,
+  `retryAt`);
+- a usage counter reset to `0` (`usageCount: 0`, `requestsUsed: 0`);
+- credits/tokens/quota set from the plan (`credits: plan.credits`, `tokens: PLAN_LIMITS[tier]`).
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+Values taken from the event (`new Date(event.created * 1000)`,
+`new Date(sub.current_period_end * 1000)`) and writes inside a guard `run` are not reported.
+Relative writes (`increment`) are `incrementing-write-unguarded`'s concern.
+
+## Why retries break it
+The provider redelivers days later (a retry after a timeout, a manual resend, a replay from
+the dashboard): the write runs again and moves the period forward from the retry's time,
+extends access that was not paid for, resets usage mid-period or re-grants credits the
+customer already spent.
+
+## Bad
+```ts
+await prisma.subscription.update({
+  where: { stripeId: sub.id },
+  data: { currentPeriodEnd: addMonths(new Date(), 1), creditsUsed: 0 },
+});
+```
+
+## Good
+```ts
+await prisma.subscription.update({
+  where: { stripeId: sub.id },
+  data: { currentPeriodEnd: new Date(sub.current_period_end * 1000) },
+});
+```
+
+## Fix (unsafe)
+For Stripe handlers with a known event variable, the clock in the value is replaced by the
+event's own creation time: `new Date()` → `new Date(event.created * 1000)`, `Date.now()` →
+`event.created * 1000`, `dayjs()` → `dayjs.unix(event.created)`, `moment()` →
+`moment.unix(event.created)`. Review: the object's own period fields
+(`current_period_end`) are usually the better source. Other providers, counter resets and
+plan grants get a display-only fix: take the value from the event, or run the write once per
+event inside the guard `run`.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "processing-time-write",
+    summary: "write derived from processing time outside a guard: a replay moves periods, resets usage or re-grants credits",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Finding {
+    Clock,
+    CounterReset,
+    PlanGrant,
+}
+
+fn period_name(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    let operational =
+        ["lock", "lease", "retry", "attempt", "visib", "ttl", "updated", "created", "lastseen", "processed"]
+            .iter()
+            .any(|w| l.contains(w));
+    !operational
+        && [
+            "period",
+            "expir",
+            "renew",
+            "valid",
+            "until",
+            "trial",
+            "billing",
+            "access",
+            "paidthrough",
+            "paid_through",
+            "start",
+            "end",
+            "cycle",
+            "grace",
+        ]
+        .iter()
+        .any(|w| l.contains(w))
+}
+
+fn counter_name(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    l.contains("usage") || l.contains("used") || l.contains("consumed") || l.ends_with("count") || l.ends_with("_count")
+}
+
+fn credit_name(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    ["credit", "token", "quota", "allowance", "balance", "seats"].iter().any(|w| l.contains(w))
+}
+
+/// Whether an expression reads the clock.
+fn reads_clock(value: Node, src: &str) -> bool {
+    let mut found = false;
+    ast::walk(value, &mut |n| {
+        if found {
+            return false;
+        }
+        match n.kind() {
+            "new_expression" => {
+                let ctor = n.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
+                let args = n.child_by_field_name("arguments").map(|a| a.named_child_count()).unwrap_or(0);
+                if ctor == "Date" && args == 0 {
+                    found = true;
+                }
+            }
+            "call_expression" => {
+                let path = ast::callee_path(n, src);
+                let p: Vec<&str> = path.iter().map(String::as_str).collect();
+                let clock = match p.as_slice() {
+                    ["Date", "now"] | ["DateTime", "now"] | ["DateTime", "local"] => true,
+                    ["dayjs"] | ["moment"] => ast::arguments(n).is_empty(),
+                    _ => false,
+                };
+                if clock {
+                    found = true;
+                }
+            }
+            "template_string" => {
+                let t = text(n, src).to_ascii_lowercase();
+                if t.contains("now()") || t.contains("current_timestamp") {
+                    found = true;
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    found
+}
+
+fn plan_value(value: Node, src: &str) -> bool {
+    let v = ast::unwrap_expr(value);
+    matches!(v.kind(), "member_expression" | "subscript_expression") && {
+        let t = text(v, src).to_ascii_lowercase();
+        t.contains("plan") || t.contains("tier") || t.contains("limit") || t.contains("product")
+    }
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        for scope in &model.scopes {
+            let Some(func) = scope.node() else { continue };
+            let file = scope.file();
+            let src = &file.text;
+            for call in ast::calls_in(func, false) {
+                let local = reach::resolve_call(cx.project, file, call).is_some();
+                let Some(effect) = effects::classify(call, src, local) else { continue };
+                if !matches!(effect.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) {
+                    continue;
+                }
+                if scope.guard_at(call).is_some_and(|g| g.dedupes()) {
+                    continue;
+                }
+                for (pair, key, value, finding) in findings(call, func, src) {
+                    out.push(diagnostic(model, scope, pair, &key, value, finding, &effect.label));
+                }
+            }
+        }
+    }
+}
+
+/// (pair, column name, value expression, what) for every processing-time value a write sets.
+fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Node<'t>, Finding)> {
+    let mut out = Vec::new();
+    let last = ast::callee_name(call, src).unwrap_or_default();
+    let is_upsert = last == "upsert";
+    // Mongo's first argument is the filter.
+    let filter = matches!(last.as_str(), "updateOne" | "updateMany" | "findOneAndUpdate" | "findByIdAndUpdate")
+        .then(|| ast::arguments(call).first().copied())
+        .flatten();
+    // The whole chain (`db.update(t).set({...}).where(...)`), minus filters.
+    ast::walk(call, &mut |n| {
+        if ast::is_function(n) || Some(n) == filter {
+            return false;
+        }
+        if n.kind() == "arguments"
+            && n.parent()
+                .and_then(|c| ast::callee_name(c, src))
+                .is_some_and(|c| matches!(c.as_str(), "where" | "and" | "or" | "eq" | "lt" | "gt" | "lte" | "gte"))
+        {
+            return false;
+        }
+        if n.kind() == "pair"
+            && n.child_by_field_name("key").is_some_and(|k| matches!(text(k, src), "where" | "filter"))
+        {
+            return false;
+        }
+        // A Prisma upsert's `create` branch runs only for a new row.
+        if is_upsert && n.kind() == "pair" && n.child_by_field_name("key").is_some_and(|k| text(k, src) == "create") {
+            return false;
+        }
+        let (key, value) = match n.kind() {
+            "pair" => match (n.child_by_field_name("key"), n.child_by_field_name("value")) {
+                (Some(k), Some(v)) => (ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()), v),
+                _ => return true,
+            },
+            "shorthand_property_identifier" => {
+                let name = text(n, src).to_string();
+                match ast::find_binding_init(func, &name, src, n.start_byte()) {
+                    Some(init) => (name, init),
+                    None => return true,
+                }
+            }
+            _ => return true,
+        };
+        let mut value = ast::unwrap_expr(value);
+        if value.kind() == "identifier"
+            && let Some(init) = ast::find_binding_init(func, text(value, src), src, value.start_byte())
+        {
+            value = ast::unwrap_expr(init);
+        }
+        if period_name(&key) && reads_clock(value, src) {
+            out.push((n, key, value, Finding::Clock));
+        } else if counter_name(&key) && text(value, src) == "0" {
+            out.push((n, key, value, Finding::CounterReset));
+        } else if credit_name(&key) && plan_value(value, src) {
+            out.push((n, key, value, Finding::PlanGrant));
+        }
+        n.kind() != "pair" || value.kind() == "object"
+    });
+    // SQL: `SET period_end = now() + interval '1 month'`
+    if let Some(sql) = effects::sql_text(call, &ast::arguments(call), src) {
+        let re = regex::Regex::new(r"(?i)\b(\w+)\s*=\s*(now\(\)|current_timestamp)").unwrap();
+        if let Some(c) = re.captures(&sql)
+            && period_name(&c[1])
+            && let Some(first) = ast::arguments(call).first().copied().or(call.child_by_field_name("arguments"))
+        {
+            out.push((first, c[1].to_string(), first, Finding::Clock));
+        }
+    }
+    out
+}
+
+fn diagnostic(
+    model: &super::HandlerModel,
+    scope: &Scope,
+    pair: Node,
+    key: &str,
+    value: Node,
+    finding: Finding,
+    label: &str,
+) -> Diagnostic {
+    let file = scope.file();
+    let src = &file.text;
+    let message = match finding {
+        Finding::Clock => format!(
+            "`{key}` is computed from the time the delivery is processed (`{label}` outside a guard): a redelivery or replay moves it forward again"
+        ),
+        Finding::CounterReset => format!(
+            "`{key}` is reset to 0 on every delivery (`{label}` outside a guard): a redelivery or an out-of-order replay resets usage mid-period"
+        ),
+        Finding::PlanGrant => format!(
+            "`{key}` is re-granted from the plan on every delivery (`{label}` outside a guard): a redelivery restores what the customer already spent"
+        ),
+    };
+    let fix = match (finding, model.handler.provider, scope.event_key.as_ref()) {
+        (Finding::Clock, Some(Provider::Stripe), Some(k)) if k.provider == Provider::Stripe => {
+            let var = k.template.trim_start_matches("${").split(['.', '}']).next().unwrap_or("").to_string();
+            clock_edits(value, &var, src)
+                .map(|edits| {
+                    Fix::unsafe_(format!("use the event's time (`{var}.created`) instead of the clock"), edits).with_note(
+                        "Stripe's `created` is when the event happened; the object's own period fields (`current_period_end`) are often the better source",
+                    )
+                })
+                .unwrap_or_else(|| manual(finding))
+        }
+        _ => manual(finding),
+    };
+    Diagnostic::new(RULE.id, file, pair, message)
+        .in_handler(model, scope)
+        .help("derive the value from the event (its timestamps, the object's period fields), or run the write once per event inside the guard `run`")
+        .with_fix(Some(fix))
+}
+
+fn manual(finding: Finding) -> Fix {
+    let note = match finding {
+        Finding::Clock => {
+            "take the time from the event (e.g. the object's `current_period_end`) instead of the clock, or run the write once per event inside the guard `run`"
+        }
+        _ => {
+            "run the reset/grant once per event inside the guard `run`, or set it from the event's period so a replay writes the same value"
+        }
+    };
+    Fix::display_only("make the value independent of when the delivery is processed", note)
+}
+
+fn clock_edits(value: Node, var: &str, src: &str) -> Option<Vec<Edit>> {
+    if var.is_empty() {
+        return None;
+    }
+    let mut edits = Vec::new();
+    let mut unsupported = false;
+    ast::walk(value, &mut |n| {
+        match n.kind() {
+            "new_expression" => {
+                let ctor = n.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
+                let args = n.child_by_field_name("arguments").map(|a| a.named_child_count()).unwrap_or(0);
+                if ctor == "Date" && args == 0 {
+                    edits.push(Edit::replace(n.start_byte(), n.end_byte(), format!("new Date({var}.created * 1000)")));
+                    return false;
+                }
+            }
+            "call_expression" => {
+                let path = ast::callee_path(n, src);
+                let p: Vec<&str> = path.iter().map(String::as_str).collect();
+                let no_args = ast::arguments(n).is_empty();
+                match p.as_slice() {
+                    ["Date", "now"] => {
+                        edits.push(Edit::replace(n.start_byte(), n.end_byte(), format!("{var}.created * 1000")));
+                        return false;
+                    }
+                    ["dayjs"] | ["moment"] if no_args => {
+                        edits.push(Edit::replace(
+                            n.start_byte(),
+                            n.end_byte(),
+                            format!("{}.unix({var}.created)", p[0]),
+                        ));
+                        return false;
+                    }
+                    ["DateTime", "now"] | ["DateTime", "local"] => unsupported = true,
+                    _ => {}
+                }
+            }
+            "template_string" if text(n, src).to_ascii_lowercase().contains("now()") => unsupported = true,
+            "string" if text(n, src).to_ascii_lowercase().contains("now()") => unsupported = true,
+            _ => {}
+        }
+        true
+    });
+    (!edits.is_empty() && !unsupported).then_some(edits)
+}

@@ -1,8 +1,532 @@
-//! PLACEHOLDER: not implemented yet.
+//! raw-body-not-preserved
 
-use super::{Context, Diagnostic, FixAvailability, Rule};
+use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
+use crate::fix::{Edit, Fix};
+use crate::model::ast::{self, text};
+use crate::model::express_app::{self, JsonMount};
+use crate::model::reach::Scope;
+use crate::model::{Framework, stmts, verify};
+use crate::source::SourceFile;
+use std::sync::Arc;
+use tree_sitter::Node;
 
-pub const RULE: Rule =
-    Rule { id: "raw-body-not-preserved", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+A webhook signature checked over a body that is no longer the bytes the provider signed:
+- `app.use(express.json())` (or `bodyParser.json()`) mounted on the app, or on the router the
+  route is on, BEFORE a webhook route that verifies `req.body` (`constructEvent`, svix
+  `verify`, `createHmac().update`);
+- `JSON.stringify(req.body)` (or of a body parsed with `await req.json()` / `c.req.json()`)
+  passed to `constructEvent` / `verify` / `createHmac().update`, or the parsed object itself;
+- a Next.js pages-router API route that verifies a signature without
+  `export const config = { api: { bodyParser: false } }`;
+- a Fastify route verifying `request.body` in a file that creates the Fastify instance and
+  registers no raw-body content-type parser or plugin.
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+It does not fire when the route carries `express.raw({ type: 'application/json' })`, when the
+route is registered before `express.json()`, or when `express.json({ verify })` keeps the raw
+buffer and the route verifies `req.rawBody`.
+
+## Why retries break it
+A signature covers exact bytes. Parsing and re-serialising changes whitespace, key order,
+unicode escapes and number formatting, so genuine deliveries fail verification. The handler
+answers 400, the provider retries for days and finally disables the endpoint, and every event in
+that window is lost; teams then "fix" it by skipping verification.
+
+## Bad
+```ts
+app.use(express.json());
+app.post("/webhooks/stripe", (req, res) => {
+  const event = stripe.webhooks.constructEvent(JSON.stringify(req.body), sig, secret);
+});
+```
+
+## Good
+```ts
+app.post("/webhooks/stripe", express.raw({ type: "application/json" }), (req, res) => {
+  const event = stripe.webhooks.constructEvent(req.body, sig, secret);
+});
+app.use(express.json());
+```
+
+## Fix (unsafe)
+- fetch-style handlers (App Router, Hono, SvelteKit, Remix): `const body = await req.json()`
+  becomes `const rawBody = await req.text()` followed by `const body = JSON.parse(rawBody)`, and
+  the verification is given `rawBody` instead of `JSON.stringify(body)`. `body` keeps its value.
+- Express, when the route is registered in the same file, `express` is imported and the handler
+  uses `req.body` only for the verification: adds `express.raw({ type: 'application/json' })` as
+  the route's first middleware, passes `req.body` (now a Buffer) instead of its
+  `JSON.stringify`, and when `express.json()` is mounted earlier on the same app/router, moves
+  the route registration up to just before that mount. The moved route no longer passes through
+  the middleware mounted between the two places: review that list (CORS, logging, auth).
+- Next.js pages router, when the handler already reads the raw stream: appends
+  `export const config = { api: { bodyParser: false } }`.
+Everything else is display-only: the handler also reads the parsed `req.body`, the parser is
+mounted in another file, or Fastify needs a content-type parser registered on the instance
+(`addContentTypeParser('application/json', { parseAs: 'buffer' }, ...)`).
+
+Note: a route-level `express.raw()` that runs after an app-level `express.json()` still sees a
+parsed body (body-parser skips bodies already read); the rule follows the catalogue and stays
+silent there, but the Express fix above always places the route before the JSON parser.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "raw-body-not-preserved",
+    summary: "signature verified over a re-serialised body: genuine deliveries fail and are retried until disabled",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        let before = out.len();
+        for scope in &model.scopes {
+            reserialised_payloads(cx, model, scope, out);
+        }
+        if out.len() > before {
+            continue;
+        }
+        match model.handler.framework {
+            Framework::Express => express_order(cx, model, out),
+            Framework::NextPagesApi => pages_body_parser(model, out),
+            Framework::Fastify => fastify_parser(model, out),
+            _ => {}
+        }
+    }
+}
+
+/// What a verified payload expression is.
+enum Payload<'t> {
+    /// `JSON.stringify(body)`: `body` is the parsed request body.
+    Stringified { body: Node<'t> },
+    /// The parsed object itself.
+    Parsed,
+}
+
+/// A parsed request body: `req.body`, `await req.json()`, `c.req.json()`, or a binding of one.
+fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> Option<Node<'t>> {
+    let expr = ast::unwrap_expr(expr);
+    match expr.kind() {
+        "member_expression" => {
+            let prop = expr.child_by_field_name("property").map(|p| text(p, src))?;
+            (prop == "body" && ast::member_path(expr, src).len() >= 2).then_some(expr)
+        }
+        "call_expression" => {
+            let path = ast::callee_path(expr, src);
+            (path.len() >= 2 && path.last().is_some_and(|l| l == "json") && ast::arguments(expr).is_empty())
+                .then_some(expr)
+        }
+        "identifier" if depth < 2 => {
+            let init = ast::find_binding_init(func, text(expr, src), src, expr.start_byte())?;
+            parsed_body(init, func, src, depth + 1).map(|_| expr)
+        }
+        _ => None,
+    }
+}
+
+fn classify_payload<'t>(payload: Node<'t>, func: Node<'t>, src: &str) -> Option<(Payload<'t>, Option<Node<'t>>)> {
+    let p = ast::unwrap_expr(payload);
+    if p.kind() == "call_expression" && ast::callee_path(p, src) == ["JSON", "stringify"] {
+        let arg = *ast::arguments(p).first()?;
+        parsed_body(arg, func, src, 0)?;
+        return Some((Payload::Stringified { body: ast::unwrap_expr(arg) }, None));
+    }
+    if p.kind() == "identifier"
+        && let Some(init) = ast::find_binding_init(func, text(p, src), src, p.start_byte())
+    {
+        let init = ast::unwrap_expr(init);
+        if init.kind() == "call_expression" && ast::callee_path(init, src) == ["JSON", "stringify"] {
+            let arg = *ast::arguments(init).first()?;
+            parsed_body(arg, func, src, 0)?;
+            return Some((Payload::Stringified { body: ast::unwrap_expr(arg) }, Some(init)));
+        }
+        // The object from `await req.json()` handed to the verifier.
+        if init.kind() == "call_expression" && parsed_body(init, func, src, 0).is_some() {
+            return Some((Payload::Parsed, None));
+        }
+    }
+    if p.kind() == "call_expression" && parsed_body(p, func, src, 0).is_some() {
+        return Some((Payload::Parsed, None));
+    }
+    None
+}
+
+fn reserialised_payloads(cx: &Context, model: &HandlerModel, scope: &Scope, out: &mut Vec<Diagnostic>) {
+    let Some(func) = scope.node() else { return };
+    let file = scope.file();
+    let src = &file.text;
+    for (call, payload) in verify::verified_payloads(func, src) {
+        let Some((kind, binding)) = classify_payload(payload, func, src) else {
+            continue;
+        };
+        let what = ast::callee_path(call, src).join(".");
+        let (message, fix) = match kind {
+            Payload::Stringified { body } => (
+                format!(
+                    "`{what}` verifies `JSON.stringify(...)` of the parsed body, not the bytes the provider signed: genuine deliveries fail verification and are retried until the endpoint is disabled"
+                ),
+                stringify_fix(cx, model, scope, payload, binding, body),
+            ),
+            Payload::Parsed => (
+                format!(
+                    "`{what}` verifies the parsed body object, not the raw bytes the provider signed: genuine deliveries fail verification and are retried until the endpoint is disabled"
+                ),
+                Fix::display_only(
+                    "verify the raw body text",
+                    "read the body once with `await req.text()`, verify that string, then `JSON.parse` it",
+                ),
+            ),
+        };
+        out.push(
+            Diagnostic::new(RULE.id, file, payload, message)
+                .in_handler(model, scope)
+                .help("verify the exact request bytes: `express.raw({ type: 'application/json' })` on the route, or `await req.text()`")
+                .with_fix(Some(fix)),
+        );
+    }
+}
+
+/// The fix for `JSON.stringify(body)`: fetch-style text read, or the Express raw parser.
+fn stringify_fix(
+    cx: &Context,
+    model: &HandlerModel,
+    scope: &Scope,
+    payload: Node,
+    binding: Option<Node>,
+    body: Node,
+) -> Fix {
+    let file = scope.file();
+    let src = &file.text;
+    let Some(func) = scope.node() else {
+        return manual_fix();
+    };
+    // The expression to replace: the stringify call, at its binding when it has one.
+    let stringify = binding.unwrap_or(ast::unwrap_expr(payload));
+    if body.kind() == "identifier" {
+        let Some(init) = ast::find_binding_init(func, text(body, src), src, body.start_byte()) else {
+            return manual_fix();
+        };
+        let json_call = ast::unwrap_expr(init);
+        if json_call.kind() == "call_expression" && ast::callee_name(json_call, src).is_some_and(|n| n == "json") {
+            return text_read_fix(file, func, init, json_call, stringify).unwrap_or_else(manual_fix);
+        }
+        return manual_fix();
+    }
+    // `JSON.stringify(req.body)` in Express
+    if model.handler.framework == Framework::Express && scope.depth == 0 && Arc::ptr_eq(file, cx.file) {
+        let req_body = text(body, src).to_string();
+        return express_fix(cx, model, func, &req_body, Some(stringify)).unwrap_or_else(manual_fix);
+    }
+    manual_fix()
+}
+
+fn manual_fix() -> Fix {
+    Fix::display_only(
+        "verify the raw request bytes",
+        "give the verifier the unparsed body: `express.raw({ type: 'application/json' })` on the route (registered before `express.json()`), `await req.text()` in fetch-style handlers, `bodyParser: false` in the Next.js pages router, a buffer content-type parser in Fastify",
+    )
+}
+
+/// `const body = await req.json()` → `const rawBody = await req.text()` + `JSON.parse(rawBody)`.
+fn text_read_fix(file: &SourceFile, func: Node, init: Node, json_call: Node, stringify: Node) -> Option<Fix> {
+    let src = &file.text;
+    let decl = ast::enclosing_statement(init)?;
+    if !matches!(decl.kind(), "lexical_declaration" | "variable_declaration") || decl.named_child_count() != 1 {
+        return None;
+    }
+    let name = ["rawBody", "rawPayload", "bodyText"].into_iter().find(|n| !ast::mentions_identifier(func, src, n))?;
+    let receiver = json_call.child_by_field_name("function")?.child_by_field_name("object")?;
+    let style = file.style();
+    let indent = file.indent_at(decl.start_byte());
+    let keyword = if text(decl, src).starts_with("var") { "var" } else { "const" };
+    let read = format!("{keyword} {name} = await {}.text(){}{}{indent}", text(receiver, src), style.semi(), style.eol);
+    let mut edits = vec![
+        Edit::insert(decl.start_byte(), read),
+        Edit::replace(init.start_byte(), init.end_byte(), format!("JSON.parse({name})")),
+        Edit::replace(stringify.start_byte(), stringify.end_byte(), name),
+    ];
+    edits.sort_by_key(|e| e.start);
+    Some(Fix::unsafe_(format!("read the body once with `.text()` and verify `{name}`"), edits).with_note(
+        "the body is read as text, verified as is, then parsed with JSON.parse: the parsed value is unchanged",
+    ))
+}
+
+/// The payloads a function verifies that are the parsed `req.body` itself.
+fn verifies_req_body<'t>(func: Node<'t>, req: &str, src: &str) -> Vec<Node<'t>> {
+    let body = format!("{req}.body");
+    verify::verified_payloads(func, src)
+        .into_iter()
+        .map(|(_, p)| ast::unwrap_expr(p))
+        .filter(|p| {
+            if text(*p, src) == body {
+                return true;
+            }
+            p.kind() == "identifier"
+                && ast::find_binding_init(func, text(*p, src), src, p.start_byte())
+                    .is_some_and(|i| text(ast::unwrap_expr(i), src) == body)
+        })
+        .collect()
+}
+
+fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let Some(scope) = model.scopes.first() else { return };
+    if !Arc::ptr_eq(scope.file(), cx.file) {
+        return;
+    }
+    let Some(func) = scope.node() else { return };
+    let src = cx.src();
+    let Some(req) = model.handler.request.as_deref() else { return };
+    let payloads = verifies_req_body(func, req, src);
+    let Some(first) = payloads.first() else { return };
+    let root = cx.file.root();
+    let Some(reg) = express_app::registration(root, func, src) else { return };
+    if ast::arguments(reg).iter().any(|a| express_app::is_raw_parser(*a, src)) {
+        return;
+    }
+    let Some(mount) = json_mount_before(root, reg, src) else { return };
+    let (line, _) = cx.file.line_col(mount.use_call.start_byte());
+    let message = format!(
+        "`{}` parses the body before this webhook route (line {line}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled",
+        text(mount.parser, src)
+    );
+    let fix = express_fix(cx, model, func, &format!("{req}.body"), None).unwrap_or_else(manual_fix);
+    out.push(
+        Diagnostic::new(RULE.id, cx.file, *first, message)
+            .in_handler(model, scope)
+            .help("register the webhook route before `express.json()` with `express.raw({ type: 'application/json' })`")
+            .with_fix(Some(fix)),
+    );
+}
+
+/// The JSON parser that runs before `reg`'s route: on the same app/router, or on the app a
+/// router is mounted on, before that mount; with a path prefix that covers the route.
+fn json_mount_before<'t>(root: Node<'t>, reg: Node<'t>, src: &str) -> Option<JsonMount<'t>> {
+    let target = ast::callee_path(reg, src).first().cloned()?;
+    let route = express_app::route_path(reg, src).unwrap_or_default();
+    let mounts = express_app::json_mounts(root, src);
+    let covers = |m: &JsonMount, path: &str| m.prefix(src).is_none_or(|p| path.starts_with(&p));
+    if let Some(m) = mounts
+        .iter()
+        .find(|m| m.target(src) == target && m.use_call.end_byte() <= reg.start_byte() && covers(m, &route))
+    {
+        return Some(*m);
+    }
+    let router_use = express_app::router_mount(root, &target, src)?;
+    let app = ast::callee_path(router_use, src).first().cloned()?;
+    let prefix = ast::arguments(router_use).first().and_then(|a| ast::string_value(*a, src)).unwrap_or_default();
+    let full = format!("{prefix}{route}");
+    mounts
+        .into_iter()
+        .find(|m| m.target(src) == app && m.use_call.end_byte() <= router_use.start_byte() && covers(m, &full))
+}
+
+/// Adds `express.raw(...)` to the route, verifies `req.body` itself, and registers the route
+/// before an earlier `express.json()` on the same object.
+fn express_fix(cx: &Context, model: &HandlerModel, func: Node, req_body: &str, stringify: Option<Node>) -> Option<Fix> {
+    let file = cx.file;
+    let src = cx.src();
+    let root = file.root();
+    let express = express_binding(file)?;
+    let reg = express_app::registration(root, func, src)?;
+    // The handler must not read the parsed body anywhere but in the verification.
+    let uses: Vec<Node> = ast::descendants_of_kind(func, "member_expression")
+        .into_iter()
+        .filter(|m| text(*m, src) == req_body)
+        .filter(|m| m.parent().is_none_or(|p| p.kind() != "member_expression" || text(p, src) == req_body))
+        .collect();
+    let verified: Vec<Node> = match stringify {
+        Some(s) => vec![s],
+        None => verifies_req_body(func, model.handler.request.as_deref()?, src),
+    };
+    if uses.iter().any(|u| !verified.iter().any(|v| ast::contains(*v, *u) || text(*v, src) == text(*u, src))) {
+        return None;
+    }
+    // `const payload = req.body` bindings are fine only through the verified payload.
+    let q = file.style().quote;
+    let raw = format!("{express}.raw({{ type: {q}application/json{q} }}), ");
+    let handler_arg = ast::arguments(reg).get(1).copied()?;
+    let mut edits = vec![];
+    if let Some(s) = stringify {
+        edits.push(Edit::replace(s.start_byte(), s.end_byte(), req_body.to_string()));
+    }
+    let mount = json_mount_same_target(root, reg, src);
+    match mount {
+        None => edits.push(Edit::insert(handler_arg.start_byte(), raw)),
+        Some(m) => {
+            let route_stmt = reg.parent().filter(|p| p.kind() == "expression_statement")?;
+            let mount_stmt = m.use_call.parent().filter(|p| p.kind() == "expression_statement")?;
+            if route_stmt.parent() != mount_stmt.parent()
+                || !stmts::owns_its_lines(file, route_stmt)
+                || !stmts::owns_its_lines(file, mount_stmt)
+            {
+                return None;
+            }
+            // Names the registration evaluates now (not inside functions) must exist earlier.
+            let between_decls: Vec<String> =
+                sibling_range(mount_stmt, route_stmt).iter().flat_map(|s| stmts::declared_names(*s, src)).collect();
+            let evaluated: Vec<Node> = ast::arguments(reg).into_iter().filter(|a| !ast::is_function(*a)).collect();
+            if evaluated.iter().any(|a| stmts::mentions_any(*a, src, &between_decls)) {
+                return None;
+            }
+            let indent = file.indent_at(mount_stmt.start_byte()).to_string();
+            let own = file.indent_at(route_stmt.start_byte()).to_string();
+            // Comments right above the route travel with it.
+            let mut lead = route_stmt;
+            while let Some(prev) = lead.prev_sibling().filter(|p| {
+                p.kind() == "comment" && p.end_position().row + 1 == lead.start_position().row && p != &mount_stmt
+            }) {
+                lead = prev;
+            }
+            let base = file.line_start(lead.start_byte());
+            let end = stmts::line_end_with_break(file, route_stmt.end_byte());
+            let (mut inner, outside): (Vec<Edit>, Vec<Edit>) =
+                std::mem::take(&mut edits).into_iter().partition(|e| base <= e.start && e.end <= end);
+            edits = outside;
+            inner.push(Edit::insert(handler_arg.start_byte(), raw));
+            inner.sort_by_key(|e| std::cmp::Reverse(e.start));
+            let mut original = src[base..end].to_string();
+            for e in inner {
+                original.replace_range(e.start - base..e.end - base, &e.replacement);
+            }
+            let mut moved = String::new();
+            for line in original.split_inclusive('\n') {
+                match line.strip_prefix(own.as_str()) {
+                    Some(rest) if !line.trim().is_empty() => {
+                        moved.push_str(&indent);
+                        moved.push_str(rest);
+                    }
+                    _ => moved.push_str(line),
+                }
+            }
+            if !moved.ends_with('\n') {
+                moved.push_str(file.style().eol);
+            }
+            // Keep the blank line that separated the route from what follows with it.
+            let next_end = stmts::line_end_with_break(file, end.min(src.len()));
+            let end = if end < src.len() && src[end..next_end].trim().is_empty() {
+                moved.push_str(file.style().eol);
+                next_end
+            } else {
+                end
+            };
+            let mount_line = file.line_start(mount_stmt.start_byte());
+            edits.push(Edit::insert(mount_line, moved));
+            edits.push(Edit::delete(base, end));
+        }
+    }
+    let note = if mount.is_some() {
+        "the route is registered before `express.json()`, so middleware mounted between the two places no longer runs for it; `req.body` is now the raw Buffer"
+    } else {
+        "`req.body` is now the raw Buffer on this route"
+    };
+    Some(
+        Fix::unsafe_("verify the raw body: `express.raw()` on the route, before `express.json()`", edits)
+            .with_note(note),
+    )
+}
+
+fn json_mount_same_target<'t>(root: Node<'t>, reg: Node<'t>, src: &str) -> Option<JsonMount<'t>> {
+    let target = ast::callee_path(reg, src).first().cloned()?;
+    express_app::json_mounts(root, src)
+        .into_iter()
+        .find(|m| m.target(src) == target && m.use_call.end_byte() <= reg.start_byte())
+}
+
+fn sibling_range<'t>(from: Node<'t>, to: Node<'t>) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    let mut cur = Some(from);
+    while let Some(n) = cur {
+        if n == to {
+            break;
+        }
+        out.push(n);
+        cur = n.next_named_sibling();
+    }
+    out
+}
+
+/// The local name of the default `express` import.
+fn express_binding(file: &SourceFile) -> Option<String> {
+    crate::project::imports(file)
+        .into_iter()
+        .find(|i| i.source == "express" && (i.imported == "default" || i.imported == "*"))
+        .map(|i| i.local)
+}
+
+fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let Some(scope) = model.scopes.first() else { return };
+    let file = scope.file();
+    let src = &file.text;
+    let disabled = regex::Regex::new(r"bodyParser\s*:\s*false").unwrap();
+    if disabled.is_match(src) {
+        return;
+    }
+    let Some((vscope, call)) = model
+        .scopes
+        .iter()
+        .find_map(|s| s.node().and_then(|f| verify::first_verification(f, &s.file().text)).map(|c| (s, c)))
+    else {
+        return;
+    };
+    let reads_stream = ["buffer(", "getRawBody(", "rawBody(", ".on('data'", ".on(\"data\"", "for await", "text("]
+        .iter()
+        .any(|m| model.scopes.iter().any(|s| s.node().is_some_and(|n| text(n, &s.file().text).contains(m))));
+    let has_config = regex::Regex::new(r"export\s+(const|let|var)\s+config\b").unwrap().is_match(src);
+    let fix = if reads_stream && !has_config && src.contains("export default") {
+        let style = file.style();
+        let q = style.quote;
+        let _ = q;
+        let sep = if src.ends_with('\n') { "" } else { style.eol };
+        let u = &style.indent_unit;
+        let eol = style.eol;
+        let text = format!(
+            "{sep}{eol}export const config = {{{eol}{u}api: {{{eol}{u}{u}bodyParser: false,{eol}{u}}},{eol}}}{}{eol}",
+            style.semi()
+        );
+        Fix::unsafe_("disable the pages-router body parser for this route", vec![Edit::insert(src.len(), text)])
+            .with_note(
+                "Next.js stops parsing the body of this route: `req.body` is undefined and the raw stream is readable",
+            )
+    } else {
+        Fix::display_only(
+            "disable the body parser and verify the raw stream",
+            "add `export const config = { api: { bodyParser: false } }` and read the raw body (`await buffer(req)`) for the verification",
+        )
+    };
+    out.push(
+        Diagnostic::new(RULE.id, vscope.file(), call, "this pages-router API route verifies a signature while Next.js parses the body (no `bodyParser: false`): the raw bytes the provider signed are gone, genuine deliveries fail and are retried until the endpoint is disabled")
+            .in_handler(model, vscope)
+            .help("export `config = { api: { bodyParser: false } }` and verify the raw stream")
+            .with_fix(Some(fix)),
+    );
+}
+
+fn fastify_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let Some(scope) = model.scopes.first() else { return };
+    let file = scope.file();
+    let src = &file.text;
+    let Some(func) = scope.node() else { return };
+    let Some(req) = model.handler.request.as_deref() else { return };
+    let creates_instance = regex::Regex::new(r"(?i)\bfastify\s*\(").unwrap().is_match(src);
+    let lower = src.to_ascii_lowercase();
+    if !creates_instance
+        || lower.contains("addcontenttypeparser")
+        || lower.contains("rawbody")
+        || lower.contains("raw-body")
+    {
+        return;
+    }
+    let Some(first) = verifies_req_body(func, req, src).into_iter().next() else {
+        return;
+    };
+    out.push(
+        Diagnostic::new(RULE.id, file, first, format!("`{req}.body` is the JSON Fastify parsed, not the bytes the provider signed: genuine deliveries fail verification and are retried until the endpoint is disabled"))
+            .in_handler(model, scope)
+            .help("register `addContentTypeParser('application/json', { parseAs: 'buffer' }, ...)` (or `fastify-raw-body`) and verify the buffer")
+            .with_fix(Some(Fix::display_only(
+                "keep the raw body in Fastify",
+                "register `fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => done(null, body))` in this route's plugin scope (or use `fastify-raw-body` and verify `request.rawBody`)",
+            ))),
+    );
+}

@@ -1,13 +1,248 @@
-//! PLACEHOLDER: not implemented yet.
+//! sqs-batch-all-or-nothing
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::{Edit, Fix, text as fixtext};
+use crate::model::Framework;
+use crate::model::ast::{self, text};
+use crate::source::{Dialect, SourceFile};
+use tree_sitter::Node;
+
+const DOCS: &str = r#"
+## What it finds
+A Lambda SQS handler that processes `event.Records` (a `for...of` / indexed `for` loop, or
+`Promise.all(event.Records.map(...))`) where one record's failure throws out of the handler: no
+`try/catch` per record, or a catch that rethrows. Not reported when the handler returns
+`{ batchItemFailures }`, or when failures are caught and not rethrown (that is a swallowed
+error, another rule's concern).
+
+## Why retries break it
+When the invocation throws, SQS makes the WHOLE batch visible again: the records that were
+already processed successfully are delivered and processed again (a retry after success),
+and one poison record keeps re-running its nine healthy neighbours until it reaches the
+dead-letter queue.
+
+## Bad
+```ts
+export const handler: SQSHandler = async (event) => {
+  for (const record of event.Records) {
+    await processOrder(JSON.parse(record.body));
+  }
+};
+```
+
+## Good
+```ts
+export const handler: SQSHandler = async (event) => {
+  const batchItemFailures: { itemIdentifier: string }[] = [];
+  for (const record of event.Records) {
+    try {
+      await processOrder(JSON.parse(record.body));
+    } catch (err) {
+      console.error(err);
+      batchItemFailures.push({ itemIdentifier: record.messageId });
+    }
+  }
+  return { batchItemFailures };
+};
+```
+The event source mapping must have `ReportBatchItemFailures` in its `FunctionResponseTypes`
+(serverless: `functionResponseType: ReportBatchItemFailures`; CDK:
+`reportBatchItemFailures: true`), otherwise the response is ignored.
+
+## Fix (unsafe)
+For a `for...of` loop over `event.Records` directly in the handler with no other `return`:
+declares `batchItemFailures`, wraps the loop body in `try/catch` that logs the error and pushes
+`{ itemIdentifier: record.messageId }`, and returns `{ batchItemFailures }` at the end of the
+handler. Review: enable `ReportBatchItemFailures` on the event source mapping; a handler typed
+to return `void` needs `SQSBatchResponse`. Other shapes (`Promise.all(map)`, rethrowing catches)
+get a display-only fix.
+"#;
 
 pub const RULE: Rule = Rule {
     id: "sqs-batch-all-or-nothing",
-    summary: "not implemented yet",
-    docs: "",
-    fix: FixAvailability::None,
+    summary: "one failed SQS record fails the whole batch: processed records are redelivered",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
     check,
 };
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        if model.handler.framework != Framework::LambdaSqs {
+            continue;
+        }
+        let Some(scope) = model.scopes.first() else { continue };
+        let Some(func) = scope.node() else { continue };
+        let file = scope.file();
+        let src = &file.text;
+        if text(func, src).contains("batchItemFailures") || text(func, src).contains("allSettled") {
+            continue;
+        }
+        if !is_sqs(func, src) {
+            continue;
+        }
+        let Some((lp, body)) = records_loop(func, src) else { continue };
+        if handled_per_record(body, src) || inside_swallowing_try(lp, func, src) {
+            continue;
+        }
+        let message = "a failure of one record throws out of the handler and SQS redelivers the whole batch: the records already processed run again";
+        out.push(
+            Diagnostic::new(RULE.id, file, lp, message)
+                .in_handler(model, scope)
+                .help("catch per record and return `{ batchItemFailures: [{ itemIdentifier: record.messageId }] }` (with ReportBatchItemFailures enabled)")
+                .with_fix(Some(fix(file, func, lp, body))),
+        );
+    }
+}
+
+/// The loop over the records and its body (a block or a callback body).
+fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
+    let mut found = None;
+    ast::walk(func, &mut |n| {
+        if found.is_some() {
+            return false;
+        }
+        match n.kind() {
+            "for_in_statement" => {
+                let right = n.child_by_field_name("right").map(|r| text(r, src)).unwrap_or("");
+                if right.ends_with(".Records") || right == "Records" {
+                    found = n.child_by_field_name("body").map(|b| (n, b));
+                }
+            }
+            "for_statement" => {
+                let cond = n.child_by_field_name("condition").map(|c| text(c, src)).unwrap_or("");
+                if cond.contains("Records.length") {
+                    found = n.child_by_field_name("body").map(|b| (n, b));
+                }
+            }
+            "call_expression" => {
+                let path = ast::callee_path(n, src);
+                if path.len() >= 2
+                    && path[path.len() - 2] == "Records"
+                    && path.last().is_some_and(|m| m == "map")
+                    && ast::ancestors(n)
+                        .take(3)
+                        .any(|a| a.kind() == "call_expression" && text(a, src).starts_with("Promise.all("))
+                    && let Some(cb) = ast::arguments(n).first().filter(|a| ast::is_function(**a))
+                {
+                    found = ast::function_body(*cb).map(|b| (n, b));
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    found
+}
+
+/// Every statement of the body sits in a `try` whose catch does not rethrow.
+fn handled_per_record(body: Node, src: &str) -> bool {
+    let statements: Vec<Node> = if body.kind() == "statement_block" {
+        ast::named_children(body).into_iter().filter(|c| c.kind() != "comment").collect()
+    } else {
+        vec![body]
+    };
+    let tries: Vec<&Node> = statements.iter().filter(|s| s.kind() == "try_statement").collect();
+    !tries.is_empty()
+        && tries.iter().all(|t| !catch_rethrows(**t, src))
+        && statements.iter().filter(|s| s.kind() != "try_statement").all(|s| {
+            // declarations and guards before the try rarely throw
+            matches!(s.kind(), "lexical_declaration" | "variable_declaration" | "if_statement" | "continue_statement")
+        })
+}
+
+fn catch_rethrows(try_stmt: Node, _src: &str) -> bool {
+    try_stmt.child_by_field_name("handler").is_some_and(|h| !ast::descendants_of_kind(h, "throw_statement").is_empty())
+}
+
+fn inside_swallowing_try(lp: Node, func: Node, src: &str) -> bool {
+    ast::ancestors(lp)
+        .take_while(|a| *a != func)
+        .any(|a| a.kind() == "try_statement" && a.child_by_field_name("handler").is_some() && !catch_rethrows(a, src))
+}
+
+fn manual(reason: &str) -> Fix {
+    Fix::display_only("report batch item failures per record", reason.to_string())
+}
+
+fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
+    let src = &file.text;
+    if lp.kind() != "for_in_statement" || body.kind() != "statement_block" {
+        return manual(
+            "catch each record's failure, collect `{ itemIdentifier: record.messageId }` and return `{ batchItemFailures }`",
+        );
+    }
+    let Some(fbody) = ast::function_body(func).filter(|b| b.kind() == "statement_block") else {
+        return manual("the handler has no block body");
+    };
+    if lp.parent() != Some(fbody) {
+        return manual(
+            "the records loop is nested: collect failures and return `{ batchItemFailures }` from the handler",
+        );
+    }
+    let has_return =
+        ast::descendants_of_kind(fbody, "return_statement").iter().any(|r| ast::enclosing_function(*r) == Some(func));
+    if has_return {
+        return manual("the handler already returns: add `batchItemFailures` to what it returns");
+    }
+    let Some(left) = lp.child_by_field_name("left") else { return manual("unknown loop variable") };
+    let record = match left.kind() {
+        "identifier" => format!("{}.messageId", text(left, src)),
+        "object_pattern"
+            if ast::mentions_identifier(left, src, "messageId") || text(left, src).contains("messageId") =>
+        {
+            let mut names = Vec::new();
+            ast::bound_names(left, src, &mut names);
+            if names.iter().any(|n| n == "messageId") {
+                "messageId".to_string()
+            } else {
+                return manual("the loop destructures the record without `messageId`");
+            }
+        }
+        _ => return manual("the loop destructures the record without `messageId`"),
+    };
+    let stmts: Vec<Node> = ast::named_children(body);
+    let (Some(first), Some(last)) = (stmts.first(), stmts.last()) else {
+        return manual("empty loop body");
+    };
+    if ["batchItemFailures", "err"].iter().any(|n| ast::mentions_identifier(func, src, n)) {
+        return manual("`batchItemFailures` or `err` is already used in the handler");
+    }
+    let style = file.style();
+    let semi = style.semi();
+    let eol = style.eol;
+    let unit = &style.indent_unit;
+    let loop_indent = file.indent_at(lp.start_byte()).to_string();
+    let inner = file.indent_at(first.start_byte()).to_string();
+    let ty = if file.dialect == Dialect::TypeScript || file.path.extension().is_some_and(|e| e == "tsx") {
+        ": { itemIdentifier: string }[]"
+    } else {
+        ""
+    };
+    let mut edits = vec![Edit::insert(
+        file.line_start(lp.start_byte()),
+        format!("{loop_indent}const batchItemFailures{ty} = []{semi}{eol}"),
+    )];
+    let close = format!(
+        "}} catch (err) {{{eol}{inner}{unit}console.error(err){semi}{eol}{inner}{unit}batchItemFailures.push({{ itemIdentifier: {record} }}){semi}{eol}{inner}}}"
+    );
+    edits.extend(fixtext::wrap_statements(file, body, *first, *last, "try {", &close));
+    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment").unwrap_or(lp);
+    let end = fixtext::line_end(file, last_stmt.end_byte());
+    edits.push(Edit::insert(end, format!("{eol}{loop_indent}return {{ batchItemFailures }}{semi}")));
+    Fix::unsafe_("collect per-record failures and return `{ batchItemFailures }`", edits).with_note(
+        "enable ReportBatchItemFailures on the SQS event source mapping, or Lambda ignores the response; a handler typed to return void must return SQSBatchResponse",
+    )
+}
+
+/// SQS records, not S3/SNS/DynamoDB/Kinesis ones (whose failure handling differs).
+fn is_sqs(func: Node, src: &str) -> bool {
+    let t = text(func, src);
+    if [".Sns", ".s3", ".dynamodb", ".kinesis", "S3Event", "SNSEvent", "DynamoDBStreamEvent", "KinesisStreamEvent"]
+        .iter()
+        .any(|m| t.contains(m))
+    {
+        return false;
+    }
+    src.contains("SQS") || t.contains("messageId") || t.contains("receiptHandle") || t.contains(".body")
+}

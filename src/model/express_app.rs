@@ -1,0 +1,128 @@
+//! Express middleware order: where body parsers are mounted (`app.use(express.json())`) and
+//! where a handler's route is registered, so a rule can tell which parser a route sees.
+
+use super::ast::{self, text};
+use tree_sitter::Node;
+
+const ROUTE_METHODS: &[&str] = &["post", "put", "patch", "all", "use"];
+
+/// `app.use([prefix,] express.json(opts?))` and the parser call inside it.
+#[derive(Clone, Copy, Debug)]
+pub struct JsonMount<'t> {
+    pub use_call: Node<'t>,
+    pub parser: Node<'t>,
+}
+
+impl<'t> JsonMount<'t> {
+    /// The object it is mounted on: `app`, `router`.
+    pub fn target(&self, src: &str) -> String {
+        ast::callee_path(self.use_call, src).first().cloned().unwrap_or_default()
+    }
+
+    pub fn prefix(&self, src: &str) -> Option<String> {
+        ast::arguments(self.use_call).first().and_then(|a| ast::string_value(*a, src))
+    }
+
+    /// `express.json({ verify: (req, res, buf) => ... })` keeps the raw bytes.
+    pub fn keeps_raw(&self, src: &str) -> bool {
+        ast::arguments(self.parser)
+            .first()
+            .is_some_and(|o| o.kind() == "object" && ast::object_property(*o, "verify", src).is_some())
+    }
+}
+
+/// Whether `call` creates a JSON body parser: `express.json()`, `bodyParser.json()`, `json()`.
+pub fn is_json_parser(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    match path.as_slice() {
+        [name] => name == "json" && !src.contains("from 'hono") && !src.contains("from \"hono"),
+        [obj, name] => {
+            name == "json" && {
+                let o = obj.to_ascii_lowercase();
+                o == "express" || o.contains("bodyparser") || o == "parser"
+            }
+        }
+        _ => false,
+    }
+}
+
+/// Raw body middleware on a route: `express.raw(...)`, `bodyParser.raw(...)`, `express.text(...)`.
+pub fn is_raw_parser(node: Node, src: &str) -> bool {
+    let node = ast::unwrap_expr(node);
+    node.kind() == "call_expression"
+        && ast::callee_name(node, src).is_some_and(|n| n == "raw" || n == "text")
+        && ast::callee_path(node, src).len() <= 2
+}
+
+/// Every `X.use(..., express.json(), ...)` in the file, in source order.
+pub fn json_mounts<'t>(root: Node<'t>, src: &str) -> Vec<JsonMount<'t>> {
+    let mut out = Vec::new();
+    for call in ast::calls_in(root, false) {
+        let path = ast::callee_path(call, src);
+        if path.len() != 2 || path[1] != "use" {
+            continue;
+        }
+        for arg in ast::arguments(call) {
+            let arg = ast::unwrap_expr(arg);
+            if arg.kind() == "call_expression" && is_json_parser(arg, src) {
+                out.push(JsonMount { use_call: call, parser: arg });
+            }
+        }
+    }
+    out
+}
+
+/// The `app.post(path, ...middleware, handler)` call that registers `func`, found either as
+/// the call `func` is an argument of, or by the function's name.
+pub fn registration<'t>(root: Node<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    for anc in ast::ancestors(func) {
+        if anc.kind() == "call_expression" && is_route_call(anc, src) {
+            return Some(anc);
+        }
+        if ast::is_function(anc) {
+            break;
+        }
+    }
+    let name = function_name(func, src)?;
+    ast::calls_in(root, false).into_iter().find(|c| {
+        is_route_call(*c, src)
+            && ast::arguments(*c).last().is_some_and(|a| a.kind() == "identifier" && text(*a, src) == name)
+    })
+}
+
+fn is_route_call(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let args = ast::arguments(call);
+    path.len() == 2
+        && ROUTE_METHODS.contains(&path[1].to_ascii_lowercase().as_str())
+        && path[1] != "use"
+        && args.len() >= 2
+        && args.first().is_some_and(|a| a.kind() == "string" || a.kind() == "template_string")
+}
+
+/// The name a function is bound to: `function f`, `const f = () => ...`.
+pub fn function_name(func: Node, src: &str) -> Option<String> {
+    if let Some(n) = func.child_by_field_name("name") {
+        return Some(text(n, src).to_string());
+    }
+    let parent = func.parent()?;
+    if parent.kind() == "variable_declarator" {
+        return parent.child_by_field_name("name").map(|n| text(n, src).to_string());
+    }
+    None
+}
+
+/// The route path of a registration call.
+pub fn route_path(registration: Node, src: &str) -> Option<String> {
+    ast::arguments(registration).first().and_then(|a| ast::string_value(*a, src))
+}
+
+/// `app.use(prefix, router)`: where `router` is mounted on `app`.
+pub fn router_mount<'t>(root: Node<'t>, router: &str, src: &str) -> Option<Node<'t>> {
+    ast::calls_in(root, false).into_iter().find(|c| {
+        let path = ast::callee_path(*c, src);
+        path.len() == 2
+            && path[1] == "use"
+            && ast::arguments(*c).iter().any(|a| a.kind() == "identifier" && text(*a, src) == router)
+    })
+}

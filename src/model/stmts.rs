@@ -1,0 +1,90 @@
+//! Statement-level questions the moving fixes ask: which names a statement declares, which
+//! it reads, and its text re-indented for another place.
+
+use super::ast::{self, text};
+use crate::source::SourceFile;
+use tree_sitter::Node;
+
+/// Names a statement declares at its own level (`const a = ...`, `let { b } = ...`, functions).
+pub fn declared_names(stmt: Node, src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    match stmt.kind() {
+        "lexical_declaration" | "variable_declaration" => {
+            for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
+                if let Some(name) = d.child_by_field_name("name") {
+                    ast::bound_names(name, src, &mut out);
+                }
+            }
+        }
+        "function_declaration" | "class_declaration" => {
+            if let Some(n) = stmt.child_by_field_name("name") {
+                out.push(text(n, src).to_string());
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Whether `node` reads any of `names`.
+pub fn mentions_any(node: Node, src: &str, names: &[String]) -> bool {
+    names.iter().any(|n| ast::mentions_identifier(node, src, n))
+}
+
+/// Names declared anywhere inside `node` (parameters of nested functions included).
+pub fn all_declared_names(node: Node, src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    ast::walk(node, &mut |n| {
+        if n.kind() == "variable_declarator"
+            && let Some(name) = n.child_by_field_name("name")
+        {
+            ast::bound_names(name, src, &mut out);
+        }
+        if ast::is_function(n) {
+            out.extend(ast::parameter_names(n, src));
+        }
+        if n.kind() == "catch_clause"
+            && let Some(p) = n.child_by_field_name("parameter")
+        {
+            ast::bound_names(p, src, &mut out);
+        }
+        true
+    });
+    out
+}
+
+/// The full lines of `stmt` (from its line start to the end of its last line, with the line
+/// break), re-indented from the statement's own indentation to `indent`.
+pub fn reindented_lines(file: &SourceFile, stmt: Node, indent: &str) -> String {
+    let start = file.line_start(stmt.start_byte());
+    let own = file.indent_at(stmt.start_byte()).to_string();
+    let end = line_end_with_break(file, stmt.end_byte());
+    let mut out = String::new();
+    for line in file.text[start..end].split_inclusive('\n') {
+        match line.strip_prefix(own.as_str()) {
+            Some(rest) if !line.trim().is_empty() => {
+                out.push_str(indent);
+                out.push_str(rest);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// The offset just after the line break ending the line that holds `offset`.
+pub fn line_end_with_break(file: &SourceFile, offset: usize) -> usize {
+    file.text[offset..].find('\n').map_or(file.text.len(), |i| offset + i + 1)
+}
+
+/// Whether the statement occupies its lines alone (nothing but whitespace around it).
+pub fn owns_its_lines(file: &SourceFile, stmt: Node) -> bool {
+    let start = file.line_start(stmt.start_byte());
+    let end = line_end_with_break(file, stmt.end_byte());
+    file.text[start..stmt.start_byte()].trim().is_empty() && file.text[stmt.end_byte()..end].trim().is_empty()
+}
+
+/// The child of `block` that contains `node`.
+pub fn child_containing<'t>(block: Node<'t>, node: Node<'t>) -> Option<Node<'t>> {
+    ast::named_children(block).into_iter().find(|c| ast::contains(*c, node))
+}

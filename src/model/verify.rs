@@ -1,0 +1,91 @@
+//! Signature verification calls: which call verifies a provider signature, and which
+//! arguments carry the payload it verifies.
+
+use super::ast::{self, text};
+use tree_sitter::Node;
+
+/// Whether `call` verifies (or computes, for an HMAC) a webhook signature.
+pub fn is_verification_call(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let lower: Vec<String> = path.iter().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).collect();
+    let Some(last) = lower.last().map(String::as_str) else {
+        return false;
+    };
+    let root = lower.first().map(String::as_str).unwrap_or("");
+    match last {
+        "constructevent"
+        | "constructeventasync"
+        | "verifywebhook"
+        | "verifysignature"
+        | "verifywebhooksignature"
+        | "validatewebhook"
+        | "validatewebhooksignature"
+        | "verifyandreceive"
+        | "timingsafeequal"
+        | "isvalidsignature"
+        | "verifyrequestsignature"
+        | "createhmac"
+        | "parseeventnotification" => true,
+        // jwt/bcrypt/argon `verify` check tokens and passwords, not deliveries.
+        "verify" => !matches!(root, "jwt" | "jsonwebtoken" | "bcrypt" | "argon2" | "jose" | "totp" | "otp"),
+        "unmarshal" => lower.iter().any(|s| s == "webhooks"),
+        "webhook" => lower.iter().any(|s| s == "authenticate"),
+        "validate" => lower.iter().any(|s| s == "webhooks"),
+        _ => false,
+    }
+}
+
+/// The payload arguments of a verification call: `constructEvent(payload, ...)`,
+/// `wh.verify(payload, headers)`, `createHmac(...).update(payload)`.
+pub fn payload_arguments<'t>(call: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    let last = ast::callee_name(call, src).unwrap_or_default().to_ascii_lowercase();
+    let args = ast::arguments(call);
+    match last.trim_end_matches("()") {
+        "createhmac" | "timingsafeequal" => Vec::new(),
+        _ => args.into_iter().take(1).collect(),
+    }
+}
+
+/// `createHmac(...).update(x)` calls: `x` is the signed payload.
+pub fn hmac_update_payload<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let func = call.child_by_field_name("function")?;
+    if func.kind() != "member_expression"
+        || func.child_by_field_name("property").map(|p| text(p, src)) != Some("update")
+    {
+        return None;
+    }
+    let object = func.child_by_field_name("object")?;
+    let mut inner = ast::unwrap_expr(object);
+    // createHmac(...) directly, or a `const hmac = createHmac(...)` binding
+    if inner.kind() == "identifier" {
+        let scope = ast::enclosing_function(call).unwrap_or(call);
+        inner = ast::find_binding_init(scope, text(inner, src), src, call.start_byte()).map(ast::unwrap_expr)?;
+    }
+    if inner.kind() != "call_expression" || ast::callee_name(inner, src).is_none_or(|n| n != "createHmac") {
+        return None;
+    }
+    ast::arguments(call).into_iter().next()
+}
+
+/// Every (verification call, payload argument) pair in `node`.
+pub fn verified_payloads<'t>(node: Node<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>)> {
+    let mut out = Vec::new();
+    for call in ast::calls_in(node, false) {
+        if let Some(p) = hmac_update_payload(call, src) {
+            out.push((call, p));
+        } else if is_verification_call(call, src) {
+            for p in payload_arguments(call, src) {
+                out.push((call, p));
+            }
+        }
+    }
+    out
+}
+
+/// The first verification call in `node` (source order).
+pub fn first_verification<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
+    ast::calls_in(node, false)
+        .into_iter()
+        .filter(|c| is_verification_call(*c, src) || hmac_update_payload(*c, src).is_some())
+        .min_by_key(|c| c.start_byte())
+}
