@@ -113,6 +113,17 @@ fn found_marker(cond: Node, positive: bool, func: Node, src: &str) -> bool {
         && !path.iter().any(|p| p.to_ascii_lowercase().contains("user"))
 }
 
+/// Whether the key of a `SET NX` is read (`get`/`exists`) earlier in the same function.
+fn read_before(nx: Node, src: &str) -> bool {
+    let Some(key) = ast::arguments(nx).first().map(|k| text(*k, src)) else { return false };
+    let Some(func) = ast::enclosing_function(nx) else { return false };
+    ast::calls_in(func, false).into_iter().any(|c| {
+        c.start_byte() < nx.start_byte()
+            && matches!(ast::callee_name(c, src).as_deref(), Some("get" | "exists"))
+            && ast::arguments(c).first().is_some_and(|a| text(*a, src) == key)
+    })
+}
+
 fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
     for (cond, positive) in responses::branch_conditions(resp.node, func) {
         let ct = text(cond, src);
@@ -130,6 +141,9 @@ fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
         if let Some(call) = nx_failed(cond, positive, func, src) {
             return match nx_kind(call, src) {
                 NxKind::Done => Some(Reason::Marker),
+                // A lease that is later marked done: a completed duplicate is answered by an
+                // earlier read of the key, if there is one; the NX branch is then a race.
+                NxKind::Ambiguous if read_before(call, src) => None,
                 NxKind::Ambiguous => Some(Reason::Ambiguous),
                 NxKind::Lease => None,
             };

@@ -43,7 +43,7 @@ lease and the done marker), the fix is display-only: the branch must first tell 
 
 Decisions: `processing` / `running` / `locked` count only when compared with a value read
 from the dedupe store (a query, lookup, guard or lock result), never with the event's own
-fields (a WooCommerce order is "processing"); `in-progress` always counts. A `SET NX` whose TTL is at most one hour, or whose key is deleted on failure, is
+fields (a WooCommerce order is "processing"); `in-progress` always counts. A `SET NX` whose TTL is at most 15 minutes, or whose key is deleted on failure, is
 a lease; a key that is later overwritten with a done value is ambiguous. Handlers that use a
 longer-lived NX key as a done marker are `duplicate-not-2xx`'s concern.
 "#;
@@ -252,7 +252,9 @@ pub fn nx_kind(call: Node, src: &str) -> NxKind {
             _ => {}
         }
     }
-    let short = nx_ttl(call, src).is_some_and(|t| t <= 3600);
+    // Leases live for seconds to minutes; an hour-long key that nobody releases is a
+    // (too short) done marker.
+    let short = nx_ttl(call, src).is_some_and(|t| t <= 900);
     match (short || released, marked_done) {
         (true, true) => NxKind::Ambiguous,
         (true, false) if !short => NxKind::Ambiguous,

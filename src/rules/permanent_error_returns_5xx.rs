@@ -246,7 +246,7 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     }
                     let fix = wrap_fix(model, file, call);
                     out.push(diag(model, scope, call, format!(
-                        "`{}` throws on {what} outside any try: the framework answers 500 and the provider retries a delivery that can never succeed",
+                        "`{}` throws on {what} outside any try: the uncaught error answers 500 (or hangs the request) and the provider retries a delivery that can never succeed",
                         callee(call, src)
                     ), fix));
                 }

@@ -165,6 +165,13 @@ impl Cx<'_> {
         let mut cur = node;
         while cur != body {
             let Some(parent) = cur.parent() else { return false };
+            // `if (!(await handOff(req, res))) return;`: the helper answered.
+            if parent.kind() == "if_statement"
+                && self.mode == Mode::Object
+                && parent.child_by_field_name("condition").is_some_and(|c| self.sends(c))
+            {
+                return true;
+            }
             if matches!(parent.kind(), "statement_block" | "switch_case" | "switch_default") {
                 let mut prev = cur.prev_named_sibling();
                 while let Some(p) = prev {
