@@ -574,20 +574,13 @@ mod sql {
         let raw = c[1].to_string();
         let rest = c.get(2).map_or("", |m| m.as_str());
         let upper = raw.to_ascii_uppercase();
-        if [
-            "CONSTRAINT",
-            "PRIMARY",
-            "UNIQUE",
-            "FOREIGN",
-            "KEY",
-            "INDEX",
-            "CHECK",
-            "EXCLUDE",
-            "FULLTEXT",
-            "SPATIAL",
-            "LIKE",
-        ]
-        .contains(&upper.as_str())
+        // MySQL's `KEY name (cols)` / `INDEX (cols)` is an index; `key TEXT` is a column.
+        static INDEX_DEF: OnceLock<Regex> = OnceLock::new();
+        if re(&INDEX_DEF, || format!(r"(?is)^(?:key|index)\s+(?:{IDENT}\s*)?\(")).is_match(def) {
+            return None;
+        }
+        if ["CONSTRAINT", "PRIMARY", "UNIQUE", "FOREIGN", "CHECK", "EXCLUDE", "FULLTEXT", "SPATIAL", "LIKE"]
+            .contains(&upper.as_str())
             && !raw.starts_with(['"', '`', '['])
         {
             return None;
@@ -1321,6 +1314,20 @@ mod tests {
             "create table webhook_deliveries (id bigserial primary key, event_id bigint references events(id));\ncreate table processed_webhooks (provider text, event_id text, constraint pk primary key (provider, event_id));\nalter table idempotency_keys add column key text;".to_string(),
         )];
         assert!(sql::findings(&sql::replay(&files)).is_empty());
+    }
+
+    #[test]
+    fn key_column_is_not_a_mysql_index() {
+        let files = vec![(
+            "0001_keys.sql".into(),
+            "CREATE TABLE idempotency_keys (\n  id INT AUTO_INCREMENT,\n  `key` VARCHAR(255) NOT NULL,\n  KEY idx_key (`key`),\n  PRIMARY KEY (id)\n);".to_string(),
+        )];
+        let tables = sql::replay(&files);
+        let found = sql::findings(&tables);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].1.raw, "`key`");
+        let plain = vec![("k.sql".into(), "create table idempotency_keys (key text not null);".to_string())];
+        assert_eq!(sql::findings(&sql::replay(&plain)).len(), 1);
     }
 
     #[test]
