@@ -109,6 +109,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
 enum Strength {
     /// `analytics_events`: only explicit idempotency/dedupe key columns.
     Weak,
+    /// `events`, `Event`: often a calendar or analytics model, so only `eventId`, a
+    /// provider-prefixed event id, and a textual `id` that is not already keyed.
+    Bare,
     /// `stripe_events`, `events`, `seen_messages`: event id columns and a textual `id`.
     Provider,
     /// `processed_events`, `idempotency_keys`: any key column.
@@ -157,8 +160,10 @@ fn table_strength(names: &[String]) -> Option<Strength> {
         ];
         let s = if STRONG.iter().any(|w| n.contains(w)) {
             Strength::Strong
-        } else if PROVIDER.iter().any(|w| n.contains(w)) || n == "event" || n == "events" {
+        } else if PROVIDER.iter().any(|w| n.contains(w)) {
             Strength::Provider
+        } else if n == "event" || n == "events" {
+            Strength::Bare
         } else {
             Strength::Weak
         };
@@ -175,6 +180,15 @@ fn key_tier(column: &str, strength: Strength) -> Option<u8> {
     }
     if strength == Strength::Weak {
         return None;
+    }
+    if strength == Strength::Bare {
+        const PREFIXES: &[&str] =
+            &["", "stripe", "github", "shopify", "svix", "clerk", "paddle", "webhook", "provider"];
+        return match n.as_str() {
+            "id" => Some(3),
+            _ if PREFIXES.iter().any(|p| n == format!("{p}eventid")) => Some(1),
+            _ => None,
+        };
     }
     if n.ends_with("eventid") || n.ends_with("deliveryid") || n == "svixid" || n == "eventkey" {
         return Some(1);
@@ -210,7 +224,7 @@ fn non_unique_key(columns: &[Column], unique_sets: &[Vec<String>], strength: Str
         }
         let Some(tier) = c.names.iter().filter_map(|n| key_tier(n, strength)).min() else { continue };
         // A generic `id` only stands for the event id in a table without any other key.
-        if tier == 3 && strength == Strength::Provider && (!c.textual || has_pk) {
+        if tier == 3 && strength < Strength::Strong && (!c.textual || has_pk) {
             continue;
         }
         if best.is_none_or(|(t, _)| tier < t) {
@@ -1328,6 +1342,17 @@ mod tests {
         assert_eq!(found[0].1.raw, "`key`");
         let plain = vec![("k.sql".into(), "create table idempotency_keys (key text not null);".to_string())];
         assert_eq!(sql::findings(&sql::replay(&plain)).len(), 1);
+    }
+
+    #[test]
+    fn bare_events_tables_need_an_event_id_column() {
+        use super::{Column, Strength, non_unique_key, table_strength};
+        let col = |n: &str| Column { names: vec![n.to_string()], textual: true, ..Column::default() };
+        let id = Column { primary: true, ..col("id") };
+        assert_eq!(table_strength(&["Event".into()]), Some(Strength::Bare));
+        assert_eq!(non_unique_key(&[id.clone(), col("externalEventId")], &[], Strength::Bare), None);
+        assert_eq!(non_unique_key(&[id.clone(), col("stripeEventId")], &[], Strength::Bare), Some(1));
+        assert_eq!(non_unique_key(&[id, col("externalEventId")], &[], Strength::Strong), Some(1));
     }
 
     #[test]
