@@ -61,7 +61,9 @@ migration: there the fix is display-only.
   variable, Mongoose model or schema variable) names processed/handled/deduplicated events,
   an inbox or idempotency keys, or webhook/provider events (`stripe_events`). Generic
   `*_events` tables (`calendar_events`, `analytics_events`) are only checked for explicit
-  idempotency/dedupe key columns, so an analytics table's `event_id` is not reported.
+  idempotency/dedupe key columns, so an analytics table's `event_id` is not reported; a bare
+  `Event`/`events` model (often a calendar) only for `eventId` or a provider-prefixed event
+  id (`stripeEventId`), or a textual `id` in a table with no key at all.
 - The key column is, in order: an idempotency/dedupe key column, an event id column
   (`event_id`, `stripe_event_id`, `delivery_id`, `svix_id`), then (for dedupe tables)
   `message_id`/`key`/`job_id`, then `id`. A column that is a foreign key (`@relation`,
@@ -69,6 +71,8 @@ migration: there the fix is display-only.
 - A composite unique constraint or primary key that includes the column counts (dedupe per
   provider, `@@unique([provider, eventId])`). A later migration's unique index counts.
 - A Mongoose schema with a custom `_id` is keyed by `_id`, which is always unique.
+- Not read (yet): Knex and TypeORM schemas, and tables whose name does not say what they hold
+  even when a handler uses them as its dedupe marker.
 "#;
 
 pub const RULE: Rule = Rule {
