@@ -103,6 +103,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "mysqlTable",
             "sqliteTable",
             "Schema(",
+            "new Schema<",
+            ".Schema<",
             "retrysafe-ignore",
             "constructEvent",
             "express.json",

@@ -61,7 +61,9 @@ migration: there the fix is display-only.
   variable, Mongoose model or schema variable) names processed/handled/deduplicated events,
   an inbox or idempotency keys, or webhook/provider events (`stripe_events`). Generic
   `*_events` tables (`calendar_events`, `analytics_events`) are only checked for explicit
-  idempotency/dedupe key columns, so an analytics table's `event_id` is not reported.
+  idempotency/dedupe key columns, so an analytics table's `event_id` is not reported; a bare
+  `Event`/`events` model (often a calendar) only for `eventId` or a provider-prefixed event
+  id (`stripeEventId`), or a textual `id` in a table with no key at all.
 - The key column is, in order: an idempotency/dedupe key column, an event id column
   (`event_id`, `stripe_event_id`, `delivery_id`, `svix_id`), then (for dedupe tables)
   `message_id`/`key`/`job_id`, then `id`. A column that is a foreign key (`@relation`,
@@ -69,6 +71,8 @@ migration: there the fix is display-only.
 - A composite unique constraint or primary key that includes the column counts (dedupe per
   provider, `@@unique([provider, eventId])`). A later migration's unique index counts.
 - A Mongoose schema with a custom `_id` is keyed by `_id`, which is always unique.
+- Not read (yet): Knex and TypeORM schemas, and tables whose name does not say what they hold
+  even when a handler uses them as its dedupe marker.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -109,6 +113,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
 enum Strength {
     /// `analytics_events`: only explicit idempotency/dedupe key columns.
     Weak,
+    /// `events`, `Event`: often a calendar or analytics model, so only `eventId`, a
+    /// provider-prefixed event id, and a textual `id` that is not already keyed.
+    Bare,
     /// `stripe_events`, `events`, `seen_messages`: event id columns and a textual `id`.
     Provider,
     /// `processed_events`, `idempotency_keys`: any key column.
@@ -157,8 +164,10 @@ fn table_strength(names: &[String]) -> Option<Strength> {
         ];
         let s = if STRONG.iter().any(|w| n.contains(w)) {
             Strength::Strong
-        } else if PROVIDER.iter().any(|w| n.contains(w)) || n == "event" || n == "events" {
+        } else if PROVIDER.iter().any(|w| n.contains(w)) {
             Strength::Provider
+        } else if n == "event" || n == "events" {
+            Strength::Bare
         } else {
             Strength::Weak
         };
@@ -175,6 +184,15 @@ fn key_tier(column: &str, strength: Strength) -> Option<u8> {
     }
     if strength == Strength::Weak {
         return None;
+    }
+    if strength == Strength::Bare {
+        const PREFIXES: &[&str] =
+            &["", "stripe", "github", "shopify", "svix", "clerk", "paddle", "webhook", "provider"];
+        return match n.as_str() {
+            "id" => Some(3),
+            _ if PREFIXES.iter().any(|p| n == format!("{p}eventid")) => Some(1),
+            _ => None,
+        };
     }
     if n.ends_with("eventid") || n.ends_with("deliveryid") || n == "svixid" || n == "eventkey" {
         return Some(1);
@@ -210,7 +228,7 @@ fn non_unique_key(columns: &[Column], unique_sets: &[Vec<String>], strength: Str
         }
         let Some(tier) = c.names.iter().filter_map(|n| key_tier(n, strength)).min() else { continue };
         // A generic `id` only stands for the event id in a table without any other key.
-        if tier == 3 && strength == Strength::Provider && (!c.textual || has_pk) {
+        if tier == 3 && strength < Strength::Strong && (!c.textual || has_pk) {
             continue;
         }
         if best.is_none_or(|(t, _)| tier < t) {
@@ -574,20 +592,13 @@ mod sql {
         let raw = c[1].to_string();
         let rest = c.get(2).map_or("", |m| m.as_str());
         let upper = raw.to_ascii_uppercase();
-        if [
-            "CONSTRAINT",
-            "PRIMARY",
-            "UNIQUE",
-            "FOREIGN",
-            "KEY",
-            "INDEX",
-            "CHECK",
-            "EXCLUDE",
-            "FULLTEXT",
-            "SPATIAL",
-            "LIKE",
-        ]
-        .contains(&upper.as_str())
+        // MySQL's `KEY name (cols)` / `INDEX (cols)` is an index; `key TEXT` is a column.
+        static INDEX_DEF: OnceLock<Regex> = OnceLock::new();
+        if re(&INDEX_DEF, || format!(r"(?is)^(?:key|index)\s+(?:{IDENT}\s*)?\(")).is_match(def) {
+            return None;
+        }
+        if ["CONSTRAINT", "PRIMARY", "UNIQUE", "FOREIGN", "CHECK", "EXCLUDE", "FULLTEXT", "SPATIAL", "LIKE"]
+            .contains(&upper.as_str())
             && !raw.starts_with(['"', '`', '['])
         {
             return None;
@@ -1321,6 +1332,31 @@ mod tests {
             "create table webhook_deliveries (id bigserial primary key, event_id bigint references events(id));\ncreate table processed_webhooks (provider text, event_id text, constraint pk primary key (provider, event_id));\nalter table idempotency_keys add column key text;".to_string(),
         )];
         assert!(sql::findings(&sql::replay(&files)).is_empty());
+    }
+
+    #[test]
+    fn key_column_is_not_a_mysql_index() {
+        let files = vec![(
+            "0001_keys.sql".into(),
+            "CREATE TABLE idempotency_keys (\n  id INT AUTO_INCREMENT,\n  `key` VARCHAR(255) NOT NULL,\n  KEY idx_key (`key`),\n  PRIMARY KEY (id)\n);".to_string(),
+        )];
+        let tables = sql::replay(&files);
+        let found = sql::findings(&tables);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].1.raw, "`key`");
+        let plain = vec![("k.sql".into(), "create table idempotency_keys (key text not null);".to_string())];
+        assert_eq!(sql::findings(&sql::replay(&plain)).len(), 1);
+    }
+
+    #[test]
+    fn bare_events_tables_need_an_event_id_column() {
+        use super::{Column, Strength, non_unique_key, table_strength};
+        let col = |n: &str| Column { names: vec![n.to_string()], textual: true, ..Column::default() };
+        let id = Column { primary: true, ..col("id") };
+        assert_eq!(table_strength(&["Event".into()]), Some(Strength::Bare));
+        assert_eq!(non_unique_key(&[id.clone(), col("externalEventId")], &[], Strength::Bare), None);
+        assert_eq!(non_unique_key(&[id.clone(), col("stripeEventId")], &[], Strength::Bare), Some(1));
+        assert_eq!(non_unique_key(&[id, col("externalEventId")], &[], Strength::Strong), Some(1));
     }
 
     #[test]
