@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Clone, Debug, Default)]
 pub struct Options {
@@ -55,6 +56,8 @@ pub struct Engine {
     pub project: Project,
     configs: ConfigResolver,
     files: Vec<PathBuf>,
+    /// Set while fixing: edited texts live only in the project cache.
+    keep_parsed: AtomicBool,
     discovery_errors: Vec<String>,
 }
 
@@ -83,7 +86,14 @@ impl Engine {
                 (found.files, found.errors)
             }
         };
-        Ok(Engine { options, project, configs: ConfigResolver::new(explicit), files, discovery_errors })
+        Ok(Engine {
+            options,
+            project,
+            configs: ConfigResolver::new(explicit),
+            files,
+            discovery_errors,
+            keep_parsed: AtomicBool::new(false),
+        })
     }
 
     pub fn files(&self) -> &[PathBuf] {
@@ -170,10 +180,16 @@ impl Engine {
         let pages_api = path.to_string_lossy().replace('\\', "/").contains("/pages/api/");
         if !explicit && !pages_api && !workspace::is_schema_file(path) {
             // The prefilter reads bytes only; a file failing it is parsed only if imported.
-            match std::fs::read(path) {
-                Ok(bytes) if !workspace::may_be_relevant(&bytes) => return Outcome::Skipped,
-                Ok(_) => {}
-                Err(e) => return Outcome::Error(format!("{}: cannot read: {e}", path.display())),
+            let bytes = match project::read_bytes(path) {
+                Ok(b) => b,
+                Err(e @ project::LoadError::Io(..)) => return Outcome::Error(e.to_string()),
+                Err(e) => return Outcome::Note(e.to_string()),
+            };
+            if !workspace::may_be_relevant(&bytes) {
+                return match project::decode(path, bytes) {
+                    Ok(_) => Outcome::Skipped,
+                    Err(e) => Outcome::Note(e.to_string()),
+                };
             }
         }
         let file = match self.project.load(path) {
@@ -181,7 +197,16 @@ impl Engine {
             Err(e @ project::LoadError::Io(..)) => return Outcome::Error(e.to_string()),
             Err(e) => return Outcome::Note(e.to_string()),
         };
-        Outcome::Checked(self.analyse(&file, &config))
+        let diagnostics = self.analyse(&file, &config);
+        // A checked file nobody imported need not stay parsed: trees are large, and a handler
+        // that imports it later parses it again. The fix loop keeps its edited texts.
+        if diagnostics.is_empty()
+            && !self.keep_parsed.load(Ordering::Relaxed)
+            && !file.text.contains("retrysafe-ignore")
+        {
+            self.project.evict(path);
+        }
+        Outcome::Checked(diagnostics)
     }
 
     /// Every enabled rule on one file (and the callees its handlers reach).
@@ -252,6 +277,7 @@ pub const MAX_PASSES: usize = 10;
 impl Engine {
     /// Fixes every file to a fixpoint. Nothing is written here.
     pub fn fix(&self, allowed: &dyn Fn(Applicability) -> bool) -> FixReport {
+        self.keep_parsed.store(true, Ordering::Relaxed);
         let mut report = FixReport::default();
         let mut files: BTreeMap<PathBuf, FileFix> = BTreeMap::new();
         let mut seen: BTreeMap<PathBuf, HashSet<u64>> = BTreeMap::new();

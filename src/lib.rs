@@ -13,3 +13,13 @@ pub mod rules;
 pub mod source;
 pub mod suppress;
 pub mod workspace;
+
+/// A regex compiled once per process: patterns in rule code run per call node, and compiling
+/// them there dominated the profile.
+#[macro_export]
+macro_rules! regex {
+    ($re:literal) => {{
+        static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        RE.get_or_init(|| regex::Regex::new($re).unwrap())
+    }};
+}

@@ -37,12 +37,16 @@ impl std::fmt::Display for LoadError {
 
 /// Reads a file as text, refusing binary, non-UTF-8 and oversized files.
 pub fn read_text(path: &Path) -> Result<String, LoadError> {
+    decode(path, read_bytes(path)?)
+}
+
+/// Reads a file's bytes, refusing oversized files before reading them.
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>, LoadError> {
     let meta = std::fs::metadata(path).map_err(|e| LoadError::Io(path.to_path_buf(), e.to_string()))?;
     if meta.len() > MAX_FILE_BYTES {
         return Err(LoadError::TooLarge(path.to_path_buf(), meta.len()));
     }
-    let bytes = std::fs::read(path).map_err(|e| LoadError::Io(path.to_path_buf(), e.to_string()))?;
-    decode(path, bytes)
+    std::fs::read(path).map_err(|e| LoadError::Io(path.to_path_buf(), e.to_string()))
 }
 
 pub fn decode(path: &Path, bytes: Vec<u8>) -> Result<String, LoadError> {
@@ -114,6 +118,11 @@ impl Project {
         );
         self.files.lock().unwrap().insert(key, Some(file.clone()));
         Ok(file)
+    }
+
+    /// Drops a parsed file from the cache.
+    pub fn evict(&self, path: &Path) {
+        self.files.lock().unwrap().remove(&normalize(path));
     }
 
     /// Every file parsed so far.
@@ -559,7 +568,7 @@ pub fn jsonc_to_json(text: &str) -> String {
             _ => out.push(c),
         }
     }
-    let re = regex::Regex::new(r",(\s*[}\]])").unwrap();
+    let re = crate::regex!(r",(\s*[}\]])");
     re.replace_all(&out, "$1").into_owned()
 }
 

@@ -78,41 +78,42 @@ fn one_line(s: &str) -> String {
 pub fn may_be_relevant(bytes: &[u8]) -> bool {
     static FILTER: OnceLock<regex::bytes::Regex> = OnceLock::new();
     let re = FILTER.get_or_init(|| {
-        let markers = [
-            "ebhook",
-            "hook",
-            "allback",
-            "events",
-            "ipn",
-            "Worker",
+        // Literal markers of every entry-point shape in `model::handlers` and every schema
+        // `dedupe-key-not-unique` reads; words that ordinary app code uses too ("hook",
+        // "events", "callback") are deliberately absent.
+        let literals = [
+            ".post(",
+            ".put(",
+            ".patch(",
+            ".all(",
+            ".route(",
+            "@Post(",
+            "@Processor(",
+            "new Worker(",
             ".process(",
             "Records",
+            "SQSEvent",
+            "SQSHandler",
             "ReceiveMessage",
             "eachMessage",
             "eachBatch",
             ".consume(",
+            "'message'",
+            "\"message\"",
             "createFunction",
             "@trigger.dev",
-            "POST",
-            "@Post",
-            "@Processor",
-            "on('message'",
-            "on(\"message\"",
             "serve(",
-            "pgTable",
-            "mysqlTable",
-            "sqliteTable",
+            "Table(",
+            "TableCreator",
+            "pgSchema",
             "Schema(",
-            "new Schema<",
-            ".Schema<",
+            "Schema<",
             "retrysafe-ignore",
-            "constructEvent",
-            "express.json",
-            "bodyParser",
-            "SQSEvent",
-            "action",
         ];
-        regex::bytes::Regex::new(&markers.iter().map(|m| regex::escape(m)).collect::<Vec<_>>().join("|")).unwrap()
+        let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
+        // Route modules: `export async function POST`, `export const action = ...`.
+        pattern.push(r"export\s+(?:async\s+)?(?:function\s+|const\s+)(?:POST|PUT|PATCH|action)\b".to_string());
+        regex::bytes::Regex::new(&pattern.join("|")).unwrap()
     });
     re.is_match(bytes)
 }

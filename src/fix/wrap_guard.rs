@@ -477,7 +477,7 @@ fn early_return_mode(model: &HandlerModel) -> EarlyReturn {
 
 /// A status outside 2xx written in a response expression.
 fn non_2xx(expr: &str) -> Option<u16> {
-    let re = regex::Regex::new(r"(?:status\(|status:\s*|code\(|sendStatus\(|,\s*)(\d{3})\b").unwrap();
+    let re = crate::regex!(r"(?:status\(|status:\s*|code\(|sendStatus\(|,\s*)(\d{3})\b");
     re.captures_iter(expr).filter_map(|c| c[1].parse::<u16>().ok()).find(|s| !(200..300).contains(s))
 }
 

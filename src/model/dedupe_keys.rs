@@ -155,7 +155,7 @@ pub fn marker_id<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     let args = ast::arguments(call);
     // SQL: the parameter that fills the key column.
     if let Some(sql) = effects::sql_text(call, &args, src) {
-        let cols = regex::Regex::new(r"(?is)insert\s+into\s+[`\x22]?\w+[`\x22]?\s*\(([^)]*)\)").unwrap();
+        let cols = crate::regex!(r"(?is)insert\s+into\s+[`\x22]?\w+[`\x22]?\s*\(([^)]*)\)");
         let columns: Vec<String> = cols
             .captures(&sql)
             .map(|c| c[1].split(',').map(|s| s.trim().trim_matches(['"', '`']).to_string()).collect())

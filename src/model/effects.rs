@@ -467,7 +467,7 @@ fn relative_prisma(data: &str) -> bool {
 }
 
 fn relative_sql_set(text: &str) -> bool {
-    let re = regex::Regex::new(r"(?i)\b(\w+)\W*\s*\}?\s*[+\-]\s*").unwrap();
+    let re = crate::regex!(r"(?i)\b(\w+)\W*\s*\}?\s*[+\-]\s*");
     (text.contains("sql`") && re.is_match(text) && (text.contains(" + ") || text.contains(" - ")))
         || text.contains("increment(")
 }
@@ -531,9 +531,9 @@ pub fn classify_sql(sql: &str) -> Option<EffectKind> {
     }
     if u.starts_with("UPDATE") {
         // `SET x = x + 1`: the same column on both sides of an arithmetic assignment.
-        let assign = regex::Regex::new(r"(?i)\b(\w+)\s*=\s*(\w+)\s*[+\-*|]").unwrap();
+        let assign = crate::regex!(r"(?i)\b(\w+)\s*=\s*(\w+)\s*[+\-*|]");
         let relative = assign.captures_iter(&u).any(|c| c[1] == c[2]);
-        let append = regex::Regex::new(r"(?i)=\s*(array_append|jsonb_insert)").unwrap();
+        let append = crate::regex!(r"(?i)=\s*(array_append|jsonb_insert)");
         return Some(if relative || append.is_match(&u) { EffectKind::DbIncrement } else { EffectKind::DbUpdate });
     }
     if u.starts_with("DELETE") {

@@ -129,12 +129,9 @@ pub fn is_marker_insert(call: Node, src: &str) -> bool {
     let t = text(call, src);
     let path = ast::callee_path(call, src);
     let model_named = path.iter().any(|p| is_marker_name(p.trim_end_matches("()")));
-    let sql_named = regex::Regex::new(r"(?i)insert\s+into\s+[`\x22]?(\w+)")
-        .unwrap()
-        .captures(t)
-        .is_some_and(|c| is_marker_name(&c[1]));
-    let drizzle_named =
-        regex::Regex::new(r"insert\(\s*(\w+)").unwrap().captures(t).is_some_and(|c| is_marker_name(&c[1]));
+    let sql_named =
+        crate::regex!(r"(?i)insert\s+into\s+[`\x22]?(\w+)").captures(t).is_some_and(|c| is_marker_name(&c[1]));
+    let drizzle_named = crate::regex!(r"insert\(\s*(\w+)").captures(t).is_some_and(|c| is_marker_name(&c[1]));
     model_named || sql_named || drizzle_named
 }
 

@@ -45,7 +45,7 @@ fn strong_marker_name(name: &str) -> bool {
 
 /// The expressions inside the key's `${...}` substitutions, normalised.
 fn key_exprs(key: &EventKey) -> Vec<String> {
-    let re = regex::Regex::new(r"\$\{([^}]*)\}").unwrap();
+    let re = crate::regex!(r"\$\{([^}]*)\}");
     re.captures_iter(&key.template).map(|c| normalise(&c[1])).filter(|s| !s.is_empty()).collect()
 }
 
@@ -118,7 +118,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
         .first()
         .map(|a| {
             let t = text(*a, src);
-            regex::Regex::new(r"\$\{[^}]*\}").unwrap().replace_all(t, "").to_ascii_lowercase()
+            crate::regex!(r"\$\{[^}]*\}").replace_all(t, "").to_ascii_lowercase()
         })
         .unwrap_or_default();
     let first_mentions = || {
@@ -154,8 +154,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     // SQL through a driver.
     if let Some(sql) = effects::sql_text(call, &args, src) {
         let upper = sql.to_ascii_uppercase();
-        let table = regex::Regex::new(r"(?i)\b(?:from|into|update)\s+[`\x22]?(\w+)")
-            .unwrap()
+        let table = crate::regex!(r"(?i)\b(?:from|into|update)\s+[`\x22]?(\w+)")
             .captures(&sql)
             .map(|c| c[1].to_string())
             .unwrap_or_default();
@@ -175,7 +174,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     }
     // Drizzle: db.select().from(t), db.insert(t), db.delete(t).
     let drizzle_table = |method: &str| {
-        regex::Regex::new(&format!(r"\.{method}\(\s*(\w+)")).unwrap().captures(call_text).map(|c| c[1].to_string())
+        crate::regex!(r"\.(\w+)\(\s*(\w+)").captures_iter(call_text).find(|c| &c[1] == method).map(|c| c[2].to_string())
     };
     if lower.iter().any(|s| s == "from") && lower.iter().any(|s| s == "select") {
         let table = drizzle_table("from")?;

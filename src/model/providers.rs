@@ -178,13 +178,26 @@ impl EventKey {
 
     /// Replaces a root identifier (the event variable of a caller) with a callee's parameter.
     pub fn rebind(&self, from: &str, to: &str) -> EventKey {
-        let re = regex::Regex::new(&format!(r"\$\{{{}\b", regex::escape(from))).unwrap();
-        EventKey { provider: self.provider, template: re.replace_all(&self.template, format!("${{{to}")).into_owned() }
+        let needle = format!("${{{from}");
+        let mut out = String::with_capacity(self.template.len());
+        let mut rest = self.template.as_str();
+        while let Some(i) = rest.find(&needle) {
+            let after = &rest[i + needle.len()..];
+            let whole = !after.starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$');
+            out.push_str(&rest[..i]);
+            out.push_str(if whole { "${" } else { &needle });
+            if whole {
+                out.push_str(to);
+            }
+            rest = after;
+        }
+        out.push_str(rest);
+        EventKey { provider: self.provider, template: out }
     }
 
     /// The identifiers the key reads (the roots of its substitutions).
     pub fn roots(&self) -> Vec<String> {
-        let re = regex::Regex::new(r"\$\{([A-Za-z_$][\w$]*)").unwrap();
+        let re = crate::regex!(r"\$\{([A-Za-z_$][\w$]*)");
         re.captures_iter(&self.template).map(|c| c[1].to_string()).collect()
     }
 }

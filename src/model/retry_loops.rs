@@ -95,7 +95,7 @@ pub fn is_retry_loop(node: Node, src: &str) -> bool {
     let Some(body) = node.child_by_field_name("body") else { return false };
     let tries: Vec<Node> = own_descendants(body, "try_statement");
     let header = header_text(node, src);
-    let attempt_named = regex::Regex::new(r"(?i)attempt|retr(y|ies)|tries|tried").unwrap().is_match(&header);
+    let attempt_named = crate::regex!(r"(?i)attempt|retr(y|ies)|tries|tried").is_match(&header);
     tries.into_iter().any(|t| {
         let Some(block) = t.child_by_field_name("body") else { return false };
         let Some(handler) = t.child_by_field_name("handler") else { return false };
@@ -115,10 +115,9 @@ pub fn is_retry_loop(node: Node, src: &str) -> bool {
             || cond.is_empty()
             || cond == "true"
             || assigns_condition_flag(block, node, src)
-            || regex::Regex::new(r"(?i)attempt|retr(y|ies)|tries|backoff|sleep|delay|wait|setTimeout|\bcontinue\b")
-                .unwrap()
+            || crate::regex!(r"(?i)attempt|retr(y|ies)|tries|backoff|sleep|delay|wait|setTimeout|\bcontinue\b")
                 .is_match(catch_text)
-            || regex::Regex::new(r"(?i)<=?\s*\d+\s*$|max|retries|attempts").unwrap().is_match(&cond);
+            || crate::regex!(r"(?i)<=?\s*\d+\s*$|max|retries|attempts").is_match(&cond);
         continues && ((exits && signal) || attempt_named)
     })
 }
@@ -215,8 +214,9 @@ pub fn has_cap(lp: &RetryLoop, src: &str) -> bool {
         RetryKind::Library => {
             let opts =
                 ast::arguments(lp.node).into_iter().skip(1).map(|a| text(a, src).to_string()).collect::<String>();
-            let unbounded = regex::Regex::new(r"(?i)(retries|numOfAttempts|maxAttempts|attempts)\s*:\s*(Infinity|Number\.MAX_SAFE_INTEGER|Number\.POSITIVE_INFINITY)|forever\s*:\s*true")
-                .unwrap();
+            let unbounded = crate::regex!(
+                r"(?i)(retries|numOfAttempts|maxAttempts|attempts)\s*:\s*(Infinity|Number\.MAX_SAFE_INTEGER|Number\.POSITIVE_INFINITY)|forever\s*:\s*true"
+            );
             !unbounded.is_match(&opts)
         }
         RetryKind::Loop => {
@@ -228,7 +228,7 @@ pub fn has_cap(lp: &RetryLoop, src: &str) -> bool {
 }
 
 fn relational(t: &str) -> bool {
-    regex::Regex::new(r"[^=!<>]<=?[^=<]|[^=>]>=?[^=>]|===?\s*\d|\d\s*===?").unwrap().is_match(t)
+    crate::regex!(r"[^=!<>]<=?[^=<]|[^=>]>=?[^=>]|===?\s*\d|\d\s*===?").is_match(t)
 }
 
 /// An `if (attempt >= max) throw/break/return` inside the body.
@@ -237,7 +237,7 @@ fn body_checks_count(body: Node, src: &str) -> bool {
         let cond = i.child_by_field_name("condition").map(|c| text(c, src)).unwrap_or("");
         let cons = i.child_by_field_name("consequence");
         relational(cond)
-            && regex::Regex::new(r"(?i)attempt|retr|tries|tried|count|max|\bi\b|\bn\b").unwrap().is_match(cond)
+            && crate::regex!(r"(?i)attempt|retr|tries|tried|count|max|\bi\b|\bn\b").is_match(cond)
             && cons.is_some_and(|c| {
                 let t = text(c, src);
                 t.contains("throw") || t.contains("return") || t.contains("break")

@@ -607,7 +607,7 @@ mod sql {
         let unique = re(&UNIQUE, || r"(?i)\bunique\b".into()).is_match(rest);
         let textual = re(&TEXTUAL, || r"(?i)^\s*(text|varchar|character|char|nvarchar|string|uuid|citext)\b".into())
             .is_match(rest);
-        let foreign = Regex::new(r"(?i)\breferences\b").unwrap().is_match(rest);
+        let foreign = crate::regex!(r"(?i)\breferences\b").is_match(rest);
         Some(SqlColumn {
             column: Column { names: vec![unquote(&raw)], unique, primary, foreign, textual },
             raw,
@@ -1035,8 +1035,7 @@ mod drizzle {
         if !src.contains("TableCreator(") {
             return Vec::new();
         }
-        Regex::new(r"(\w+)\s*=\s*(?:pg|mysql|sqlite|singlestore)TableCreator\(")
-            .unwrap()
+        crate::regex!(r"(\w+)\s*=\s*(?:pg|mysql|sqlite|singlestore)TableCreator\(")
             .captures_iter(src)
             .map(|c| c[1].to_string())
             .collect()

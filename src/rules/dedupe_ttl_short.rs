@@ -212,9 +212,7 @@ fn is_marker(t: &Ttl, calls: &[Node], src: &str) -> bool {
                     .is_some_and(|n| matches!(n.to_ascii_lowercase().as_str(), "get" | "exists")))
     });
     let key_text = text(dedupe_keys::resolve(t.key, src), src).to_ascii_lowercase();
-    let named = regex::Regex::new(r"processed|dedup|idempot|seen|handled|webhook|event|deliver|evt_")
-        .unwrap()
-        .is_match(&key_text);
+    let named = crate::regex!(r"processed|dedup|idempot|seen|handled|webhook|event|deliver|evt_").is_match(&key_text);
     claimed_or_read || named
 }
 

@@ -133,8 +133,7 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
     let loaded = |name: &str, at: usize| {
         ast::find_binding_init(func, name, src, at).filter(|init| {
             let t = text(*init, src);
-            t.starts_with("await")
-                && regex::Regex::new(r"\.(find\w*|get\w*|load\w*|retrieve|fetch\w*)\s*\(").unwrap().is_match(t)
+            t.starts_with("await") && crate::regex!(r"\.(find\w*|get\w*|load\w*|retrieve|fetch\w*)\s*\(").is_match(t)
         })
     };
     let saved_after = |name: &str, at: usize| {
@@ -171,10 +170,8 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                     out.push((n, what, Some(load)));
                 } else if effects::classify(n, src, true).is_some_and(|e| e.kind == EffectKind::DbUpdate) {
                     let t = text(n, src);
-                    let re = regex::Regex::new(
-                        r"(\b[A-Za-z_$][\w$]*)\.\w+\s*[+\-]\s*[\w(]|\.\.\.\s*([A-Za-z_$][\w$]*)\.\w+",
-                    )
-                    .unwrap();
+                    let re =
+                        crate::regex!(r"(\b[A-Za-z_$][\w$]*)\.\w+\s*[+\-]\s*[\w(]|\.\.\.\s*([A-Za-z_$][\w$]*)\.\w+");
                     let load = re.captures_iter(t).find_map(|c| {
                         let name = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
                         loaded(name, n.start_byte())

@@ -240,7 +240,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
     });
     // SQL: `SET period_end = now() + interval '1 month'`
     if let Some(sql) = effects::sql_text(call, &ast::arguments(call), src) {
-        let re = regex::Regex::new(r"(?i)\b(\w+)\s*=\s*(now\(\)|current_timestamp)").unwrap();
+        let re = crate::regex!(r"(?i)\b(\w+)\s*=\s*(now\(\)|current_timestamp)");
         if let Some(c) = re.captures(&sql)
             && period_name(&c[1])
             && let Some(first) = ast::arguments(call).first().copied().or(call.child_by_field_name("arguments"))

@@ -458,7 +458,7 @@ fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let Some(scope) = model.scopes.first() else { return };
     let file = scope.file();
     let src = &file.text;
-    let disabled = regex::Regex::new(r"bodyParser\s*:\s*false").unwrap();
+    let disabled = crate::regex!(r"bodyParser\s*:\s*false");
     if disabled.is_match(src) {
         return;
     }
@@ -472,7 +472,7 @@ fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let reads_stream = ["buffer(", "getRawBody(", "rawBody(", ".on('data'", ".on(\"data\"", "for await", "text("]
         .iter()
         .any(|m| model.scopes.iter().any(|s| s.node().is_some_and(|n| text(n, &s.file().text).contains(m))));
-    let has_config = regex::Regex::new(r"export\s+(const|let|var)\s+config\b").unwrap().is_match(src);
+    let has_config = crate::regex!(r"export\s+(const|let|var)\s+config\b").is_match(src);
     let fix = if reads_stream && !has_config && src.contains("export default") {
         let style = file.style();
         let q = style.quote;
@@ -508,7 +508,7 @@ fn fastify_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let src = &file.text;
     let Some(func) = scope.node() else { return };
     let Some(req) = model.handler.request.as_deref() else { return };
-    let creates_instance = regex::Regex::new(r"(?i)\bfastify\s*\(").unwrap().is_match(src);
+    let creates_instance = crate::regex!(r"(?i)\bfastify\s*\(").is_match(src);
     let lower = src.to_ascii_lowercase();
     if !creates_instance
         || lower.contains("addcontenttypeparser")

@@ -219,7 +219,7 @@ fn find_schema(from: &Path) -> Option<String> {
 /// The unique field sets of `model` (case-insensitive name): `@id`, `@unique`, `@@id`, `@@unique`.
 pub fn unique_sets(schema: &str, model: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    let header = regex::Regex::new(r"(?m)^\s*model\s+(\w+)\s*\{").unwrap();
+    let header = crate::regex!(r"(?m)^\s*model\s+(\w+)\s*\{");
     for cap in header.captures_iter(schema) {
         if !cap[1].eq_ignore_ascii_case(model) {
             continue;
