@@ -2,7 +2,7 @@
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::model::ast;
-use crate::model::{Provider, effects, express_app, handlers, providers, reach, verify};
+use crate::model::{Provider, effects, express_app, handlers, providers, reach, stmts, verify};
 
 const DOCS: &str = r#"
 ## What it finds
@@ -53,18 +53,8 @@ pub const RULE: Rule = Rule {
     check,
 };
 
-/// The code of a node without its comments (a `// TODO: verify` is not a verification).
 fn code_of(node: tree_sitter::Node, src: &str) -> String {
-    let mut out = String::new();
-    let mut at = node.start_byte();
-    for c in ast::descendants_of_kind(node, "comment") {
-        if c.start_byte() >= at {
-            out.push_str(&src[at..c.start_byte()]);
-            at = c.end_byte();
-        }
-    }
-    out.push_str(&src[at..node.end_byte()]);
-    out
+    stmts::code_without_comments(node, src)
 }
 
 /// Words whose presence means some verification is wired in this code.

@@ -71,41 +71,103 @@ enum Finding {
     PlanGrant,
 }
 
+/// `currentPeriodEnd` / `current_period_end` → ["current", "period", "end"].
+fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for c in name.chars() {
+        if c == '_' || c == '-' || c == '.' || c == '$' {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+        } else if c.is_ascii_uppercase()
+            && !cur.is_empty()
+            && !cur.chars().last().is_some_and(|l| l.is_ascii_uppercase())
+        {
+            out.push(std::mem::take(&mut cur));
+            cur.push(c.to_ascii_lowercase());
+        } else {
+            cur.push(c.to_ascii_lowercase());
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
 fn period_name(name: &str) -> bool {
-    let l = name.to_ascii_lowercase();
-    let operational =
-        ["lock", "lease", "retry", "attempt", "visib", "ttl", "updated", "created", "lastseen", "processed"]
-            .iter()
-            .any(|w| l.contains(w));
-    !operational
-        && [
-            "period",
-            "expir",
-            "renew",
-            "valid",
-            "until",
-            "trial",
-            "billing",
-            "access",
-            "paidthrough",
-            "paid_through",
-            "start",
-            "end",
-            "cycle",
-            "grace",
-        ]
-        .iter()
-        .any(|w| l.contains(w))
+    let w = words(name);
+    let has = |x: &[&str]| w.iter().any(|v| x.contains(&v.as_str()));
+    !has(&[
+        "lock",
+        "locked",
+        "lease",
+        "retry",
+        "attempt",
+        "visible",
+        "ttl",
+        "updated",
+        "created",
+        "seen",
+        "processed",
+        "started",
+        "ended",
+        "sent",
+        "synced",
+        "last",
+    ]) && has(&[
+        "period",
+        "expires",
+        "expiry",
+        "expiration",
+        "expire",
+        "renews",
+        "renewal",
+        "renew",
+        "valid",
+        "until",
+        "trial",
+        "billing",
+        "access",
+        "through",
+        "start",
+        "starts",
+        "end",
+        "ends",
+        "cycle",
+        "grace",
+    ])
 }
 
 fn counter_name(name: &str) -> bool {
-    let l = name.to_ascii_lowercase();
-    l.contains("usage") || l.contains("used") || l.contains("consumed") || l.ends_with("count") || l.ends_with("_count")
+    let w = words(name);
+    let has = |x: &[&str]| w.iter().any(|v| x.contains(&v.as_str()));
+    has(&["usage", "used", "consumed"])
+        || (has(&["count"])
+            && has(&[
+                "request",
+                "requests",
+                "call",
+                "calls",
+                "api",
+                "generation",
+                "generations",
+                "message",
+                "messages",
+                "upload",
+                "uploads",
+                "export",
+                "exports",
+            ]))
 }
 
 fn credit_name(name: &str) -> bool {
-    let l = name.to_ascii_lowercase();
-    ["credit", "token", "quota", "allowance", "balance", "seats"].iter().any(|w| l.contains(w))
+    let w = words(name);
+    !w.iter().any(|v| v == "card")
+        && w.iter().any(|v| {
+            ["credit", "credits", "token", "tokens", "quota", "allowance", "balance", "seats"].contains(&v.as_str())
+        })
 }
 
 /// Whether an expression reads the clock.
@@ -348,4 +410,22 @@ fn clock_edits(value: Node, var: &str, src: &str) -> Option<Vec<Edit>> {
         true
     });
     (!edits.is_empty() && !unsupported).then_some(edits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_names() {
+        assert_eq!(words("currentPeriodEnd"), ["current", "period", "end"]);
+        assert_eq!(words("current_period_end"), ["current", "period", "end"]);
+        assert!(period_name("currentPeriodEnd") && period_name("accessUntil") && period_name("trialEndsAt"));
+        assert!(period_name("expiresAt") && period_name("period_start"));
+        assert!(!period_name("startedAt") && !period_name("sendAt") && !period_name("updatedAt"));
+        assert!(!period_name("lockedUntil") && !period_name("lastSeenAt"));
+        assert!(counter_name("requestsUsed") && counter_name("usageCount") && counter_name("apiCallCount"));
+        assert!(!counter_name("failedPaymentCount") && !counter_name("retryCount"));
+        assert!(credit_name("aiCredits") && !credit_name("creditCardLast4"));
+    }
 }

@@ -351,6 +351,10 @@ fn express_fix(cx: &Context, model: &HandlerModel, func: Node, req_body: &str, s
         edits.push(Edit::replace(s.start_byte(), s.end_byte(), req_body.to_string()));
     }
     let mount = json_mount_same_target(root, reg, src);
+    // A parser on the app in front of the router: a route-level raw parser comes too late.
+    if mount.is_none() && json_mount_before(root, reg, src).is_some() {
+        return None;
+    }
     match mount {
         None => edits.push(Edit::insert(handler_arg.start_byte(), raw)),
         Some(m) => {
@@ -509,7 +513,7 @@ fn fastify_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let Some(func) = scope.node() else { return };
     let Some(req) = model.handler.request.as_deref() else { return };
     let creates_instance = regex::Regex::new(r"(?i)\bfastify\s*\(").unwrap().is_match(src);
-    let lower = src.to_ascii_lowercase();
+    let lower = stmts::code_without_comments(file.root(), src).to_ascii_lowercase();
     if !creates_instance
         || lower.contains("addcontenttypeparser")
         || lower.contains("rawbody")
