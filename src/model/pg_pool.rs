@@ -160,3 +160,23 @@ pub fn is_end(sql: &str) -> bool {
     let u = sql.trim_start_matches(['`', '"', '\'']).trim_start().to_ascii_uppercase();
     u.starts_with("COMMIT") || u.starts_with("ROLLBACK") || u.starts_with("END")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_and_names() {
+        assert!(
+            is_begin("'BEGIN'")
+                && is_begin("\"start transaction\"")
+                && is_begin("`BEGIN ISOLATION LEVEL SERIALIZABLE`")
+        );
+        assert!(!is_begin("`BEGIN; INSERT INTO t VALUES (1); COMMIT;`"));
+        assert!(is_end("'COMMIT'") && is_end("'ROLLBACK'") && !is_end("'INSERT INTO x'"));
+        assert_eq!(by_name("pool"), Receiver::Pool);
+        assert_eq!(by_name("pgPool"), Receiver::Pool);
+        assert_eq!(by_name("poolClient"), Receiver::Client);
+        assert_eq!(by_name("db"), Receiver::Unknown);
+    }
+}

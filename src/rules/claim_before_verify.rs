@@ -65,7 +65,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let Some(func) = scope.node() else { continue };
         let file = scope.file();
         let src = &file.text;
-        let Some(verification) = verify::first_verification(func, src) else { continue };
+        let Some(verification) = inbound_verification(func, src, model.handler.request.as_deref()) else {
+            continue;
+        };
         let Some(claim) = ast::calls_in(func, false)
             .into_iter()
             .filter(|c| c.start_byte() < verification.start_byte() && is_claim_call(*c, src))
@@ -85,6 +87,22 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 .with_fix(Some(fix(file, func, claim, verification))),
         );
     }
+}
+
+/// The first call that verifies the incoming delivery. An HMAC counts when it digests the
+/// request's body (an HMAC over something else may sign an outgoing call).
+fn inbound_verification<'t>(func: Node<'t>, src: &str, request: Option<&str>) -> Option<Node<'t>> {
+    ast::calls_in(func, false)
+        .into_iter()
+        .filter(|c| {
+            if let Some(payload) = verify::hmac_update_payload(*c, src) {
+                let t = text(payload, src).to_ascii_lowercase();
+                return ["body", "raw", "payload", "buf"].iter().any(|w| t.contains(w))
+                    || request.is_some_and(|r| ast::mentions_identifier(payload, src, r));
+            }
+            verify::is_verification_call(*c, src) && ast::callee_name(*c, src).is_some_and(|n| n != "createHmac")
+        })
+        .min_by_key(|c| c.start_byte())
 }
 
 fn short(s: &str) -> String {
