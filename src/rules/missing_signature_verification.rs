@@ -62,9 +62,19 @@ fn mentions_verification(code: &str) -> bool {
     let src = code;
     let lower = src.to_ascii_lowercase();
     providers::verifies_signature(src)
-        || ["signature", "verif", "validat", "secret", "hmac", "useguards", "authenticate", "x-hub-", "svix"]
+        || ["signature", "verif", "hmac", "useguards", "authenticate", "x-hub-", "svix"]
             .iter()
             .any(|w| lower.contains(w))
+}
+
+/// A shared-secret check: `req.query.token !== process.env.WEBHOOK_SECRET`.
+fn compares_secret(root: tree_sitter::Node, src: &str) -> bool {
+    ast::descendants_of_kind(root, "binary_expression").into_iter().any(|b| {
+        let op = b.child_by_field_name("operator").map(|o| &src[o.byte_range()]).unwrap_or("");
+        let t = src[b.byte_range()].to_ascii_lowercase();
+        matches!(op, "===" | "!==" | "==" | "!=")
+            && ["secret", "token", "apikey", "api_key", "x-api-key", "authorization"].iter().any(|w| t.contains(w))
+    })
 }
 
 fn help_for(provider: Option<Provider>) -> &'static str {
@@ -99,7 +109,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         let Some(root_scope) = model.scopes.first() else { continue };
         let Some(func) = root_scope.node() else { continue };
-        if mentions_verification(&code_of(cx.file.root(), cx.src()))
+        if compares_secret(cx.file.root(), cx.src())
+            || compares_secret(root_scope.file().root(), &root_scope.file().text)
+            || mentions_verification(&code_of(cx.file.root(), cx.src()))
             || mentions_verification(&code_of(root_scope.file().root(), &root_scope.file().text))
         {
             continue;
