@@ -84,12 +84,39 @@ fn tx_context<'t>(node: Node<'t>, scope: &Scope, src: &str) -> Option<TxContext<
     if let Some(kind) = guards::guard_at(node, src) {
         return Some(TxContext { kind, callback: None, opener: None });
     }
+    if in_unmanaged_transaction(node, src) {
+        return Some(TxContext { kind: GuardKind::Transaction, callback: None, opener: None });
+    }
     match scope.guarded {
         Some(k @ (GuardKind::Transaction | GuardKind::ClaimTransaction)) => {
             Some(TxContext { kind: k, callback: None, opener: None })
         }
         _ => None,
     }
+}
+
+/// Between `session.startTransaction()` / `const t = await sequelize.transaction()` and the
+/// matching `commitTransaction()` / `t.commit()` of the same function.
+fn in_unmanaged_transaction(node: Node, src: &str) -> bool {
+    let Some(func) = ast::enclosing_function(node) else { return false };
+    let calls = ast::calls_in(func, true);
+    let opened = calls.iter().any(|c| {
+        c.end_byte() <= node.start_byte() && {
+            let name = ast::callee_name(*c, src).unwrap_or_default();
+            name == "startTransaction"
+                || (matches!(name.as_str(), "transaction" | "beginTransaction")
+                    && !ast::arguments(*c).iter().any(|a| ast::is_function(*a)))
+        }
+    });
+    let committed_after = calls.iter().any(|c| {
+        c.start_byte() >= node.end_byte()
+            && ast::callee_name(*c, src).is_some_and(|n| n == "commitTransaction" || n == "commit")
+    });
+    let committed_before = calls.iter().any(|c| {
+        c.end_byte() <= node.start_byte()
+            && ast::callee_name(*c, src).is_some_and(|n| n == "commitTransaction" || n == "commit")
+    });
+    opened && committed_after && !committed_before
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
@@ -109,6 +136,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     (GuardKind::Guard, _) => "the guard's database transaction",
                     (_, Some(_)) => "a database transaction",
                     (_, None) if guards::guard_at(call, src).is_some() => "a BEGIN … COMMIT transaction",
+                    (_, None) if in_unmanaged_transaction(call, src) => "an open transaction (committed later in this function)",
                     _ => "a database transaction (it is called from inside one)",
                 };
                 let possible =
