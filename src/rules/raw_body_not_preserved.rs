@@ -466,16 +466,16 @@ fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     if disabled.is_match(src) {
         return;
     }
-    let Some((vscope, call)) = model
-        .scopes
-        .iter()
-        .find_map(|s| s.node().and_then(|f| verify::first_verification(f, &s.file().text)).map(|c| (s, c)))
-    else {
+    let Some((vscope, call)) = model.scopes.iter().find_map(|s| {
+        // A verification over the payload (a header token compared alone needs no raw body).
+        s.node().and_then(|f| verify::verified_payloads(f, &s.file().text).first().map(|(c, _)| *c)).map(|c| (s, c))
+    }) else {
         return;
     };
-    let reads_stream = ["buffer(", "getRawBody(", "rawBody(", ".on('data'", ".on(\"data\"", "for await", "text("]
-        .iter()
-        .any(|m| model.scopes.iter().any(|s| s.node().is_some_and(|n| text(n, &s.file().text).contains(m))));
+    let reads_stream =
+        ["buffer(", "getRawBody(", "rawBody(", ".on('data'", ".on(\"data\"", "for await", "arrayBuffer("]
+            .iter()
+            .any(|m| model.scopes.iter().any(|s| s.node().is_some_and(|n| text(n, &s.file().text).contains(m))));
     let has_config = regex::Regex::new(r"export\s+(const|let|var)\s+config\b").unwrap().is_match(src);
     let fix = if reads_stream && !has_config && src.contains("export default") {
         let style = file.style();

@@ -136,7 +136,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     (GuardKind::Guard, _) => "the guard's database transaction",
                     (_, Some(_)) => "a database transaction",
                     (_, None) if guards::guard_at(call, src).is_some() => "a BEGIN … COMMIT transaction",
-                    (_, None) if in_unmanaged_transaction(call, src) => "an open transaction (committed later in this function)",
+                    (_, None) if in_unmanaged_transaction(call, src) => {
+                        "an open transaction (committed later in this function)"
+                    }
                     _ => "a database transaction (it is called from inside one)",
                 };
                 let possible =
