@@ -104,8 +104,14 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
         }
         match n.kind() {
             "for_in_statement" => {
-                let right = n.child_by_field_name("right").map(|r| text(r, src)).unwrap_or("");
-                if right.ends_with(".Records") || right == "Records" {
+                let right = n.child_by_field_name("right");
+                let bound = right
+                    .filter(|r| r.kind() == "identifier")
+                    .and_then(|r| ast::find_binding_init(func, text(r, src), src, r.start_byte()))
+                    .map(|i| text(ast::unwrap_expr(i), src));
+                let right = right.map(|r| text(r, src)).unwrap_or("");
+                let records = |t: &str| t.ends_with(".Records") || t == "Records";
+                if records(right) || bound.is_some_and(records) {
                     found = n.child_by_field_name("body").map(|b| (n, b));
                 }
             }
