@@ -277,26 +277,83 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     let Some(func) = scope.node() else { return };
     let src = cx.src();
     let Some(req) = model.handler.request.as_deref() else { return };
-    let payloads = verifies_req_body(func, req, src);
-    let Some(first) = payloads.first() else { return };
     let root = cx.file.root();
     let Some(reg) = express_app::registration(root, func, src) else { return };
     if ast::arguments(reg).iter().any(|a| express_app::is_raw_parser(*a, src)) {
         return;
     }
     let Some(mount) = json_mount_before(root, reg, src) else { return };
+    // The verification: in the handler, or in a helper the handler passes `req` to.
+    let helpers = req_helpers(cx, func, req);
+    let mut site: Option<(&Arc<SourceFile>, Node, bool)> = None;
+    if let Some(first) = verifies_req_body(func, req, src).first() {
+        site = Some((cx.file, *first, true));
+    } else {
+        for (def, param) in &helpers {
+            let Some(node) = def.node() else { continue };
+            let hsrc = &def.file.text;
+            let payloads = verifies_req_body(node, param, hsrc);
+            if let Some(first) = payloads.first() {
+                let clean = only_verified(node, &format!("{param}.body"), &payloads, hsrc);
+                site = Some((&def.file, *first, clean));
+                break;
+            }
+        }
+    }
+    let Some((file, payload, helper_clean)) = site else { return };
     let (line, _) = cx.file.line_col(mount.use_call.start_byte());
+    let at = if Arc::ptr_eq(file, cx.file) {
+        format!("line {line}")
+    } else {
+        let name = cx.file.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        format!("{name} line {line}")
+    };
     let message = format!(
-        "`{}` parses the body before this webhook route (line {line}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled",
+        "`{}` parses the body before this webhook route ({at}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled",
         text(mount.parser, src)
     );
-    let fix = express_fix(cx, model, func, &format!("{req}.body"), None).unwrap_or_else(manual_fix);
+    let fix = if helper_clean {
+        express_fix(cx, model, func, &format!("{req}.body"), None).unwrap_or_else(manual_fix)
+    } else {
+        manual_fix()
+    };
+    let mut fix = fix;
+    if !Arc::ptr_eq(file, cx.file) {
+        fix.target = Some(cx.file.path.clone());
+    }
     out.push(
-        Diagnostic::new(RULE.id, cx.file, *first, message)
+        Diagnostic::new(RULE.id, file, payload, message)
             .in_handler(model, scope)
             .help("register the webhook route before `express.json()` with `express.raw({ type: 'application/json' })`")
             .with_fix(Some(fix)),
     );
+}
+
+/// Project functions the handler passes its request to, with the parameter that receives it.
+fn req_helpers(cx: &Context, func: Node, req: &str) -> Vec<(crate::project::FunctionDef, String)> {
+    let src = cx.src();
+    let mut out = Vec::new();
+    for call in ast::calls_in(func, false) {
+        let Some(index) = ast::arguments(call).iter().position(|a| text(*a, src) == req) else { continue };
+        let Some(def) = crate::model::reach::resolve_call(cx.project, cx.file, call) else { continue };
+        let param = def
+            .node()
+            .and_then(|n| ast::parameter(n, index))
+            .filter(|p| p.kind() == "identifier")
+            .map(|p| text(p, &def.file.text).to_string());
+        if let Some(param) = param {
+            out.push((def, param));
+        }
+    }
+    out
+}
+
+/// Whether `req.body` is read only by the verification in `func`.
+fn only_verified(func: Node, req_body: &str, verified: &[Node], src: &str) -> bool {
+    ast::descendants_of_kind(func, "member_expression")
+        .into_iter()
+        .filter(|m| text(*m, src) == req_body)
+        .all(|u| verified.iter().any(|v| ast::contains(*v, u)))
 }
 
 /// The JSON parser that runs before `reg`'s route: on the same app/router, or on the app a
@@ -330,19 +387,13 @@ fn express_fix(cx: &Context, model: &HandlerModel, func: Node, req_body: &str, s
     let express = express_binding(file)?;
     let reg = express_app::registration(root, func, src)?;
     // The handler must not read the parsed body anywhere but in the verification.
-    let uses: Vec<Node> = ast::descendants_of_kind(func, "member_expression")
-        .into_iter()
-        .filter(|m| text(*m, src) == req_body)
-        .filter(|m| m.parent().is_none_or(|p| p.kind() != "member_expression" || text(p, src) == req_body))
-        .collect();
     let verified: Vec<Node> = match stringify {
         Some(s) => vec![s],
         None => verifies_req_body(func, model.handler.request.as_deref()?, src),
     };
-    if uses.iter().any(|u| !verified.iter().any(|v| ast::contains(*v, *u) || text(*v, src) == text(*u, src))) {
+    if !only_verified(func, req_body, &verified, src) {
         return None;
     }
-    // `const payload = req.body` bindings are fine only through the verified payload.
     let q = file.style().quote;
     let raw = format!("{express}.raw({{ type: {q}application/json{q} }}), ");
     let handler_arg = ast::arguments(reg).get(1).copied()?;
