@@ -63,7 +63,8 @@ app.use(express.json());
   `export const config = { api: { bodyParser: false } }`.
 Everything else is display-only: the handler also reads the parsed `req.body`, the parser is
 mounted in another file, or Fastify needs a content-type parser registered on the instance
-(`addContentTypeParser('application/json', { parseAs: 'buffer' }, ...)`).
+(`addContentTypeParser('application/json', { parseAs: 'buffer' }, ...)`), and NestJS `@Body()`
+needs `rawBody: true` and `req.rawBody`.
 
 Note: a route-level `express.raw()` that runs after an app-level `express.json()` still sees a
 parsed body (body-parser skips bodies already read); the rule follows the catalogue and stays
@@ -118,11 +119,23 @@ fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> O
                 .then_some(expr)
         }
         "identifier" if depth < 2 => {
+            if body_decorated_parameter(func, text(expr, src), src) {
+                return Some(expr);
+            }
             let init = ast::find_binding_init(func, text(expr, src), src, expr.start_byte())?;
             parsed_body(init, func, src, depth + 1).map(|_| expr)
         }
         _ => None,
     }
+}
+
+/// NestJS `@Body() body`: the parsed JSON.
+fn body_decorated_parameter(func: Node, name: &str, src: &str) -> bool {
+    let Some(params) = func.child_by_field_name("parameters") else { return false };
+    ast::named_children(params).into_iter().any(|p| {
+        p.child_by_field_name("pattern").is_some_and(|n| text(n, src) == name)
+            && ast::named_children(p).iter().any(|d| d.kind() == "decorator" && text(*d, src).starts_with("@Body("))
+    })
 }
 
 fn classify_payload<'t>(payload: Node<'t>, func: Node<'t>, src: &str) -> Option<(Payload<'t>, Option<Node<'t>>)> {
@@ -224,7 +237,7 @@ fn stringify_fix(
 fn manual_fix() -> Fix {
     Fix::display_only(
         "verify the raw request bytes",
-        "give the verifier the unparsed body: `express.raw({ type: 'application/json' })` on the route (registered before `express.json()`), `await req.text()` in fetch-style handlers, `bodyParser: false` in the Next.js pages router, a buffer content-type parser in Fastify",
+        "give the verifier the unparsed body: `express.raw({ type: 'application/json' })` on the route (registered before `express.json()`), `await req.text()` in fetch-style handlers, `bodyParser: false` in the Next.js pages router, a buffer content-type parser in Fastify, `NestFactory.create(AppModule, { rawBody: true })` and `req.rawBody` (from `@Req() req: RawBodyRequest<Request>`) in NestJS",
     )
 }
 
