@@ -144,11 +144,10 @@ impl Engine {
         for d in merged {
             by_file.entry(d.file.path.clone()).or_insert_with(|| (d.file.clone(), Vec::new())).1.push(d);
         }
-        // Files with suppressions but no findings still report unused suppressions.
-        for path in &self.files {
-            if let Ok(file) = self.project.load(path)
-                && file.text.contains("retrysafe-ignore")
-            {
+        // Files with suppressions but no findings still report unused suppressions. The
+        // prefilter lets every file with a suppression through, so all of them are loaded.
+        for file in self.project.loaded_files() {
+            if file.text.contains("retrysafe-ignore") {
                 by_file.entry(file.path.clone()).or_insert_with(|| (file.clone(), Vec::new()));
             }
         }
@@ -293,6 +292,14 @@ impl Engine {
                             report.new_files.push((path.clone(), text.clone()));
                             changed = true;
                         }
+                    }
+                }
+                // A fix that only creates files (a new migration) is applied once its files exist.
+                for d in &diags {
+                    if let Some(fix) = d.fix.as_ref().filter(|f| f.edits.is_empty() && !f.new_files.is_empty())
+                        && fix.new_files.iter().all(|f| report.new_files.contains(f))
+                    {
+                        files.entry(target.clone()).or_insert_with(|| new_file_fix(&file)).applied.push(describe(d));
                     }
                 }
                 let edit_fixes: Vec<(usize, &crate::fix::Fix)> =

@@ -34,9 +34,22 @@ enum Command {
     },
     /// Print a rule's documentation.
     Explain { rule: String },
+    /// Serve diagnostics and quick fixes to an editor (Language Server Protocol over stdio).
+    Lsp {
+        /// The guard the fixes call: `MODULE#EXPORT`.
+        #[arg(long)]
+        guard: Option<String>,
+    },
     /// Print a file's syntax tree and the handlers found in it (for rule authors).
     #[command(hide = true)]
     DumpTree { file: PathBuf },
+    /// Parse every file `check` would discover, and nothing else (the benchmark's baseline).
+    #[command(hide = true)]
+    ParseOnly {
+        paths: Vec<PathBuf>,
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -112,8 +125,26 @@ enum RulesFormat {
 }
 
 fn main() -> ExitCode {
+    // `retrysafe explain x | head` must end quietly, as other command-line tools do.
+    // SAFETY: restoring the default SIGPIPE disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let mut argv: Vec<String> = std::env::args().collect();
-    let known = ["check", "fix", "rules", "explain", "dump-tree", "help", "-h", "--help", "-V", "--version"];
+    let known = [
+        "check",
+        "fix",
+        "rules",
+        "explain",
+        "dump-tree",
+        "parse-only",
+        "lsp",
+        "help",
+        "-h",
+        "--help",
+        "-V",
+        "--version",
+    ];
     if argv.get(1).is_none_or(|a| !known.contains(&a.as_str())) {
         argv.insert(1, "check".into());
     }
@@ -130,6 +161,31 @@ fn main() -> ExitCode {
         Command::Fix(args) => run_fix(args),
         Command::Rules { format } => list_rules(format),
         Command::DumpTree { file } => dump_tree(&file),
+        Command::ParseOnly { paths, threads } => {
+            let paths = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths };
+            let start = std::time::Instant::now();
+            let stats = retrysafe::bench::parse_all(&paths, threads);
+            let secs = start.elapsed().as_secs_f64();
+            println!("parsed {} files ({} bytes, {} failed) in {secs:.3}s", stats.files, stats.bytes, stats.failed);
+            ExitCode::SUCCESS
+        }
+        Command::Lsp { guard } => {
+            let guard = match guard.as_deref().map(|g| GuardSpec::parse(g).ok_or(g)) {
+                Some(Err(g)) => {
+                    eprintln!("retrysafe: --guard `{g}` is not of the form MODULE#EXPORT");
+                    return ExitCode::from(2);
+                }
+                Some(Ok(g)) => Some(g),
+                None => None,
+            };
+            match retrysafe::lsp::serve(guard) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("retrysafe lsp: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Explain { rule } => match rules::find(&rule) {
             Some(r) => {
                 println!("# {}\n\n{}\n\nFix: {}\n\n{}", r.id, r.summary, fix_label(r.fix), r.docs.trim());

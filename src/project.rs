@@ -116,6 +116,11 @@ impl Project {
         Ok(file)
     }
 
+    /// Every file parsed so far.
+    pub fn loaded_files(&self) -> Vec<Arc<SourceFile>> {
+        self.files.lock().unwrap().values().flatten().cloned().collect()
+    }
+
     /// Replaces the cached text of a file (the fix loop re-checks edited text).
     pub fn insert(&self, file: Arc<SourceFile>) {
         self.files.lock().unwrap().insert(normalize(&file.path), Some(file));
@@ -139,6 +144,30 @@ impl Project {
         for (p, t) in self.virtual_files.lock().unwrap().iter() {
             if p.parent() == Some(dir.as_path()) && !out.iter().any(|(q, _)| q == p) {
                 out.push((p.clone(), t.clone()));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The subdirectories of a directory: on disk plus those holding files fixes would create
+    /// (a new migration directory).
+    pub fn list_subdirs(&self, dir: &Path) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .map(|p| normalize(&p))
+            .collect();
+        let dir = normalize(dir);
+        for p in self.virtual_files.lock().unwrap().keys() {
+            if let Some(parent) = p.parent()
+                && parent.parent() == Some(dir.as_path())
+                && !out.iter().any(|q| q == parent)
+            {
+                out.push(parent.to_path_buf());
             }
         }
         out.sort();

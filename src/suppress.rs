@@ -1,4 +1,4 @@
-//! `// retrysafe-ignore RULE[, RULE]: reason` (same line or the line before) and
+//! `// retrysafe-ignore RULE[, RULE]: reason` (same line or the line before; `--` in SQL) and
 //! `// retrysafe-ignore-file RULE: reason`. A suppression needs a reason, and one that
 //! suppresses nothing is reported.
 
@@ -24,7 +24,7 @@ pub struct Suppression {
 pub fn parse(file: &SourceFile) -> Vec<Suppression> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
-        Regex::new(r"(?://|/\*|\{/\*)\s*retrysafe-ignore(-file)?\b[ \t]*([a-z0-9,\- \t]*?)[ \t]*(?::[ \t]*([^\n*]*?))?[ \t]*(?:\*/\}?)?[ \t]*\r?$").unwrap()
+        Regex::new(r"(?://|--|/\*|\{/\*)\s*retrysafe-ignore(-file)?\b[ \t]*([a-z0-9,\- \t]*?)[ \t]*(?::[ \t]*([^\n*]*?))?[ \t]*(?:\*/\}?)?[ \t]*\r?$").unwrap()
     });
     let mut out = Vec::new();
     if !file.text.contains("retrysafe-ignore") {

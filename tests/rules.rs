@@ -101,6 +101,7 @@ fn fix_copy(rule: &str, work: &Path, root_name: &Path) -> (String, Vec<(PathBuf,
     }
     for (p, t) in &report.new_files {
         let _ = writeln!(diff, "+++ new file {}\n{t}", rel(p, work));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, t).unwrap();
     }
     (diff, texts)

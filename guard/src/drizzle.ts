@@ -1,5 +1,5 @@
 import type { Guard, GuardResult } from "./types.js";
-import { checkKey, DuplicateClaim, isUniqueViolation, quoteTable } from "./util.js";
+import { checkKey, DuplicateClaim, isUniqueViolation, loadDrizzleSql, quoteTable } from "./util.js";
 
 /** The part of a Drizzle database the guard uses. */
 export interface DrizzleLike {
@@ -21,11 +21,6 @@ export interface DrizzleGuardOptions {
   sql?: any;
 }
 
-let sqlTag: Promise<any> | undefined;
-function loadSql(): Promise<any> {
-  sqlTag ??= import("drizzle-orm").then((m: any) => m.sql ?? m.default?.sql);
-  return sqlTag;
-}
 
 /**
  * A guard over a Drizzle PostgreSQL database (node-postgres or postgres.js driver):
@@ -40,7 +35,7 @@ export function drizzleGuard<D extends DrizzleLike>(db: D, options: DrizzleGuard
   return {
     async run<T>(key: string, fn: (tx: DrizzleTx<D>) => Promise<T> | T): Promise<GuardResult<T>> {
       checkKey(key);
-      const sql = options.sql ?? (await loadSql());
+      const sql = options.sql ?? (await loadDrizzleSql());
       try {
         return await db.transaction(async (tx: any) => {
           let rows: unknown[];

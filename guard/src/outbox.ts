@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { quoteTable } from "./util.js";
+import { loadDrizzleSql, quoteTable } from "./util.js";
 
 export type OutboxState = "pending" | "leased" | "completed" | "terminal_failure";
 
@@ -55,26 +55,39 @@ export interface DispatchStats {
   failed: number;
 }
 
-/** pg Pool/Client/PoolClient (`query`), Prisma client or tx (`$queryRawUnsafe`). */
+/** pg Pool/Client/PoolClient (`query`), Prisma client or tx (`$queryRawUnsafe`), Drizzle db or tx (`execute`). */
 export type OutboxDb = object;
 
 export interface OutboxOptions {
   /** Outbox table (default `retrysafe_outbox`), optionally `schema.table`. */
   table?: string;
-  /** Where `dispatch()` leases rows: a pg `Pool` or a Prisma client. Not needed for `enqueue` only. */
+  /** Where `dispatch()` leases rows: a pg `Pool`, a Prisma client or a Drizzle db. Not needed for `enqueue` only. */
   db?: OutboxDb;
+  /** Drizzle's `sql` tag, when a bundler cannot resolve `drizzle-orm` for the guard. */
+  sql?: any;
 }
 
 type Query = (sql: string, params: unknown[]) => Promise<any[]>;
 
-function queryOf(db: any, what: string): Query {
-  if (db && typeof db.query === "function" && typeof db.$queryRawUnsafe !== "function") {
-    return async (sql, params) => (await db.query(sql, params)).rows;
-  }
+function queryOf(db: any, what: string, drizzleSql?: any): Query {
   if (db && typeof db.$queryRawUnsafe === "function") {
     return (sql, params) => db.$queryRawUnsafe(sql, ...params);
   }
-  throw new TypeError(`@retrysafe/guard: outbox ${what} needs a pg client/pool (query) or a Prisma client/tx ($queryRawUnsafe)`);
+  if (db && typeof db.query === "function" && typeof db.execute !== "function") {
+    return async (sql, params) => (await db.query(sql, params)).rows;
+  }
+  if (db && typeof db.execute === "function") {
+    // Drizzle: rebuild "$1" placeholders as sql`${param}` chunks
+    return async (text, params) => {
+      const sql = drizzleSql ?? (await loadDrizzleSql());
+      const parts = text.split(/\$(\d+)/);
+      const chunks: any[] = [];
+      parts.forEach((part, i) => chunks.push(i % 2 === 0 ? sql.raw(part) : sql`${params[Number(part) - 1]}`));
+      const r = await db.execute(sql.join(chunks));
+      return Array.isArray(r) ? r : (r?.rows ?? []);
+    };
+  }
+  throw new TypeError(`@retrysafe/guard: outbox ${what} needs a pg client/pool (query), a Prisma client/tx ($queryRawUnsafe) or a Drizzle db/tx (execute)`);
 }
 
 function statusOf(err: any): number | undefined {
@@ -177,7 +190,7 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
   async function dispatch(opts: DispatchOptions): Promise<DispatchStats> {
     if (typeof opts?.send !== "function") throw new TypeError("@retrysafe/guard: outbox.dispatch needs { send }");
     if (!options.db) throw new TypeError("@retrysafe/guard: createOutbox({ db }) is needed for dispatch()");
-    const q = queryOf(options.db, "dispatch()");
+    const q = queryOf(options.db, "dispatch()", options.sql);
     const maxAttempts = opts.maxAttempts ?? 5;
     const baseDelayMs = opts.baseDelayMs ?? 1000;
     const maxDelayMs = opts.maxDelayMs ?? 5 * 60_000;
@@ -263,7 +276,7 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       if (typeof message.key !== "string" || !message.key || message.key === "undefined") {
         throw new TypeError("@retrysafe/guard: outbox.enqueue needs a stable string key");
       }
-      const q = queryOf(tx, "enqueue()");
+      const q = queryOf(tx, "enqueue()", options.sql);
       const rows = await q(
         `INSERT INTO ${table} (kind, key, payload) VALUES ($1, $2, $3::jsonb) ON CONFLICT (key) DO NOTHING RETURNING id::text AS id`,
         [message.kind, message.key, JSON.stringify(message.payload ?? null)],

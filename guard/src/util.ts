@@ -35,3 +35,10 @@ export class DuplicateClaim extends Error {
     this.name = "DuplicateClaim";
   }
 }
+
+let sqlTag: Promise<any> | undefined;
+/** Drizzle's `sql` tag from the user's drizzle-orm (an optional peer dependency), loaded on first use. */
+export function loadDrizzleSql(): Promise<any> {
+  sqlTag ??= import("drizzle-orm").then((m: any) => m.sql ?? m.default?.sql);
+  return sqlTag;
+}

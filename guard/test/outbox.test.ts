@@ -1,7 +1,9 @@
 import pg from "pg";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { backoffMs, classifyError, createOutbox, postgresGuard, prismaGuard, retryAfterMs } from "../src/index.ts";
+import { drizzle } from "drizzle-orm/node-postgres";
+import { backoffMs, classifyError, createOutbox, drizzleGuard, postgresGuard, prismaGuard, retryAfterMs } from "../src/index.ts";
+import { ledger } from "./subjects.ts";
 import { PrismaClient } from "./generated/prisma/client.ts";
 import { HttpError, makeSend, startFakeProvider, type FakeProvider } from "./fake-provider.ts";
 import { DATABASE_URL, ensureSchema, sleep, spawnTs, uniq } from "./helpers.ts";
@@ -92,6 +94,31 @@ describe("outbox.enqueue inside the guard's transaction", () => {
     } finally {
       await prisma.$disconnect();
     }
+  });
+
+  it("works with a Drizzle transaction, and dispatches through a Drizzle db", async () => {
+    const db = drizzle(pool);
+    const guard = drizzleGuard(db);
+    const ob = createOutbox({ db });
+    const event = uniq("evt");
+    const r = await guard.run(`stripe:${event}`, async (tx) => {
+      await tx.insert(ledger).values({ eventKey: event, amount: 1 });
+      return ob.enqueue(tx, { kind: "send_receipt", key: `receipt:${event}`, payload: { quote: "it's $1" } });
+    });
+    expect(r).toEqual({ status: "processed", result: true });
+    await expect(
+      guard.run(`stripe:${event}-b`, async (tx) => {
+        await ob.enqueue(tx, { kind: "send_receipt", key: `receipt:${event}-b` });
+        throw new Error("nope");
+      }),
+    ).rejects.toThrow("nope");
+    expect(await rowOf(`receipt:${event}-b`)).toBeUndefined();
+    const payloads: unknown[] = [];
+    const send = makeSend(provider.url);
+    const stats = await ob.dispatch({ send: (row, ctx) => (payloads.push(row.payload), send(row, ctx)) });
+    expect(stats).toEqual({ leased: 1, completed: 1, retried: 0, failed: 0 });
+    expect(payloads).toEqual([{ quote: "it's $1" }]);
+    expect(await rowOf(`receipt:${event}`)).toMatchObject({ state: "completed", attempts: 1 });
   });
 });
 

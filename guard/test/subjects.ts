@@ -5,6 +5,7 @@ import { drizzle } from "drizzle-orm/node-postgres";
 import { eq, sql } from "drizzle-orm";
 import { integer, pgTable, serial, text } from "drizzle-orm/pg-core";
 import IORedis from "ioredis";
+import IORedis5 from "ioredis5";
 import { createClient as createRedis6 } from "redis";
 import { createClient as createRedis5 } from "redis5";
 import { createClient as createRedis4 } from "redis4";
@@ -24,7 +25,7 @@ export const counters = pgTable("counters", {
 });
 
 export const DB_KINDS = ["prisma", "pg", "drizzle"] as const;
-export const REDIS_KINDS = ["ioredis", "node-redis-v6", "node-redis-v5", "node-redis-v4"] as const;
+export const REDIS_KINDS = ["ioredis", "ioredis-v5", "node-redis-v6", "node-redis-v5", "node-redis-v4"] as const;
 export type Kind = (typeof DB_KINDS)[number] | (typeof REDIS_KINDS)[number];
 
 export interface Subject {
@@ -114,8 +115,9 @@ export async function makeSubject(kind: Kind, redisOptions: RedisGuardOptions = 
   }
   // Redis: the "effect" is an INCR that cannot roll back.
   const effectKey = (key: string) => `effects:${key}`;
-  if (kind === "ioredis") {
-    const redis = new IORedis(REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 2 });
+  if (kind === "ioredis" || kind === "ioredis-v5") {
+    const Ctor: typeof IORedis = kind === "ioredis" ? IORedis : (IORedis5 as any);
+    const redis = new Ctor(REDIS_URL, { lazyConnect: false, maxRetriesPerRequest: 2 });
     return {
       kind, lease: true,
       guard: redisGuard(redis, redisOptions),

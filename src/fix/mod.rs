@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod imports;
 pub mod text;
+pub mod wrap_guard;
 pub mod write;
 
 use serde::Serialize;

@@ -417,6 +417,11 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
             "create" if path.len() == 2 && path[0].chars().next().is_some_and(|c| c.is_ascii_uppercase()) => {
                 return Some(EffectKind::DbInsert);
             }
+            // A bare `update` is a model's only when the receiver looks like one: `hash.update(buf)`
+            // and `hmac.update(body)` are digests, not writes.
+            "update"
+                if !(path[0].chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                    || path.iter().any(|p| p == "collection()")) => {}
             "updateOne" | "updateMany" | "findOneAndUpdate" | "findByIdAndUpdate" | "update" => {
                 if update_text.contains("$inc") || update_text.contains("$push") || update_text.contains("$mul") {
                     return Some(EffectKind::DbIncrement);

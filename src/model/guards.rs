@@ -68,13 +68,27 @@ pub fn guard_at(node: Node, src: &str) -> Option<GuardKind> {
         let stmt = sql.trim_start_matches(['`', '"', '\'']).trim_start();
         if (stmt.starts_with("BEGIN") || stmt.starts_with("START TRANSACTION")) && !on_pool {
             begun = Some(GuardKind::Transaction);
-        } else if stmt.starts_with("COMMIT") || stmt.starts_with("ROLLBACK") {
+        } else if (stmt.starts_with("COMMIT") || stmt.starts_with("ROLLBACK")) && !in_exit_branch(call, func) {
             begun = None;
         } else if begun.is_some() && is_claim(call, src) {
             begun = Some(GuardKind::ClaimTransaction);
         }
     }
     begun
+}
+
+/// A ROLLBACK in a `catch` or in an early-exit branch (`if (dup) { ROLLBACK; return }`) does
+/// not end the transaction for the code after that branch.
+fn in_exit_branch(call: Node, func: Node) -> bool {
+    ast::ancestors(call).take_while(|a| a.id() != func.id()).any(|a| {
+        a.kind() == "catch_clause"
+            || (a.kind() == "statement_block"
+                && a.parent().is_some_and(|p| !ast::is_function(p))
+                && a.named_children(&mut a.walk())
+                    .filter(|c| c.kind() != "comment")
+                    .last()
+                    .is_some_and(|l| matches!(l.kind(), "return_statement" | "throw_statement")))
+    })
 }
 
 /// Names of tables/models that hold processed-event markers.

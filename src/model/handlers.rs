@@ -233,7 +233,7 @@ impl<'a> Finder<'a> {
         if is_pages_api && is_default {
             let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
             if let Some(func) = func {
-                self.push(func, format!("default export ({path})"), Framework::NextPagesApi, path);
+                self.push(func, format!("default export ({})", short_path(path)), Framework::NextPagesApi, path);
             }
             return;
         }
@@ -251,7 +251,12 @@ impl<'a> Finder<'a> {
                     candidates.push((text(n, src).to_string(), v));
                     let declared_type = d.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
                     if declared_type.contains("SQSHandler") {
-                        self.push(v, format!("Lambda {} ({path})", text(n, src)), Framework::LambdaSqs, path);
+                        self.push(
+                            v,
+                            format!("Lambda {} ({})", text(n, src), short_path(path)),
+                            Framework::LambdaSqs,
+                            path,
+                        );
                     }
                 }
             }
@@ -260,9 +265,9 @@ impl<'a> Finder<'a> {
             let upper = name.as_str();
             if ["POST", "PUT", "PATCH"].contains(&upper) && (is_route_file || names_webhook(path)) {
                 let framework = if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
-                self.push(func, format!("{upper} {path}"), framework, path);
+                self.push(func, format!("{upper} {}", short_path(path)), framework, path);
             } else if name == "action" && path.contains("routes") {
-                self.push(func, format!("action ({path})"), Framework::Remix, path);
+                self.push(func, format!("action ({})", short_path(path)), Framework::Remix, path);
             } else if name == "handler" || name.ends_with("Handler") {
                 self.lambda_candidate(func, &name, path);
             }
@@ -278,7 +283,7 @@ impl<'a> Finder<'a> {
         let typed = ast::parameter_type(func, 0, src).is_some_and(|t| t.contains("SQSEvent"));
         let records = text(func, src).contains(".Records");
         if typed || records {
-            self.push(func, format!("Lambda {name} ({path})"), Framework::LambdaSqs, path);
+            self.push(func, format!("Lambda {name} ({})", short_path(path)), Framework::LambdaSqs, path);
         }
     }
 
@@ -356,7 +361,7 @@ impl<'a> Finder<'a> {
             }
             ("process", n) if n >= 2 => {
                 if let Some(f) = args.last() {
-                    self.push(*f, format!("queue processor ({file_path})"), Framework::Bullmq, "");
+                    self.push(*f, format!("queue processor ({})", short_path(&file_path)), Framework::Bullmq, "");
                 }
             }
             ("run", n) if n >= 2 => {
@@ -364,20 +369,25 @@ impl<'a> Finder<'a> {
                     for key in ["eachMessage", "eachBatch"] {
                         if let Some(f) = ast::object_property(*opts, key, src) {
                             let f = if f.kind() == "method_definition" { f } else { ast::unwrap_expr(f) };
-                            self.push(f, format!("kafka {key} ({file_path})"), Framework::Kafka, "");
+                            self.push(f, format!("kafka {key} ({})", short_path(&file_path)), Framework::Kafka, "");
                         }
                     }
                 }
             }
             ("consume", n) if n >= 2 && args.len() >= 2 => {
-                self.push(args[1], format!("amqp consumer ({file_path})"), Framework::Amqp, "");
+                self.push(args[1], format!("amqp consumer ({})", short_path(&file_path)), Framework::Amqp, "");
             }
             ("on", n) if n >= 2 && args.len() >= 2 => {
                 if ast::string_value(args[0], src).as_deref() == Some("message")
                     && (self.file.text.contains("@google-cloud/pubsub")
                         || path[path.len() - 2].to_ascii_lowercase().contains("subscription"))
                 {
-                    self.push(args[1], format!("pub/sub subscriber ({file_path})"), Framework::Pubsub, "");
+                    self.push(
+                        args[1],
+                        format!("pub/sub subscriber ({})", short_path(&file_path)),
+                        Framework::Pubsub,
+                        "",
+                    );
                 }
             }
             ("createfunction", _) => {
@@ -404,7 +414,7 @@ impl<'a> Finder<'a> {
             }
             ("serve", _) if path.len() == 1 || path[0] == "Deno" => {
                 if let Some(f) = args.iter().rev().find(|a| ast::is_function(**a)) {
-                    self.push(*f, format!("serve ({file_path})"), Framework::DenoServe, &file_path);
+                    self.push(*f, format!("serve ({})", short_path(&file_path)), Framework::DenoServe, &file_path);
                 }
             }
             ("send", _) => {
@@ -412,7 +422,7 @@ impl<'a> Finder<'a> {
                 if args.first().is_some_and(|a| text(*a, src).contains("ReceiveMessageCommand"))
                     && let Some(func) = outermost_function(call)
                 {
-                    self.push(func, format!("SQS poller ({file_path})"), Framework::SqsPolling, "");
+                    self.push(func, format!("SQS poller ({})", short_path(&file_path)), Framework::SqsPolling, "");
                 }
             }
             _ => {}
@@ -464,6 +474,21 @@ impl<'a> Finder<'a> {
             Framework::Express
         }
     }
+}
+
+/// A path as a handler name shows it: from the framework's routing root (`app/`, `pages/`,
+/// `routes/`, `src/`) on, so names read the same wherever the project is checked out.
+pub fn short_path(path: &str) -> String {
+    let path = path.replace('\\', "/");
+    for root in ["app/", "pages/", "routes/", "src/", "functions/", "lambdas/", "workers/"] {
+        if path.starts_with(root) {
+            return path;
+        }
+        if let Some(i) = path.rfind(&format!("/{root}")) {
+            return path[i + 1..].to_string();
+        }
+    }
+    path.rsplit('/').next().unwrap_or(&path).to_string()
 }
 
 fn decorators_of(node: Node) -> Vec<Node> {

@@ -1,12 +1,16 @@
 //! The handler model: what each rule reads instead of re-deriving it from the tree.
 
 pub mod ast;
+pub mod dedupe_keys;
 pub mod effects;
 pub mod guards;
 pub mod handlers;
 pub mod keys;
+pub mod markers;
 pub mod providers;
 pub mod reach;
+pub mod responses;
+pub mod retry_loops;
 
 pub use effects::{Effect, EffectKind, Sdk};
 pub use guards::GuardKind;

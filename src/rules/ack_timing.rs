@@ -1,8 +1,371 @@
-//! PLACEHOLDER: not implemented yet.
+//! ack-timing
 
-use super::{Context, Diagnostic, FixAvailability, Rule};
+use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
+use crate::fix::{Edit, Fix};
+use crate::model::ast::{self, text};
+use crate::model::reach::{self, Scope};
+use crate::model::responses;
+use crate::model::{EffectKind, Framework, effects};
+use crate::project::Project;
+use crate::source::SourceFile;
+use std::sync::Arc;
+use tree_sitter::Node;
 
-pub const RULE: Rule =
-    Rule { id: "ack-timing", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+Work that is not finished when the delivery is acknowledged:
+- the response is sent (`res.json()`, `res.sendStatus()`, `reply.send()`) and the handler
+  awaits more work afterwards;
+- a promise of an effect is dropped: an SDK/database call or a call to a project `async`
+  function used as a statement without `await`/`return` (also `.then()` chains);
+- `items.forEach(async (item) => ...)`: `forEach` does not wait for the callbacks;
+- `void work()`;
+- work deferred past the response: `after()`, `waitUntil()`, `setImmediate`, `setTimeout`,
+  `process.nextTick`, `queueMicrotask` callbacks that write or call out.
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+## Why retries break it
+Once the provider has its 2xx (or the queue its completed job), it never redelivers. A crash,
+deploy or serverless freeze before the unfinished work completes loses it for good, and a
+rejected dropped promise is never seen by anyone (or crashes the process with an unhandled
+rejection, failing other deliveries in flight).
+
+Not reported: work awaited before the response; deferred callbacks that only read or log.
+Handing work to a durable queue (`await queue.add(...)`) before answering is the right way to
+answer fast.
+
+## Bad
+```ts
+res.status(200).json({ received: true });
+await fulfillOrder(session);
+items.forEach(async (item) => { await prisma.line.create({ data: item }); });
+```
+
+## Good
+```ts
+await fulfillOrder(session);
+res.status(200).json({ received: true });
+for (const item of items) { await prisma.line.create({ data: item }); }
+```
+
+## Fix (unsafe: review)
+- a response followed by work in the same block moves after that work;
+- `items.forEach(async (item) => { ... })` becomes `for (const item of items) { ... }`: the
+  callbacks then run one after the other (retrysafe prefers sequential execution, which keeps
+  order and rate limits; use `await Promise.all(items.map(async (item) => ...))` by hand where
+  order does not matter). Not applied when the callback returns early, takes an index, uses
+  `this`, iterates something named like a Map, or the enclosing function is not `async`;
+- `await` is added to a dropped effect promise, and `void work()` becomes `await work()`
+  (only inside `async` functions);
+- deferred work: no fix (await it before answering, or enqueue it durably).
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "ack-timing",
+    summary: "work is not finished when the delivery is acknowledged: a crash after the 2xx loses it; await it first",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+const DEFERRERS: &[&str] =
+    &["after", "unstable_after", "waitUntil", "setImmediate", "setTimeout", "nextTick", "queueMicrotask"];
+
+struct Cx<'a> {
+    project: &'a Project,
+    file: &'a Arc<SourceFile>,
+}
+
+impl Cx<'_> {
+    fn src(&self) -> &str {
+        &self.file.text
+    }
+
+    /// A call whose promise carries an effect: an SDK or DB write, or a project async function.
+    fn promise_work(&self, call: Node) -> bool {
+        let src = self.src();
+        let path = ast::callee_path(call, src);
+        let last = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
+        if matches!(last, "then" | "catch" | "finally") {
+            let inner = call
+                .child_by_field_name("function")
+                .and_then(|f| f.child_by_field_name("object"))
+                .map(ast::unwrap_expr)
+                .filter(|o| o.kind() == "call_expression");
+            return inner.is_some_and(|i| self.promise_work(i));
+        }
+        let def = reach::resolve_call(self.project, self.file, call);
+        if let Some(def) = &def {
+            return def.node().is_some_and(|n| is_async(n, &def.file.text));
+        }
+        effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
+    }
+
+    /// Whether a subtree contains promise work (in nested callbacks too).
+    fn contains_work(&self, node: Node) -> bool {
+        ast::calls_in(node, false).into_iter().any(|c| self.promise_work(c))
+    }
+}
+
+fn is_async(func: Node, src: &str) -> bool {
+    let func = if func.kind() == "method_definition" || ast::is_function(func) { func } else { return false };
+    (0..func.child_count()).filter_map(|i| func.child(i)).any(|c| c.kind() == "async")
+        || text(func, src).starts_with("async")
+}
+
+fn enclosing_is_async(node: Node, src: &str) -> bool {
+    ast::enclosing_function(node).is_some_and(|f| is_async(f, src))
+}
+
+fn deferrer(call: Node, src: &str) -> Option<String> {
+    let path = ast::callee_path(call, src);
+    let last = path.last()?.trim_end_matches("()");
+    if !DEFERRERS.contains(&last) {
+        return None;
+    }
+    if last == "nextTick" && path.first().is_none_or(|p| p != "process") {
+        return None;
+    }
+    if matches!(last, "after" | "unstable_after" | "setImmediate" | "setTimeout" | "queueMicrotask") && path.len() != 1
+    {
+        return None;
+    }
+    Some(path.join("."))
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        for (i, scope) in model.scopes.iter().enumerate() {
+            let Some(func) = scope.node() else { continue };
+            let c = Cx { project: cx.project, file: scope.file() };
+            if i == 0
+                && matches!(model.handler.framework, Framework::Express | Framework::NextPagesApi | Framework::Fastify)
+            {
+                respond_then_work(&c, model, scope, func, out);
+            }
+            statements(&c, model, scope, func, out);
+        }
+    }
+}
+
+fn diag(model: &HandlerModel, scope: &Scope, node: Node, msg: String, fix: Fix) -> Diagnostic {
+    Diagnostic::new(RULE.id, scope.file(), node, msg)
+        .in_handler(model, scope)
+        .help("finish (await) the work before acknowledging, or hand it to a durable queue first")
+        .with_fix(Some(fix))
+}
+
+/// `res.json(...)` as a statement followed, in its block, by awaited work.
+fn respond_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut Vec<Diagnostic>) {
+    let src = c.src();
+    let names = responses::handler_names(&model.handler);
+    for resp in responses::responses_in(func, src, &names, true) {
+        if resp.style == responses::Style::Koa {
+            continue;
+        }
+        let Some(stmt) = ast::enclosing_statement(resp.node).filter(|s| s.kind() == "expression_statement") else {
+            continue;
+        };
+        if ast::enclosing_function(resp.node) != Some(func) {
+            continue;
+        }
+        let mut following = Vec::new();
+        let mut next = stmt.next_named_sibling();
+        while let Some(n) = next {
+            following.push(n);
+            next = n.next_named_sibling();
+        }
+        let work = following.iter().any(|s| {
+            !ast::descendants_of_kind(*s, "await_expression")
+                .into_iter()
+                .all(|a| ast::enclosing_function(a) != Some(func))
+                || ast::calls_in(*s, true).into_iter().any(|call| c.promise_work(call))
+        });
+        if !work {
+            continue;
+        }
+        let movable = following.iter().all(|s| {
+            s.kind() == "comment"
+                || (ast::descendants_of_kind(*s, "return_statement").is_empty()
+                    && ast::descendants_of_kind(*s, "throw_statement").is_empty()
+                    && responses::responses_in(*s, src, &names, false).is_empty())
+        });
+        let fix = match (movable, following.iter().rev().find(|s| s.kind() != "comment")) {
+            (true, Some(last)) => move_after(c.file, stmt, *last)
+                .map(|edits| Fix::unsafe_("send the response after the work", edits))
+                .unwrap_or_else(|| {
+                    Fix::display_only("send the response after the work", "the statement shares its line")
+                }),
+            _ => Fix::display_only(
+                "send the response after the work",
+                "the work after the response returns or answers itself: restructure by hand",
+            ),
+        };
+        out.push(diag(
+            model,
+            scope,
+            resp.node,
+            "the response is sent before the work that follows it is done: a crash after it loses the work, and the provider never retries".into(),
+            fix,
+        ));
+    }
+}
+
+fn move_after(file: &SourceFile, stmt: Node, last: Node) -> Option<Vec<Edit>> {
+    let src = &file.text;
+    let start = file.line_start(stmt.start_byte());
+    if !src[start..stmt.start_byte()].trim().is_empty() {
+        return None;
+    }
+    let end = crate::fix::text::line_end(file, stmt.end_byte());
+    if !src[stmt.end_byte()..end].trim().is_empty() {
+        return None;
+    }
+    let after_eol = if src[end..].starts_with("\r\n") { end + 2 } else { end + 1 }.min(src.len());
+    let last_end = crate::fix::text::line_end(file, last.end_byte());
+    let eol = file.style().eol;
+    Some(vec![Edit::delete(start, after_eol), Edit::insert(last_end, format!("{eol}{}", &src[start..end]))])
+}
+
+fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut Vec<Diagnostic>) {
+    let src = c.src();
+    let mut deferred: Vec<Node> = Vec::new();
+    ast::walk(func, &mut |n| {
+        if deferred.iter().any(|d| ast::contains(*d, n)) {
+            return false;
+        }
+        match n.kind() {
+            "call_expression" => {
+                if let Some(name) = deferrer(n, src)
+                    && let Some(arg) = ast::arguments(n).first().copied()
+                    && c.contains_work(arg)
+                {
+                    deferred.push(n);
+                    out.push(diag(
+                        model,
+                        scope,
+                        n,
+                        format!("work is deferred past the acknowledgement with `{name}`: if the process stops first, the work is lost and never retried"),
+                        Fix::display_only("await the work before answering", "or enqueue it durably (awaited) before answering"),
+                    ));
+                    return false;
+                }
+                if ast::callee_name(n, src).as_deref() == Some("forEach")
+                    && let Some(cb) = ast::arguments(n).first().copied().map(ast::unwrap_expr)
+                    && ast::is_function(cb)
+                    && is_async(cb, src)
+                {
+                    out.push(diag(
+                        model,
+                        scope,
+                        n,
+                        "`forEach(async ...)` does not wait for its callbacks: the delivery is acknowledged while they still run, and their failures are lost".into(),
+                        for_of_fix(c.file, n, cb),
+                    ));
+                }
+            }
+            "unary_expression" if n.child(0).is_some_and(|o| text(o, src) == "void") => {
+                if let Some(arg) = n.child_by_field_name("argument").map(ast::unwrap_expr)
+                    && arg.kind() == "call_expression"
+                    && c.promise_work(arg)
+                {
+                    let fix = if enclosing_is_async(n, src) {
+                        Fix::unsafe_("await it", vec![Edit::replace(n.start_byte(), arg.start_byte(), "await ")])
+                    } else {
+                        Fix::display_only("await it", "the enclosing function is not async")
+                    };
+                    out.push(diag(
+                        model,
+                        scope,
+                        n,
+                        format!(
+                            "`void {}` drops the promise: the work may not finish before the delivery is acknowledged",
+                            ast::callee_path(arg, src).join(".")
+                        ),
+                        fix,
+                    ));
+                }
+            }
+            "expression_statement" => {
+                if let Some(call) = n.named_child(0).filter(|e| e.kind() == "call_expression")
+                    && ast::callee_name(call, src).as_deref() != Some("forEach")
+                    // A chain that answers in its continuation acknowledges after the work.
+                    && responses::responses_in(call, src, &[], false).is_empty()
+                    && c.promise_work(call)
+                {
+                    let fix = if enclosing_is_async(n, src) {
+                        Fix::unsafe_("add `await`", vec![Edit::insert(call.start_byte(), "await ")])
+                    } else {
+                        Fix::display_only("await it", "the enclosing function is not async")
+                    };
+                    out.push(diag(
+                        model,
+                        scope,
+                        call,
+                        format!("the promise of `{}` is not awaited: the delivery can be acknowledged before it finishes, and its failure is lost", ast::callee_path(call, src).join(".")),
+                        fix,
+                    ));
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+}
+
+/// `items.forEach(async (item) => { ... })` → `for (const item of items) { ... }`.
+fn for_of_fix(file: &SourceFile, call: Node, cb: Node) -> Fix {
+    let src = &file.text;
+    let display = |why: &str| Fix::display_only("use `for (const item of items)` with await", why);
+    let mut stmt_node = call;
+    if let Some(p) = call.parent().filter(|p| p.kind() == "await_expression") {
+        stmt_node = p;
+    }
+    let Some(stmt) = stmt_node.parent().filter(|p| p.kind() == "expression_statement") else {
+        return display("the forEach is part of a larger expression");
+    };
+    let Some(body) = cb.child_by_field_name("body").filter(|b| b.kind() == "statement_block") else {
+        return display("the callback has no block body");
+    };
+    let params = ast::parameter_names(cb, src);
+    let Some(param) = ast::parameter(cb, 0) else {
+        return display("the callback takes no item");
+    };
+    if params.is_empty() || ast::parameter(cb, 1).is_some() {
+        return display("the callback also takes the index");
+    }
+    let mut returns = false;
+    ast::walk(body, &mut |n| {
+        if n != body && ast::is_function(n) {
+            return false;
+        }
+        if n.kind() == "return_statement" || (n.kind() == "this" && cb.kind() != "arrow_function") {
+            returns = true;
+        }
+        true
+    });
+    if returns {
+        return display("the callback returns early or uses `this`");
+    }
+    if !enclosing_is_async(call, src) {
+        return display("the enclosing function is not async");
+    }
+    let Some(object) = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")) else {
+        return display("no iterable");
+    };
+    if text(object, src).to_ascii_lowercase().contains("map") {
+        return display("a Map's forEach passes (value, key); iterate `.values()` or `.entries()` by hand");
+    }
+    let param_text = text(param, src);
+    let close_end = stmt.end_byte();
+    Fix::unsafe_(
+        "replace forEach(async ...) with for...of",
+        vec![
+            Edit::replace(
+                stmt.start_byte(),
+                body.start_byte(),
+                format!("for (const {param_text} of {}) ", text(object, src)),
+            ),
+            Edit::delete(body.end_byte(), close_end),
+        ],
+    )
+}

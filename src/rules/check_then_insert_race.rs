@@ -1,8 +1,114 @@
-//! PLACEHOLDER: not implemented yet.
+//! check-then-insert-race (and the reporting shared by the three hand-written-dedupe rules)
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::wrap_guard;
+use crate::model::ast::text;
+use crate::model::markers::{self, PatternKind};
 
-pub const RULE: Rule =
-    Rule { id: "check-then-insert-race", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+Hand-written dedupe that reads the processed marker first and writes it only after the
+work: `if (await prisma.processedEvent.findUnique({ where: { id: event.id } })) return`
+(or `redis.get`/`exists`/`sismember`, a `SELECT`, a helper such as `isProcessed(id)`),
+then the work, then `create`/`INSERT`/`SET` of the marker.
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+## Why retries break it
+Two concurrent deliveries (a provider retry racing a slow first attempt, two instances)
+both read "not processed", both do the work, both write the marker. A crash between the
+work and the marker write also repeats the work on the next delivery.
+
+## Not reported
+When a real claim comes before the work — an atomic `SET NX`, a unique insert whose
+conflict is handled (`P2002`/`23505`/`11000` caught, `ON CONFLICT DO NOTHING` with the row
+count read, `skipDuplicates` with the count read): the check is then only an optimisation.
+Code inside a guard `run` or a claim transaction. A handler whose pattern is this one is
+not also reported by `unguarded-side-effect` or `incrementing-write-unguarded`.
+
+## Bad
+```ts
+if (await prisma.processedEvent.findUnique({ where: { id: event.id } })) {
+  return res.json({ received: true });
+}
+await fulfilOrder(session);
+await prisma.processedEvent.create({ data: { id: event.id } });
+```
+
+## Good
+```ts
+const result = await guard.run(`stripe:${event.id}`, async (tx) => {
+  await fulfilOrder(session);
+});
+if (result.status === "in-progress") return res.status(409).end();
+```
+
+## Fix (unsafe: review)
+Removes the racy check (the check statement, or `const seen = await ...` together with the
+`if (seen) return ...` that follows) and the marker write when they are in the handler
+itself, and wraps the work in the guard `run` (see `retrysafe explain unguarded-side-effect`).
+When they live in a helper, the handler's work is still wrapped and the note says to delete
+the helper's marker code.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "check-then-insert-race",
+    summary: "processed check, then work, then marker insert: concurrent duplicates both pass the check",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    report(cx, out, PatternKind::CheckThenInsert, RULE.id, &|call| {
+        format!(
+            "check-then-insert: `{call}` reads the processed marker, the work runs, and only then is the marker \
+             written: two concurrent deliveries both pass the check and both do the work (concurrent duplicate), \
+             and a crash before the marker repeats it"
+        )
+    });
+}
+
+fn priority(kind: PatternKind) -> u8 {
+    match kind {
+        PatternKind::CheckThenInsert => 0,
+        PatternKind::RecordBeforeEffect => 1,
+        PatternKind::EffectBeforeRecord => 2,
+    }
+}
+
+/// Reports the handlers whose most specific hand-written-dedupe pattern is `kind`.
+pub(crate) fn report(
+    cx: &Context,
+    out: &mut Vec<Diagnostic>,
+    kind: PatternKind,
+    rule: &'static str,
+    message: &dyn Fn(&str) -> String,
+) {
+    for model in cx.handlers {
+        let patterns = markers::patterns(cx.project, &model.scopes);
+        let Some(top) = patterns.iter().map(|p| priority(p.kind)).min() else { continue };
+        if priority(kind) != top {
+            continue;
+        }
+        for p in patterns.iter().filter(|p| p.kind == kind) {
+            let scope = &model.scopes[p.scope];
+            let file = scope.file();
+            let Some(node) = file.root().descendant_for_byte_range(p.at.0, p.at.1) else { continue };
+            let shown = text(node, &file.text).lines().next().unwrap_or("").trim_end_matches(['(', '{']);
+            let remove: Vec<(usize, usize)> = if p.scope == 0 { p.calls.clone() } else { Vec::new() };
+            let mut fix = wrap_guard::wrap_fix(cx, model, &remove, &[]);
+            if p.scope != 0 && fix.applicability != crate::fix::Applicability::DisplayOnly {
+                let note = fix.note.take().unwrap_or_default();
+                fix.note = Some(format!(
+                    "{note}; the hand-written marker code in `{}` is now redundant: delete it",
+                    scope.function.name
+                ));
+            }
+            out.push(
+                Diagnostic::new(rule, file, node, message(shown))
+                    .in_handler(model, scope)
+                    .help("let one guard `run` claim the event and do the work, instead of a hand-written marker")
+                    .with_fix(Some(fix)),
+            );
+        }
+    }
+}

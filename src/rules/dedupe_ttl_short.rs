@@ -1,8 +1,278 @@
-//! PLACEHOLDER: not implemented yet.
+//! dedupe-ttl-short
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::{Edit, Fix};
+use crate::model::ast::{self, text};
+use crate::model::dedupe_keys;
+use crate::model::guards;
+use tree_sitter::Node;
 
-pub const RULE: Rule =
-    Rule { id: "dedupe-ttl-short", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+A Redis dedupe key whose expiry is shorter than the time the provider keeps retrying:
+`set(k, v, 'EX', n, 'NX')` (also `'PX'` in milliseconds and `'NX', 'EX', n`), node-redis
+`{ NX: true, EX: n }` and v5 `{ condition: 'NX', expiration: { type: 'EX', value: n } }`,
+Upstash `{ nx: true, ex: n }`, `setex`/`psetex`, and `expire`/`pexpire` on a key claimed with
+`SET NX`/`SETNX`. A `set`/`setex` without NX counts when the key is a processed marker (it is
+read back with `get`/`exists`, or named like one: `processed:`, `dedupe:`, `webhook:`,
+`event:`...). TTLs are evaluated from literals, products such as `60 * 60 * 24` and local or
+module `const`s. Windows (PROVIDERS.md): Shopify 4 h, Svix senders 28 h, Razorpay 24 h,
+Stripe/GitHub/Paystack/Paddle/PayPal/Square and unknown providers 3 days; the config's
+`retryWindows` overrides them.
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+## Why retries break it
+Once the marker expires, a retry (or a manual resend) of the same event finds no marker and
+is processed again: a second charge, email or grant.
+
+## Bad
+```ts
+await redis.set(`stripe:${event.id}`, "1", "EX", 3600, "NX");
+```
+
+## Good
+```ts
+await redis.set(`stripe:${event.id}`, "1", "EX", 60 * 60 * 24 * 7, "NX");
+```
+
+## Fix (safe)
+Raises the TTL at that call to 7 days (or the config's `dedupeTtlSeconds`; never below the
+provider's window), in the call's unit (milliseconds for `PX`/`psetex`/`pexpire`). A TTL held
+in a `const` is replaced at the call, so other uses of the constant keep their value.
+Not reported: a short in-progress lease that is released (`del`/`unlink`/`release` of the same
+key in the function) or overwritten with a longer completed marker (another `set` of the same
+key).
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "dedupe-ttl-short",
+    summary: "dedupe key expires before the provider stops retrying: a late retry is processed again",
+    docs: DOCS,
+    fix: FixAvailability::Always,
+    check,
+};
+
+const DAY: u64 = 24 * 3600;
+
+struct Ttl<'t> {
+    call: Node<'t>,
+    key: Node<'t>,
+    ttl: Node<'t>,
+    millis: bool,
+    /// `SET NX` / `SETNX`: a claim; otherwise a marker write.
+    claim: bool,
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        let provider = model.handler.provider;
+        let window = provider
+            .map(|p| cx.config.retry_window_seconds(p.name()).unwrap_or(p.retry_window_seconds()))
+            .unwrap_or(3 * DAY);
+        let target = cx.config.dedupe_ttl_seconds.unwrap_or(7 * DAY).max(window);
+        let who = provider.map_or("the provider".to_string(), |p| p.name().to_string());
+        for scope in &model.scopes {
+            let Some(func) = scope.node() else { continue };
+            let file = scope.file();
+            let src = &file.text;
+            let calls = ast::calls_in(func, false);
+            let ttls: Vec<Ttl> = calls.iter().filter_map(|c| ttl_of(*c, src)).collect();
+            for t in &ttls {
+                let Some(value) = eval(t.ttl, src, 0) else { continue };
+                let seconds = if t.millis { value / 1000.0 } else { value };
+                if seconds >= window as f64 || seconds <= 0.0 {
+                    continue;
+                }
+                if !t.claim && !is_marker(t, &calls, src) {
+                    continue;
+                }
+                if is_lease(t, &calls, &ttls, src) {
+                    continue;
+                }
+                let message = format!(
+                    "dedupe key {} expires after {}, but {who} retries for {}: a retry after it expires is processed again",
+                    quoted(&squash(text(t.key, src))),
+                    human(seconds as u64),
+                    human(window)
+                );
+                let replacement = if target == 7 * DAY {
+                    if t.millis { "1000 * 60 * 60 * 24 * 7".to_string() } else { "60 * 60 * 24 * 7".to_string() }
+                } else if t.millis {
+                    (target * 1000).to_string()
+                } else {
+                    target.to_string()
+                };
+                let fix = Fix::safe(
+                    format!("raise the TTL to {}", human(target)),
+                    vec![Edit::replace(t.ttl.start_byte(), t.ttl.end_byte(), replacement)],
+                );
+                out.push(
+                    Diagnostic::new(RULE.id, file, t.ttl, message)
+                        .in_handler(model, scope)
+                        .help("keep a completed marker at least as long as the provider retries (7 days covers the common ones)")
+                        .with_fix(Some(fix)),
+                );
+            }
+        }
+    }
+}
+
+fn squash(s: &str) -> String {
+    let one: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.len() > 60 {
+        format!("{}…", &one[..one.char_indices().nth(57).map_or(one.len(), |(i, _)| i)])
+    } else {
+        one
+    }
+}
+
+fn quoted(s: &str) -> String {
+    if s.starts_with('`') { s.to_string() } else { format!("`{s}`") }
+}
+
+fn human(seconds: u64) -> String {
+    if seconds >= DAY && seconds.is_multiple_of(DAY) {
+        format!("{} day{}", seconds / DAY, if seconds / DAY == 1 { "" } else { "s" })
+    } else if seconds >= 3600 && seconds.is_multiple_of(3600) {
+        format!("{} h", seconds / 3600)
+    } else if seconds >= 60 && seconds.is_multiple_of(60) {
+        format!("{} min", seconds / 60)
+    } else {
+        format!("{seconds} s")
+    }
+}
+
+/// The key and TTL a Redis call writes, if it sets an expiry.
+fn ttl_of<'t>(call: Node<'t>, src: &str) -> Option<Ttl<'t>> {
+    let path = ast::callee_path(call, src);
+    if path.len() < 2 {
+        return None;
+    }
+    let last = path.last()?.to_ascii_lowercase();
+    let args = ast::arguments(call);
+    let key = *args.first()?;
+    match last.as_str() {
+        "set" => {
+            let claim = guards::is_set_nx(call, src);
+            // ioredis: ..., 'EX', n, ...
+            for (i, a) in args.iter().enumerate().skip(2) {
+                if let Some(s) = ast::string_value(*a, src) {
+                    let s = s.to_ascii_uppercase();
+                    if (s == "EX" || s == "PX")
+                        && let Some(n) = args.get(i + 1)
+                    {
+                        return Some(Ttl { call, key, ttl: *n, millis: s == "PX", claim });
+                    }
+                }
+            }
+            // node-redis / Upstash options object
+            let opts = args.get(2).map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")?;
+            for prop in ast::named_children(opts) {
+                if prop.kind() != "pair" {
+                    continue;
+                }
+                let (Some(k), Some(v)) = (prop.child_by_field_name("key"), prop.child_by_field_name("value")) else {
+                    continue;
+                };
+                let name = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()).to_ascii_uppercase();
+                match name.as_str() {
+                    "EX" | "PX" => return Some(Ttl { call, key, ttl: v, millis: name == "PX", claim }),
+                    "EXPIRATION" if v.kind() == "object" => {
+                        let ty = ast::object_property(v, "type", src)
+                            .and_then(|t| ast::string_value(t, src))
+                            .unwrap_or_default()
+                            .to_ascii_uppercase();
+                        let value = ast::object_property(v, "value", src)?;
+                        if ty == "EX" || ty == "PX" {
+                            return Some(Ttl { call, key, ttl: value, millis: ty == "PX", claim });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            None
+        }
+        "setex" | "psetex" => Some(Ttl { call, key, ttl: *args.get(1)?, millis: last == "psetex", claim: false }),
+        "expire" | "pexpire" => Some(Ttl { call, key, ttl: *args.get(1)?, millis: last == "pexpire", claim: false }),
+        _ => None,
+    }
+}
+
+fn same_key(a: Node, b: Node, src: &str) -> bool {
+    let norm = |n: Node| text(ast::unwrap_expr(n), src).split_whitespace().collect::<String>();
+    norm(a) == norm(b)
+}
+
+/// A marker write: the key is claimed with SETNX elsewhere, read back, or named like a marker.
+fn is_marker(t: &Ttl, calls: &[Node], src: &str) -> bool {
+    let claimed_or_read = calls.iter().any(|c| {
+        *c != t.call
+            && ast::arguments(*c).first().is_some_and(|k| same_key(*k, t.key, src))
+            && (guards::is_set_nx(*c, src)
+                || ast::callee_name(*c, src)
+                    .is_some_and(|n| matches!(n.to_ascii_lowercase().as_str(), "get" | "exists")))
+    });
+    let key_text = text(dedupe_keys::resolve(t.key, src), src).to_ascii_lowercase();
+    let named = regex::Regex::new(r"processed|dedup|idempot|seen|handled|webhook|event|deliver|evt_")
+        .unwrap()
+        .is_match(&key_text);
+    claimed_or_read || named
+}
+
+/// A lease: the same key is released (deleted) or overwritten by a later `set`.
+fn is_lease(t: &Ttl, calls: &[Node], ttls: &[Ttl], src: &str) -> bool {
+    let released = calls.iter().any(|c| {
+        *c != t.call
+            && ast::arguments(*c).iter().any(|a| same_key(*a, t.key, src))
+            && ast::callee_name(*c, src).is_some_and(|n| {
+                let n = n.to_ascii_lowercase();
+                ["del", "unlink", "release", "unlock", "remove", "clear"].iter().any(|w| n.contains(w))
+            })
+    });
+    let overwritten = calls.iter().any(|c| {
+        *c != t.call
+            && c.start_byte() > t.call.start_byte()
+            && ast::callee_name(*c, src).is_some_and(|n| n.eq_ignore_ascii_case("set"))
+            && ast::arguments(*c).first().is_some_and(|k| same_key(*k, t.key, src))
+            && ttls.iter().find(|o| o.call == *c).is_none_or(|o| {
+                let mine = eval(t.ttl, src, 0).map(|v| if t.millis { v / 1000.0 } else { v });
+                let theirs = eval(o.ttl, src, 0).map(|v| if o.millis { v / 1000.0 } else { v });
+                matches!((mine, theirs), (Some(m), Some(x)) if x > m)
+            })
+    });
+    released || overwritten
+}
+
+/// A numeric TTL: literals, `60 * 60 * 24`, parentheses, and `const` bindings.
+fn eval(node: Node, src: &str, depth: usize) -> Option<f64> {
+    let node = ast::unwrap_expr(node);
+    match node.kind() {
+        "number" => text(node, src).replace('_', "").parse().ok(),
+        "string" => ast::string_value(node, src)?.trim().parse().ok(),
+        "binary_expression" => {
+            let l = eval(node.child_by_field_name("left")?, src, depth)?;
+            let r = eval(node.child_by_field_name("right")?, src, depth)?;
+            match text(node.child_by_field_name("operator")?, src) {
+                "*" => Some(l * r),
+                "+" => Some(l + r),
+                "-" => Some(l - r),
+                "/" if r != 0.0 => Some(l / r),
+                "**" => Some(l.powf(r)),
+                _ => None,
+            }
+        }
+        "identifier" if depth < 4 => eval(dedupe_keys::initializer(node, src)?, src, depth + 1),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(human(3600), "1 h");
+        assert_eq!(human(3 * DAY), "3 days");
+        assert_eq!(human(90), "90 s");
+    }
+}

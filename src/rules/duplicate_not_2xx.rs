@@ -1,8 +1,193 @@
-//! PLACEHOLDER: not implemented yet.
+//! duplicate-not-2xx
 
+use super::in_progress_not_retryable::{DUPLICATE, NxKind, literal_test, nx_failed, nx_kind};
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::Fix;
+use crate::model::ast::{self, text};
+use crate::model::guards;
+use crate::model::responses::{self, Response, Style};
+use regex::Regex;
+use std::sync::LazyLock;
+use tree_sitter::Node;
 
-pub const RULE: Rule =
-    Rule { id: "duplicate-not-2xx", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+An HTTP handler that detects a duplicate delivery and answers 4xx/5xx: a unique violation on
+the dedupe insert (Prisma `P2002`, Postgres `23505`, MongoDB `11000`, MySQL `ER_DUP_ENTRY`),
+a guard result `status === "duplicate"`, a `SET NX` done marker that returned null, or a
+processed-event row found before the work.
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+## Why retries break it
+The duplicate was already processed. Answering an error makes the provider keep
+redelivering it for its whole retry window (Stripe: 3 days), each delivery failing again;
+providers disable endpoints that keep failing (Svix after 5 days, Shopify after repeated
+failures), which then drops genuine events too.
+
+## Bad
+```ts
+if (err.code === "P2002") return res.status(409).send("duplicate");
+```
+
+## Good
+```ts
+if (err.code === "P2002") return res.status(200).send("duplicate");
+```
+
+## Fix (safe)
+Changes the status to 200, keeping the body. An in-progress attempt should answer 409 (see
+`in-progress-not-retryable`), so this rule ignores branches that test an in-progress status
+and `SET NX` leases (short TTL, or deleted on failure); a key that serves as both lease and
+done marker gets a display-only fix that explains how to tell them apart.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "duplicate-not-2xx",
+    summary: "a detected duplicate answers 4xx/5xx: the provider retries it for days and may disable the endpoint; answer 200",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+pub static DUP_CODE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"P2002|23505|\b11000\b|ER_DUP_ENTRY|unique_violation|UniqueConstraint|SQLITE_CONSTRAINT_UNIQUE|duplicate key",
+    )
+    .unwrap()
+});
+static IN_PROGRESS_WORD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)in[-_ ]?progress|processing|running|locked").unwrap());
+
+enum Reason {
+    Code,
+    Status,
+    Marker,
+    Found,
+    Ambiguous,
+}
+
+fn strip(n: Node) -> Node {
+    let mut n = n;
+    while matches!(n.kind(), "parenthesized_expression" | "await_expression" | "non_null_expression") {
+        match n.named_child(0) {
+            Some(c) => n = c,
+            None => break,
+        }
+    }
+    n
+}
+
+/// `if (seen)` where `seen` came from a lookup of a processed-event marker.
+fn found_marker(cond: Node, positive: bool, func: Node, src: &str) -> bool {
+    let cond = strip(cond);
+    let subject = match cond.kind() {
+        "identifier" if positive => cond,
+        "binary_expression" if positive => {
+            let op = cond.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
+            let r = cond.child_by_field_name("right").map(|r| text(r, src)).unwrap_or("");
+            if !(matches!(op, "!==" | "!=") && (r == "null" || r == "undefined")) {
+                return false;
+            }
+            match cond.child_by_field_name("left") {
+                Some(l) => strip(l),
+                None => return false,
+            }
+        }
+        _ => return false,
+    };
+    if subject.kind() != "identifier" {
+        return false;
+    }
+    let Some(init) = ast::find_binding_init(func, text(subject, src), src, cond.start_byte()) else {
+        return false;
+    };
+    let init = strip(init);
+    if init.kind() != "call_expression" {
+        return false;
+    }
+    let path = ast::callee_path(init, src);
+    let last = path.last().map(|s| s.to_ascii_lowercase()).unwrap_or_default();
+    let lookup = last.starts_with("find")
+        || matches!(last.as_str(), "get" | "exists" | "count" | "first" | "maybesingle" | "single");
+    lookup
+        && path.iter().any(|p| guards::is_marker_name(p.trim_end_matches("()")))
+        && !path.iter().any(|p| p.to_ascii_lowercase().contains("user"))
+}
+
+fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
+    for (cond, positive) in responses::branch_conditions(resp.node, func) {
+        let ct = text(cond, src);
+        if IN_PROGRESS_WORD.is_match(ct) {
+            return None;
+        }
+        if positive && DUP_CODE.is_match(ct) {
+            return Some(Reason::Code);
+        }
+        if let Some(eq) = literal_test(cond, &DUPLICATE, src)
+            && eq == positive
+        {
+            return Some(Reason::Status);
+        }
+        if let Some(call) = nx_failed(cond, positive, func, src) {
+            return match nx_kind(call, src) {
+                NxKind::Done => Some(Reason::Marker),
+                NxKind::Ambiguous => Some(Reason::Ambiguous),
+                NxKind::Lease => None,
+            };
+        }
+        if found_marker(cond, positive, func, src) {
+            return Some(Reason::Found);
+        }
+    }
+    None
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        if !model.handler.framework.is_http() {
+            continue;
+        }
+        for (i, scope) in model.scopes.iter().enumerate() {
+            let Some(func) = scope.node() else { continue };
+            let file = scope.file();
+            let src = &file.text;
+            let names = if i == 0 { responses::handler_names(&model.handler) } else { Vec::new() };
+            for resp in responses::responses_in(func, src, &names, false) {
+                if !resp.is_error() {
+                    continue;
+                }
+                let Some(reason) = reason(&resp, func, src) else { continue };
+                let what = match reason {
+                    Reason::Code => "the dedupe insert hits a unique violation",
+                    Reason::Status => "the guard reports a duplicate",
+                    Reason::Marker | Reason::Ambiguous => "the SET NX done marker already exists",
+                    Reason::Found => "the event is already recorded as processed",
+                };
+                let message = format!(
+                    "answers {} when {what}: the provider keeps redelivering an event that was already \
+                     processed, and may disable the endpoint",
+                    resp.status.unwrap_or(0)
+                );
+                let fix = match reason {
+                    Reason::Ambiguous => Fix::display_only(
+                        "answer 200 once done, 409 while running",
+                        "the NX key is both the lease and the done marker: read its value to tell them apart",
+                    ),
+                    _ if resp.style == Style::NestThrow => Fix::display_only(
+                        "return normally instead of throwing",
+                        "replace the thrown exception with a normal return (2xx)",
+                    ),
+                    _ => match responses::set_status(&resp, 200, src, file.style().eol) {
+                        Some(edit) => Fix::safe("answer 200 for a duplicate", vec![edit]),
+                        None => Fix::display_only("answer 200", "the status is not a literal"),
+                    },
+                };
+                out.push(
+                    Diagnostic::new(RULE.id, file, resp.node, message)
+                        .in_handler(model, scope)
+                        .help("a duplicate was already handled: acknowledge it with 2xx")
+                        .with_fix(Some(fix)),
+                );
+            }
+        }
+    }
+}

@@ -1,13 +1,308 @@
-//! PLACEHOLDER: not implemented yet.
+//! in-progress-not-retryable
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::Fix;
+use crate::model::ast::{self, text};
+use crate::model::guards;
+use crate::model::responses::{self, Response};
+use regex::Regex;
+use std::sync::LazyLock;
+use tree_sitter::Node;
+
+const DOCS: &str = r#"
+## What it finds
+An HTTP handler that finds another attempt of the same delivery still running and answers
+2xx: a guard result `status === "in-progress"` (or a status column `processing`/`running`),
+a lease that is held (`SET key NX EX <short ttl>` returned null), or Slack's
+`x-slack-retry-num` header.
+
+## Why retries break it
+Concurrent duplicates mostly come from timeouts: the provider gave up waiting for the first
+attempt and sent the event again. When the retry answers 2xx because "someone is already
+working on it", the provider records the event as delivered. If the first attempt then
+crashes or fails, its answer goes nowhere and nothing ever retries the event.
+
+## Bad
+```ts
+const result = await guard.run(key, work);
+if (result.status === "in-progress") return res.status(200).json({ ok: true });
+```
+
+## Good
+```ts
+if (result.status === "in-progress") return res.status(409).json({ ok: true });
+```
+
+## Fix (safe)
+Changes the status to 409 (keeping the body): the provider retries later and, by then, the
+first attempt has either finished (the retry is answered as a duplicate) or released its
+lease (the retry does the work). When the same branch also handles completed duplicates
+(`status === "duplicate" || status === "in-progress"`, or a `SET NX` key that is both the
+lease and the done marker), the fix is display-only: the branch must first tell "done"
+(answer 200) from "still running" (answer 409), for example by reading the key's value.
+
+Decisions: a `SET NX` whose TTL is at most one hour, or whose key is deleted on failure, is
+a lease; a key that is later overwritten with a done value is ambiguous. Handlers that use a
+longer-lived NX key as a done marker are `duplicate-not-2xx`'s concern.
+"#;
 
 pub const RULE: Rule = Rule {
     id: "in-progress-not-retryable",
-    summary: "not implemented yet",
-    docs: "",
-    fix: FixAvailability::None,
+    summary: "a delivery that finds another attempt still running answers 2xx: if that attempt fails, nothing retries; answer 409",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
     check,
 };
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+static IN_PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?i)^["'`](in[-_ ]?progress|processing|running|locked|pending_processing)["'`]$"#).unwrap()
+});
+pub static DUPLICATE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"(?i)^["'`](duplicate|already[-_ ]?processed|already[-_ ]?handled)["'`]$"#).unwrap());
+
+/// What a `SET NX` key means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NxKind {
+    /// A short lease: null means another attempt is running.
+    Lease,
+    /// A done marker: null means the event was processed.
+    Done,
+    /// Both: null means running or done.
+    Ambiguous,
+}
+
+/// Whether `cond` compares something with a literal matching `re`: Some(true) for `===`/`==`
+/// or a `case` value, Some(false) for `!==`/`!=`.
+pub fn literal_test(cond: Node, re: &Regex, src: &str) -> Option<bool> {
+    if matches!(cond.kind(), "string" | "template_string") && re.is_match(text(cond, src)) {
+        return Some(true);
+    }
+    let mut found = None;
+    ast::walk(cond, &mut |n| {
+        if found.is_some() {
+            return false;
+        }
+        if n.kind() == "binary_expression"
+            && let (Some(l), Some(r), Some(op)) =
+                (n.child_by_field_name("left"), n.child_by_field_name("right"), n.child_by_field_name("operator"))
+        {
+            let lit = [l, r].into_iter().any(|s| re.is_match(text(s, src)));
+            if lit {
+                match text(op, src) {
+                    "===" | "==" => found = Some(true),
+                    "!==" | "!=" => found = Some(false),
+                    _ => {}
+                }
+            }
+        }
+        true
+    });
+    found
+}
+
+fn strip(node: Node) -> Node {
+    let mut n = node;
+    while matches!(n.kind(), "parenthesized_expression" | "await_expression" | "non_null_expression") {
+        match n.named_child(0) {
+            Some(c) => n = c,
+            None => break,
+        }
+    }
+    n
+}
+
+/// The `SET NX` call whose failure (null) takes this branch, if any.
+pub fn nx_failed<'t>(cond: Node<'t>, positive: bool, func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let cond = strip(cond);
+    let subject = match cond.kind() {
+        "unary_expression" if positive && cond.child(0).is_some_and(|o| text(o, src) == "!") => {
+            strip(cond.child_by_field_name("argument")?)
+        }
+        "binary_expression" if positive => {
+            let op = text(cond.child_by_field_name("operator")?, src);
+            let l = cond.child_by_field_name("left")?;
+            let r = cond.child_by_field_name("right")?;
+            let rt = text(r, src);
+            let null_test = matches!(op, "===" | "==") && (rt == "null" || rt == "undefined");
+            let ok_test = matches!(op, "!==" | "!=") && matches!(rt, "'OK'" | "\"OK\"" | "true");
+            if !(null_test || ok_test) {
+                return None;
+            }
+            strip(l)
+        }
+        "identifier" | "call_expression" if !positive => cond,
+        _ => return None,
+    };
+    let call = match subject.kind() {
+        "identifier" => {
+            let init = ast::find_binding_init(func, text(subject, src), src, cond.start_byte())?;
+            strip(init)
+        }
+        _ => subject,
+    };
+    (call.kind() == "call_expression" && guards::is_set_nx(call, src)).then_some(call)
+}
+
+fn eval_number(node: Node, src: &str) -> Option<u64> {
+    let node = strip(node);
+    match node.kind() {
+        "number" => text(node, src).replace('_', "").parse().ok(),
+        "binary_expression" => {
+            let l = eval_number(node.child_by_field_name("left")?, src)?;
+            let r = eval_number(node.child_by_field_name("right")?, src)?;
+            match text(node.child_by_field_name("operator")?, src) {
+                "*" => Some(l * r),
+                "+" => Some(l + r),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The TTL of a `SET NX`, in seconds.
+fn nx_ttl(call: Node, src: &str) -> Option<u64> {
+    let args = ast::arguments(call);
+    for (i, a) in args.iter().enumerate().skip(2) {
+        let t = text(*a, src).trim_matches(['\'', '"', '`']).to_ascii_uppercase();
+        if (t == "EX" || t == "PX") && i + 1 < args.len() {
+            let n = eval_number(args[i + 1], src)?;
+            return Some(if t == "PX" { n / 1000 } else { n });
+        }
+        if a.kind() == "object" {
+            for key in ["EX", "ex", "PX", "px"] {
+                if let Some(v) = ast::object_property(*a, key, src) {
+                    let n = eval_number(v, src)?;
+                    return Some(if key.eq_ignore_ascii_case("px") { n / 1000 } else { n });
+                }
+            }
+            if let Some(exp) = ast::object_property(*a, "expiration", src).filter(|e| e.kind() == "object") {
+                let n = eval_number(ast::object_property(exp, "value", src)?, src)?;
+                let px = ast::object_property(exp, "type", src).is_some_and(|t| text(t, src).contains("PX"));
+                return Some(if px { n / 1000 } else { n });
+            }
+        }
+    }
+    None
+}
+
+pub fn nx_kind(call: Node, src: &str) -> NxKind {
+    let Some(key) = ast::arguments(call).first().map(|k| text(*k, src)) else {
+        return NxKind::Done;
+    };
+    let func = ast::enclosing_function(call).unwrap_or(call);
+    let mut released = false;
+    let mut marked_done = false;
+    for c in ast::calls_in(func, false) {
+        let name = ast::callee_name(c, src).unwrap_or_default();
+        let first = ast::arguments(c).first().map(|a| text(*a, src));
+        if first != Some(key) || c == call {
+            continue;
+        }
+        match name.as_str() {
+            "del" | "unlink" | "delete" => released = true,
+            "set" if !guards::is_set_nx(c, src) && c.start_byte() > call.start_byte() => marked_done = true,
+            _ => {}
+        }
+    }
+    let short = nx_ttl(call, src).is_some_and(|t| t <= 3600);
+    match (short || released, marked_done) {
+        (true, true) => NxKind::Ambiguous,
+        (true, false) if !short => NxKind::Ambiguous,
+        (true, false) => NxKind::Lease,
+        (false, _) => NxKind::Done,
+    }
+}
+
+enum Reason {
+    Status,
+    Combined,
+    Lease,
+    Ambiguous,
+    Slack,
+}
+
+fn slack_retry(cond: Node, func: Node, src: &str) -> bool {
+    if text(cond, src).to_ascii_lowercase().contains("x-slack-retry") {
+        return true;
+    }
+    ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
+        ast::find_binding_init(func, text(id, src), src, cond.start_byte())
+            .is_some_and(|i| text(i, src).to_ascii_lowercase().contains("x-slack-retry"))
+    })
+}
+
+fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
+    for (cond, positive) in responses::branch_conditions(resp.node, func) {
+        if let Some(eq) = literal_test(cond, &IN_PROGRESS, src)
+            && eq == positive
+        {
+            let combined = literal_test(cond, &DUPLICATE, src).is_some();
+            return Some(if combined { Reason::Combined } else { Reason::Status });
+        }
+        if let Some(call) = nx_failed(cond, positive, func, src) {
+            return match nx_kind(call, src) {
+                NxKind::Lease => Some(Reason::Lease),
+                NxKind::Ambiguous => Some(Reason::Ambiguous),
+                NxKind::Done => None,
+            };
+        }
+        if positive && slack_retry(cond, func, src) {
+            return Some(Reason::Slack);
+        }
+    }
+    None
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        if !model.handler.framework.is_http() {
+            continue;
+        }
+        for (i, scope) in model.scopes.iter().enumerate() {
+            let Some(func) = scope.node() else { continue };
+            let file = scope.file();
+            let src = &file.text;
+            let names = if i == 0 { responses::handler_names(&model.handler) } else { Vec::new() };
+            for resp in responses::responses_in(func, src, &names, false) {
+                if !resp.is_2xx() {
+                    continue;
+                }
+                let Some(reason) = reason(&resp, func, src) else { continue };
+                let what = match reason {
+                    Reason::Status | Reason::Combined => "another attempt is still in progress",
+                    Reason::Lease | Reason::Ambiguous => "the lease is held by another attempt (SET NX returned null)",
+                    Reason::Slack => {
+                        "this is a Slack retry (`x-slack-retry-num`) of a delivery that may still be running"
+                    }
+                };
+                let message = format!(
+                    "answers {} when {what}: if the running attempt crashes, the provider has already \
+                     marked the event delivered and never retries it",
+                    resp.status.unwrap_or(200)
+                );
+                let fix = match reason {
+                    Reason::Combined => Fix::display_only(
+                        "answer 409 for in-progress, 200 for duplicates",
+                        "this branch handles both completed duplicates and running attempts: split it",
+                    ),
+                    Reason::Ambiguous => Fix::display_only(
+                        "tell a running attempt from a completed one",
+                        "the NX key is both the lease and the done marker: read its value and answer 409 \
+                         while it is still running, 200 once done",
+                    ),
+                    _ => match responses::set_status(&resp, 409, src, file.style().eol) {
+                        Some(edit) => Fix::safe("answer 409 so the provider retries later", vec![edit]),
+                        None => Fix::display_only("answer 409", "the status is not a literal"),
+                    },
+                };
+                out.push(
+                    Diagnostic::new(RULE.id, file, resp.node, message)
+                        .in_handler(model, scope)
+                        .help("answer 409 (or 5xx) while another attempt holds the event, so the provider retries it")
+                        .with_fix(Some(fix)),
+                );
+            }
+        }
+    }
+}

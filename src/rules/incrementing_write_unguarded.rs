@@ -1,13 +1,209 @@
-//! PLACEHOLDER: not implemented yet.
+//! incrementing-write-unguarded
 
-use super::{Context, Diagnostic, FixAvailability, Rule};
+use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
+use crate::fix::wrap_guard;
+use crate::model::ast::{self, text};
+use crate::model::reach;
+use crate::model::{EffectKind, effects, markers};
+use tree_sitter::Node;
+
+const DOCS: &str = r#"
+## What it finds
+A relative write in a handler outside a guard `run` or a claim transaction:
+Prisma `increment`/`decrement`/`multiply`/`divide` or a scalar-list `push`, SQL
+`SET x = x + ...`, Drizzle `` sql`${t.x} + ${n}` ``, Mongo `$inc`/`$push`/`$mul`,
+TypeORM/Knex `increment`, Redis `INCR`/`INCRBY`/`LPUSH`; and read-modify-write: a record
+loaded with `await find...()` whose field is changed with `+=`/`-=`, `.push(...)` or a
+spread-append and then saved (`record.save()`, `repo.save(record)`), or written back with
+`update({ data: { credits: user.credits + n } })`.
+
+## Why retries break it
+Unlike an absolute write, a relative write is not idempotent: every redelivery adds again.
+A retry after success double-credits the balance; two concurrent deliveries of a
+read-modify-write also lose updates.
+
+## Not reported
+Inside a guard `run` callback or a transaction that also writes the claim. Mongo
+`$addToSet` (set semantics). Handlers with hand-written dedupe are reported by the marker
+rules (`check-then-insert-race`, `effect-before-record`, `record-before-effect-no-tx`)
+instead, so the same code is not reported twice.
+
+## Bad
+```ts
+await prisma.wallet.update({ where: { userId }, data: { balance: { increment: amount } } });
+```
+
+## Good
+```ts
+const result = await guard.run(`stripe:${event.id}`, async (tx) => {
+  await tx.wallet.update({ where: { userId }, data: { balance: { increment: amount } } });
+});
+```
+
+## Fix (unsafe: review)
+Wraps the handler's work in the guard `run` (see `retrysafe explain unguarded-side-effect`
+for the details of the wrap and when it is display-only).
+"#;
 
 pub const RULE: Rule = Rule {
     id: "incrementing-write-unguarded",
-    summary: "not implemented yet",
-    docs: "",
-    fix: FixAvailability::None,
+    summary: "relative write (increment, append) outside the claim: every redelivery adds again",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
     check,
 };
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+/// One unguarded relative write: the scope index, the node to report, and what it is.
+pub struct Finding<'t> {
+    pub scope: usize,
+    pub node: Node<'t>,
+    pub what: String,
+    /// The load a read-modify-write starts from: the wrap must cover it too.
+    pub load: Option<Node<'t>>,
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        let findings = findings(cx, model);
+        if findings.is_empty() {
+            continue;
+        }
+        let include: Vec<(usize, usize)> = findings
+            .iter()
+            .filter(|f| f.scope == 0)
+            .flat_map(|f| std::iter::once(f.node).chain(f.load))
+            .map(|n| (n.start_byte(), n.end_byte()))
+            .collect();
+        let fix = wrap_guard::wrap_fix(cx, model, &[], &include);
+        for f in findings {
+            let scope = &model.scopes[f.scope];
+            let message =
+                format!("{} outside a guard: a retry after success or a concurrent duplicate applies it twice", f.what);
+            out.push(
+                Diagnostic::new(RULE.id, scope.file(), f.node, message)
+                    .in_handler(model, scope)
+                    .help("run the relative write once per event: wrap the handler's work in the guard `run`")
+                    .with_fix(Some(fix.clone())),
+            );
+        }
+    }
+}
+
+/// The unguarded relative writes of a handler (empty when hand-written dedupe owns it).
+pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
+    if markers::has_hand_written_dedupe(cx.project, &model.scopes) {
+        return Vec::new();
+    }
+    let mut out: Vec<Finding> = Vec::new();
+    for (index, scope) in model.scopes.iter().enumerate() {
+        let Some(func) = scope.node() else { continue };
+        let file = scope.file();
+        let src = &file.text;
+        let mut push = |node: Node<'t>, what: String, load: Option<Node<'t>>| {
+            if wrap_guard::is_protected(scope, node, cx.guard)
+                || out
+                    .iter()
+                    .any(|f| f.node.start_byte() == node.start_byte() && model.scopes[f.scope].file().path == file.path)
+            {
+                return;
+            }
+            out.push(Finding { scope: index, node, what, load });
+        };
+        for call in ast::calls_in(func, false) {
+            let local = reach::resolve_call(cx.project, file, call).is_some();
+            if let Some(effect) = effects::classify(call, src, local)
+                && effect.kind == EffectKind::DbIncrement
+                && !text(call, src).contains("$addToSet")
+            {
+                push(call, format!("relative write `{}`", effect.label), None);
+            }
+        }
+        for (node, what, load) in read_modify_writes(func, src) {
+            push(node, what, load);
+        }
+    }
+    out
+}
+
+/// `record.field += n` / `record.list.push(x)` / `record.list = [...record.list, x]` on a
+/// record loaded with `await find...`, then saved; or an update whose data reads the
+/// loaded record's field (`credits: user.credits + n`).
+fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Option<Node<'t>>)> {
+    let mut out = Vec::new();
+    let loaded = |name: &str, at: usize| {
+        ast::find_binding_init(func, name, src, at).filter(|init| {
+            let t = text(*init, src);
+            t.starts_with("await")
+                && regex::Regex::new(r"\.(find\w*|get\w*|load\w*|retrieve|fetch\w*)\s*\(").unwrap().is_match(t)
+        })
+    };
+    let saved_after = |name: &str, at: usize| {
+        let rest = &src[at..func.end_byte()];
+        let re = regex::Regex::new(&format!(
+            r"\b{n}\.save\s*\(|\.(save|update|updateOne|put|merge)\s*\(\s*{n}\b",
+            n = regex::escape(name)
+        ))
+        .unwrap();
+        re.is_match(rest)
+    };
+    ast::walk(func, &mut |n| {
+        match n.kind() {
+            "augmented_assignment_expression" => {
+                let op = n.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
+                if let Some(left) = n.child_by_field_name("left")
+                    && left.kind() == "member_expression"
+                    && matches!(op, "+=" | "-=" | "*=")
+                    && let Some(root) = ast::member_path(left, src).first().cloned()
+                    && let Some(load) = loaded(&root, n.start_byte())
+                    && saved_after(&root, n.end_byte())
+                {
+                    out.push((n, format!("read-modify-write `{}` on a loaded record", text(n, src)), Some(load)));
+                }
+            }
+            "call_expression" => {
+                let path = ast::callee_path(n, src);
+                if path.len() >= 3
+                    && matches!(path.last().map(String::as_str), Some("push" | "unshift"))
+                    && let Some(load) = loaded(&path[0], n.start_byte())
+                    && saved_after(&path[0], n.end_byte())
+                {
+                    let what = format!("read-modify-write `{}(...)` on a loaded record", path.join("."));
+                    out.push((n, what, Some(load)));
+                } else if effects::classify(n, src, true).is_some_and(|e| e.kind == EffectKind::DbUpdate) {
+                    let t = text(n, src);
+                    let re = regex::Regex::new(
+                        r"(\b[A-Za-z_$][\w$]*)\.\w+\s*[+\-]\s*[\w(]|\.\.\.\s*([A-Za-z_$][\w$]*)\.\w+",
+                    )
+                    .unwrap();
+                    let load = re.captures_iter(t).find_map(|c| {
+                        let name = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
+                        loaded(name, n.start_byte())
+                    });
+                    if let Some(load) = load {
+                        let what = "read-modify-write (an update computed from the loaded record)".to_string();
+                        out.push((n, what, Some(load)));
+                    }
+                }
+            }
+            "assignment_expression" => {
+                if let (Some(left), Some(right)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
+                    && left.kind() == "member_expression"
+                {
+                    let lt = text(left, src);
+                    let rt = text(right, src);
+                    let appends = rt.contains(&format!("...{lt}")) || rt.starts_with(&format!("{lt} +"));
+                    if appends
+                        && let Some(root) = ast::member_path(left, src).first().cloned()
+                        && let Some(load) = loaded(&root, n.start_byte())
+                        && saved_after(&root, n.end_byte())
+                    {
+                        out.push((n, format!("read-modify-write `{lt} = ...` on a loaded record"), Some(load)));
+                    }
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    out
+}

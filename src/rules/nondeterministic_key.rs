@@ -1,8 +1,170 @@
-//! PLACEHOLDER: not implemented yet.
+//! nondeterministic-key
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::Fix;
+use crate::model::ast::{self, text};
+use crate::model::dedupe_keys::{self, KeySite};
+use tree_sitter::Node;
 
-pub const RULE: Rule =
-    Rule { id: "nondeterministic-key", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+A dedupe key (a guard `run` key, a processed-event marker id, a Redis `SET NX` key, an
+`idempotencyKey`, a BullMQ `jobId`, a FIFO `MessageDeduplicationId`) that contains a value
+that differs on every run: `Date.now()`, `new Date()`, `Math.random()`, `uuid()`/`v4()`/
+`uuidv4()`, `crypto.randomUUID()`, `nanoid()`, `cuid()`/`createId()`, `ulid()`, `randomBytes`,
+written in the key or in a local variable the key reads (`const key = uuid(); ...
+idempotencyKey: key`).
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+## Why retries break it
+A redelivery of the same event computes a new key, so the provider, the queue or the marker
+table sees a new request and does the work again: the key deduplicates nothing. A key made
+of a timestamp also merges distinct events that happen to share a millisecond.
+
+## Bad
+```ts
+await stripe.refunds.create({ charge }, { idempotencyKey: crypto.randomUUID() });
+```
+
+## Good
+```ts
+await stripe.refunds.create({ charge }, { idempotencyKey: `refund:${event.id}` });
+```
+
+## Fix (safe)
+Replaces the random or time value with the handler's event key (inside a template literal,
+only that substitution changes, so `refund:` stays). When the value lives in a local
+`const`, the initializer is rewritten, so every use of the variable agrees.
+Display-only when no event key is known in the function, when the key already names the event
+(the random part must simply be dropped: a reviewer decides what stays), inside a loop over
+items (the key must also name the item), or when the random value is module-level state.
+Not reported: a value read back from storage (`existing?.key ?? uuid()`, or a `let` that is
+reassigned), which is stable per event; a `MessageDeduplicationId` on a standard (non-FIFO)
+queue, which never deduplicates anyway.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "nondeterministic-key",
+    summary: "dedupe key contains a random or time value: every retry gets a new key and runs again",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        for scope in &model.scopes {
+            let Some(func) = scope.node() else { continue };
+            let file = scope.file();
+            let src = &file.text;
+            for key in dedupe_keys::find(func, src) {
+                if key.site == KeySite::DeduplicationId && !text(key.call, src).contains("MessageGroupId") {
+                    continue;
+                }
+                // A marker row that also records the event key dedupes on that column.
+                if key.site == KeySite::MarkerInsert
+                    && scope.event_key.as_ref().is_some_and(|k| dedupe_keys::reads_event_key(key.call, k, src))
+                {
+                    continue;
+                }
+                let Some(random) = random_part(key.value, src, 0) else { continue };
+                let message = format!(
+                    "{} contains `{}`, which differs on every run: a redelivery of the same event gets a new key and the work runs again",
+                    key.site.label(),
+                    text(random, src)
+                );
+                let in_items_loop = dedupe_keys::items_loop(key.value, func, src, scope.event_key.as_ref()).is_some()
+                    || dedupe_keys::items_loop(random, func, src, scope.event_key.as_ref()).is_some();
+                let fix = match &scope.event_key {
+                    None => Fix::display_only(
+                        "derive the key from the event",
+                        "no event key is known in this function: pass the event (or its key) in and use it",
+                    ),
+                    Some(_) if !ast::contains(func, random) => Fix::display_only(
+                        "derive the key from the event",
+                        "the random value is module-level state: compute the key from the event inside the handler",
+                    ),
+                    Some(_) if in_items_loop => Fix::display_only(
+                        "derive the key from the event and the item",
+                        "the key is computed in a loop: it must name the item as well as the event",
+                    ),
+                    Some(k) if dedupe_keys::reads_event_key(key.value, k, src) => Fix::display_only(
+                        "drop the random part of the key",
+                        "the key already names the event: remove the random/time part",
+                    ),
+                    Some(k) => Fix::safe(
+                        format!("key on `{}`", dedupe_keys::bare_key(k)),
+                        vec![dedupe_keys::key_replacement(random, k)],
+                    ),
+                };
+                out.push(
+                    Diagnostic::new(RULE.id, file, random, message)
+                        .in_handler(model, scope)
+                        .help("derive the key from the event (e.g. `refund:${event.id}`) so every retry reuses it")
+                        .with_fix(Some(fix)),
+                );
+            }
+        }
+    }
+}
+
+/// The random/time call a key expression contains, directly or through local `const`s.
+fn random_part<'t>(value: Node<'t>, src: &str, depth: usize) -> Option<Node<'t>> {
+    let value = ast::unwrap_expr(value);
+    if is_read_back(value, src) {
+        return None;
+    }
+    if let Some(call) = dedupe_keys::nondeterministic_call(value, src) {
+        return Some(call);
+    }
+    if depth >= 3 {
+        return None;
+    }
+    let mut ids = Vec::new();
+    ast::walk(value, &mut |n| {
+        if ast::is_function(n) {
+            return false;
+        }
+        if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
+            && n.parent().is_none_or(|p| p.kind() != "member_expression" || p.child_by_field_name("object") == Some(n))
+        {
+            ids.push(n);
+        }
+        true
+    });
+    for id in ids {
+        if reassigned(id, src) {
+            continue;
+        }
+        if let Some(init) = dedupe_keys::initializer(id, src)
+            && let Some(found) = random_part(init, src, depth + 1)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// `stored ?? uuid()`, `row?.key || nanoid()`: the random value is the fallback of a stored one.
+fn is_read_back(value: Node, src: &str) -> bool {
+    value.kind() == "binary_expression"
+        && value.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "??" | "||"))
+}
+
+/// A `let` that is assigned again (typically: read back from storage, generated only once).
+fn reassigned(id: Node, src: &str) -> bool {
+    let name = text(id, src);
+    let Some(func) = ast::enclosing_function(id) else { return false };
+    let mut found = false;
+    ast::walk(func, &mut |n| {
+        if found {
+            return false;
+        }
+        if matches!(n.kind(), "assignment_expression" | "augmented_assignment_expression")
+            && n.child_by_field_name("left").is_some_and(|l| l.kind() == "identifier" && text(l, src) == name)
+        {
+            found = true;
+        }
+        true
+    });
+    found
+}

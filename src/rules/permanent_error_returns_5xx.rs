@@ -1,13 +1,405 @@
-//! PLACEHOLDER: not implemented yet.
+//! permanent-error-returns-5xx
 
-use super::{Context, Diagnostic, FixAvailability, Rule};
+use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
+use crate::fix::{Edit, Fix, GuardSpec, imports};
+use crate::model::ast::{self, text};
+use crate::model::reach::{self, Scope};
+use crate::model::responses;
+use crate::model::{Framework, effects};
+use crate::source::SourceFile;
+use regex::Regex;
+use std::sync::LazyLock;
+use tree_sitter::Node;
+
+const DOCS: &str = r#"
+## What it finds
+- An HTTP handler that answers a bad signature or a malformed payload with 5xx: the
+  signature check (`stripe.webhooks.constructEvent[Async]`, svix `wh.verify`, Clerk
+  `verifyWebhook`, Paddle `webhooks.unmarshal`, Stripe `parseEventNotification`, Resend
+  `webhooks.verify`) or the payload parse (`JSON.parse`, a zod `Schema.parse`) sits in a `try`
+  whose `catch` answers 5xx or rethrows, or the throwing check is not in a `try` at all, so
+  the framework answers 500.
+- A BullMQ / Inngest / Trigger.dev consumer that throws a plain `Error` for a permanent
+  failure (a record that is not found, an invalid or missing field, an unknown type), which
+  the queue retries with backoff instead of failing once.
+
+## Why retries break it
+A 5xx tells the provider "try again later": a forged, misconfigured or malformed delivery is
+redelivered for days (Stripe: 3 days), alerts fire, and providers disable endpoints that keep
+failing. 400/401 says "this will never succeed". In a queue, the retries of a permanent
+failure burn attempts and delay the dead-letter signal.
+
+## Bad
+```ts
+try {
+  event = stripe.webhooks.constructEvent(body, sig, secret);
+} catch (err) {
+  return res.status(500).send("error");
+}
+```
+
+## Good
+```ts
+} catch (err) {
+  return res.status(400).send("invalid signature");
+}
+```
+
+## Fix
+- HTTP, a `catch` around only the check that answers 5xx: the status literal becomes 400
+  (safe).
+- HTTP, the check outside any `try`: `const event = check(...)` becomes `let event; try {
+  event = check(...) } catch { return <400> }` (unsafe: review the answer and the type of
+  `event`). A `catch` that rethrows becomes a 400 answer (unsafe).
+- HTTP, a `try` that also covers the processing work: display-only (split the check into its
+  own `try`; processing failures should still answer 5xx).
+- BullMQ: `throw new Error(...)` becomes `throw new UnrecoverableError(...)` imported from
+  `bullmq`; Inngest: `NonRetriableError` from `inngest` (unsafe: review that the failure is
+  really permanent). Trigger.dev: display-only (`AbortTaskRunError`).
+
+Decisions: a thrown error counts as permanent when its message says so (not found, does not
+exist, invalid, missing, malformed, unknown/unsupported type, validation) or when it is thrown
+because a just-looked-up record is missing (`if (!user) throw ...`). SQS, Kafka, RabbitMQ and
+Pub/Sub consumers are not checked: their dead-letter path is queue configuration.
+"#;
 
 pub const RULE: Rule = Rule {
     id: "permanent-error-returns-5xx",
-    summary: "not implemented yet",
-    docs: "",
-    fix: FixAvailability::None,
+    summary: "a bad signature / malformed payload answers 5xx (or a permanent job failure is retryable): the provider retries it for days",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
     check,
 };
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+static PERMANENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)not found|no such|does ?n[o']t exist|doesn't exist|invalid|missing|malformed|validation|unknown (event|type|job|action)|unsupported|not supported").unwrap()
+});
+
+/// A call that throws on a bad signature.
+pub fn is_verify(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let Some(last) = path.last().map(|s| s.trim_end_matches("()")) else {
+        return false;
+    };
+    match last {
+        "constructEvent" | "constructEventAsync" | "verifyWebhook" | "parseEventNotification" => true,
+        "unmarshal" => path.iter().any(|p| p == "webhooks"),
+        "verify" => {
+            let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
+            (root == "resend" && path.iter().any(|p| p == "webhooks"))
+                || ((src.contains("\"svix\"") || src.contains("'svix'") || src.contains("standardwebhooks"))
+                    && path.len() == 2
+                    && (root.starts_with("wh") || root.contains("webhook") || root.contains("svix")))
+                || path.first().is_some_and(|r| r == "Webhook()")
+        }
+        _ => false,
+    }
+}
+
+/// A call that throws on a malformed payload.
+fn is_parse(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    match path.as_slice() {
+        [json, parse] if json == "JSON" && parse == "parse" => true,
+        [schema, parse] if parse == "parse" => schema.to_ascii_lowercase().ends_with("schema"),
+        _ => false,
+    }
+}
+
+/// The innermost `try` whose block holds `node` (inside `func`).
+fn enclosing_try<'t>(node: Node<'t>, func: Node<'t>) -> Option<Node<'t>> {
+    let mut child = node;
+    for anc in ast::ancestors(node) {
+        if anc == func {
+            return None;
+        }
+        if anc.kind() == "try_statement" && anc.child_by_field_name("body").is_some_and(|b| b == child) {
+            return Some(anc);
+        }
+        child = anc;
+    }
+    None
+}
+
+/// Whether a try block only reads and checks the request (no processing work).
+fn only_checks(block: Node, src: &str, project: &crate::project::Project, file: &std::sync::Arc<SourceFile>) -> bool {
+    ast::calls_in(block, false).into_iter().all(|c| {
+        if is_verify(c, src) || is_parse(c, src) {
+            return true;
+        }
+        let path = ast::callee_path(c, src);
+        let last = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
+        let root = path.first().map(String::as_str).unwrap_or("");
+        let reads = matches!(
+            last,
+            "text"
+                | "json"
+                | "arrayBuffer"
+                | "get"
+                | "header"
+                | "headers"
+                | "toString"
+                | "from"
+                | "buffer"
+                | "getRawBody"
+                | "rawBody"
+                | "raw"
+                | "entries"
+                | "fromEntries"
+                | "trim"
+        ) || matches!(root, "JSON" | "Buffer" | "console" | "logger" | "log" | "String" | "Object")
+            || last == "Webhook()";
+        reads && effects::classify(c, src, reach::resolve_call(project, file, c).is_some()).is_none()
+    })
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        let fw = model.handler.framework;
+        if fw.is_http() {
+            http(cx, model, out);
+        } else if matches!(fw, Framework::Bullmq | Framework::Inngest | Framework::TriggerDev) {
+            queue(model, out);
+        }
+    }
+}
+
+fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    for (i, scope) in model.scopes.iter().enumerate() {
+        let Some(func) = scope.node() else { continue };
+        let file = scope.file();
+        let src = &file.text;
+        let names = if i == 0 { responses::handler_names(&model.handler) } else { Vec::new() };
+        for call in ast::calls_in(func, true) {
+            let verify = is_verify(call, src);
+            if !verify && !is_parse(call, src) {
+                continue;
+            }
+            let what = if verify { "a bad signature" } else { "a malformed payload" };
+            match enclosing_try(call, func) {
+                Some(try_stmt) => {
+                    let Some(catch_body) =
+                        try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
+                    else {
+                        continue;
+                    };
+                    let block = try_stmt.child_by_field_name("body").unwrap_or(try_stmt);
+                    let only = only_checks(block, src, cx.project, file);
+                    let fives: Vec<_> = responses::responses_in(catch_body, src, &names, true)
+                        .into_iter()
+                        .filter(|r| r.is_5xx())
+                        .collect();
+                    let rethrow = ast::named_children(catch_body).into_iter().find(|s| s.kind() == "throw_statement");
+                    if fives.is_empty() && rethrow.is_none() {
+                        continue;
+                    }
+                    let node = fives.first().map(|r| r.node).or(rethrow).unwrap_or(catch_body);
+                    let answer = if fives.is_empty() {
+                        "rethrows into a 500".to_string()
+                    } else {
+                        format!("answers {}", fives[0].status.unwrap_or(500))
+                    };
+                    let fix = if !only {
+                        Fix::display_only(
+                            "give the check its own try that answers 400",
+                            "this try also covers the processing work, whose failures should still answer 5xx",
+                        )
+                    } else if !fives.is_empty() {
+                        let edits: Vec<Edit> =
+                            fives.iter().filter_map(|r| responses::set_status(r, 400, src, file.style().eol)).collect();
+                        if edits.len() == fives.len() {
+                            Fix::safe("answer 400", edits)
+                        } else {
+                            Fix::display_only("answer 400", "the status is not a literal")
+                        }
+                    } else {
+                        match (i == 0).then(|| model.handler.respond(400)).flatten() {
+                            Some(stmt) => Fix::unsafe_(
+                                "answer 400 instead of rethrowing",
+                                vec![Edit::replace(node.start_byte(), node.end_byte(), stmt)],
+                            ),
+                            None => {
+                                Fix::display_only("answer 400 instead of rethrowing", "no response object is in scope")
+                            }
+                        }
+                    };
+                    out.push(diag(model, scope, node, format!(
+                        "the catch around `{}` {answer} for {what}: the provider retries a delivery that can never succeed",
+                        callee(call, src)
+                    ), fix));
+                }
+                None => {
+                    // Only the handler's own checks: a callee's caller may catch.
+                    // JSON.parse of a body the provider signed does not fail in practice.
+                    if i != 0 || !(verify || is_schema(call, src)) {
+                        continue;
+                    }
+                    let fix = wrap_fix(model, file, call);
+                    out.push(diag(model, scope, call, format!(
+                        "`{}` throws on {what} outside any try: the framework answers 500 and the provider retries a delivery that can never succeed",
+                        callee(call, src)
+                    ), fix));
+                }
+            }
+        }
+    }
+}
+
+fn is_schema(call: Node, src: &str) -> bool {
+    ast::callee_path(call, src).first().is_some_and(|s| s.to_ascii_lowercase().ends_with("schema"))
+}
+
+fn callee(call: Node, src: &str) -> String {
+    ast::callee_path(call, src).join(".")
+}
+
+fn diag(model: &HandlerModel, scope: &Scope, node: Node, message: String, fix: Fix) -> Diagnostic {
+    Diagnostic::new(RULE.id, scope.file(), node, message)
+        .in_handler(model, scope)
+        .help("answer 400/401 for bad signatures and malformed payloads: the provider stops retrying")
+        .with_fix(Some(fix))
+}
+
+/// `const event = check(...)` → `let event; try { event = check(...) } catch { return <400> }`.
+fn wrap_fix(model: &HandlerModel, file: &SourceFile, call: Node) -> Fix {
+    let Some(answer) = model.handler.respond(400) else {
+        return Fix::display_only("catch the check and answer 400", "no response object is in scope");
+    };
+    if model.handler.framework == Framework::Nest {
+        return Fix::display_only("catch the check and throw BadRequestException", "Nest answers 500 for other errors");
+    }
+    let Some(stmt) = ast::enclosing_statement(call) else {
+        return Fix::display_only("catch the check and answer 400", "the check is not a statement of its own");
+    };
+    let Some(block) = stmt.parent().filter(|p| p.kind() == "statement_block") else {
+        return Fix::display_only("catch the check and answer 400", "the check is not in a block");
+    };
+    let src = &file.text;
+    let style = file.style();
+    let indent = file.indent_at(stmt.start_byte()).to_string();
+    let unit = style.indent_unit.clone();
+    let eol = style.eol;
+    let close = format!("}} catch {{{eol}{indent}{unit}{answer}{eol}{indent}}}");
+    match stmt.kind() {
+        "expression_statement" => {
+            let edits = crate::fix::text::wrap_statements(file, block, stmt, stmt, "try {", &close);
+            Fix::unsafe_("answer 400 when the check throws", edits)
+        }
+        "lexical_declaration" => {
+            let decls: Vec<Node> =
+                ast::named_children(stmt).into_iter().filter(|d| d.kind() == "variable_declarator").collect();
+            let [decl] = decls.as_slice() else {
+                return Fix::display_only("catch the check and answer 400", "several declarations in one statement");
+            };
+            let (Some(name), Some(value)) = (decl.child_by_field_name("name"), decl.child_by_field_name("value"))
+            else {
+                return Fix::display_only("catch the check and answer 400", "no initializer");
+            };
+            if name.kind() != "identifier" {
+                return Fix::display_only("catch the check and answer 400", "a destructuring declaration");
+            }
+            let ty = decl.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
+            let semi = style.semi();
+            let mut edits = crate::fix::text::wrap_statements(file, block, stmt, stmt, "try {", &close);
+            edits[0].replacement = format!("{indent}let {}{ty}{semi}{eol}{}", text(name, src), edits[0].replacement);
+            edits.push(Edit::replace(stmt.start_byte(), value.start_byte(), format!("{} = ", text(name, src))));
+            Fix::unsafe_("declare before a try that answers 400 when the check throws", edits)
+        }
+        _ => Fix::display_only("catch the check and answer 400", "the check is part of a larger statement"),
+    }
+}
+
+fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    for scope in &model.scopes {
+        let Some(func) = scope.node() else { continue };
+        let file = scope.file();
+        let src = &file.text;
+        for throw in ast::descendants_of_kind(func, "throw_statement") {
+            if ast::enclosing_function(throw) != Some(func) {
+                continue;
+            }
+            let Some(value) = throw.named_child(0).map(ast::unwrap_expr).filter(|v| v.kind() == "new_expression")
+            else {
+                continue;
+            };
+            let Some(ctor) = value.child_by_field_name("constructor") else { continue };
+            let ctor_name = text(ctor, src);
+            if !matches!(ctor_name, "Error" | "TypeError" | "RangeError") {
+                continue;
+            }
+            // A catch that rethrows a wrapped error is about transient failures as often as not.
+            if responses::in_catch(throw, func).is_some() {
+                continue;
+            }
+            let message = value
+                .child_by_field_name("arguments")
+                .and_then(|a| a.named_child(0))
+                .map(|m| text(m, src))
+                .unwrap_or("");
+            let missing = responses::branch_conditions(throw, func)
+                .into_iter()
+                .any(|(c, pos)| pos && missing_record(c, func, src));
+            if !PERMANENT.is_match(message) && !missing {
+                continue;
+            }
+            let (class, module) = match model.handler.framework {
+                Framework::Bullmq => ("UnrecoverableError", Some("bullmq")),
+                Framework::Inngest => ("NonRetriableError", Some("inngest")),
+                _ => ("AbortTaskRunError", None),
+            };
+            let fix = match module {
+                Some(module) => {
+                    let mut edits = vec![Edit::replace(ctor.start_byte(), ctor.end_byte(), class)];
+                    let spec = GuardSpec { module: module.to_string(), export: class.to_string() };
+                    edits.extend(imports::ensure_import(file, &spec));
+                    Fix::unsafe_(format!("throw {class} so the job fails without retries"), edits).with_note(
+                        "review that this failure is permanent: a record that may appear later should stay retryable",
+                    )
+                }
+                None => Fix::display_only(format!("throw {class}"), "import it from your Trigger.dev SDK version"),
+            };
+            out.push(diag(
+                model,
+                scope,
+                throw,
+                format!("a permanent failure is thrown as a retryable `{ctor_name}`: the queue retries a job that can never succeed; throw `{class}`"),
+                fix,
+            ));
+        }
+    }
+}
+
+/// `!user` / `user == null` where `user` came from a lookup.
+fn missing_record(cond: Node, func: Node, src: &str) -> bool {
+    let mut c = cond;
+    while c.kind() == "parenthesized_expression" {
+        match c.named_child(0) {
+            Some(n) => c = n,
+            None => return false,
+        }
+    }
+    let subject = match c.kind() {
+        "unary_expression" if c.child(0).is_some_and(|o| text(o, src) == "!") => c.child_by_field_name("argument"),
+        "binary_expression" => {
+            let op = c.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
+            let r = c.child_by_field_name("right").map(|r| text(r, src)).unwrap_or("");
+            (matches!(op, "===" | "==") && (r == "null" || r == "undefined"))
+                .then(|| c.child_by_field_name("left"))
+                .flatten()
+        }
+        _ => None,
+    };
+    let Some(subject) = subject.filter(|s| s.kind() == "identifier") else { return false };
+    let Some(init) = ast::find_binding_init(func, text(subject, src), src, cond.start_byte()) else { return false };
+    let init = ast::unwrap_expr(init);
+    init.kind() == "call_expression"
+        && ast::callee_name(init, src).is_some_and(|n| {
+            let n = n.to_ascii_lowercase();
+            n.starts_with("find")
+                || n == "get"
+                || n == "findbyid"
+                || n == "findbypk"
+                || n == "single"
+                || n == "maybesingle"
+        })
+}

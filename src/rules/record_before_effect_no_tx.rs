@@ -1,13 +1,60 @@
-//! PLACEHOLDER: not implemented yet.
+//! record-before-effect-no-tx
 
-use super::{Context, Diagnostic, FixAvailability, Rule};
+use super::{Context, Diagnostic, FixAvailability, Rule, check_then_insert_race};
+use crate::model::markers::PatternKind;
+
+const DOCS: &str = r#"
+## What it finds
+A handler that writes its processed marker or claim first (`redis.set(key, 1, 'NX')`,
+`await prisma.processedEvent.create(...)`, `INSERT INTO processed_events`) and then does
+the work outside any transaction with it, with no release of the marker when the work
+fails (no delete of the key in a `catch`/`finally`).
+
+## Why retries break it
+If the work throws or the process crashes part-way, the marker says "processed": the
+provider's retry is answered as a duplicate and the event is lost for good.
+
+## Not reported
+When the work is inside the same transaction as the claim (it rolls back with it); when
+the marker is a lease deleted on failure (`catch (e) { await redis.del(key); throw e }`);
+code inside a guard `run`.
+
+## Bad
+```ts
+const fresh = await redis.set(`evt:${event.id}`, "1", "EX", 604800, "NX");
+if (!fresh) return res.json({ duplicate: true });
+await fulfilOrder(session);
+```
+
+## Good
+```ts
+const result = await guard.run(`stripe:${event.id}`, async () => {
+  await fulfilOrder(session);
+});
+if (result.status === "in-progress") return res.status(409).end();
+```
+
+## Fix (unsafe: review)
+Replaces the hand-written claim (and the `if (!claimed) return` after it) with one guard
+`run` around the work: a database guard commits the claim with the DB work, a lease guard
+(`redisGuard`) releases the key when the work throws. See `retrysafe explain
+unguarded-side-effect` for the wrap.
+"#;
 
 pub const RULE: Rule = Rule {
     id: "record-before-effect-no-tx",
-    summary: "not implemented yet",
-    docs: "",
-    fix: FixAvailability::None,
+    summary: "marker written before the work, outside a transaction, never released: a failed attempt loses the event",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
     check,
 };
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    check_then_insert_race::report(cx, out, PatternKind::RecordBeforeEffect, RULE.id, &|call| {
+        format!(
+            "the marker `{call}` is written before the work, outside a transaction with it, and is not released \
+             on failure: if the work fails or crashes part-way, every retry is skipped as a duplicate and the \
+             event is lost"
+        )
+    });
+}

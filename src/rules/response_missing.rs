@@ -1,8 +1,314 @@
-//! PLACEHOLDER: not implemented yet.
+//! response-missing
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::{Edit, Fix};
+use crate::model::ast::{self, text};
+use crate::model::responses;
+use crate::model::{Framework, Handler};
+use tree_sitter::Node;
 
-pub const RULE: Rule =
-    Rule { id: "response-missing", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+A path through an HTTP handler that ends without answering: a bare `return` (or falling off
+the end of the function) in a Next.js pages-router, Express or Fastify handler that answers
+through `res`/`reply`, or in a handler that answers by returning a `Response` (Next.js app
+router, SvelteKit, Deno/Supabase `serve`, Hono).
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+## Why retries break it
+With `res`/`reply`, nothing is sent: the connection hangs until the provider's timeout
+(Stripe, Shopify: a few seconds), and the provider retries a delivery that was in fact
+handled, often many times. In the app router (and Hono, SvelteKit) a handler that returns
+nothing is an error, answered 500, so the provider retries it too.
+
+A path counts as answered when it sends a response (`res.json()`, `res.sendStatus()`,
+`reply.send()`, `res.redirect()`, `res.end()`), calls `next(...)`, hands `res` to another
+function (which is assumed to answer), returns a value, or throws.
+
+## Bad
+```ts
+if (event.type !== "checkout.session.completed") return;
+```
+
+## Good
+```ts
+if (event.type !== "checkout.session.completed") return res.status(200).end();
+```
+
+## Fix (unsafe: review the status)
+Replaces a bare `return` with an explicit answer in the framework's style: 200 by default
+(bare returns usually follow "already processed" or "not an event we handle" branches, which
+must be acknowledged), 500 inside a `catch` or when the branch tests an error (the delivery
+must be retried), 400 when it tests a missing signature or body. A handler that falls off its
+end gets `return res.status(200).end()` appended, or a 500 answer at the end of a trailing
+`catch` that does not answer; when a `res`-style handler sends a response without returning
+somewhere, the appended answer could be a second response, so the fix is display-only.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "response-missing",
+    summary: "a path through the handler ends without a response: the request hangs (or answers 500) and the provider retries it",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
+    check,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Answers through `res` / `reply`.
+    Object,
+    /// Answers by returning a `Response`.
+    Returns,
+}
+
+struct Cx<'a> {
+    src: &'a str,
+    names: Vec<&'a str>,
+    res: &'a str,
+    mode: Mode,
+}
+
+fn mode(h: &Handler) -> Option<Mode> {
+    match h.framework {
+        Framework::Express | Framework::NextPagesApi | Framework::Fastify if h.response.is_some() => Some(Mode::Object),
+        Framework::NextAppRouter | Framework::SvelteKit | Framework::DenoServe | Framework::Hono => Some(Mode::Returns),
+        _ => None,
+    }
+}
+
+impl Cx<'_> {
+    /// Whether an expression-level subtree answers (Object mode).
+    fn sends(&self, node: Node) -> bool {
+        if !responses::responses_in(node, self.src, &self.names, false).is_empty() {
+            return true;
+        }
+        let mut found = false;
+        ast::walk(node, &mut |n| {
+            if found {
+                return false;
+            }
+            if n.kind() == "call_expression" {
+                let path = ast::callee_path(n, self.src);
+                if path.len() == 1 && path[0] == "next" {
+                    found = true;
+                }
+                if path.first().is_some_and(|r| r == self.res)
+                    && path
+                        .last()
+                        .is_some_and(|l| matches!(l.as_str(), "render" | "download" | "sendFile" | "writeHead"))
+                {
+                    found = true;
+                }
+                // `res` handed to a helper that answers, or `stream.pipe(res)`.
+                if ast::arguments(n).iter().any(|a| a.kind() == "identifier" && text(*a, self.src) == self.res) {
+                    found = true;
+                }
+            }
+            true
+        });
+        found
+    }
+
+    fn answers_list(&self, stmts: &[Node]) -> bool {
+        stmts.iter().any(|s| self.answers(*s))
+    }
+
+    /// Whether every path through `stmt` answers.
+    fn answers(&self, stmt: Node) -> bool {
+        match stmt.kind() {
+            "return_statement" => stmt.named_child(0).is_some_and(|c| c.kind() != "comment"),
+            "throw_statement" => true,
+            "statement_block" => self.answers_list(&ast::named_children(stmt)),
+            "if_statement" => {
+                let cons = stmt.child_by_field_name("consequence");
+                let alt = stmt
+                    .child_by_field_name("alternative")
+                    .and_then(|a| ast::named_children(a).into_iter().find(|c| c.kind() != "comment"));
+                match (cons, alt) {
+                    (Some(c), Some(a)) => self.answers(c) && self.answers(a),
+                    _ => false,
+                }
+            }
+            "try_statement" => {
+                let body = stmt.child_by_field_name("body").is_some_and(|b| self.answers(b));
+                let handler = stmt
+                    .child_by_field_name("handler")
+                    .and_then(|h| h.child_by_field_name("body"))
+                    .map(|b| self.answers(b));
+                let finalizer = stmt
+                    .child_by_field_name("finalizer")
+                    .and_then(|f| f.child_by_field_name("body"))
+                    .is_some_and(|b| self.answers(b));
+                finalizer || (body && handler.unwrap_or(true))
+            }
+            "switch_statement" => {
+                let Some(body) = stmt.child_by_field_name("body") else { return false };
+                let cases = ast::named_children(body);
+                let has_default = cases.iter().any(|c| c.kind() == "switch_default");
+                has_default
+                    && cases.iter().all(|c| {
+                        let stmts: Vec<Node> = ast::named_children(*c)
+                            .into_iter()
+                            .filter(|s| Some(*s) != c.child_by_field_name("value") && s.kind() != "comment")
+                            .collect();
+                        stmts.is_empty() || self.answers_list(&stmts)
+                    })
+            }
+            "expression_statement" | "lexical_declaration" | "variable_declaration" if self.mode == Mode::Object => {
+                self.sends(stmt)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether an answering statement precedes `node` on its path within `body`.
+    fn answered_before(&self, node: Node, body: Node) -> bool {
+        let mut cur = node;
+        while cur != body {
+            let Some(parent) = cur.parent() else { return false };
+            if matches!(parent.kind(), "statement_block" | "switch_case" | "switch_default") {
+                let mut prev = cur.prev_named_sibling();
+                while let Some(p) = prev {
+                    if self.answers(p) {
+                        return true;
+                    }
+                    prev = p.prev_named_sibling();
+                }
+            }
+            cur = parent;
+        }
+        false
+    }
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        let handler = &model.handler;
+        let Some(mode) = mode(handler) else { continue };
+        let Some(scope) = model.scopes.first() else { continue };
+        let Some(func) = scope.node() else { continue };
+        let Some(body) = func.child_by_field_name("body").filter(|b| b.kind() == "statement_block") else {
+            continue;
+        };
+        let file = scope.file();
+        let src = &file.text;
+        let c =
+            Cx { src, names: responses::handler_names(handler), res: handler.response.as_deref().unwrap_or(""), mode };
+        let outcome = if mode == Mode::Object {
+            "the request hangs until the provider times out and redelivers it, even when the work is done"
+        } else {
+            "the framework answers 500 and the provider retries"
+        };
+        // Bare returns.
+        let mut returns = Vec::new();
+        ast::walk(body, &mut |n| {
+            if n != body && ast::is_function(n) {
+                return false;
+            }
+            if n.kind() == "return_statement" && n.named_child(0).is_none_or(|c| c.kind() == "comment") {
+                returns.push(n);
+            }
+            true
+        });
+        for r in returns {
+            if c.answered_before(r, body) {
+                continue;
+            }
+            let status = status_for(r, func, src);
+            let fix = match handler.respond(status) {
+                Some(stmt) => Fix::unsafe_(
+                    format!("answer {status} explicitly"),
+                    vec![Edit::replace(r.start_byte(), r.end_byte(), stmt)],
+                )
+                .with_note(format!("{status} chosen from the branch; check it is the status this path should answer")),
+                None => Fix::display_only("answer explicitly", "no response object is in scope"),
+            };
+            out.push(
+                Diagnostic::new(RULE.id, file, r, format!("returns without a response: {outcome}"))
+                    .in_handler(model, scope)
+                    .help("answer on every path: 2xx for handled or ignored events, 5xx for failures that must be retried")
+                    .with_fix(Some(fix)),
+            );
+        }
+        // Falling off the end.
+        let stmts: Vec<Node> = ast::named_children(body).into_iter().filter(|s| s.kind() != "comment").collect();
+        if c.answers_list(&stmts) {
+            continue;
+        }
+        let Some(last) = stmts.last().copied() else { continue };
+        let fix = fall_off_fix(&c, handler, file, body, last);
+        out.push(
+            Diagnostic::new(
+                RULE.id,
+                file,
+                last,
+                format!("the handler can reach its end without a response: {outcome}"),
+            )
+            .in_handler(model, scope)
+            .help("answer on every path: 2xx for handled or ignored events, 5xx for failures that must be retried")
+            .with_fix(Some(fix)),
+        );
+    }
+}
+
+/// 500 in a catch or an error branch, 400 for a missing signature/body, 200 otherwise.
+fn status_for(r: Node, func: Node, src: &str) -> u16 {
+    if responses::in_catch(r, func).is_some() {
+        return 500;
+    }
+    for (cond, positive) in responses::branch_conditions(r, func) {
+        let t = text(cond, src).to_ascii_lowercase();
+        if positive && (t.contains("err") || t.contains("fail")) {
+            return 500;
+        }
+        if positive && (t.contains("sig") || t.contains("secret") || t.contains("body") || t.contains("payload")) {
+            return 400;
+        }
+    }
+    200
+}
+
+fn fall_off_fix(c: &Cx, handler: &Handler, file: &crate::source::SourceFile, body: Node, last: Node) -> Fix {
+    let style = file.style();
+    // A trailing try whose catch does not answer: answer 500 there.
+    if last.kind() == "try_statement"
+        && let Some(catch_body) = last.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
+        && !c.answers(catch_body)
+        && last.child_by_field_name("body").is_some_and(|b| c.answers(b))
+    {
+        return match (handler.respond(500), ast::named_children(catch_body).last()) {
+            (Some(stmt), Some(end)) => {
+                let indent = file.indent_at(end.start_byte()).to_string();
+                Fix::unsafe_(
+                    "answer 500 when the catch does not rethrow",
+                    vec![Edit::insert(end.end_byte(), format!("{}{indent}{stmt}", style.eol))],
+                )
+            }
+            _ => Fix::display_only(
+                "answer 500 in the catch",
+                "the catch block is empty or no response object is in scope",
+            ),
+        };
+    }
+    if c.mode == Mode::Object {
+        let unreturned = responses::responses_in(body, c.src, &c.names, true)
+            .iter()
+            .any(|r| ast::ancestors(r.node).all(|a| a.kind() != "return_statement"));
+        if unreturned {
+            return Fix::display_only(
+                "answer on the path that reaches the end",
+                "the handler sends responses without returning: an appended answer could send twice",
+            );
+        }
+    }
+    match handler.respond(200) {
+        Some(stmt) => {
+            let indent = file.indent_at(last.start_byte()).to_string();
+            Fix::unsafe_(
+                "answer 200 at the end of the handler",
+                vec![Edit::insert(last.end_byte(), format!("{}{indent}{stmt}", style.eol))],
+            )
+            .with_note("200 acknowledges events the handler ignores; check no failure path reaches the end")
+        }
+        None => Fix::display_only("answer at the end of the handler", "no response object is in scope"),
+    }
+}

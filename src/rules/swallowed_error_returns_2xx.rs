@@ -1,13 +1,641 @@
-//! PLACEHOLDER: not implemented yet.
+//! swallowed-error-returns-2xx
 
-use super::{Context, Diagnostic, FixAvailability, Rule};
+use super::duplicate_not_2xx::DUP_CODE;
+use super::permanent_error_returns_5xx::is_verify;
+use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
+use crate::fix::{Edit, Fix};
+use crate::model::ast::{self, text};
+use crate::model::reach::Scope;
+use crate::model::responses::{self, Response, Style};
+use crate::model::{EffectKind, Framework, Sdk, effects};
+use crate::source::SourceFile;
+use std::collections::HashSet;
+use std::sync::Arc;
+use tree_sitter::Node;
+
+const DOCS: &str = r#"
+## What it finds
+A failure that the provider never hears about, so it never retries:
+- a `catch` around handler work that logs (or ignores) the error, after which the handler
+  answers 2xx (in the `catch` itself, or after the `try`); in a queue consumer (BullMQ,
+  SQS, Kafka, RabbitMQ, Pub/Sub, Inngest, Trigger.dev), a `catch` that does not rethrow, so the
+  job or message completes as a success; also a `catch` in a function the handler calls
+  that swallows the error and returns normally;
+- an error returned as a value and never checked before a 2xx: supabase-js
+  (`const { error } = await supabase.from(t).insert(...)`, or the result not even read),
+  Resend (`resend.emails.send` returns `{ data, error }` and never throws), results of
+  `Promise.allSettled` never inspected for rejections;
+- a failure reported only in the body (`{ error }`, `{ status: 500 }`, `{ success: false }`)
+  of a 2xx response in a `catch` or an error branch.
+
+Not reported: a `catch` that rethrows, answers a non-2xx status, calls `next(err)`, or records
+the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a retry / dead-letter
+/ outbox call); a `catch` of a unique violation (that is the dedupe working); signature
+checks (see `permanent-error-returns-5xx`); a callee's `catch` that returns a value the
+caller can check; deliberate best-effort calls: a callee listed in the config's `bestEffort`
+list, a `catch` commented "best effort" / "non-fatal" / "non-critical" / "safe to ignore", or a
+`retrysafe-ignore` suppression with the reason.
+
+## Why retries break it
+At-least-once delivery only helps if failures are reported as failures. A 2xx (or a completed
+job) tells the provider the event is done: a transient database error or a provider outage
+silently loses the event, with no retry and usually no alert.
+
+## Bad
+```ts
+try {
+  await fulfillOrder(session);
+} catch (err) {
+  console.error(err);
+}
+return NextResponse.json({ received: true });
+```
+
+## Good
+```ts
+try {
+  await fulfillOrder(session);
+} catch (err) {
+  console.error(err);
+  throw err; // or: return new Response(null, { status: 500 })
+}
+```
+
+## Fix (unsafe: review)
+- a `catch` that answers 2xx: the status becomes 500;
+- a `catch` that falls through, in the handler itself: an answer 500 is appended to the
+  `catch` (`return res.status(500).end()`, `return new Response(null, { status: 500 })`, ...);
+  in a callee or a queue consumer: `throw err` is appended (a parameter is added to
+  `catch {`);
+- an unchecked returned error: `if (error) throw error` after the call (destructuring `error`
+  when needed); in an Express handler itself, `if (error) return res.status(500).end()`
+  instead, because Express 4 does not catch rejected async handlers;
+- `Promise.allSettled` whose results are not used: `Promise.all`;
+- a failure in the body only: the status becomes the body's status, or 500.
+"#;
 
 pub const RULE: Rule = Rule {
     id: "swallowed-error-returns-2xx",
-    summary: "not implemented yet",
-    docs: "",
-    fix: FixAvailability::None,
+    summary: "an error is swallowed and the delivery acknowledged 2xx: the provider never retries the failed event",
+    docs: DOCS,
+    fix: FixAvailability::Sometimes,
     check,
 };
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+const MARKED: &[&str] = &[
+    "best effort",
+    "best-effort",
+    "non-fatal",
+    "nonfatal",
+    "non-critical",
+    "noncritical",
+    "ignore error",
+    "ignore the error",
+    "ignore failure",
+    "safe to ignore",
+    "intentionally ignore",
+    "deliberately ignore",
+];
+
+struct Cx<'a> {
+    cx: &'a Context<'a>,
+    model: &'a HandlerModel,
+    /// Whether the handler itself answers 2xx somewhere (or completes as success).
+    acks_2xx: bool,
+}
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        let Some(root) = model.scopes.first() else { continue };
+        let Some(root_fn) = root.node() else { continue };
+        let fw = model.handler.framework;
+        let acks_2xx = !fw.is_http()
+            || fw == Framework::Nest
+            || responses::responses_in(root_fn, &root.file().text, &responses::handler_names(&model.handler), false)
+                .iter()
+                .any(|r| r.is_2xx());
+        let c = Cx { cx, model, acks_2xx };
+        let mut seen: HashSet<(std::path::PathBuf, usize, usize)> = HashSet::new();
+        for (i, scope) in model.scopes.iter().enumerate() {
+            let Some(func) = scope.node() else { continue };
+            for d in catches(&c, i, scope, func)
+                .into_iter()
+                .chain(returned_errors(&c, i, scope, func))
+                .chain(body_only(&c, i, scope, func))
+            {
+                if seen.insert((d.file.path.clone(), d.start, d.end)) {
+                    out.push(d);
+                }
+            }
+        }
+    }
+}
+
+fn diag(c: &Cx, scope: &Scope, node: Node, msg: String, fix: Fix) -> Diagnostic {
+    Diagnostic::new(RULE.id, scope.file(), node, msg)
+        .in_handler(c.model, scope)
+        .help("let failures fail: rethrow, answer 5xx, or check the returned error, so the provider retries")
+        .with_fix(Some(fix))
+}
+
+fn own_names<'a>(c: &'a Cx, i: usize) -> Vec<&'a str> {
+    if i == 0 { responses::handler_names(&c.model.handler) } else { Vec::new() }
+}
+
+/// Whether the subtree does work whose failure matters (an await, an effect).
+fn does_work(node: Node, src: &str) -> bool {
+    !ast::descendants_of_kind(node, "await_expression").is_empty()
+        || ast::calls_in(node, false)
+            .into_iter()
+            .any(|c| effects::classify(c, src, false).is_some_and(|e| e.kind != EffectKind::Possible))
+}
+
+fn same_fn_nodes<'t>(body: Node<'t>, kind: &str) -> Vec<Node<'t>> {
+    let func = ast::enclosing_function(body);
+    ast::descendants_of_kind(body, kind).into_iter().filter(|n| ast::enclosing_function(*n) == func).collect()
+}
+
+fn records_failure(body: Node, src: &str) -> bool {
+    ast::calls_in(body, false).into_iter().any(|call| {
+        let p = ast::callee_path(call, src).join(".").to_ascii_lowercase();
+        ["retry", "dlq", "deadletter", "dead_letter", "fail", "outbox", "nack", "reject", "requeue", "next"]
+            .iter()
+            .any(|w| p.contains(w))
+            || p == "next"
+            || effects::classify(call, src, false).is_some_and(|e| e.kind == EffectKind::Enqueue)
+    })
+}
+
+fn marked_best_effort(c: &Cx, try_stmt: Node, src: &str) -> bool {
+    let block = try_stmt.child_by_field_name("body");
+    if let Some(block) = block {
+        let listed = ast::calls_in(block, false).into_iter().any(|call| {
+            let path = ast::callee_path(call, src).join(".");
+            let name = ast::callee_name(call, src).unwrap_or_default();
+            c.cx.config.best_effort.iter().any(|b| *b == name || *b == path)
+        });
+        if listed {
+            return true;
+        }
+    }
+    let start = src[..try_stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+    let prev_line_start = src[..start.saturating_sub(1)].rfind('\n').map_or(0, |i| i + 1);
+    let around = format!("{}{}", &src[prev_line_start..start], text(try_stmt, src)).to_ascii_lowercase();
+    ast::descendants_of_kind(try_stmt, "comment").iter().any(|cm| {
+        let t = text(*cm, src).to_ascii_lowercase();
+        MARKED.iter().any(|m| t.contains(m))
+    }) || around.lines().any(|l| l.trim_start().starts_with("//") && MARKED.iter().any(|m| l.contains(m)))
+}
+
+fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
+    let file = scope.file();
+    let src = &file.text;
+    let fw = c.model.handler.framework;
+    let names = own_names(c, i);
+    let mut out = Vec::new();
+    for clause in ast::descendants_of_kind(func, "catch_clause") {
+        let Some(try_stmt) = clause.parent().filter(|p| p.kind() == "try_statement") else { continue };
+        let (Some(block), Some(body)) = (try_stmt.child_by_field_name("body"), clause.child_by_field_name("body"))
+        else {
+            continue;
+        };
+        if !does_work(block, src) || ast::calls_in(block, false).into_iter().any(|call| is_verify(call, src)) {
+            continue;
+        }
+        if !same_fn_nodes(body, "throw_statement").is_empty()
+            || records_failure(body, src)
+            || DUP_CODE.is_match(text(body, src))
+            || marked_best_effort(c, try_stmt, src)
+        {
+            continue;
+        }
+        let resps = responses::responses_in(body, src, &names, false);
+        if resps.iter().any(|r| !r.is_2xx()) {
+            continue;
+        }
+        if let Some(r) = resps.iter().find(|r| r.is_2xx()) {
+            let fix = match responses::set_status(r, 500, src, file.style().eol) {
+                Some(e) => Fix::unsafe_("answer 500 so the provider retries", vec![e]),
+                None => Fix::display_only("answer 500 so the provider retries", "the status is not a literal"),
+            };
+            out.push(diag(
+                c,
+                scope,
+                r.node,
+                format!("the catch answers {} after a failure: the provider records the event as delivered and never retries it", r.status.unwrap_or(200)),
+                fix,
+            ));
+            continue;
+        }
+        let returns = same_fn_nodes(body, "return_statement");
+        let inner_fn = ast::enclosing_function(clause).unwrap_or(func);
+        let http = fw.is_http();
+        let swallowed = if http {
+            if i == 0 && inner_fn == func {
+                if !returns.is_empty() {
+                    // A bare return after a catch is response-missing's concern.
+                    continue;
+                }
+                fw == Framework::Nest
+                    || responses::responses_in(func, src, &names, true)
+                        .iter()
+                        .filter(|r| r.node.start_byte() >= try_stmt.end_byte())
+                        .any(|r| r.is_2xx())
+            } else {
+                returns.iter().all(|r| r.named_child(0).is_none()) && c.acks_2xx
+            }
+        } else {
+            returns.iter().all(|r| r.named_child(0).is_none() || i == 0 && inner_fn == func)
+        };
+        if !swallowed {
+            continue;
+        }
+        let what = if http { "the handler then answers 2xx" } else { "the job/message then completes as a success" };
+        let fix = catch_fix(c, i, file, clause, body, inner_fn == func);
+        out.push(diag(
+            c,
+            scope,
+            clause,
+            format!("this catch swallows the error and {what}: the provider never retries the failed event"),
+            fix,
+        ));
+    }
+    out
+}
+
+fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node, direct: bool) -> Fix {
+    let src = &file.text;
+    let style = file.style();
+    let semi = style.semi();
+    let param = clause.child_by_field_name("parameter");
+    let mut edits = Vec::new();
+    let stmt = match c.model.handler.respond(500) {
+        Some(answer) if i == 0 && direct && c.model.handler.framework.is_http() => answer,
+        _ => match param {
+            Some(p) if p.kind() == "identifier" => format!("throw {}{semi}", text(p, src)),
+            Some(_) => return Fix::display_only("rethrow the error", "the catch destructures its error"),
+            None => {
+                let open = body.start_byte();
+                edits.push(Edit::insert(open, "(err) "));
+                format!("throw err{semi}")
+            }
+        },
+    };
+    let indent = file.indent_at(clause.start_byte()).to_string();
+    let inner = format!("{indent}{}", style.indent_unit);
+    match ast::named_children(body).last() {
+        Some(last) => edits
+            .push(Edit::insert(last.end_byte(), format!("{}{}{stmt}", style.eol, file.indent_at(last.start_byte())))),
+        None => edits.push(Edit::replace(
+            body.start_byte(),
+            body.end_byte(),
+            format!("{{{eol}{inner}{stmt}{eol}{indent}}}", eol = style.eol),
+        )),
+    }
+    let title = if stmt.starts_with("throw") { "rethrow the error" } else { "answer 500 so the provider retries" };
+    Fix::unsafe_(title, edits).with_note("review: the failure is now reported, so the provider retries the event")
+}
+
+/// A call that reports failure in its result instead of throwing.
+fn error_returning(call: Node, src: &str) -> Option<&'static str> {
+    let path = ast::callee_path(call, src);
+    let joined = path.join(".");
+    let supabase =
+        path.first().is_some_and(|r| r.to_ascii_lowercase().contains("supabase")) || src.contains("@supabase/");
+    if supabase
+        && joined.contains("from()")
+        && ["insert", "update", "upsert", "delete"].iter().any(|w| path.iter().any(|p| p.trim_end_matches("()") == *w))
+    {
+        return Some("supabase-js");
+    }
+    if supabase
+        && path.iter().any(|p| p == "rpc" || p == "rpc()")
+        && path.first().is_some_and(|r| r.to_ascii_lowercase().contains("supabase"))
+    {
+        return Some("supabase-js");
+    }
+    if effects::classify(call, src, false).is_some_and(|e| e.sdk == Sdk::Resend) {
+        return Some("Resend");
+    }
+    None
+}
+
+fn mentioned_after(func: Node, name: &str, after: usize, src: &str) -> bool {
+    let mut found = false;
+    ast::walk(func, &mut |n| {
+        if found || n.end_byte() <= after {
+            return !found && n.end_byte() > after;
+        }
+        if n.start_byte() >= after
+            && matches!(n.kind(), "identifier" | "shorthand_property_identifier")
+            && text(n, src) == name
+        {
+            found = true;
+        }
+        true
+    });
+    found
+}
+
+fn fail_stmt(c: &Cx, i: usize, file: &SourceFile, cond: &str, err: &str) -> String {
+    let semi = file.style().semi();
+    match c.model.handler.respond(500) {
+        Some(answer) if i == 0 && c.model.handler.framework == Framework::Express => format!("if ({cond}) {answer}"),
+        _ => format!("if ({cond}) throw {err}{semi}"),
+    }
+}
+
+fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if !c.acks_2xx {
+        return out;
+    }
+    let file = scope.file();
+    let src = &file.text;
+    let eol = file.style().eol;
+    let mut taken: Vec<String> = Vec::new();
+    let mut fresh_name = |method: &str| -> String {
+        let base = if method.is_empty() { "result".to_string() } else { method.to_string() };
+        let mut candidates = vec!["error".to_string(), format!("{base}Error")];
+        candidates.extend((2..10).map(|n| format!("{base}Error{n}")));
+        let name = candidates
+            .into_iter()
+            .find(|n| !taken.contains(n) && !mentioned_after(func, n, 0, src))
+            .unwrap_or_else(|| "unexpectedError".into());
+        taken.push(name.clone());
+        name
+    };
+    for call in ast::calls_in(func, false) {
+        let path = ast::callee_path(call, src);
+        let method = path
+            .iter()
+            .rev()
+            .map(|p| p.trim_end_matches("()"))
+            .find(|p| matches!(*p, "insert" | "update" | "upsert" | "delete" | "rpc" | "send" | "create"))
+            .unwrap_or("")
+            .to_string();
+        let all_settled = path.len() == 2 && path[0] == "Promise" && path[1] == "allSettled";
+        let sdk = if all_settled { Some("Promise.allSettled") } else { error_returning(call, src) };
+        let Some(sdk) = sdk else { continue };
+        // Only the outermost call of a chain.
+        if call.parent().is_some_and(|p| p.kind() == "member_expression") {
+            continue;
+        }
+        let Some(stmt) = ast::enclosing_statement(call) else { continue };
+        let value = ast::unwrap_expr(call);
+        let indent = file.indent_at(stmt.start_byte()).to_string();
+        let after_stmt = crate::fix::text::line_end(file, stmt.end_byte());
+        let label = path.join(".");
+        let (unchecked, fix) = match stmt.kind() {
+            "expression_statement" if stmt.named_child(0).map(ast::unwrap_expr) == Some(value) => {
+                if all_settled {
+                    let prop = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("property"));
+                    let fix = prop.map(|p| {
+                        Fix::unsafe_(
+                            "use Promise.all so a failure fails the delivery",
+                            vec![Edit::replace(p.start_byte(), p.end_byte(), "all")],
+                        )
+                    });
+                    (true, fix)
+                } else {
+                    let awaited = stmt.named_child(0).is_some_and(|e| e.kind() == "await_expression");
+                    let fix = awaited.then(|| {
+                        let err = fresh_name(&method);
+                        let err = err.as_str();
+                        Fix::unsafe_(
+                            "check the returned error",
+                            vec![
+                                Edit::insert(
+                                    stmt.start_byte(),
+                                    if err == "error" {
+                                        "const { error } = ".to_string()
+                                    } else {
+                                        format!("const {{ error: {err} }} = ")
+                                    },
+                                ),
+                                Edit::insert(after_stmt, format!("{eol}{indent}{}", fail_stmt(c, i, file, err, err))),
+                            ],
+                        )
+                    });
+                    (true, fix)
+                }
+            }
+            "lexical_declaration" | "variable_declaration" => {
+                let Some(decl) = ast::named_children(stmt).into_iter().find(|d| {
+                    d.kind() == "variable_declarator"
+                        && d.child_by_field_name("value").map(ast::unwrap_expr) == Some(value)
+                }) else {
+                    continue;
+                };
+                let Some(pattern) = decl.child_by_field_name("name") else { continue };
+                match pattern.kind() {
+                    "identifier" => {
+                        let name = text(pattern, src);
+                        let checked = if all_settled {
+                            uses_with(func, name, stmt.end_byte(), src, &["rejected", "reason", "status"])
+                        } else {
+                            uses_with(func, name, stmt.end_byte(), src, &["error"])
+                        };
+                        if checked {
+                            continue;
+                        }
+                        let fix = if all_settled {
+                            (!mentioned_after(func, name, stmt.end_byte(), src))
+                                .then(|| {
+                                    let prop = call
+                                        .child_by_field_name("function")
+                                        .and_then(|f| f.child_by_field_name("property"));
+                                    prop.map(|p| {
+                                        Fix::unsafe_(
+                                            "use Promise.all so a failure fails the delivery",
+                                            vec![Edit::replace(p.start_byte(), p.end_byte(), "all")],
+                                        )
+                                    })
+                                })
+                                .flatten()
+                        } else {
+                            let e = format!("{name}.error");
+                            Some(Fix::unsafe_(
+                                "check the returned error",
+                                vec![Edit::insert(
+                                    after_stmt,
+                                    format!("{eol}{indent}{}", fail_stmt(c, i, file, &e, &e)),
+                                )],
+                            ))
+                        };
+                        (true, fix)
+                    }
+                    "object_pattern" if !all_settled => {
+                        let props = ast::named_children(pattern);
+                        let err_binding = props.iter().find_map(|p| match p.kind() {
+                            "shorthand_property_identifier_pattern" if text(*p, src) == "error" => {
+                                Some(("error".to_string(), false))
+                            }
+                            "pair_pattern" if p.child_by_field_name("key").is_some_and(|k| text(k, src) == "error") => {
+                                p.child_by_field_name("value").map(|v| (text(v, src).to_string(), false))
+                            }
+                            "object_assignment_pattern"
+                                if p.named_child(0).is_some_and(|k| text(k, src) == "error") =>
+                            {
+                                Some(("error".to_string(), false))
+                            }
+                            _ => None,
+                        });
+                        match err_binding {
+                            Some((name, _)) => {
+                                if mentioned_after(func, &name, stmt.end_byte(), src) {
+                                    continue;
+                                }
+                                let fix = Fix::unsafe_(
+                                    "check the returned error",
+                                    vec![Edit::insert(
+                                        after_stmt,
+                                        format!("{eol}{indent}{}", fail_stmt(c, i, file, &name, &name)),
+                                    )],
+                                );
+                                (true, Some(fix))
+                            }
+                            None => {
+                                let rest = props.iter().any(|p| p.kind() == "rest_pattern");
+                                let fix = match (rest, props.iter().rev().find(|p| p.kind() != "comment")) {
+                                    (false, Some(last)) => {
+                                        let err = fresh_name(&method);
+                                        let binding = if err == "error" {
+                                            ", error".to_string()
+                                        } else {
+                                            format!(", error: {err}")
+                                        };
+                                        Some(Fix::unsafe_(
+                                            "check the returned error",
+                                            vec![
+                                                Edit::insert(last.end_byte(), binding),
+                                                Edit::insert(
+                                                    after_stmt,
+                                                    format!("{eol}{indent}{}", fail_stmt(c, i, file, &err, &err)),
+                                                ),
+                                            ],
+                                        ))
+                                    }
+                                    _ => None,
+                                };
+                                (true, fix)
+                            }
+                        }
+                    }
+                    _ => continue,
+                }
+            }
+            _ => continue,
+        };
+        if !unchecked {
+            continue;
+        }
+        let fix = fix.unwrap_or_else(|| {
+            Fix::display_only(
+                "check the returned error",
+                "restructure by hand: inspect the result and fail the delivery",
+            )
+        });
+        let message = if all_settled {
+            "the results of `Promise.allSettled` are never checked for rejections: a failed task is acknowledged 2xx and never retried".to_string()
+        } else {
+            format!(
+                "`{label}` returns its error instead of throwing ({sdk}), and it is never checked: a failure is acknowledged 2xx and never retried"
+            )
+        };
+        out.push(diag(c, scope, call, message, fix));
+    }
+    out
+}
+
+/// Whether `name` is used after `after` in an expression that also mentions one of `words`.
+fn uses_with(func: Node, name: &str, after: usize, src: &str, words: &[&str]) -> bool {
+    let mut found = false;
+    ast::walk(func, &mut |n| {
+        if found {
+            return false;
+        }
+        if n.start_byte() >= after && n.kind() == "identifier" && text(n, src) == name {
+            let stmt = ast::enclosing_statement(n).unwrap_or(n);
+            let t = text(stmt, src);
+            if words.iter().any(|w| t.contains(w)) {
+                found = true;
+            }
+        }
+        true
+    });
+    found
+}
+
+fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if !c.model.handler.framework.is_http() {
+        return out;
+    }
+    let file = scope.file();
+    let src = &file.text;
+    let names = own_names(c, i);
+    for resp in responses::responses_in(func, src, &names, false) {
+        if !resp.is_2xx() || resp.style == Style::Redirect {
+            continue;
+        }
+        let Some(body) = resp.body().filter(|b| b.kind() == "object") else { continue };
+        let Some((status, what)) = body_failure(&resp, body, src) else { continue };
+        let in_catch = responses::in_catch(resp.node, func).is_some();
+        let conds = responses::branch_conditions(resp.node, func);
+        if conds.iter().any(|(cnd, _)| DUP_CODE.is_match(text(*cnd, src)))
+            || responses::in_catch(resp.node, func).is_some_and(|cl| DUP_CODE.is_match(text(cl, src)))
+        {
+            continue;
+        }
+        let error_branch = conds.iter().any(|(cnd, pos)| {
+            let t = text(*cnd, src).to_ascii_lowercase();
+            *pos && (t.contains("err")
+                || t.contains("fail")
+                || t.starts_with("!ok")
+                || t.starts_with("!success")
+                || t.contains(".ok"))
+        });
+        if !(in_catch || error_branch || status.is_some_and(|s| s >= 500)) {
+            continue;
+        }
+        let target = status.filter(|s| *s >= 400).unwrap_or(500);
+        let fix = match responses::set_status(&resp, target, src, file.style().eol) {
+            Some(e) => Fix::unsafe_(format!("answer {target}"), vec![e]),
+            None => Fix::display_only(format!("answer {target}"), "the status is not a literal"),
+        };
+        out.push(diag(
+            c,
+            scope,
+            resp.node,
+            format!("the failure is reported only in the body ({what}) while the HTTP status is {}: the provider sees success and never retries", resp.status.unwrap_or(200)),
+            fix,
+        ));
+    }
+    out
+}
+
+/// The failure a response body reports: its `status` number and a description.
+fn body_failure(_resp: &Response, body: Node, src: &str) -> Option<(Option<u16>, String)> {
+    for key in ["status", "statusCode", "code"] {
+        if let Some(v) = ast::object_property(body, key, src)
+            && let Some(n) = responses::status_value(v, src)
+            && (400..600).contains(&n)
+        {
+            return Some((Some(n), format!("`{key}: {n}`")));
+        }
+    }
+    for key in ["error", "errors", "err"] {
+        if let Some(v) = ast::object_property(body, key, src)
+            && !matches!(text(v, src), "null" | "undefined" | "false")
+        {
+            return Some((None, format!("`{key}`")));
+        }
+    }
+    for key in ["success", "ok"] {
+        if ast::object_property(body, key, src).is_some_and(|v| text(v, src) == "false") {
+            return Some((None, format!("`{key}: false`")));
+        }
+    }
+    None
+}

@@ -1,8 +1,107 @@
-//! PLACEHOLDER: not implemented yet.
+//! unbounded-retry
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::model::retry_loops::{self, RetryKind};
 
-pub const RULE: Rule =
-    Rule { id: "unbounded-retry", summary: "not implemented yet", docs: "", fix: FixAvailability::None, check };
+const DOCS: &str = r#"
+## What it finds
+An in-code retry loop in a handler (or a function it calls) that has no attempt cap
+(`while (true)` / `for (;;)` / `while (!done)` retrying until success with no
+`if (attempt >= max) throw`, a function that calls itself again from its `catch`,
+`p-retry`/`async-retry` with `retries: Infinity` or `forever: true`) or that retries at once,
+without awaiting a delay between attempts (`sleep`, `delay`, `setTimeout` in a promise).
+Retry libraries back off by default, so only their cap is checked.
 
-fn check(_cx: &Context, _out: &mut Vec<Diagnostic>) {}
+## Why retries break it
+A handler that retries forever never answers: the provider times out and redelivers, and
+every redelivery starts another endless loop against the same failing dependency, while a
+permanent error (a 4xx, a validation failure) can never succeed. Retrying without a delay
+hammers a dependency that is already struggling and spends the provider's response timeout
+(Stripe and Svix allow seconds, Shopify 5 s) on attempts that fail for the same reason.
+At-least-once sources already retry with backoff: an in-code loop should be short and capped.
+
+## Bad
+```ts
+while (true) {
+  try {
+    await notifyFulfilment(order);
+    break;
+  } catch (err) {
+    console.error(err);
+  }
+}
+```
+
+## Good
+```ts
+for (let attempt = 1; ; attempt++) {
+  try {
+    await notifyFulfilment(order);
+    break;
+  } catch (err) {
+    if (attempt >= 3) throw err; // let the provider redeliver later
+    await sleep(2 ** attempt * 200);
+  }
+}
+```
+
+## Fix
+None: how many attempts a call deserves, and whether to rethrow (so the provider redelivers)
+or record the failure, is a decision about the dependency, and a mechanical cap would change
+what the handler does when the cap is hit. The message says what is missing (cap, backoff or
+both); the example above is the usual shape.
+"#;
+
+pub const RULE: Rule = Rule {
+    id: "unbounded-retry",
+    summary: "in-code retry loop without an attempt cap or a backoff: a failing call holds the delivery or hammers the dependency",
+    docs: DOCS,
+    fix: FixAvailability::None,
+    check,
+};
+
+fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers {
+        for scope in &model.scopes {
+            let Some(func) = scope.node() else { continue };
+            let file = scope.file();
+            let src = &file.text;
+            for lp in retry_loops::find(func, src) {
+                let cap = retry_loops::has_cap(&lp, src);
+                let backoff = retry_loops::has_backoff(&lp, src);
+                if cap && backoff {
+                    continue;
+                }
+                let what = match lp.kind {
+                    RetryKind::Loop => "retry loop",
+                    RetryKind::Library => "retry call",
+                    RetryKind::Recursion => "recursive retry (the function calls itself from its catch)",
+                };
+                let problem = match (cap, backoff) {
+                    (false, false) => {
+                        "has no attempt cap and no delay between attempts: while the call keeps failing the handler never answers, spins against the failing dependency, and the provider times out and redelivers into another endless loop"
+                    }
+                    (false, true) => {
+                        "has no attempt cap: while the call keeps failing (an outage, a permanent error) the handler never answers, and the provider times out and redelivers into another endless loop"
+                    }
+                    _ => {
+                        "retries at once, without a delay between attempts: it hammers a failing dependency and spends the provider's response timeout on attempts that fail for the same reason"
+                    }
+                };
+                let problem = if model.handler.framework.is_http() {
+                    problem.to_string()
+                } else {
+                    problem.replace("the handler never answers", "the message is never acknowledged").replace(
+                        "the provider times out and redelivers into another endless loop",
+                        "once its lock or visibility timeout expires it is delivered again into another endless loop",
+                    )
+                };
+                out.push(
+                    Diagnostic::new(RULE.id, file, lp.node, format!("{what} {problem}"))
+                        .in_handler(model, scope)
+                        .help("cap the attempts (then rethrow so the provider redelivers later) and await a growing delay between attempts"),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,785 @@
+//! The central codemod: wrap a handler's work in `guard.run(key, async (tx) => { ... })`
+//! (RULES.md section 5). Verification, parsing and the final response stay outside; the
+//! statements that do the work move into the callback, re-indented with every comment kept.
+//! Where the move would change what the code means (an early `return res...` inside the
+//! work, a `break` out of it, a variable the response reads), the fix is display-only and
+//! says why: a wrong rewrite of payment code is worse than none.
+
+use super::{Edit, Fix, GuardSpec, imports, text as ftext};
+use crate::model::ast::{self, text};
+use crate::model::guards::{self, GuardKind};
+use crate::model::markers;
+use crate::model::{EventKey, Scope};
+use crate::model::{providers, reach};
+use crate::rules::{Context, HandlerModel};
+use crate::source::SourceFile;
+use std::sync::Arc;
+use tree_sitter::Node;
+
+pub const TITLE: &str = "wrap the handler's work in the guard `run`";
+
+/// Joins adjacent whole-line deletions, and drops one of the two blank lines a deletion
+/// between blank lines would leave.
+fn merge_deletions(file: &SourceFile, mut deletes: Vec<Edit>) -> Vec<Edit> {
+    let src = &file.text;
+    deletes.sort_by_key(|e| e.start);
+    let mut merged: Vec<Edit> = Vec::new();
+    for d in deletes {
+        match merged.last_mut() {
+            Some(last) if last.end == d.start => last.end = d.end,
+            Some(last) if last.end > d.start => last.end = last.end.max(d.end),
+            _ => merged.push(d),
+        }
+    }
+    for d in &mut merged {
+        let whole_lines = d.start == file.line_start(d.start) && (d.end == src.len() || src[..d.end].ends_with('\n'));
+        if !whole_lines || d.start == 0 || d.end >= src.len() {
+            continue;
+        }
+        let prev_line = src[file.line_start(d.start - 1)..d.start].trim();
+        let prev_blank = prev_line.is_empty() || prev_line.ends_with('{');
+        let after = src[d.end..].find('\n').map_or(src.len(), |i| d.end + i + 1);
+        if prev_blank && src[d.end..after].trim().is_empty() {
+            d.end = after;
+        }
+    }
+    merged
+}
+
+/// What the guard module builds, read from its source when it resolves to a project file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardFlavor {
+    Prisma,
+    Postgres,
+    Drizzle,
+    /// A lease guard (`redisGuard`): the callback takes no transaction client.
+    Lease,
+    Unknown,
+}
+
+/// The note of the display-only fix shown when no guard is configured.
+pub fn no_guard_note() -> String {
+    "no guard is configured: create lib/guard.ts with `import { prismaGuard } from \"@retrysafe/guard\"; \
+     export const guard = prismaGuard(prisma)` (or postgresGuard/drizzleGuard/redisGuard) and run \
+     `retrysafe fix --guard \"@/lib/guard#guard\"` (or set `guard` in the config)"
+        .to_string()
+}
+
+/// Whether `node` runs inside a guard `run` callback (the configured guard's name, or any
+/// object the model recognises as a guard), or a claim transaction.
+pub fn is_protected(scope: &Scope, node: Node, spec: Option<&GuardSpec>) -> bool {
+    if scope.guard_at(node).is_some_and(GuardKind::dedupes) {
+        return true;
+    }
+    in_named_guard_run(node, &scope.file().text, spec)
+}
+
+/// Inside a callback passed to `<guard>.run(...)` where `<guard>` is the configured local name.
+pub fn in_named_guard_run(node: Node, src: &str, spec: Option<&GuardSpec>) -> bool {
+    ast::ancestors(node).any(|anc| {
+        ast::is_function(anc)
+            && anc
+                .parent()
+                .filter(|p| p.kind() == "arguments")
+                .and_then(|a| a.parent())
+                .filter(|c| c.kind() == "call_expression")
+                .is_some_and(|call| {
+                    let path = ast::callee_path(call, src);
+                    guards::guard_call_kind(call, src) == Some(GuardKind::Guard)
+                        || (path.len() == 2 && path[1] == "run" && spec.is_some_and(|s| path[0] == s.local_name()))
+                })
+    })
+}
+
+/// The fix that wraps `model`'s work in the guard. `remove` holds byte ranges of marker calls
+/// (in the handler's file) whose statements the guard replaces: a racy check, a marker write.
+/// `include` holds byte ranges (in the handler's function) the wrapped region must cover,
+/// besides the effects: a read-modify-write and the load it starts from.
+pub fn wrap_fix(cx: &Context, model: &HandlerModel, remove: &[(usize, usize)], include: &[(usize, usize)]) -> Fix {
+    let Some(spec) = cx.guard else {
+        return Fix::display_only(TITLE, no_guard_note());
+    };
+    let Some(key) = model.handler.event_key.as_ref() else {
+        return Fix::display_only(
+            TITLE,
+            "the event key of this handler could not be determined: pass the provider's event id as the \
+             guard key by hand (retrysafe does not guess keys)",
+        );
+    };
+    match plan(cx, model, spec, key, remove, include) {
+        Ok(fix) => fix,
+        Err(why) => Fix::display_only(TITLE, why),
+    }
+}
+
+fn plan(
+    cx: &Context,
+    model: &HandlerModel,
+    spec: &GuardSpec,
+    key: &EventKey,
+    remove: &[(usize, usize)],
+    include: &[(usize, usize)],
+) -> Result<Fix, String> {
+    let file = &model.handler.file;
+    let src = file.text.as_str();
+    let func = model.handler.node().ok_or("the handler could not be re-read")?;
+    let body = ast::function_body(func)
+        .filter(|b| b.kind() == "statement_block")
+        .ok_or("the handler has an expression body: give it a block body, then wrap its work in the guard")?;
+    if !is_async(func) {
+        return Err("the handler is not async: make it async, then wrap its work in `await guard.run(...)`".into());
+    }
+    let deletions: Vec<Node> = removal_statements(func, src, remove);
+    let deleted = |n: Node| deletions.iter().any(|d| d.id() == n.id());
+    let key_fn = Some(key);
+
+    // The block whose statements are the work: the handler body, a `for (const record of
+    // event.Records)` body that binds the key, or a `try` block around the work.
+    let mut container = key_container(func, src, key).unwrap_or(body);
+    let (first, mut last) = loop {
+        let preamble_end = statements(container)
+            .into_iter()
+            .filter(|s| verifies(cx, file, *s))
+            .map(|s| s.end_byte())
+            .max()
+            .unwrap_or(0);
+        let work: Vec<Node> = statements(container)
+            .into_iter()
+            .filter(|s| !deleted(*s) && s.start_byte() >= preamble_end)
+            .filter(|s| {
+                include.iter().any(|&(a, b)| s.start_byte() <= a && b <= s.end_byte())
+                    || markers::contains_work(cx.project, file, *s, func, key_fn)
+            })
+            .collect();
+        let (Some(first), Some(last)) = (work.first().copied(), work.last().copied()) else {
+            return Err("no work to wrap was found in the handler body".into());
+        };
+        if first.id() == last.id()
+            && first.kind() == "try_statement"
+            && let Some(inner) = first.child_by_field_name("body")
+        {
+            container = inner;
+            continue;
+        }
+        break (first, last);
+    };
+    if in_named_guard_run(first, src, Some(spec)) || guards::guard_at(first, src).is_some_and(GuardKind::dedupes) {
+        return Err("the work is already inside a guard run".into());
+    }
+    // A hand-written claim left before the work would still swallow the retries of a failed
+    // attempt: it must go.
+    for &(start, end) in remove {
+        let kept = func.descendant_for_byte_range(start, end).filter(|c| {
+            ast::contains(func, *c)
+                && c.start_byte() < first.start_byte()
+                && !deletions.iter().any(|d| ast::contains(*d, *c))
+                && !is_check(cx, file, *c, func, key_fn)
+        });
+        if let Some(c) = kept {
+            return Err(format!(
+                "the hand-written claim `{}` could not be removed mechanically: replace it and its early exit with \
+                 the guard by hand",
+                first_line(text(c, src))
+            ));
+        }
+    }
+    if markers::contains_marker(first, src, func, key_fn, &[markers::MarkerOp::Check]) && !deleted(first) {
+        return Err("the work starts with a hand-written dedupe check that could not be removed mechanically".into());
+    }
+
+    // The key must be computed before the work starts.
+    for root in key.roots() {
+        let declared_inside = ast::descendants_of_kind(func, "variable_declarator").into_iter().any(|d| {
+            d.child_by_field_name("name").is_some_and(|n| text(n, src) == root)
+                && d.start_byte() >= first.start_byte()
+                && d.end_byte() <= last.end_byte()
+        });
+        if declared_inside {
+            return Err(format!("the event key reads `{root}`, which is computed inside the work: move it before"));
+        }
+    }
+
+    // A variable declared by the work and read later: take the reader in too, unless it is
+    // the response.
+    let siblings = statements(container);
+    let mut index = siblings.iter().position(|s| s.id() == last.id()).unwrap_or(0);
+    loop {
+        let region: Vec<Node> = siblings
+            .iter()
+            .copied()
+            .filter(|s| s.start_byte() >= first.start_byte() && s.end_byte() <= last.end_byte())
+            .collect();
+        let names = declared_names(&region, src);
+        let Some(next) = siblings.get(index + 1).copied() else { break };
+        let reads = names.iter().find(|n| !deleted(next) && ast::mentions_identifier(next, src, n));
+        match reads {
+            Some(name) if has_return(next) || is_response(next, src) => {
+                return Err(format!(
+                    "the work declares `{name}`, which the response reads: return it from the guard callback \
+                     (`result.result`) by hand"
+                ));
+            }
+            Some(_) => {
+                last = next;
+                index += 1;
+            }
+            None => {
+                // Later readers further down still matter.
+                let later = siblings[index + 1..]
+                    .iter()
+                    .find(|s| !deleted(**s) && names.iter().any(|n| ast::mentions_identifier(**s, src, n)));
+                match later {
+                    Some(reader) if has_return(*reader) || is_response(*reader, src) => {
+                        return Err(
+                            "a variable declared by the work is read by the response: return it from the guard \
+                             callback by hand"
+                                .into(),
+                        );
+                    }
+                    Some(reader) => {
+                        index = siblings.iter().position(|s| s.id() == reader.id()).unwrap_or(index);
+                        last = *reader;
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+    let region: Vec<Node> = siblings
+        .iter()
+        .copied()
+        .filter(|s| s.start_byte() >= first.start_byte() && s.end_byte() <= last.end_byte())
+        .collect();
+    if container.id() != body.id() {
+        let names = declared_names(&region, src);
+        let after = container.end_byte();
+        let outside = ast::named_children(body).into_iter().filter(|s| s.start_byte() >= after);
+        for s in outside {
+            if let Some(n) = names.iter().find(|n| ast::mentions_identifier(s, src, n)) {
+                return Err(format!("the work declares `{n}`, which code after it reads: wrap it by hand"));
+            }
+        }
+    }
+    let tail = siblings.iter().rev().find(|s| !deleted(**s)).is_some_and(|s| s.id() == last.id());
+    let tail_of_handler = tail && container.id() == body.id();
+    let mode = early_return_mode(model);
+    let mut carried = false;
+    for stmt in &region {
+        if deleted(*stmt) {
+            continue;
+        }
+        control_flow_ok(*stmt, src, tail_of_handler, &mode, &mut carried)?;
+    }
+
+    // Database guards: the callback's DB calls go through the transaction client.
+    let flavor = guard_flavor(cx, file, spec);
+    let used_names: Vec<&str> = ["result", "guarded", "guardResult", "outcome"].to_vec();
+    let result_name = used_names
+        .into_iter()
+        .find(|n| !ast::mentions_identifier(func, src, n))
+        .ok_or("no free name for the result")?;
+    let tx_name = if ast::mentions_identifier(func, src, "tx") { "guardTx" } else { "tx" };
+    let (rewrites, rewrite_note) = db_rewrites(cx, file, spec, flavor, &region, src, tx_name);
+
+    let style = file.style();
+    let q = style.quote;
+    let semi = style.semi();
+    let eol = style.eol;
+    let indent = file.indent_at(first.start_byte()).to_string();
+    let param = if rewrites.is_empty() { "()".to_string() } else { format!("({tx_name})") };
+    let local = spec.local_name();
+    let open = format!("const {result_name} = await {local}.run({}, async {param} => {{", key.guard_key());
+    let in_progress = format!("{result_name}.status === {q}in-progress{q}");
+    let status_line = match model.handler.framework.is_http().then(|| model.handler.respond(409)).flatten() {
+        Some(r) if r.matches(';').count() > 1 || r.matches("return").count() > 1 || !r.starts_with("return") => {
+            format!("if ({in_progress}) {{ {r} }}")
+        }
+        Some(r) => format!("if ({in_progress}) {r}"),
+        None => format!(
+            "if ({in_progress}) throw new Error({q}another attempt is still processing this delivery; retry later{q}){semi}"
+        ),
+    };
+    // Already answered before the work (ack first): nobody hears a 409, so no status check.
+    let answered = statements(body)
+        .into_iter()
+        .take_while(|s| s.start_byte() < first.start_byte())
+        .any(|s| s.kind() == "expression_statement" && is_response(s, src));
+    let (open, close) = if answered {
+        (open.replacen(&format!("const {result_name} = "), "", 1), format!("}}){semi}"))
+    } else {
+        let carry = match (&mode, carried) {
+            (_, false) | (EarlyReturn::Forbidden, _) => String::new(),
+            (EarlyReturn::Value, true) => format!(
+                "{eol}{indent}if ({result_name}.status === {q}processed{q} && {result_name}.result) return {result_name}.result{semi}"
+            ),
+            (EarlyReturn::Sent(res), true) => format!("{eol}{indent}if ({res}.headersSent) return{semi}"),
+            (EarlyReturn::Reply(reply), true) => format!("{eol}{indent}if ({reply}.sent) return {reply}{semi}"),
+        };
+        (open, format!("}}){semi}{eol}{indent}{status_line}{carry}"))
+    };
+    let wrap = ftext::wrap_statements(file, container, first, last, &open, &close);
+
+    let deletes = merge_deletions(file, deletions.iter().map(|d| deletion(file, *d)).collect());
+    let mut edits: Vec<Edit> = wrap
+        .into_iter()
+        .filter(|e| !(e.start == e.end && deletes.iter().any(|d| d.start <= e.start && e.start < d.end)))
+        .collect();
+    edits.extend(deletes);
+    edits.extend(rewrites);
+    if let Some(import) = imports::ensure_import(file, spec) {
+        edits.push(import);
+    }
+    let mut notes = vec![format!(
+        "review: the work now runs once per event key {} (duplicates and in-progress retries skip it)",
+        key.guard_key()
+    )];
+    if !deletions.is_empty() {
+        notes.push("the hand-written dedupe check/marker is removed: the guard records the event".into());
+    }
+    if let Some(n) = rewrite_note {
+        notes.push(n);
+    }
+    let mut fix = Fix::unsafe_(TITLE, edits).with_note(notes.join("; "));
+    fix.target = Some(file.path.clone());
+    Ok(fix)
+}
+
+/// Signature verification (inline, or through a project helper): it stays before the work.
+fn verifies(cx: &Context, file: &Arc<SourceFile>, stmt: Node) -> bool {
+    providers::verifies_signature(text(stmt, &file.text))
+        || ast::calls_in(stmt, false).into_iter().any(|c| {
+            reach::resolve_call(cx.project, file, c)
+                .and_then(|def| def.node().map(|n| providers::verifies_signature(text(n, &def.file.text))))
+                .unwrap_or(false)
+        })
+}
+
+fn is_check(cx: &Context, file: &Arc<SourceFile>, call: Node, func: Node, key: Option<&EventKey>) -> bool {
+    let check = markers::Step::Marker(markers::MarkerOp::Check);
+    markers::classify(call, &file.text, func, key).is_some_and(|m| m.op == markers::MarkerOp::Check)
+        || markers::call_step(cx.project, file, call, 0, &mut Default::default()) == Some(check)
+}
+
+fn is_async(func: Node) -> bool {
+    (0..func.child_count()).filter_map(|i| func.child(i)).any(|c| c.kind() == "async")
+}
+
+fn statements(block: Node) -> Vec<Node> {
+    ast::named_children(block).into_iter().filter(|c| c.kind() != "comment").collect()
+}
+
+/// The loop or callback body that binds the key's root when it is not visible in the
+/// handler body (`for (const record of event.Records)`, `Records.map(async (r) => ...)`).
+fn key_container<'t>(func: Node<'t>, src: &str, key: &EventKey) -> Option<Node<'t>> {
+    let params = ast::parameter_names(func, src);
+    for root in key.roots() {
+        if params.contains(&root) {
+            continue;
+        }
+        let mut found = None;
+        ast::walk(func, &mut |n| {
+            if found.is_some() {
+                return false;
+            }
+            if n.kind() == "for_in_statement"
+                && let Some(left) = n.child_by_field_name("left")
+            {
+                let mut names = Vec::new();
+                ast::bound_names(left, src, &mut names);
+                if names.contains(&root) {
+                    found = n.child_by_field_name("body").filter(|b| b.kind() == "statement_block");
+                }
+            } else if n != func && ast::is_function(n) && ast::parameter_names(n, src).contains(&root) {
+                found = ast::function_body(n).filter(|b| b.kind() == "statement_block");
+            }
+            true
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// Names declared by the top-level declarations of `stmts`.
+fn declared_names(stmts: &[Node], src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in stmts {
+        match s.kind() {
+            "lexical_declaration" | "variable_declaration" => {
+                for d in ast::named_children(*s).into_iter().filter(|d| d.kind() == "variable_declarator") {
+                    if let Some(n) = d.child_by_field_name("name") {
+                        ast::bound_names(n, src, &mut out);
+                    }
+                }
+            }
+            "function_declaration" | "class_declaration" => {
+                if let Some(n) = s.child_by_field_name("name") {
+                    out.push(text(n, src).to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether a statement returns from the enclosing function (not from a nested one).
+fn has_return(stmt: Node) -> bool {
+    let mut found = false;
+    ast::walk(stmt, &mut |n| {
+        if found || (n != stmt && ast::is_function(n)) {
+            return false;
+        }
+        if n.kind() == "return_statement" {
+            found = true;
+        }
+        true
+    });
+    found
+}
+
+fn is_response(stmt: Node, src: &str) -> bool {
+    let t = text(stmt, src);
+    ["res.", "reply.", "ctx.body", "ctx.status", "Response", "response.", "c.json", "c.text", "c.body"]
+        .iter()
+        .any(|m| t.contains(m))
+}
+
+/// Statements whose meaning changes inside a callback: `return` with a value (the response),
+/// a bare `return` that is not at the end of the handler, `break`/`continue` leaving the
+/// wrapped region, `yield`.
+/// How an early `return <response>` inside the work can be carried out of the callback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum EarlyReturn {
+    Forbidden,
+    /// Fetch-style handlers (and Hono): the callback returns the Response, the handler returns it.
+    Value,
+    /// Express/pages: the response is sent inside the callback; the handler stops if it was.
+    Sent(String),
+    /// Fastify: as `Sent`, through `reply.sent`.
+    Reply(String),
+}
+
+fn early_return_mode(model: &HandlerModel) -> EarlyReturn {
+    use crate::model::Framework;
+    let h = &model.handler;
+    match h.framework {
+        f if f.returns_response() => EarlyReturn::Value,
+        Framework::Hono => EarlyReturn::Value,
+        Framework::Express | Framework::NextPagesApi => {
+            h.response.clone().map_or(EarlyReturn::Forbidden, EarlyReturn::Sent)
+        }
+        Framework::Fastify => h.response.clone().map_or(EarlyReturn::Forbidden, EarlyReturn::Reply),
+        _ => EarlyReturn::Forbidden,
+    }
+}
+
+/// A status outside 2xx written in a response expression.
+fn non_2xx(expr: &str) -> Option<u16> {
+    let re = regex::Regex::new(r"(?:status\(|status:\s*|code\(|sendStatus\(|,\s*)(\d{3})\b").unwrap();
+    re.captures_iter(expr).filter_map(|c| c[1].parse::<u16>().ok()).find(|s| !(200..300).contains(s))
+}
+
+fn control_flow_ok(
+    stmt: Node,
+    src: &str,
+    tail_of_handler: bool,
+    mode: &EarlyReturn,
+    carried: &mut bool,
+) -> Result<(), String> {
+    let mut problem: Option<String> = None;
+    ast::walk(stmt, &mut |n| {
+        if problem.is_some() || (n != stmt && ast::is_function(n)) {
+            return false;
+        }
+        match n.kind() {
+            "return_statement" => {
+                let bare = n.named_child(0).is_none_or(|c| c.kind() == "comment");
+                let expr = n.named_child(0).map(|c| text(c, src)).unwrap_or("");
+                let carriable = match mode {
+                    EarlyReturn::Forbidden => false,
+                    EarlyReturn::Value => true,
+                    EarlyReturn::Sent(res) | EarlyReturn::Reply(res) => expr.starts_with(&format!("{res}.")),
+                };
+                if !bare && carriable {
+                    if let Some(status) = non_2xx(expr) {
+                        problem = Some(format!(
+                            "the work answers {status} early (`{}`): inside the guard that delivery would count as \
+                             processed and never be retried; throw instead, then wrap",
+                            first_line(text(n, src))
+                        ));
+                    } else {
+                        *carried = true;
+                    }
+                } else if !bare {
+                    problem = Some(format!(
+                        "the work answers early (`{}`): inside the guard callback that return would not reach \
+                         the client; restructure the early exits, then wrap",
+                        first_line(text(n, src))
+                    ));
+                } else if !tail_of_handler {
+                    problem = Some("the work contains a bare `return` that would only leave the guard callback".into());
+                }
+            }
+            "break_statement" | "continue_statement" => {
+                let labelled = n.named_child(0).is_some_and(|c| c.kind() == "statement_identifier");
+                let is_break = n.kind() == "break_statement";
+                let target_inside =
+                    ast::ancestors(n).take_while(|a| a.id() != stmt.id()).chain(std::iter::once(stmt)).any(|a| {
+                        matches!(a.kind(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
+                            || (is_break && a.kind() == "switch_statement")
+                    });
+                if labelled || !target_inside {
+                    problem = Some(format!("`{}` would leave the guard callback", text(n, src)));
+                }
+            }
+            "yield_expression" => problem = Some("the work yields: a generator cannot be wrapped".into()),
+            _ => {}
+        }
+        true
+    });
+    problem.map_or(Ok(()), Err)
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s).trim_end_matches('{').trim()
+}
+
+/// The statements to delete for the marker calls in `remove`: the `if (await check) return`
+/// statement, a `const seen = await check` with the `if (seen) return` after it, a marker
+/// write statement. A shape that cannot be removed cleanly is left in place.
+fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) -> Vec<Node<'t>> {
+    let mut out: Vec<Node> = Vec::new();
+    for &(start, end) in remove {
+        if start < func.start_byte() || end > func.end_byte() {
+            continue;
+        }
+        let Some(call) = func.descendant_for_byte_range(start, end) else { continue };
+        let Some(stmt) = ast::enclosing_statement(call) else { continue };
+        if stmt.parent().is_none_or(|p| p.kind() != "statement_block") || !ast::contains(func, stmt) {
+            continue;
+        }
+        match stmt.kind() {
+            "if_statement"
+                if stmt.child_by_field_name("alternative").is_none()
+                    && stmt.child_by_field_name("condition").is_some_and(|c| ast::contains(c, call))
+                    && exits_only(stmt, src) =>
+            {
+                out.push(stmt)
+            }
+            "expression_statement" => {
+                let expr = stmt.named_child(0).map(ast::unwrap_expr);
+                if expr.is_some_and(|e| {
+                    ast::contains(e, call) && text(e, src).starts_with(text(call, src).split('(').next().unwrap_or(""))
+                }) {
+                    out.push(stmt);
+                }
+            }
+            "lexical_declaration" | "variable_declaration" => {
+                let decls: Vec<Node> =
+                    ast::named_children(stmt).into_iter().filter(|d| d.kind() == "variable_declarator").collect();
+                let [decl] = decls.as_slice() else { continue };
+                let Some(pattern) = decl.child_by_field_name("name") else { continue };
+                let mut names = Vec::new();
+                ast::bound_names(pattern, src, &mut names);
+                if names.is_empty() {
+                    continue;
+                }
+                let next = stmt.next_named_sibling().filter(|n| n.kind() != "comment");
+                let gate = next.filter(|n| {
+                    n.kind() == "if_statement"
+                        && n.child_by_field_name("alternative").is_none()
+                        && n.child_by_field_name("condition")
+                            .is_some_and(|c| names.iter().any(|name| ast::mentions_identifier(c, src, name)))
+                        && exits_only(*n, src)
+                });
+                let readers = ast::descendants_of_kind(func, "identifier")
+                    .into_iter()
+                    .filter(|i| names.iter().any(|n| n == text(*i, src)) && !ast::contains(stmt, *i))
+                    .filter(|i| gate.is_none_or(|g| !ast::contains(g, *i)))
+                    .count();
+                if readers == 0 {
+                    out.push(stmt);
+                    if let Some(g) = gate {
+                        out.push(g);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // A `const id = req.headers.get(...)` read only by the removed code goes too.
+    let mut extra = Vec::new();
+    for decl in ast::descendants_of_kind(func, "lexical_declaration") {
+        let decls: Vec<Node> =
+            ast::named_children(decl).into_iter().filter(|d| d.kind() == "variable_declarator").collect();
+        let ([d], Some(parent)) = (decls.as_slice(), decl.parent()) else { continue };
+        if parent.kind() != "statement_block" || out.iter().any(|o| o.id() == decl.id()) {
+            continue;
+        }
+        let (Some(name), Some(init)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+            continue;
+        };
+        let init_text = text(init, src);
+        let pure = name.kind() == "identifier"
+            && !init_text.contains("await")
+            && ast::calls_in(init, false)
+                .iter()
+                .all(|c| ast::callee_name(*c, src).is_some_and(|n| matches!(n.as_str(), "get" | "header" | "String")));
+        if !pure {
+            continue;
+        }
+        let name = text(name, src);
+        let readers: Vec<Node> = ast::descendants_of_kind(func, "identifier")
+            .into_iter()
+            .filter(|i| text(*i, src) == name && !ast::contains(decl, *i))
+            .collect();
+        if !readers.is_empty() && readers.iter().all(|r| out.iter().any(|o| ast::contains(*o, *r))) {
+            extra.push(decl);
+        }
+    }
+    out.extend(extra);
+    out.sort_by_key(|n| n.start_byte());
+    out.dedup_by_key(|n| n.id());
+    out
+}
+
+/// An `if` whose consequence only answers and returns (or is a bare return).
+fn exits_only(stmt: Node, src: &str) -> bool {
+    let Some(cons) = stmt.child_by_field_name("consequence") else { return false };
+    let inner = statements(cons);
+    let stmts = if cons.kind() == "statement_block" { inner } else { vec![cons] };
+    stmts.last().is_some_and(|s| s.kind() == "return_statement")
+        && stmts.iter().all(|s| s.kind() == "return_statement" || is_response(*s, src) || text(*s, src).contains("log"))
+}
+
+/// Deletes a statement with its line(s) when it stands alone on them.
+fn deletion(file: &SourceFile, stmt: Node) -> Edit {
+    let src = &file.text;
+    let line_start = file.line_start(stmt.start_byte());
+    let alone_before = src[line_start..stmt.start_byte()].trim().is_empty();
+    let line_end = ftext::line_end(file, stmt.end_byte());
+    let alone_after = src[stmt.end_byte()..line_end].trim().is_empty();
+    if alone_before && alone_after {
+        let next_line = |at: usize| src[at..].find('\n').map_or(src.len(), |i| at + i + 1);
+        let mut start = line_start;
+        // Line comments directly above describe the statement: they go with it.
+        if let Some(prev) = stmt.prev_sibling().filter(|p| p.kind() == "comment" && text(*p, src).starts_with("//"))
+            && prev.end_byte() <= start
+            && file.line_col(prev.start_byte()).0 + 1 == file.line_col(start).0
+            && src[file.line_start(prev.start_byte())..prev.start_byte()].trim().is_empty()
+        {
+            start = file.line_start(prev.start_byte());
+        }
+        Edit::delete(start, next_line(line_end))
+    } else {
+        Edit::delete(stmt.start_byte(), stmt.end_byte())
+    }
+}
+
+/// What the guard module builds, from its source (`prismaGuard(prisma)` ...).
+pub fn guard_flavor(cx: &Context, file: &SourceFile, spec: &GuardSpec) -> GuardFlavor {
+    guard_source(cx, file, spec).map_or(GuardFlavor::Unknown, |(_, t)| flavor_of(&t))
+}
+
+fn guard_source(cx: &Context, file: &SourceFile, spec: &GuardSpec) -> Option<(Arc<SourceFile>, String)> {
+    let path = cx.project.resolve(&file.path, &spec.module)?;
+    let loaded = cx.project.load(&path).ok()?;
+    let t = loaded.text.clone();
+    Some((loaded, t))
+}
+
+fn flavor_of(t: &str) -> GuardFlavor {
+    if t.contains("prismaGuard") {
+        GuardFlavor::Prisma
+    } else if t.contains("postgresGuard") {
+        GuardFlavor::Postgres
+    } else if t.contains("drizzleGuard") {
+        GuardFlavor::Drizzle
+    } else if t.contains("redisGuard") {
+        GuardFlavor::Lease
+    } else {
+        GuardFlavor::Unknown
+    }
+}
+
+/// Rewrites of the root client to the transaction client inside the wrapped region.
+fn db_rewrites(
+    cx: &Context,
+    file: &SourceFile,
+    spec: &GuardSpec,
+    flavor: GuardFlavor,
+    region: &[Node],
+    src: &str,
+    tx: &str,
+) -> (Vec<Edit>, Option<String>) {
+    let (fn_name, mut roots): (&str, Vec<String>) = match flavor {
+        GuardFlavor::Prisma => ("prismaGuard", vec!["prisma".into(), "db".into()]),
+        GuardFlavor::Drizzle => ("drizzleGuard", vec!["db".into()]),
+        GuardFlavor::Postgres => ("postgresGuard", vec!["pool".into(), "db".into()]),
+        GuardFlavor::Lease | GuardFlavor::Unknown => return (Vec::new(), None),
+    };
+    if let Some((_, t)) = guard_source(cx, file, spec)
+        && let Some(c) = regex::Regex::new(&format!(r"{fn_name}\(\s*([A-Za-z_$][\w$]*)")).unwrap().captures(&t)
+    {
+        roots.push(c[1].to_string());
+    }
+    let nested_tx = region.iter().any(|s| {
+        ast::calls_in(*s, false).into_iter().any(|c| {
+            matches!(guards::guard_call_kind(c, src), Some(GuardKind::Transaction | GuardKind::ClaimTransaction))
+        })
+    });
+    if nested_tx {
+        return (
+            Vec::new(),
+            Some("the work opens its own transaction: move its statements onto the guard's `tx` by hand".into()),
+        );
+    }
+    let mut edits = Vec::new();
+    for stmt in region {
+        ast::walk(*stmt, &mut |n| {
+            if n.kind() != "identifier" || !roots.iter().any(|r| r == text(n, src)) {
+                return true;
+            }
+            let Some(member) = n.parent().filter(|p| p.kind() == "member_expression") else { return true };
+            if member.child_by_field_name("object").is_none_or(|o| o.id() != n.id()) {
+                return true;
+            }
+            let prop = member.child_by_field_name("property").map(|p| text(p, src)).unwrap_or("");
+            let ok = match flavor {
+                GuardFlavor::Prisma => {
+                    (!prop.starts_with('$') || prop.starts_with("$executeRaw") || prop.starts_with("$queryRaw"))
+                        && member.parent().is_some_and(|g| matches!(g.kind(), "member_expression" | "call_expression"))
+                }
+                GuardFlavor::Drizzle => {
+                    matches!(prop, "insert" | "update" | "delete" | "select" | "selectDistinct" | "query" | "execute")
+                }
+                GuardFlavor::Postgres => prop == "query",
+                _ => false,
+            };
+            if ok {
+                edits.push(Edit::replace(n.start_byte(), n.end_byte(), tx));
+            }
+            true
+        });
+    }
+    let note = (!edits.is_empty()).then(|| {
+        "database calls written in this handler now use the guard's transaction client; helpers it calls still use \
+         the root client: pass `tx` to them"
+            .to_string()
+    });
+    (edits, note)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flavors() {
+        assert_eq!(flavor_of("export const guard = prismaGuard(prisma)"), GuardFlavor::Prisma);
+        assert_eq!(flavor_of("export default redisGuard(redis, { ttlSeconds: 60 })"), GuardFlavor::Lease);
+        assert_eq!(flavor_of("export const guard = makeGuard()"), GuardFlavor::Unknown);
+    }
+}

@@ -1,0 +1,591 @@
+//! Hand-written dedupe: reads and writes of processed-event markers (a processed-events
+//! table, a Redis key), the work a handler does around them, and the dedupe pattern a
+//! function follows (check-then-insert, effect-before-record, record-before-effect).
+//! The guard rules share this so that one handler is reported by the most specific rule.
+
+use super::ast::{self, text};
+use super::effects;
+use super::guards;
+use super::providers::EventKey;
+use super::reach::{self, Scope};
+use crate::project::Project;
+use crate::source::SourceFile;
+use std::collections::HashSet;
+use std::sync::Arc;
+use tree_sitter::Node;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkerOp {
+    /// Reads the marker: `findUnique`, `exists`, `GET`, `SISMEMBER`, `SELECT`.
+    Check,
+    /// Writes the marker atomically and learns whether it was new: `SET NX`, an insert whose
+    /// unique violation is caught, `ON CONFLICT DO NOTHING` with the result read.
+    Claim,
+    /// Writes the marker without learning anything: a plain insert, `SET`, `SADD`.
+    Write,
+    /// Deletes the marker (releases a lease).
+    Release,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Marker<'t> {
+    pub op: MarkerOp,
+    pub call: Node<'t>,
+    /// A Redis key with an expiry (`EX`/`PX`).
+    pub lease: bool,
+}
+
+/// Marker-table words strong enough on their own (without the key in the call).
+fn strong_marker_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase().replace(['_', '-'], "");
+    ["processed", "handled", "dedup", "idempot", "inbox", "receivedevent", "seenevent"]
+        .iter()
+        .any(|m| lower.contains(m))
+}
+
+/// The expressions inside the key's `${...}` substitutions, normalised.
+fn key_exprs(key: &EventKey) -> Vec<String> {
+    let re = regex::Regex::new(r"\$\{([^}]*)\}").unwrap();
+    re.captures_iter(&key.template).map(|c| normalise(&c[1])).filter(|s| !s.is_empty()).collect()
+}
+
+fn normalise(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).map(|c| if c == '\'' || c == '`' { '"' } else { c }).collect()
+}
+
+const KEYISH: &[&str] = &[
+    "eventid",
+    "event.id",
+    "evt.id",
+    "deliveryid",
+    "messageid",
+    "webhookid",
+    "idempotencykey",
+    "dedupekey",
+    "dedupkey",
+];
+
+/// Whether `node` uses the event key: the key expression itself, a variable initialised from
+/// it, the key's header name, or a conventionally named key variable.
+pub fn mentions_key(node: Node, src: &str, func: Node, key: Option<&EventKey>) -> bool {
+    let t = normalise(text(node, src));
+    let lower = t.to_ascii_lowercase();
+    if KEYISH.iter().any(|k| lower.contains(k)) {
+        return true;
+    }
+    let Some(key) = key else { return false };
+    let exprs = key_exprs(key);
+    if exprs.iter().any(|e| t.contains(e.as_str())) {
+        return true;
+    }
+    if key.provider.key_header().is_some_and(|h| lower.contains(h)) {
+        return true;
+    }
+    // One hop: `const id = event.id; ... where: { id }`.
+    let mut found = false;
+    ast::walk(node, &mut |n| {
+        if found {
+            return false;
+        }
+        if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
+            && let Some(init) = ast::find_binding_init(func, text(n, src), src, node.start_byte())
+        {
+            let it = normalise(text(init, src));
+            if exprs.iter().any(|e| it.contains(e.as_str())) {
+                found = true;
+            }
+        }
+        true
+    });
+    found
+}
+
+fn is_kv_root(lower: &[String]) -> bool {
+    lower.iter().take(lower.len().saturating_sub(1)).any(|s| {
+        s.contains("redis") || s == "kv" || s.contains("cache") || s.contains("upstash") || s.contains("valkey")
+    })
+}
+
+/// Classifies one call as a marker operation.
+pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey>) -> Option<Marker<'t>> {
+    let path = ast::callee_path(call, src);
+    let lower: Vec<String> = path.iter().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).collect();
+    let last = lower.last()?.clone();
+    let marker = |op, lease| Some(Marker { op, call, lease });
+    let args = ast::arguments(call);
+    // The literal parts of the key argument: `processed:${id}` names a marker, `user:${event.x}` does not.
+    let first_text = args
+        .first()
+        .map(|a| {
+            let t = text(*a, src);
+            regex::Regex::new(r"\$\{[^}]*\}").unwrap().replace_all(t, "").to_ascii_lowercase()
+        })
+        .unwrap_or_default();
+    let first_mentions = || {
+        args.first().is_some_and(|a| mentions_key(*a, src, func, key))
+            || ["processed", "dedup", "idempot", "webhook", "evt", "event", "seen", "handled", "delivery"]
+                .iter()
+                .any(|w| first_text.contains(w))
+    };
+    // Redis and other key-value stores.
+    if is_kv_root(&lower) || last == "setnx" {
+        let lease_text = text(call, src);
+        let lease = lease_text.contains("EX") || lease_text.contains("PX") || lease_text.contains("expiration");
+        return match last.as_str() {
+            "set" | "setnx" | "setex" if guards::is_set_nx(call, src) => marker(MarkerOp::Claim, lease),
+            "set" | "setex" | "hset" if first_mentions() => marker(MarkerOp::Write, lease || last == "setex"),
+            "sadd" if first_mentions() || args.iter().any(|a| mentions_key(*a, src, func, key)) => {
+                // `if (await redis.sadd(...) === 0) return` is an atomic claim.
+                let used = ast::ancestors(call)
+                    .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
+                    .any(|a| matches!(a.kind(), "variable_declarator" | "if_statement" | "binary_expression"));
+                marker(if used { MarkerOp::Claim } else { MarkerOp::Write }, false)
+            }
+            "get" | "exists" | "sismember" | "hexists" | "hget" | "smismember" | "getdel"
+                if first_mentions() || args.iter().any(|a| mentions_key(*a, src, func, key)) =>
+            {
+                marker(MarkerOp::Check, false)
+            }
+            "del" | "unlink" | "hdel" | "srem" if first_mentions() => marker(MarkerOp::Release, false),
+            _ => None,
+        };
+    }
+    let call_text = text(call, src);
+    // SQL through a driver.
+    if let Some(sql) = effects::sql_text(call, &args, src) {
+        let upper = sql.to_ascii_uppercase();
+        let table = regex::Regex::new(r"(?i)\b(?:from|into|update)\s+[`\x22]?(\w+)")
+            .unwrap()
+            .captures(&sql)
+            .map(|c| c[1].to_string())
+            .unwrap_or_default();
+        if !is_marker_table(&table, call, src, func, key) {
+            return None;
+        }
+        let stmt = upper.trim_start_matches(['`', '"', '\'']).trim_start();
+        return if stmt.starts_with("SELECT") {
+            marker(MarkerOp::Check, false)
+        } else if stmt.starts_with("INSERT") {
+            marker(insert_op(call, src, upper.contains("ON CONFLICT") || upper.contains("INSERT IGNORE")), false)
+        } else if stmt.starts_with("DELETE") {
+            marker(MarkerOp::Release, false)
+        } else {
+            None
+        };
+    }
+    // Drizzle: db.select().from(t), db.insert(t), db.delete(t).
+    let drizzle_table = |method: &str| {
+        regex::Regex::new(&format!(r"\.{method}\(\s*(\w+)")).unwrap().captures(call_text).map(|c| c[1].to_string())
+    };
+    if lower.iter().any(|s| s == "from") && lower.iter().any(|s| s == "select") {
+        let table = drizzle_table("from")?;
+        return is_marker_table(&table, call, src, func, key).then_some(Marker {
+            op: MarkerOp::Check,
+            call,
+            lease: false,
+        });
+    }
+    if lower.first().is_some_and(|_| path.iter().any(|p| p == "insert()")) {
+        let table = drizzle_table("insert")?;
+        let handled = call_text.contains("onConflictDoNothing") || call_text.contains(".ignore()");
+        return is_marker_table(&table, call, src, func, key).then(|| Marker {
+            op: insert_op(call, src, handled),
+            call,
+            lease: false,
+        });
+    }
+    if path.iter().any(|p| p == "delete()") {
+        let table = drizzle_table("delete")?;
+        return is_marker_table(&table, call, src, func, key).then_some(Marker {
+            op: MarkerOp::Release,
+            call,
+            lease: false,
+        });
+    }
+    // ORM model calls: prisma.processedEvent.create, ProcessedEvent.findOne, repo.insert.
+    if path.len() < 2 {
+        return None;
+    }
+    let mut model = path[path.len() - 2].trim_end_matches("()").to_string();
+    if path[path.len() - 2].ends_with("()") {
+        // Knex: knex("processed_events").insert(...) names the table in the inner call.
+        let inner = call
+            .child_by_field_name("function")
+            .and_then(|f| f.child_by_field_name("object"))
+            .filter(|o| o.kind() == "call_expression");
+        if let Some(table) = inner.and_then(|i| ast::arguments(i).first().and_then(|a| ast::string_value(*a, src))) {
+            model = table;
+        }
+    }
+    if !is_marker_table(&model, call, src, func, key) {
+        return None;
+    }
+    let op = match last.as_str() {
+        "findunique" | "finduniqueorthrow" | "findfirst" | "findone" | "findbyid" | "findbypk" | "count" | "exists"
+        | "findoneby" => MarkerOp::Check,
+        "create" | "insert" | "insertone" | "createmany" | "save" => {
+            let handled = call_text.contains("skipDuplicates") || call_text.contains("orIgnore");
+            insert_op(call, src, handled)
+        }
+        "upsert" => MarkerOp::Write,
+        "delete" | "deletemany" | "destroy" | "deleteone" | "remove" => MarkerOp::Release,
+        _ => return None,
+    };
+    marker(op, false)
+}
+
+fn is_marker_table(name: &str, call: Node, src: &str, func: Node, key: Option<&EventKey>) -> bool {
+    strong_marker_name(name) || (guards::is_marker_name(name) && mentions_key(call, src, func, key))
+}
+
+/// An insert is a claim when the handler learns whether it was new: a caught unique
+/// violation, or a conflict-ignoring insert whose result is read.
+fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
+    let caught = ast::ancestors(call).take_while(|a| !ast::is_function(*a)).any(|a| {
+        a.kind() == "try_statement"
+            && a.child_by_field_name("handler").is_some_and(|h| {
+                let t = text(h, src);
+                ["P2002", "23505", "11000", "unique", "Unique", "duplicate", "Duplicate", "ER_DUP"]
+                    .iter()
+                    .any(|c| t.contains(c))
+            })
+    }) || is_followed_by_catch(call, src);
+    let used = ast::ancestors(call)
+        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
+        .any(|a| matches!(a.kind(), "variable_declarator" | "if_statement" | "binary_expression" | "return_statement"));
+    if caught || (conflict_ignored && used) { MarkerOp::Claim } else { MarkerOp::Write }
+}
+
+/// `.catch((e) => { if (e.code === 'P2002') ... })` on the insert's promise.
+fn is_followed_by_catch(call: Node, src: &str) -> bool {
+    call.parent()
+        .filter(|p| p.kind() == "member_expression")
+        .and_then(|p| p.parent())
+        .filter(|g| g.kind() == "call_expression")
+        .is_some_and(|g| {
+            let t = text(g, src);
+            t.contains(".catch(") && ["P2002", "23505", "11000", "unique", "duplicate"].iter().any(|c| t.contains(c))
+        })
+}
+
+/// Name-based classification of a helper that hides the marker: `isProcessed(id)`,
+/// `markEventProcessed(id)`.
+fn classify_by_name(name: &str) -> Option<MarkerOp> {
+    let lower = name.to_ascii_lowercase();
+    let about_marker = ["processed", "handled", "seen", "duplicate", "dedup"].iter().any(|w| lower.contains(w));
+    if !about_marker {
+        return None;
+    }
+    if ["is", "has", "was", "already", "check", "get", "find"].iter().any(|p| lower.starts_with(p)) {
+        Some(MarkerOp::Check)
+    } else if ["mark", "record", "save", "set", "store", "add", "insert", "remember"]
+        .iter()
+        .any(|p| lower.starts_with(p))
+    {
+        Some(MarkerOp::Write)
+    } else {
+        None
+    }
+}
+
+/// What a function finally does, computed once per call site: marker op, work, or nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Marker(MarkerOp),
+    Work,
+}
+
+/// The ordered marker operations and work of one function (including nested callbacks),
+/// looking through project helpers: a helper that only touches the marker counts as that
+/// marker operation, a helper that reaches an effect counts as work.
+pub struct FunctionSteps<'t> {
+    pub steps: Vec<(Step, Node<'t>, bool)>,
+}
+
+pub fn steps<'t>(
+    project: &Project,
+    file: &'t Arc<SourceFile>,
+    func: Node<'t>,
+    key: Option<&EventKey>,
+) -> FunctionSteps<'t> {
+    let src: &'t str = &file.text;
+    let mut steps = Vec::new();
+    for call in ast::calls_in(func, false) {
+        if let Some(m) = classify(call, src, func, key) {
+            steps.push((Step::Marker(m.op), call, m.lease));
+            continue;
+        }
+        if let Some(step) = call_step(project, file, call, 0, &mut HashSet::new()) {
+            steps.push((step, call, false));
+        }
+    }
+    FunctionSteps { steps }
+}
+
+/// A call's step: an effect (work), a helper summarised by what it does, or None.
+pub fn call_step(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    call: Node,
+    depth: usize,
+    visited: &mut HashSet<(std::path::PathBuf, usize)>,
+) -> Option<Step> {
+    let src = &file.text;
+    let resolved = reach::resolve_call(project, file, call);
+    if resolved.is_none() {
+        if let Some(effect) = effects::classify(call, src, false) {
+            return is_work_effect(&effect, src).then_some(Step::Work);
+        }
+        let name = ast::callee_name(call, src)?;
+        return classify_by_name(name.trim_end_matches("()")).map(Step::Marker);
+    }
+    if let Some(effect) = effects::classify(call, src, true) {
+        return is_work_effect(&effect, src).then_some(Step::Work);
+    }
+    let def = resolved?;
+    if depth >= 4 || !visited.insert((def.file.path.clone(), def.span.start)) {
+        return None;
+    }
+    let body = def.node()?;
+    let mut ops = Vec::new();
+    let mut work = false;
+    for inner in ast::calls_in(body, false) {
+        if let Some(m) = classify(inner, &def.file.text, body, None) {
+            ops.push(m.op);
+            continue;
+        }
+        match call_step(project, &def.file, inner, depth + 1, visited) {
+            Some(Step::Work) => work = true,
+            Some(Step::Marker(op)) => ops.push(op),
+            None => {}
+        }
+    }
+    if work {
+        return Some(Step::Work);
+    }
+    let name = def.name.as_str();
+    if ops.contains(&MarkerOp::Claim) {
+        Some(Step::Marker(MarkerOp::Claim))
+    } else if ops.contains(&MarkerOp::Write) {
+        Some(Step::Marker(MarkerOp::Write))
+    } else if ops.contains(&MarkerOp::Check) {
+        Some(Step::Marker(MarkerOp::Check))
+    } else if ops.contains(&MarkerOp::Release) {
+        Some(Step::Marker(MarkerOp::Release))
+    } else {
+        classify_by_name(name).map(Step::Marker)
+    }
+}
+
+/// Effects that are work to protect (every classified effect: reads are never classified).
+fn is_work_effect(_effect: &effects::Effect, _src: &str) -> bool {
+    true
+}
+
+/// Whether any call under `node` is work (an effect or a helper that reaches one).
+pub fn contains_work(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    node: Node,
+    func: Node,
+    key: Option<&EventKey>,
+) -> bool {
+    ast::calls_in(node, false).into_iter().any(|c| {
+        classify(c, &file.text, func, key).is_none()
+            && call_step(project, file, c, 0, &mut HashSet::new()) == Some(Step::Work)
+    })
+}
+
+/// Whether `node` contains a marker operation of the given kinds.
+pub fn contains_marker(node: Node, src: &str, func: Node, key: Option<&EventKey>, ops: &[MarkerOp]) -> bool {
+    ast::calls_in(node, false).into_iter().any(|c| classify(c, src, func, key).is_some_and(|m| ops.contains(&m.op)))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatternKind {
+    CheckThenInsert,
+    RecordBeforeEffect,
+    EffectBeforeRecord,
+}
+
+/// A racy hand-written dedupe found in one scope.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    pub kind: PatternKind,
+    pub scope: usize,
+    /// Byte range to report (the check or the marker write).
+    pub at: (usize, usize),
+    /// The marker calls of this pattern (checks, writes), in the scope's file.
+    pub calls: Vec<(usize, usize)>,
+}
+
+/// The nearest transaction/guard callback around `node`.
+fn transaction_callback<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
+    ast::ancestors(node).find(|anc| {
+        ast::is_function(*anc)
+            && anc
+                .parent()
+                .filter(|p| p.kind() == "arguments")
+                .and_then(|a| a.parent())
+                .is_some_and(|c| c.kind() == "call_expression" && guards::guard_call_kind(c, src).is_some())
+    })
+}
+
+/// A release of the marker on failure: a delete in a `catch`/`finally` or a `.catch(...)`.
+fn releases_on_failure(steps: &FunctionSteps, src: &str) -> bool {
+    steps.steps.iter().any(|(step, call, _)| {
+        *step == Step::Marker(MarkerOp::Release)
+            && ast::ancestors(*call).any(|a| {
+                matches!(a.kind(), "catch_clause" | "finally_clause")
+                    || (a.kind() == "arguments"
+                        && a.parent().is_some_and(|c| {
+                            c.kind() == "call_expression"
+                                && ast::callee_name(c, src).is_some_and(|n| n == "catch" || n == "finally")
+                        }))
+            })
+    })
+}
+
+/// The dedupe pattern of each scope of a handler (at most one per scope, most specific first).
+pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
+    let mut out = Vec::new();
+    for (index, scope) in scopes.iter().enumerate() {
+        let Some(func) = scope.node() else { continue };
+        let file = scope.file();
+        let src = &file.text;
+        if scope.guarded.is_some_and(|g| g.dedupes()) {
+            continue;
+        }
+        let st = steps(project, file, func, scope.event_key.as_ref());
+        let in_guard = |n: Node| scope.guard_at(n).is_some_and(|g| g.dedupes());
+        let s: Vec<(Step, Node, bool)> = st.steps.iter().copied().filter(|(_, c, _)| !in_guard(*c)).collect();
+        let is = |step: &Step, ops: &[MarkerOp]| matches!(step, Step::Marker(op) if ops.contains(op));
+        let first_work = s.iter().position(|(step, _, _)| *step == Step::Work);
+        let Some(first_work) = first_work else { continue };
+        let work_nodes: Vec<Node> = s.iter().filter(|(step, _, _)| *step == Step::Work).map(|(_, c, _)| *c).collect();
+        let range = |n: Node| (n.start_byte(), n.end_byte());
+        // check → work → marker write
+        let check = s[..first_work].iter().find(|(step, _, _)| is(step, &[MarkerOp::Check]));
+        let claim_before = s[..first_work].iter().find(|(step, _, _)| is(step, &[MarkerOp::Claim, MarkerOp::Write]));
+        let write_after = s[first_work..].iter().find(|(step, _, _)| is(step, &[MarkerOp::Claim, MarkerOp::Write]));
+        if let (Some(check), None, Some(write)) = (check, claim_before, write_after) {
+            out.push(Pattern {
+                kind: PatternKind::CheckThenInsert,
+                scope: index,
+                at: range(check.1),
+                calls: vec![range(check.1), range(write.1)],
+            });
+            continue;
+        }
+        // marker → work, not in one transaction, not released on failure
+        if let Some(&(_, marker, lease)) = claim_before {
+            let tx = transaction_callback(marker, src);
+            let outside: Vec<&Node> = work_nodes
+                .iter()
+                .filter(|w| w.start_byte() > marker.start_byte())
+                .filter(|w| tx.is_none_or(|t| !ast::contains(t, **w)))
+                .collect();
+            let released = releases_on_failure(&st, src);
+            let _ = lease;
+            if !outside.is_empty() && !released {
+                let mut calls = vec![range(marker)];
+                if let Some(c) = check {
+                    calls.push(range(c.1));
+                }
+                out.push(Pattern { kind: PatternKind::RecordBeforeEffect, scope: index, at: range(marker), calls });
+            }
+            continue;
+        }
+        // work → marker write, not in one transaction
+        if check.is_none()
+            && let Some(&(_, marker, _)) = write_after
+        {
+            let tx = transaction_callback(marker, src);
+            let same_tx = tx.is_some_and(|t| {
+                work_nodes
+                    .iter()
+                    .filter(|w| w.start_byte() < marker.start_byte())
+                    .all(|w| ast::contains(t, *w) && effects::classify(*w, src, true).is_none_or(|e| e.kind.is_db()))
+            });
+            if !same_tx {
+                out.push(Pattern {
+                    kind: PatternKind::EffectBeforeRecord,
+                    scope: index,
+                    at: range(marker),
+                    calls: vec![range(marker)],
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether any scope of the handler reads or writes a processed-event marker (hand-written
+/// dedupe): the marker rules own such handlers.
+pub fn has_hand_written_dedupe(project: &Project, scopes: &[Scope]) -> bool {
+    scopes.iter().any(|scope| {
+        let Some(func) = scope.node() else { return false };
+        steps(project, scope.file(), func, scope.event_key.as_ref())
+            .steps
+            .iter()
+            .any(|(step, _, _)| matches!(step, Step::Marker(MarkerOp::Check | MarkerOp::Claim | MarkerOp::Write)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Provider;
+    use crate::source::{Dialect, SourceFile};
+    use std::path::PathBuf;
+
+    fn ops(code: &str) -> Vec<Option<MarkerOp>> {
+        let file = SourceFile::new(
+            PathBuf::from("t.ts"),
+            code.to_string(),
+            Dialect::for_path(std::path::Path::new("t.ts")).unwrap(),
+        )
+        .unwrap();
+        let func = ast::descendants_of_kind(file.root(), "arrow_function")[0];
+        let key = EventKey::new(Provider::Stripe, "${event.id}");
+        ast::calls_in(func, false)
+            .into_iter()
+            .filter(|c| ast::callee_name(*c, &file.text).is_some_and(|n| n != "knex"))
+            .map(|c| classify(c, &file.text, func, Some(&key)).map(|m| m.op))
+            .collect()
+    }
+
+    #[test]
+    fn marker_reads_and_writes() {
+        assert_eq!(
+            ops("const f = async () => { await prisma.stripeEvent.findUnique({ where: { id: event.id } }) }"),
+            vec![Some(MarkerOp::Check)]
+        );
+        assert_eq!(
+            ops("const f = async () => { await redis.set(`evt:${event.id}`, '1', 'EX', 60, 'NX') }"),
+            vec![Some(MarkerOp::Claim)]
+        );
+        assert_eq!(
+            ops("const f = async () => { await redis.get(`customer:${event.data.object.customer}`) }"),
+            vec![None]
+        );
+        assert_eq!(
+            ops("const f = async () => { await prisma.webhookLog.create({ data: { payload: body } }) }"),
+            vec![None]
+        );
+        assert_eq!(
+            ops("const f = async () => { await prisma.processedEvent.create({ data: { id: event.id } }) }"),
+            vec![Some(MarkerOp::Write)]
+        );
+        assert_eq!(
+            ops(
+                "const f = async () => { try { await prisma.processedEvent.create({ data: { id: event.id } }) } catch (e) { if (e.code === 'P2002') return } }"
+            ),
+            vec![Some(MarkerOp::Claim)]
+        );
+        assert_eq!(
+            ops("const f = async () => { await knex('webhook_events').insert({ id: event.id }) }"),
+            vec![Some(MarkerOp::Write)]
+        );
+    }
+}

@@ -1,0 +1,500 @@
+//! Where an HTTP handler answers, and with which status, per framework: Express / Next pages
+//! (`res.status(n).json()`, `res.sendStatus(n)`, `res.json()`), Fastify (`reply.code(n).send()`),
+//! Koa (`ctx.status = n`, `ctx.body = x`), Hono (`c.json(x, n)`), fetch-style
+//! (`new Response(body, { status })`, `Response.json`, `NextResponse.json`, Remix/SvelteKit
+//! `json(x, { status })`) and NestJS (thrown `HttpException`s, `@HttpCode`).
+
+use super::ast::{self, text};
+use crate::fix::Edit;
+use tree_sitter::Node;
+
+/// Names a response object usually has when the handler's own name is not known (callees).
+const RES_NAMES: &[&str] = &["res", "response", "resp", "reply", "rep"];
+const CTX_NAMES: &[&str] = &["c", "ctx", "context"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// `res.status(n).json(x)`, `reply.code(n).send()`, `res.sendStatus(n)`.
+    Chain,
+    /// Hono `c.json(x, n)`.
+    Hono,
+    /// Koa `ctx.status = n` / `ctx.body = x`.
+    Koa,
+    /// `new Response(body, init)`, `Response.json(x, init)`, `json(x, init)`.
+    Fetch,
+    /// NestJS `throw new BadRequestException()`.
+    NestThrow,
+    /// A redirect: never an error, never a 2xx.
+    Redirect,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Response<'t> {
+    /// The answering node: the outermost call of the chain, the `new` expression, the Koa
+    /// assignment, or the throw statement.
+    pub node: Node<'t>,
+    /// The node that holds the status when one is written.
+    pub status_node: Option<Node<'t>>,
+    /// The status; None when it is not a literal or a known constant.
+    pub status: Option<u16>,
+    pub style: Style,
+}
+
+impl Response<'_> {
+    pub fn is_2xx(&self) -> bool {
+        self.status.is_some_and(|s| (200..300).contains(&s))
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.status.is_some_and(|s| s >= 400)
+    }
+
+    pub fn is_5xx(&self) -> bool {
+        self.status.is_some_and(|s| s >= 500)
+    }
+
+    /// The body argument, when the response carries one.
+    pub fn body(&self) -> Option<Node<'_>> {
+        match self.style {
+            Style::Chain | Style::Hono | Style::Fetch if self.node.kind() != "assignment_expression" => {
+                let args = ast::arguments(self.node);
+                let args = if args.is_empty() {
+                    self.node.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default()
+                } else {
+                    args
+                };
+                args.first().copied().map(ast::unwrap_expr)
+            }
+            Style::Koa => self.node.child_by_field_name("right"),
+            _ => None,
+        }
+    }
+}
+
+/// Statuses written as constants: `HttpStatus.OK`, `StatusCodes.BAD_REQUEST`, `status.OK`.
+fn named_status(name: &str) -> Option<u16> {
+    Some(match name {
+        "OK" => 200,
+        "CREATED" => 201,
+        "ACCEPTED" => 202,
+        "NO_CONTENT" => 204,
+        "BAD_REQUEST" => 400,
+        "UNAUTHORIZED" => 401,
+        "FORBIDDEN" => 403,
+        "NOT_FOUND" => 404,
+        "CONFLICT" => 409,
+        "GONE" => 410,
+        "UNPROCESSABLE_ENTITY" => 422,
+        "TOO_MANY_REQUESTS" => 429,
+        "INTERNAL_SERVER_ERROR" => 500,
+        "NOT_IMPLEMENTED" => 501,
+        "BAD_GATEWAY" => 502,
+        "SERVICE_UNAVAILABLE" => 503,
+        "GATEWAY_TIMEOUT" => 504,
+        _ => return None,
+    })
+}
+
+/// The numeric value of a status expression.
+pub fn status_value(node: Node, src: &str) -> Option<u16> {
+    let node = ast::unwrap_expr(node);
+    match node.kind() {
+        "number" => text(node, src).parse().ok(),
+        "member_expression" => {
+            let prop = node.child_by_field_name("property")?;
+            named_status(text(prop, src))
+        }
+        _ => None,
+    }
+}
+
+/// NestJS exception classes and their statuses.
+fn nest_exception(name: &str) -> Option<u16> {
+    Some(match name {
+        "BadRequestException" => 400,
+        "UnauthorizedException" => 401,
+        "ForbiddenException" => 403,
+        "NotFoundException" => 404,
+        "ConflictException" => 409,
+        "GoneException" => 410,
+        "PayloadTooLargeException" => 413,
+        "UnprocessableEntityException" => 422,
+        "InternalServerErrorException" => 500,
+        "NotImplementedException" => 501,
+        "BadGatewayException" => 502,
+        "ServiceUnavailableException" => 503,
+        "GatewayTimeoutException" => 504,
+        _ => return None,
+    })
+}
+
+/// `@HttpCode(n)` on a Nest method, else 201 for `@Post` (Nest's default) and 200 otherwise.
+pub fn nest_default_status(method: Node, src: &str) -> u16 {
+    let mut decorators: Vec<Node> =
+        ast::named_children(method).into_iter().filter(|c| c.kind() == "decorator").collect();
+    let mut prev = method.prev_named_sibling();
+    while let Some(p) = prev.filter(|p| p.kind() == "decorator") {
+        decorators.push(p);
+        prev = p.prev_named_sibling();
+    }
+    for d in &decorators {
+        let t = text(*d, src);
+        if let Some(rest) = t.strip_prefix("@HttpCode(") {
+            let inner = rest.trim_end_matches(')').trim();
+            if let Ok(n) = inner.parse() {
+                return n;
+            }
+            if let Some(n) = inner.rsplit('.').next().and_then(named_status) {
+                return n;
+            }
+        }
+    }
+    if decorators.iter().any(|d| text(*d, src).starts_with("@Post")) { 201 } else { 200 }
+}
+
+/// The links of a call chain, innermost first: `res.status(400).json(x)` → root `res`,
+/// [("status", call), ("json", call)].
+fn chain(call: Node) -> Option<(Node, Vec<(Node, Node)>)> {
+    let mut links = Vec::new();
+    let mut cur = call;
+    loop {
+        match cur.kind() {
+            "call_expression" => {
+                let f = cur.child_by_field_name("function")?;
+                if f.kind() != "member_expression" {
+                    return None;
+                }
+                let prop = f.child_by_field_name("property")?;
+                links.push((prop, cur));
+                cur = ast::unwrap_expr(f.child_by_field_name("object")?);
+            }
+            "identifier" | "this" => break,
+            "member_expression" => {
+                // `this.res`, `ctx.res`: the root is the whole member expression.
+                break;
+            }
+            _ => return None,
+        }
+    }
+    links.reverse();
+    Some((cur, links))
+}
+
+fn root_name<'a>(root: Node, src: &'a str) -> &'a str {
+    match root.kind() {
+        "member_expression" => root.child_by_field_name("property").map_or("", |p| text(p, src)),
+        _ => text(root, src),
+    }
+}
+
+const CHAIN_MIDDLE: &[&str] =
+    &["status", "code", "set", "header", "headers", "type", "setHeader", "cookie", "clearCookie", "append", "vary"];
+const CHAIN_END: &[&str] = &["json", "send", "end", "sendStatus", "jsonp", "redirect"];
+
+/// Recognises one answering node. `names` are the handler's own request/response names.
+pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Response<'t>> {
+    match node.kind() {
+        "call_expression" => call_response(node, src, names),
+        "new_expression" => {
+            let ctor = node.child_by_field_name("constructor")?;
+            if !matches!(text(ctor, src), "Response" | "NextResponse") {
+                return None;
+            }
+            let args = node.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+            Some(fetch_response(node, args.get(1).copied(), src))
+        }
+        "assignment_expression" => {
+            let left = node.child_by_field_name("left")?;
+            let path = ast::member_path(left, src);
+            let (root, field) = match path.as_slice() {
+                [root, field] => (root, field),
+                [root, mid, field] if mid == "response" => (root, field),
+                _ => return None,
+            };
+            if !(CTX_NAMES.contains(&root.as_str()) || names.contains(&root.as_str())) {
+                return None;
+            }
+            match field.as_str() {
+                "status" => {
+                    let right = node.child_by_field_name("right")?;
+                    Some(Response {
+                        node,
+                        status_node: Some(right),
+                        status: status_value(right, src),
+                        style: Style::Koa,
+                    })
+                }
+                "body" => {
+                    // The status an earlier `ctx.status = n` in the same block set.
+                    let stmt = ast::enclosing_statement(node)?;
+                    let mut prev = stmt.prev_named_sibling();
+                    while let Some(p) = prev {
+                        let t = text(p, src);
+                        if t.starts_with(&format!("{root}.status")) && t.contains('=') {
+                            return None;
+                        }
+                        prev = p.prev_named_sibling();
+                    }
+                    Some(Response { node, status_node: None, status: Some(200), style: Style::Koa })
+                }
+                _ => None,
+            }
+        }
+        "throw_statement" => {
+            let value = ast::unwrap_expr(node.named_child(0)?);
+            if value.kind() != "new_expression" {
+                return None;
+            }
+            let ctor = text(value.child_by_field_name("constructor")?, src);
+            let args = value.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+            if ctor == "HttpException" {
+                let s = args.get(1).copied();
+                return Some(Response {
+                    node,
+                    status_node: s,
+                    status: s.and_then(|s| status_value(s, src)),
+                    style: Style::NestThrow,
+                });
+            }
+            let status = nest_exception(ctor)?;
+            Some(Response { node, status_node: None, status: Some(status), style: Style::NestThrow })
+        }
+        _ => None,
+    }
+}
+
+fn fetch_response<'t>(node: Node<'t>, init: Option<Node<'t>>, src: &str) -> Response<'t> {
+    let init = init.map(ast::unwrap_expr);
+    let status_node = match init {
+        Some(i) if i.kind() == "object" => ast::object_property(i, "status", src),
+        Some(i) => Some(i),
+        None => None,
+    };
+    let status = match (init, status_node) {
+        (_, Some(s)) => status_value(s, src),
+        (Some(i), None) if i.kind() != "object" => None,
+        _ => Some(200),
+    };
+    Response { node, status_node, status, style: Style::Fetch }
+}
+
+fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Response<'t>> {
+    let path = ast::callee_path(call, src);
+    let args = ast::arguments(call);
+    // Fetch-style statics and helpers.
+    match path.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["Response" | "NextResponse", "json"] => return Some(fetch_response(call, args.get(1).copied(), src)),
+        ["Response" | "NextResponse", "redirect"] => {
+            return Some(Response { node: call, status_node: None, status: None, style: Style::Redirect });
+        }
+        ["json"]
+            if !args.is_empty()
+                && (src.contains("@remix-run") || src.contains("@sveltejs/kit") || src.contains("react-router")) =>
+        {
+            return Some(fetch_response(call, args.get(1).copied(), src));
+        }
+        _ => {}
+    }
+    let (root, links) = chain(call)?;
+    let name = root_name(root, src);
+    let (last_prop, _) = *links.last()?;
+    let last = text(last_prop, src);
+    // Hono: c.json(x, n), c.text(x), c.body(null, 204)
+    if (CTX_NAMES.contains(&name) || names.contains(&name))
+        && links.len() == 1
+        && matches!(last, "json" | "text" | "body" | "html" | "newResponse" | "redirect")
+        && !args.is_empty()
+        && name != "res"
+    {
+        if last == "redirect" {
+            return Some(Response { node: call, status_node: None, status: None, style: Style::Redirect });
+        }
+        let s = args.get(1).copied();
+        let status = match s {
+            Some(s) => status_value(s, src),
+            None => Some(200),
+        };
+        return Some(Response { node: call, status_node: s, status, style: Style::Hono });
+    }
+    // Koa: ctx.throw(400, ...)
+    if CTX_NAMES.contains(&name) && links.len() == 1 && last == "throw" {
+        let s = args.first().copied();
+        return Some(Response {
+            node: call,
+            status_node: s,
+            status: s.and_then(|s| status_value(s, src)),
+            style: Style::Chain,
+        });
+    }
+    if !(RES_NAMES.contains(&name) || names.contains(&name)) || !CHAIN_END.contains(&last) {
+        return None;
+    }
+    let mut status_node = None;
+    for (prop, link) in &links[..links.len() - 1] {
+        let p = text(*prop, src);
+        if !CHAIN_MIDDLE.contains(&p) {
+            return None;
+        }
+        if p == "status" || p == "code" {
+            status_node = ast::arguments(*link).first().copied();
+        }
+    }
+    match last {
+        "redirect" => return Some(Response { node: call, status_node: None, status: None, style: Style::Redirect }),
+        "sendStatus" => status_node = args.first().copied(),
+        // A fetch `response.json()` read has no argument and no status.
+        "json" if args.is_empty() && status_node.is_none() => return None,
+        _ => {}
+    }
+    let status = match status_node {
+        Some(s) => status_value(s, src),
+        None => Some(200),
+    };
+    Some(Response { node: call, status_node, status, style: Style::Chain })
+}
+
+/// Every response under `node`; nested functions are skipped when `same_function`.
+pub fn responses_in<'t>(node: Node<'t>, src: &str, names: &[&str], same_function: bool) -> Vec<Response<'t>> {
+    let mut out: Vec<Response> = Vec::new();
+    ast::walk(node, &mut |n| {
+        if same_function && n != node && ast::is_function(n) {
+            return false;
+        }
+        if let Some(r) = response_at(n, src, names) {
+            // Only the outermost call of a chain counts.
+            if !out.iter().any(|o| ast::contains(o.node, n)) {
+                out.push(r);
+            }
+        }
+        true
+    });
+    out
+}
+
+/// The edit that makes `resp` answer `status`, keeping its body and headers.
+pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<Edit> {
+    if resp.style == Style::Redirect || resp.style == Style::NestThrow {
+        return None;
+    }
+    if let Some(s) = resp.status_node {
+        let s = ast::unwrap_expr(s);
+        status_value(s, src)?;
+        return Some(Edit::replace(s.start_byte(), s.end_byte(), status.to_string()));
+    }
+    match resp.style {
+        Style::Chain => {
+            let (root, _) = chain(resp.node)?;
+            Some(Edit::insert(root.end_byte(), format!(".status({status})")))
+        }
+        Style::Hono => {
+            let first = ast::arguments(resp.node).first().copied()?;
+            Some(Edit::insert(first.end_byte(), format!(", {status}")))
+        }
+        Style::Fetch => {
+            let args_node = resp.node.child_by_field_name("arguments")?;
+            let args = ast::named_children(args_node);
+            match args.as_slice() {
+                [] => Some(Edit::insert(args_node.end_byte() - 1, format!("null, {{ status: {status} }}"))),
+                [body] => Some(Edit::insert(body.end_byte(), format!(", {{ status: {status} }}"))),
+                [_, init, ..] if ast::unwrap_expr(*init).kind() == "object" => {
+                    Some(crate::rules::effect_missing_idempotency_key::merge_property(
+                        ast::unwrap_expr(*init),
+                        "status",
+                        &status.to_string(),
+                        src,
+                    ))
+                }
+                _ => None,
+            }
+        }
+        Style::Koa => {
+            let left = resp.node.child_by_field_name("left")?;
+            let root = left.child_by_field_name("object")?;
+            let stmt = ast::enclosing_statement(resp.node)?;
+            let line = src[..stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+            let indent = &src[line..stmt.start_byte()];
+            if !indent.chars().all(char::is_whitespace) {
+                return None;
+            }
+            let semi = if text(stmt, src).trim_end().ends_with(';') { ";" } else { "" };
+            Some(Edit::insert(stmt.start_byte(), format!("{}.status = {status}{semi}{eol}{indent}", text(root, src))))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `node` is inside a `catch` clause (within `func`).
+pub fn in_catch<'t>(node: Node<'t>, func: Node<'t>) -> Option<Node<'t>> {
+    ast::ancestors(node).take_while(|a| *a != func).find(|a| a.kind() == "catch_clause")
+}
+
+/// The names a handler's own scope answers through (its request and response parameters).
+pub fn handler_names(handler: &super::Handler) -> Vec<&str> {
+    [handler.request.as_deref(), handler.response.as_deref()].into_iter().flatten().collect()
+}
+
+/// The conditions `node` is guarded by inside `func`, innermost first: the test of each
+/// enclosing `if` with whether `node` is in its consequence (true) or its else branch (false),
+/// and the value of each enclosing `case` (true).
+pub fn branch_conditions<'t>(node: Node<'t>, func: Node<'t>) -> Vec<(Node<'t>, bool)> {
+    let mut out = Vec::new();
+    let mut child = node;
+    for anc in ast::ancestors(node) {
+        if anc == func {
+            break;
+        }
+        match anc.kind() {
+            "if_statement" => {
+                if let Some(cond) = anc.child_by_field_name("condition") {
+                    if anc.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, child)) {
+                        out.push((cond, true));
+                    } else if anc.child_by_field_name("alternative").is_some_and(|c| ast::contains(c, child)) {
+                        out.push((cond, false));
+                    }
+                }
+            }
+            "switch_case" => {
+                if let Some(v) = anc.child_by_field_name("value") {
+                    out.push((v, true));
+                }
+            }
+            _ => {}
+        }
+        child = anc;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Dialect, SourceFile};
+    use std::path::PathBuf;
+
+    fn statuses(code: &str) -> Vec<(Option<u16>, Style)> {
+        let f = SourceFile::new(
+            PathBuf::from("a.ts"),
+            code.to_string(),
+            Dialect::for_path(&PathBuf::from("a.ts")).unwrap(),
+        )
+        .unwrap();
+        responses_in(f.root(), &f.text, &[], false).iter().map(|r| (r.status, r.style)).collect()
+    }
+
+    #[test]
+    fn recognises_frameworks() {
+        assert_eq!(statuses("res.status(400).json({ a: 1 })"), vec![(Some(400), Style::Chain)]);
+        assert_eq!(statuses("res.json({ ok: true })"), vec![(Some(200), Style::Chain)]);
+        assert_eq!(statuses("res.sendStatus(500)"), vec![(Some(500), Style::Chain)]);
+        assert_eq!(statuses("reply.code(409).send()"), vec![(Some(409), Style::Chain)]);
+        assert_eq!(statuses("const d = await response.json()"), vec![]);
+        assert_eq!(statuses("return c.json({ ok: 1 }, 401)"), vec![(Some(401), Style::Hono)]);
+        assert_eq!(statuses("return c.text('ok')"), vec![(Some(200), Style::Hono)]);
+        assert_eq!(statuses("ctx.status = 202"), vec![(Some(202), Style::Koa)]);
+        assert_eq!(statuses("return new Response('x', { status: 503 })"), vec![(Some(503), Style::Fetch)]);
+        assert_eq!(statuses("return NextResponse.json({ a })"), vec![(Some(200), Style::Fetch)]);
+        assert_eq!(statuses("res.status(HttpStatus.CONFLICT).end()"), vec![(Some(409), Style::Chain)]);
+        assert_eq!(statuses("throw new BadRequestException('x')"), vec![(Some(400), Style::NestThrow)]);
+        assert_eq!(statuses("res.status(code).end()"), vec![(None, Style::Chain)]);
+    }
+}

@@ -1,0 +1,348 @@
+//! In-code retry loops: `for`/`while`/`do` loops that catch a failure and go round again,
+//! retry-library calls (`p-retry`, `async-retry`, `exponential-backoff`, `promise-retry`), and
+//! functions that call themselves again from their own `catch`.
+
+use super::ast::{self, text};
+use tree_sitter::Node;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryKind {
+    /// `for (let attempt = 0; ...) { try { ...; return } catch { ... } }`
+    Loop,
+    /// `pRetry(async () => ..., opts)`, `retry(async (bail) => ..., opts)`
+    Library,
+    /// `catch (e) { return send(payload) }` inside `send` itself.
+    Recursion,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct RetryLoop<'t> {
+    pub kind: RetryKind,
+    /// The loop statement, the library call, or the recursive function.
+    pub node: Node<'t>,
+    /// What runs on every attempt: the loop body, the callback, the function.
+    pub body: Node<'t>,
+}
+
+impl<'t> RetryLoop<'t> {
+    /// The statement a value computed once for all attempts goes before.
+    pub fn statement(&self) -> Option<Node<'t>> {
+        match self.kind {
+            RetryKind::Loop => Some(self.node),
+            RetryKind::Library => ast::enclosing_statement(self.node),
+            RetryKind::Recursion => None,
+        }
+    }
+}
+
+const LIBRARIES: &[&str] = &[
+    "pRetry",
+    "retry",
+    "asyncRetry",
+    "promiseRetry",
+    "backOff",
+    "withRetry",
+    "withRetries",
+    "retryAsync",
+    "retryWithBackoff",
+    "exponentialBackoff",
+    "retryPromise",
+];
+
+/// Retry loops written in `func` (nested callbacks included).
+pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {
+    let mut out = Vec::new();
+    ast::walk(func, &mut |n| {
+        match n.kind() {
+            "for_statement" | "while_statement" | "do_statement" if is_retry_loop(n, src) => {
+                if let Some(body) = n.child_by_field_name("body") {
+                    out.push(RetryLoop { kind: RetryKind::Loop, node: n, body });
+                }
+            }
+            "call_expression" => {
+                if let Some(body) = library_callback(n, src) {
+                    out.push(RetryLoop { kind: RetryKind::Library, node: n, body });
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    if let Some(name) = function_name(func, src)
+        && recurses_on_failure(func, &name, src)
+    {
+        out.push(RetryLoop { kind: RetryKind::Recursion, node: func, body: func });
+    }
+    out
+}
+
+/// The attempt callback of a retry-library call.
+fn library_callback<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let path = ast::callee_path(call, src);
+    let name = path.last()?;
+    if !LIBRARIES.contains(&name.as_str()) || path.len() > 2 {
+        return None;
+    }
+    ast::arguments(call).into_iter().next().filter(|a| ast::is_function(*a))
+}
+
+/// A loop (not `for...of` over items) whose body catches a failure and goes round again
+/// until an attempt succeeds.
+pub fn is_retry_loop(node: Node, src: &str) -> bool {
+    if !matches!(node.kind(), "for_statement" | "while_statement" | "do_statement") {
+        return false;
+    }
+    let Some(body) = node.child_by_field_name("body") else { return false };
+    let tries: Vec<Node> = own_descendants(body, "try_statement");
+    let header = header_text(node, src);
+    let attempt_named = regex::Regex::new(r"(?i)attempt|retr(y|ies)|tries|tried").unwrap().is_match(&header);
+    tries.into_iter().any(|t| {
+        let Some(block) = t.child_by_field_name("body") else { return false };
+        let Some(handler) = t.child_by_field_name("handler") else { return false };
+        let continues = handler.child_by_field_name("body").is_none_or(|b| {
+            ast::named_children(b)
+                .into_iter()
+                .rfind(|s| s.kind() != "comment")
+                .is_none_or(|s| !matches!(s.kind(), "throw_statement" | "break_statement" | "return_statement"))
+        });
+        let exits = !own_descendants(block, "return_statement").is_empty()
+            || !own_descendants(block, "break_statement").is_empty()
+            || assigns_condition_flag(block, node, src);
+        let cond = node.child_by_field_name("condition").map(|c| text(c, src).trim().to_string()).unwrap_or_default();
+        let cond = cond.trim_matches(|c| c == '(' || c == ')' || c == ';').trim().to_string();
+        let catch_text = text(handler, src);
+        let signal = attempt_named
+            || cond.is_empty()
+            || cond == "true"
+            || assigns_condition_flag(block, node, src)
+            || regex::Regex::new(r"(?i)attempt|retr(y|ies)|tries|backoff|sleep|delay|wait|setTimeout|\bcontinue\b")
+                .unwrap()
+                .is_match(catch_text)
+            || regex::Regex::new(r"(?i)<=?\s*\d+\s*$|max|retries|attempts").unwrap().is_match(&cond);
+        continues && ((exits && signal) || attempt_named)
+    })
+}
+
+/// `while (!done) { try { ...; done = true } catch {} }`
+fn assigns_condition_flag(block: Node, lp: Node, src: &str) -> bool {
+    let Some(cond) = lp.child_by_field_name("condition") else { return false };
+    let mut names = Vec::new();
+    ast::walk(cond, &mut |n| {
+        if n.kind() == "identifier" {
+            names.push(text(n, src).to_string());
+        }
+        true
+    });
+    let mut found = false;
+    ast::walk(block, &mut |n| {
+        if n.kind() == "assignment_expression"
+            && n.child_by_field_name("left").is_some_and(|l| names.iter().any(|x| x == text(l, src)))
+        {
+            found = true;
+        }
+        !found
+    });
+    found
+}
+
+fn header_text(node: Node, src: &str) -> String {
+    let mut out = String::new();
+    for field in ["initializer", "condition", "increment"] {
+        if let Some(f) = node.child_by_field_name(field) {
+            out.push_str(text(f, src));
+            out.push(' ');
+        }
+    }
+    out
+}
+
+/// Descendants of `kind` not inside a nested function or loop (they belong to `node`'s loop).
+fn own_descendants<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    ast::walk(node, &mut |n| {
+        if n != node
+            && (ast::is_function(n)
+                || (kind == "break_statement"
+                    && matches!(
+                        n.kind(),
+                        "for_statement" | "for_in_statement" | "while_statement" | "do_statement" | "switch_statement"
+                    )))
+        {
+            return false;
+        }
+        if n.kind() == kind {
+            out.push(n);
+        }
+        true
+    });
+    out
+}
+
+fn function_name(func: Node, src: &str) -> Option<String> {
+    if let Some(n) = func.child_by_field_name("name") {
+        return Some(text(n, src).to_string());
+    }
+    let decl = func.parent().filter(|p| p.kind() == "variable_declarator")?;
+    decl.child_by_field_name("name").filter(|n| n.kind() == "identifier").map(|n| text(n, src).to_string())
+}
+
+/// The function calls itself from a `catch` clause or a `.catch(...)` callback.
+fn recurses_on_failure(func: Node, name: &str, src: &str) -> bool {
+    let mut found = false;
+    ast::walk(func, &mut |n| {
+        if found {
+            return false;
+        }
+        let failure_path = n.kind() == "catch_clause"
+            || (n.kind() == "call_expression"
+                && ast::callee_name(n, src).is_some_and(|c| c == "catch")
+                && n.child_by_field_name("function").is_some_and(|f| f.kind() == "member_expression"));
+        if failure_path {
+            let scan = if n.kind() == "catch_clause" { n } else { n.child_by_field_name("arguments").unwrap_or(n) };
+            found = ast::calls_in(scan, false).into_iter().any(|c| {
+                let path = ast::callee_path(c, src);
+                path.len() == 1 && path[0] == name || path.len() == 2 && path[0] == "this" && path[1] == name
+            });
+        }
+        true
+    });
+    found
+}
+
+/// Whether the retrying stops after a number of attempts.
+pub fn has_cap(lp: &RetryLoop, src: &str) -> bool {
+    match lp.kind {
+        RetryKind::Library => {
+            let opts =
+                ast::arguments(lp.node).into_iter().skip(1).map(|a| text(a, src).to_string()).collect::<String>();
+            let unbounded = regex::Regex::new(r"(?i)(retries|numOfAttempts|maxAttempts|attempts)\s*:\s*(Infinity|Number\.MAX_SAFE_INTEGER|Number\.POSITIVE_INFINITY)|forever\s*:\s*true")
+                .unwrap();
+            !unbounded.is_match(&opts)
+        }
+        RetryKind::Loop => {
+            let cond = lp.node.child_by_field_name("condition").map(|c| text(c, src)).unwrap_or("");
+            relational(cond) || body_checks_count(lp.body, src)
+        }
+        RetryKind::Recursion => body_checks_count(lp.body, src),
+    }
+}
+
+fn relational(t: &str) -> bool {
+    regex::Regex::new(r"[^=!<>]<=?[^=<]|[^=>]>=?[^=>]|===?\s*\d|\d\s*===?").unwrap().is_match(t)
+}
+
+/// An `if (attempt >= max) throw/break/return` inside the body.
+fn body_checks_count(body: Node, src: &str) -> bool {
+    ast::descendants_of_kind(body, "if_statement").into_iter().any(|i| {
+        let cond = i.child_by_field_name("condition").map(|c| text(c, src)).unwrap_or("");
+        let cons = i.child_by_field_name("consequence");
+        relational(cond)
+            && regex::Regex::new(r"(?i)attempt|retr|tries|tried|count|max|\bi\b|\bn\b").unwrap().is_match(cond)
+            && cons.is_some_and(|c| {
+                let t = text(c, src);
+                t.contains("throw") || t.contains("return") || t.contains("break")
+            })
+    })
+}
+
+/// Whether an attempt waits before the next one.
+pub fn has_backoff(lp: &RetryLoop, src: &str) -> bool {
+    if lp.kind == RetryKind::Library {
+        return true;
+    }
+    let mut found = false;
+    ast::walk(lp.body, &mut |n| {
+        if found {
+            return false;
+        }
+        if n.kind() == "await_expression" || n.kind() == "call_expression" {
+            let t = text(n, src);
+            let inner = ast::unwrap_expr(n);
+            let name = if inner.kind() == "call_expression" {
+                ast::callee_name(inner, src).unwrap_or_default().to_ascii_lowercase()
+            } else {
+                String::new()
+            };
+            if (n.kind() == "await_expression" && t.contains("setTimeout"))
+                || ["sleep", "delay", "wait", "backoff", "pause", "timeout"].iter().any(|w| name.contains(w))
+                    && !name.starts_with("waitfor")
+            {
+                found = true;
+            }
+            // `setTimeout(() => self(), ms)` in a recursive retry
+            if lp.kind == RetryKind::Recursion && name == "settimeout" {
+                found = true;
+            }
+        }
+        true
+    });
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Dialect, SourceFile};
+    use std::path::PathBuf;
+
+    fn loops(src: &str) -> Vec<(RetryKind, bool, bool)> {
+        let f = SourceFile::new(PathBuf::from("x.ts"), src.to_string(), Dialect::TypeScript).unwrap();
+        let root = f.root();
+        let mut out = Vec::new();
+        ast::walk(root, &mut |n| {
+            if ast::is_function(n) {
+                for l in find(n, &f.text) {
+                    out.push((l.kind, has_cap(&l, &f.text), has_backoff(&l, &f.text)));
+                }
+                return false;
+            }
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn capped_loop_with_backoff() {
+        let l = loops(
+            "async function f() { for (let attempt = 1; attempt <= 3; attempt++) { try { return await send(); } catch (e) { await sleep(2 ** attempt * 100); } } }",
+        );
+        assert_eq!(l, vec![(RetryKind::Loop, true, true)]);
+    }
+
+    #[test]
+    fn while_true_without_delay() {
+        let l = loops(
+            "async function f() { while (true) { try { await send(); break; } catch (e) { console.error(e); } } }",
+        );
+        assert_eq!(l, vec![(RetryKind::Loop, false, false)]);
+    }
+
+    #[test]
+    fn items_loops_are_not_retries() {
+        assert!(
+            loops("async function f(xs) { for (const x of xs) { try { await send(x); } catch (e) { log(e); } } }")
+                .is_empty()
+        );
+        assert!(
+            loops("async function f(xs) { for (let i = 0; i < xs.length; i++) { try { await send(xs[i]); } catch (e) { log(e); } } }")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn pagination_is_not_a_retry() {
+        assert!(
+            loops("async function f() { while (hasMore) { try { const p = await next(); if (!p) break; } catch (e) { log(e); } } }")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn recursion_and_libraries() {
+        let l = loops("async function send(p) { try { return await post(p); } catch { return send(p); } }");
+        assert_eq!(l, vec![(RetryKind::Recursion, false, false)]);
+        let l = loops("async function f() { await pRetry(async () => { await post(); }, { retries: 5 }); }");
+        assert_eq!(l.len(), 1);
+        assert!(l[0].1 && l[0].2);
+    }
+}

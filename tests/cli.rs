@@ -1,0 +1,356 @@
+//! The command line end to end: output formats, config, suppressions, stdin, bad input and
+//! exit codes, `fix --write` (atomic, equal to the dry run).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_retrysafe"));
+    c.env("NO_COLOR", "1");
+    c
+}
+
+fn run(args: &[&str], cwd: &Path) -> Output {
+    bin().args(args).current_dir(cwd).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const STRIPE_HANDLER: &str = r#"import express from "express";
+import Stripe from "stripe";
+
+const stripe = new Stripe(process.env.STRIPE_KEY!);
+const app = express();
+
+app.post("/webhooks/stripe", express.raw({ type: "application/json" }), async (req, res) => {
+  const event = stripe.webhooks.constructEvent(req.body, req.headers["stripe-signature"] as string, "whsec");
+  if (event.type === "charge.refunded") {
+    await stripe.refunds.create({ charge: "ch_1" });
+  }
+  res.json({ received: true });
+});
+"#;
+
+fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+const SELECT: &str = "--select=effect-missing-idempotency-key";
+
+#[test]
+fn text_output_has_code_frame_handler_and_summary() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("server.ts:10:11: effect-missing-idempotency-key"), "{out}");
+    assert!(out.contains("handler: POST /webhooks/stripe (stripe)"), "{out}");
+    assert!(out.contains("await stripe.refunds.create"), "{out}");
+    assert!(out.contains("^^^^"), "{out}");
+    assert!(out.contains("= help:"), "{out}");
+    assert!(out.contains("Found 1 issue in 1 file (1 fixable)."), "{out}");
+}
+
+#[test]
+fn check_is_the_default_command() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&[".", SELECT, "--quiet"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!stdout(&o).contains("Found"));
+}
+
+#[test]
+fn json_output_is_stable() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["check", ".", SELECT, "--format", "json"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let d = &v[0];
+    assert_eq!(d["rule"], "effect-missing-idempotency-key");
+    assert_eq!(d["file"], "server.ts");
+    assert_eq!(d["line"], 10);
+    assert_eq!(d["column"], 11);
+    assert_eq!(d["end_line"], 10);
+    assert_eq!(d["provider"], "stripe");
+    assert_eq!(d["handler"], "POST /webhooks/stripe");
+    assert_eq!(d["fixable"], true);
+    assert_eq!(d["fix"]["applicability"], "safe");
+    assert!(d["fix"]["edits"][0]["start"].is_u64());
+}
+
+#[test]
+fn sarif_is_2_1_0_with_rule_help() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["check", ".", SELECT, "--format", "sarif"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["version"], "2.1.0");
+    let run0 = &v["runs"][0];
+    let rules = run0["tool"]["driver"]["rules"].as_array().unwrap();
+    assert!(rules.len() >= 28);
+    assert!(rules.iter().all(|r| r["help"]["text"].is_string() && r["shortDescription"]["text"].is_string()));
+    let result = &run0["results"][0];
+    assert_eq!(result["ruleId"], "effect-missing-idempotency-key");
+    let idx = result["ruleIndex"].as_u64().unwrap() as usize;
+    assert_eq!(rules[idx]["id"], "effect-missing-idempotency-key");
+    assert_eq!(result["locations"][0]["physicalLocation"]["region"]["startLine"], 10);
+}
+
+#[test]
+fn github_annotations() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["check", ".", SELECT, "--format", "github"], dir.path());
+    assert!(stdout(&o).starts_with("::error file=server.ts,line=10,col=11,"), "{}", stdout(&o));
+}
+
+#[test]
+fn rules_and_explain() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["rules"], dir.path());
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout(&o).lines().count(), 28);
+    let o = run(&["explain", "effect-missing-idempotency-key"], dir.path());
+    assert!(stdout(&o).contains("## Why retries break it"));
+    let o = run(&["explain", "no-such-rule"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown rule `no-such-rule`"));
+}
+
+#[test]
+fn nearest_config_applies_per_package() {
+    let dir = project(&[
+        ("packages/a/server.ts", STRIPE_HANDLER),
+        ("packages/b/server.ts", STRIPE_HANDLER),
+        ("packages/b/retrysafe.json", r#"{ "ignore": ["effect-missing-idempotency-key"] }"#),
+    ]);
+    let o = run(&["check", ".", SELECT, "--format", "json"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let files: Vec<&str> = v.as_array().unwrap().iter().map(|d| d["file"].as_str().unwrap()).collect();
+    assert_eq!(files, vec!["packages/a/server.ts"]);
+}
+
+#[test]
+fn broken_config_names_file_and_field() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER), ("retrysafe.json", r#"{ "selekt": [] }"#)]);
+    let o = run(&["check", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("retrysafe.json: invalid config: unknown field `selekt`"), "{err}");
+    let dir = project(&[("server.ts", STRIPE_HANDLER), ("retrysafe.json", r#"{ "ignore": ["nope"] }"#)]);
+    let o = run(&["check", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown rule `nope`"), "{}", stderr(&o));
+    let o = run(&["check", ".", "--config", "missing.json"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("missing.json"), "{}", stderr(&o));
+}
+
+#[test]
+fn suppressions_need_a_reason_and_must_suppress_something() {
+    let with_reason = STRIPE_HANDLER.replace(
+        "    await stripe.refunds.create",
+        "    // retrysafe-ignore effect-missing-idempotency-key: refund is idempotent per charge\n    await stripe.refunds.create",
+    );
+    let dir = project(&[("server.ts", &with_reason)]);
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+
+    let no_reason = STRIPE_HANDLER.replace(
+        "    await stripe.refunds.create",
+        "    // retrysafe-ignore effect-missing-idempotency-key\n    await stripe.refunds.create",
+    );
+    let dir = project(&[("server.ts", &no_reason)]);
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert!(stdout(&o).contains("invalid-suppression"), "{}", stdout(&o));
+
+    let unused = "// retrysafe-ignore-file effect-missing-idempotency-key: legacy\nexport const x = 1;\n".to_string();
+    let dir = project(&[("webhook.ts", &unused)]);
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert!(stdout(&o).contains("unused-suppression"), "{}", stdout(&o));
+
+    let file_wide = format!("// retrysafe-ignore-file effect-missing-idempotency-key: legacy app\n{STRIPE_HANDLER}");
+    let dir = project(&[("server.ts", &file_wide)]);
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+#[test]
+fn stdin_filename_reads_source_from_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .args(["check", "--stdin-filename", "src/server.ts", SELECT, "--format", "json"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(STRIPE_HANDLER.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["file"], "src/server.ts");
+}
+
+#[test]
+fn bad_input_is_reported_per_file_and_the_run_goes_on() {
+    let dir =
+        project(&[("server.ts", STRIPE_HANDLER), ("broken.ts", "app.post('/webhook', async (req, res) => { if ( {\n")]);
+    std::fs::write(dir.path().join("binary.ts"), b"\x00\x01\x02webhook\x00").unwrap();
+    std::fs::write(dir.path().join("latin1.ts"), b"// webhook caf\xe9\n").unwrap();
+    std::fs::write(dir.path().join("huge.js"), format!("// webhook\n{}", "x = 1;\n".repeat(400_000))).unwrap();
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("binary.ts: skipped: binary file"), "{err}");
+    assert!(err.contains("latin1.ts: skipped: not valid UTF-8"), "{err}");
+    assert!(err.contains("huge.js: skipped:"), "{err}");
+    assert!(stdout(&o).contains("server.ts:10:11"), "{}", stdout(&o));
+
+    let o = run(&["check", "does-not-exist"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("does-not-exist"), "{}", stderr(&o));
+
+    let o = run(&["check", "--no-such-flag"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["check", "--select", "not-a-rule", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown rule `not-a-rule`"));
+}
+
+#[test]
+fn unreadable_directory_is_an_error_line() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER), ("locked/x.ts", "export {}")]);
+    let locked = dir.path().join("locked");
+    set_mode(dir.path(), 0o755);
+    set_mode(&dir.path().join("server.ts"), 0o644);
+    set_mode(&locked, 0o000);
+    // Root reads everything: run as `nobody` so the permission bits apply.
+    let o = if is_root() {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                env!("CARGO_BIN_EXE_retrysafe"),
+                "check",
+                ".",
+                SELECT,
+            ])
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    } else {
+        run(&["check", ".", SELECT], dir.path())
+    };
+    set_mode(&locked, 0o755);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("locked: Permission denied"), "{}", stderr(&o));
+    assert!(stdout(&o).contains("server.ts:10:11"), "the rest of the run goes on: {}", stdout(&o));
+}
+
+fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn fix_dry_run_then_write_is_byte_identical_and_atomic() {
+    let crlf = STRIPE_HANDLER.replace('\n', "\r\n");
+    let dir = project(&[("server.ts", &crlf), ("untouched.ts", "export const webhook = 1;\n")]);
+    let path: PathBuf = dir.path().join("server.ts");
+    set_mode(&path, 0o640);
+    let o = run(&["fix", ".", SELECT, "--format", "json"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let dry = v["files"][0]["fixed"].as_str().unwrap().to_string();
+    assert!(dry.contains("{ idempotencyKey: `refund:${event.id}` }"));
+    assert!(dry.contains("\r\n") && !dry.replace("\r\n", "").contains('\n'), "CRLF kept");
+
+    let o = run(&["fix", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(1), "pending changes exit 1");
+    assert!(
+        stdout(&o).contains(
+            "+    await stripe.refunds.create({ charge: \"ch_1\" }, { idempotencyKey: `refund:${event.id}` });"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("Would fix 1 issue in 1 file"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), crlf, "dry run writes nothing");
+
+    let untouched_before = std::fs::metadata(dir.path().join("untouched.ts")).unwrap().modified().unwrap();
+    let o = run(&["fix", ".", SELECT, "--write"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("Fixed 1 issue in 1 file"));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), dry, "--write equals the dry run");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
+    assert_eq!(std::fs::metadata(dir.path().join("untouched.ts")).unwrap().modified().unwrap(), untouched_before);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+
+    let o = run(&["fix", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(0), "second run changes nothing: {}", stdout(&o));
+}
+
+#[test]
+fn fix_rejects_a_malformed_guard_spec() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["fix", ".", "--guard", "no-hash"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("MODULE#EXPORT"));
+}
+
+#[test]
+fn safe_only_skips_unsafe_fixes_in_dry_run_and_write() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["fix", ".", "--safe-only", "--format", "json"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for f in v["files"].as_array().unwrap() {
+        for a in f["applied"].as_array().unwrap() {
+            assert_eq!(a["applicability"], "safe", "{a}");
+        }
+    }
+}
+
+#[test]
+fn shipped_schema_lists_every_rule_and_config_field() {
+    let schema: serde_json::Value = serde_json::from_str(include_str!("../retrysafe.schema.json")).unwrap();
+    let ids: Vec<&str> =
+        schema["definitions"]["ruleId"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for rule in retrysafe::rules::registry() {
+        assert!(ids.contains(&rule.id), "schema misses {}", rule.id);
+    }
+    assert_eq!(ids.len(), retrysafe::rules::registry().len());
+    // Every field the schema documents is accepted by the loader.
+    let dir = project(&[(
+        "retrysafe.json",
+        r#"{ "$schema": "x", "select": [], "ignore": [], "severity": { "ack-timing": "warning" },
+             "providers": { "shopify": { "keyHeader": "x-shopify-event-id" } }, "retryWindows": { "stripe": 259200 },
+             "dedupeTtlSeconds": 604800, "guard": "@/lib/guard#guard", "effectWrappers": ["sendInvoice"], "bestEffort": ["track"] }"#,
+    )]);
+    let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(props.len(), 10);
+    assert!(retrysafe::config::Config::load(&dir.path().join("retrysafe.json")).is_ok());
+}

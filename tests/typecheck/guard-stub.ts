@@ -1,0 +1,7 @@
+// The guard contract the fixes call (RULES.md section 5), as `@retrysafe/guard` types it.
+type GuardResult<T> = { status: "processed"; result: T } | { status: "duplicate" } | { status: "in-progress" };
+export interface Guard {
+  run<T>(key: string, fn: (tx: any) => Promise<T>): Promise<GuardResult<T>>;
+}
+export declare const guard: Guard;
+export default guard;
