@@ -1,7 +1,7 @@
 //! in-memory-dedupe
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
-use crate::fix::Fix;
+use crate::fix::{Applicability, Fix, wrap_guard};
 use crate::model::ast::{self, text};
 use crate::model::guards;
 use tree_sitter::Node;
@@ -44,10 +44,13 @@ app.post("/webhooks/stripe", async (req, res) => {
 const result = await guard.run(`stripe:${event.id}`, async (tx) => fulfil(event, tx));
 ```
 
-## Fix (display-only)
-Replace the in-memory store with the guard `run` (a database claim committed with the work, or
-a Redis lease): the guard's key is durable, shared by every instance and released on failure.
-The automatic wrap is not available on this branch, so the fix is shown, not applied.
+## Fix (unsafe)
+When the check is a plain `if (store.has(key)) return ...` (or `continue`) and the insert a
+plain statement of the handler itself, the shared guard transform wraps the handler's work in
+`guard.run(eventKey, async (tx) => ...)`, removes the check and the insert, and deletes the
+store's declaration when nothing else uses it. The guard's claim is durable, shared by every
+instance and released on failure. Otherwise (the store is used in a callee, the check wraps the
+work, no guard configured, no event key) the fix is display-only and explains the same change.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -183,18 +186,86 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     "`{name}` is an in-memory dedupe store: it is lost on every restart, deploy and crash and not shared between instances, so a redelivery after a restart or on another instance runs the work again"
                 );
                 let _ = insert;
+                let manual = || {
+                    Fix::display_only(
+                        "replace the in-memory store with the guard `run`",
+                        format!(
+                            "wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`; the claim is then durable, shared and released on failure"
+                        ),
+                    )
+                };
+                // The guard replaces the check and the insert when both are plain statements
+                // of the handler itself: `if (seen.has(k)) return ...;` and `seen.add(k);`.
+                let replaceable = scope.depth == 0
+                    && std::sync::Arc::ptr_eq(file, cx.file)
+                    && exits_only(if_stmt, src)
+                    && ast::enclosing_statement(*insert).is_some_and(|s| {
+                        s.kind() == "expression_statement" && ast::unwrap_expr(s.named_child(0).unwrap_or(s)) == *insert
+                    });
+                let fix = if replaceable {
+                    let remove =
+                        [(check_call.start_byte(), check_call.end_byte()), (insert.start_byte(), insert.end_byte())];
+                    let mut fix = wrap_guard::wrap_fix(cx, model, &remove, &[]);
+                    if fix.applicability == Applicability::DisplayOnly {
+                        manual()
+                    } else {
+                        if let Some(edit) = unused_declaration(file, name, &[*check_call, *insert]) {
+                            fix.edits.push(edit);
+                            fix.edits.sort_by_key(|e| (e.start, e.end));
+                        }
+                        fix
+                    }
+                } else {
+                    manual()
+                };
                 out.push(
                     Diagnostic::new(RULE.id, file, *check_call, message)
                         .in_handler(model, scope)
                         .help("claim the event key in a durable store shared by all instances: the guard `run` (DB claim in the work's transaction, or a Redis lease)")
-                        .with_fix(Some(Fix::display_only(
-                            "replace the in-memory store with the guard `run`",
-                            format!("wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`; the claim is then durable, shared and released on failure"),
-                        ))),
+                        .with_fix(Some(fix)),
                 );
             }
         }
     }
+}
+
+/// Deletes `const seen = new Set()` when the check and the insert were its only uses.
+fn unused_declaration(file: &crate::source::SourceFile, name: &str, uses: &[Node]) -> Option<crate::fix::Edit> {
+    let src = &file.text;
+    let root = file.root();
+    let mut decl = None;
+    let mut others = 0;
+    ast::walk(root, &mut |n| {
+        if n.kind() == "identifier" && text(n, src) == name {
+            let parent = n.parent();
+            if parent.is_some_and(|p| p.kind() == "variable_declarator" && p.child_by_field_name("name") == Some(n)) {
+                decl = parent.and_then(|p| p.parent());
+            } else if !uses.iter().any(|u| ast::contains(*u, n)) {
+                others += 1;
+            }
+        }
+        true
+    });
+    let decl = decl.filter(|d| d.named_child_count() == 1 && d.parent() == Some(root))?;
+    if others > 0 || !crate::model::stmts::owns_its_lines(file, decl) {
+        return None;
+    }
+    let start = file.line_start(decl.start_byte());
+    Some(crate::fix::Edit::delete(start, crate::model::stmts::line_end_with_break(file, decl.end_byte())))
+}
+
+/// `if (...) return ...;` / `continue;`: a consequence that only leaves.
+fn exits_only(if_stmt: Node, _src: &str) -> bool {
+    if if_stmt.child_by_field_name("alternative").is_some() {
+        return false;
+    }
+    let Some(cons) = if_stmt.child_by_field_name("consequence") else { return false };
+    let stmts: Vec<Node> = if cons.kind() == "statement_block" {
+        ast::named_children(cons).into_iter().filter(|c| c.kind() != "comment").collect()
+    } else {
+        vec![cons]
+    };
+    stmts.len() == 1 && matches!(stmts[0].kind(), "return_statement" | "continue_statement")
 }
 
 /// The `if` statement whose condition holds `node`.
