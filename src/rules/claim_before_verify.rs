@@ -53,6 +53,11 @@ pub const RULE: Rule = Rule {
 };
 
 fn is_claim_call(call: Node, src: &str) -> bool {
+    // A rate-limit or lock key taken before verification is not a dedupe claim.
+    let key = ast::arguments(call).first().map(|k| text(*k, src).to_ascii_lowercase()).unwrap_or_default();
+    if ["rate", "limit", "throttle", "lock"].iter().any(|w| key.contains(w)) {
+        return false;
+    }
     guards::is_claim(call, src) || guards::guard_call_kind(call, src) == Some(GuardKind::Guard)
 }
 

@@ -2,7 +2,7 @@
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::model::ast;
-use crate::model::{Provider, effects, express_app, handlers, providers, reach, stmts, verify};
+use crate::model::{Framework, Provider, effects, express_app, handlers, providers, reach, stmts, verify};
 
 const DOCS: &str = r#"
 ## What it finds
@@ -77,6 +77,15 @@ fn compares_secret(root: tree_sitter::Node, src: &str) -> bool {
     })
 }
 
+/// `express()`, `new Hono()`, `Fastify()` / `fastify()`, `new Koa()` in this file.
+fn creates_app(src: &str) -> bool {
+    let re = regex::Regex::new(
+        r#"(\bexpress\s*\(\s*\)|new\s+Hono\s*(<[^>]*>)?\s*\(|\b[Ff]astify\s*\(|new\s+Koa\s*\(|require\(\s*['"](fastify|express)['"]\s*\)\s*\()"#,
+    )
+    .unwrap();
+    re.is_match(src)
+}
+
 fn help_for(provider: Option<Provider>) -> &'static str {
     match provider {
         Some(Provider::Stripe) => {
@@ -122,6 +131,13 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 verify::first_verification(n, src).is_some() || mentions_verification(&code_of(n, src))
             })
         }) {
+            continue;
+        }
+        // A router or plugin file is mounted elsewhere, possibly behind verifying middleware:
+        // only routes on an app this file creates are judged.
+        if matches!(handler.framework, Framework::Express | Framework::Koa | Framework::Hono | Framework::Fastify)
+            && !creates_app(&root_scope.file().text)
+        {
             continue;
         }
         // Route middleware may verify.
