@@ -13,8 +13,12 @@ calls) while nothing verifies the provider's signature: no `constructEvent`, svi
 `timingSafeEqual`, ... in the handler, its callees or its file.
 
 To stay precise it is silent when the route has any middleware before the handler
-(`app.post(path, verifyStripe, handler)`), when the file mentions a signature, a secret, a
-verification or validation, or Nest `@UseGuards`: verification done there is assumed. Queue
+(`app.post(path, verifyStripe, handler)`), when the file mentions a signature, a
+verification, an HMAC, svix, Nest `@UseGuards`, or compares a shared secret/token
+(`req.query.token !== process.env.WEBHOOK_TOKEN`): verification done there is assumed. For
+Express/Koa/Hono/Fastify only routes on an app the file itself creates (`express()`,
+`new Hono()`, `Fastify()`) are judged: a router or plugin file is mounted elsewhere, possibly
+behind verifying middleware that this file cannot show. Queue
 consumers are never reported (the broker authenticates them).
 
 ## Why retries break it
