@@ -48,8 +48,11 @@ Moves the statement holding the call to right after the transaction statement, w
 direct statement of the transaction callback, uses nothing declared inside the callback (the
 `tx` client, locals), and the transaction is an `await`ed statement (not `return`ed). The call
 then runs only after the commit; review that a failure there is retried (give the call an
-idempotency key) or use an outbox row. Everything else (guard callbacks, pg BEGIN/COMMIT
-blocks, calls using values computed in the transaction, callees) gets a display-only fix.
+idempotency key) or use an outbox row. In a `BEGIN … COMMIT` (or `startTransaction()` …
+`commitTransaction()`) block, the statement moves to just after the COMMIT statement of the same
+block; its failure then no longer rolls the transaction back, and a `catch` that sends
+ROLLBACK/abort runs after a commit: review both. Everything else (guard callbacks, calls using
+values computed in the transaction callback, callees) gets a display-only fix.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -166,9 +169,9 @@ fn manual(reason: &str) -> Fix {
 fn fix(file: &SourceFile, call: Node, tx: &TxContext) -> Fix {
     let src = &file.text;
     let (Some(callback), Some(opener)) = (tx.callback, tx.opener) else {
-        return manual(
-            "the transaction is not a callback in this function: move the call after COMMIT by hand, or write an outbox row",
-        );
+        return after_commit_statement(file, call).unwrap_or_else(|| {
+            manual("the transaction is not a callback in this function: move the call after COMMIT by hand, or write an outbox row")
+        });
     };
     if tx.kind == GuardKind::Guard {
         return manual(
@@ -210,4 +213,37 @@ fn fix(file: &SourceFile, call: Node, tx: &TxContext) -> Fix {
     Fix::unsafe_("move the call after the transaction commits", edits).with_note(
         "the call now runs only after the commit; if it fails, the DB work is already committed: give it an idempotency key so a retry can redo it, or use an outbox row",
     )
+}
+
+/// `BEGIN … effect … COMMIT` in one block: moves the effect's statement to just after the
+/// statement that sends COMMIT (`client.query('COMMIT')`, `session.commitTransaction()`).
+fn after_commit_statement(file: &SourceFile, call: Node) -> Option<Fix> {
+    let src = &file.text;
+    let stmt = ast::enclosing_statement(call)?;
+    if stmt.kind() != "expression_statement" || !stmts::owns_its_lines(file, stmt) {
+        return None;
+    }
+    let block = stmt.parent().filter(|b| b.kind() == "statement_block")?;
+    let commit = ast::named_children(block).into_iter().find(|s| {
+        s.start_byte() > stmt.end_byte()
+            && ast::calls_in(*s, true).iter().any(|c| {
+                let name = ast::callee_name(*c, src).unwrap_or_default();
+                name == "commitTransaction"
+                    || name == "commit"
+                    || effects::sql_text(*c, &ast::arguments(*c), src).is_some_and(|q| {
+                        q.to_ascii_uppercase().trim_start_matches(['`', '"', '\'']).starts_with("COMMIT")
+                    })
+            })
+    })?;
+    if commit.kind() != "expression_statement" || !stmts::owns_its_lines(file, commit) {
+        return None;
+    }
+    let moved = stmts::reindented_lines(file, stmt, file.indent_at(commit.start_byte()));
+    let edits = vec![
+        Edit::delete(file.line_start(stmt.start_byte()), stmts::line_end_with_break(file, stmt.end_byte())),
+        Edit::insert(stmts::line_end_with_break(file, commit.end_byte()), moved),
+    ];
+    Some(Fix::unsafe_("move the call after COMMIT", edits).with_note(
+        "the call now runs only after the commit, and its failure no longer rolls the transaction back: give it an idempotency key so a retry can redo it, or use an outbox row",
+    ))
 }
