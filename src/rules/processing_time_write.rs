@@ -13,7 +13,7 @@ An update or upsert outside a guard (and outside a claim transaction) whose valu
 WHEN the delivery is processed rather than on the event:
 - a subscription/access period computed from the clock: `expiresAt: new Date(Date.now() + ...)`,
   `periodStart: new Date()`, `addMonths(new Date(), 1)`, `dayjs().add(1, "month")`,
-  `moment()`, `DateTime.now()`, SQL `period_end = now()`; only for period-like columns
+  `moment()`, `DateTime.now()`, `knex.fn.now()`, SQL `now()`; only for period-like columns
   (period, expires, renews, valid/until, trial, billing, access, paid through, start/end) and
   never for bookkeeping (`updatedAt`, `lastSeenAt`) or operational leases (`lockedUntil`,
   `retryAt`);
@@ -191,13 +191,18 @@ fn reads_clock(value: Node, src: &str) -> bool {
                 let clock = match p.as_slice() {
                     ["Date", "now"] | ["DateTime", "now"] | ["DateTime", "local"] => true,
                     ["dayjs"] | ["moment"] => ast::arguments(n).is_empty(),
+                    // knex.fn.now(), sequelize.fn('NOW')
+                    [.., "fn", "now"] => true,
+                    [.., "fn"] => {
+                        ast::arguments(n).first().is_some_and(|a| text(*a, src).to_ascii_lowercase().contains("now"))
+                    }
                     _ => false,
                 };
                 if clock {
                     found = true;
                 }
             }
-            "template_string" => {
+            "template_string" | "string" => {
                 let t = text(n, src).to_ascii_lowercase();
                 if t.contains("now()") || t.contains("current_timestamp") {
                     found = true;
@@ -226,19 +231,31 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             let src = &file.text;
             for call in ast::calls_in(func, false) {
                 let local = reach::resolve_call(cx.project, file, call).is_some();
-                let Some(effect) = effects::classify(call, src, local) else { continue };
-                if !matches!(effect.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) {
-                    continue;
-                }
+                let label = match effects::classify(call, src, local) {
+                    Some(e) if matches!(e.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) => e.label,
+                    Some(_) => continue,
+                    // Knex chains (`knex('t').where(...).update({...})`) the classifier leaves out.
+                    None if !local && is_query_builder_update(call, src) => ast::callee_path(call, src).join("."),
+                    None => continue,
+                };
                 if scope.guard_at(call).is_some_and(|g| g.dedupes()) {
                     continue;
                 }
                 for (pair, key, value, finding) in findings(call, func, src) {
-                    out.push(diagnostic(model, scope, pair, &key, value, finding, &effect.label));
+                    out.push(diagnostic(model, scope, pair, &key, value, finding, &label));
                 }
             }
         }
     }
+}
+
+/// `knex('t').where(...).update({...})`: an update at the end of a builder chain.
+fn is_query_builder_update(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    path.len() >= 2
+        && path.first().is_some_and(|p| p.ends_with("()"))
+        && path.last().is_some_and(|l| l == "update")
+        && ast::arguments(call).first().is_some_and(|a| a.kind() == "object")
 }
 
 /// (pair, column name, value expression, what) for every processing-time value a write sets.
