@@ -54,8 +54,11 @@ For a `for...of` loop over `event.Records` directly in the handler with no other
 declares `batchItemFailures`, wraps the loop body in `try/catch` that logs the error and pushes
 `{ itemIdentifier: record.messageId }`, and returns `{ batchItemFailures }` at the end of the
 handler. Review: enable `ReportBatchItemFailures` on the event source mapping; a handler typed
-to return `void` needs `SQSBatchResponse`. Other shapes (`Promise.all(map)`, rethrowing catches)
-get a display-only fix.
+to return `void` needs `SQSBatchResponse` (an explicit `Promise<void>` return type is rewritten).
+For `await Promise.all(event.Records.map(...))` as a statement of the handler: switches to
+`Promise.allSettled` and returns the rejected records' `messageId`s as `batchItemFailures`.
+Other shapes (rethrowing catches, nested loops, handlers that already return) get a
+display-only fix.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -173,6 +176,11 @@ fn manual(reason: &str) -> Fix {
 
 fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
     let src = &file.text;
+    if lp.kind() == "call_expression"
+        && let Some(fix) = all_settled_fix(file, func, lp)
+    {
+        return fix;
+    }
     if lp.kind() != "for_in_statement" || body.kind() != "statement_block" {
         return manual(
             "catch each record's failure, collect `{ itemIdentifier: record.messageId }` and return `{ batchItemFailures }`",
@@ -236,6 +244,7 @@ fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
     let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment").unwrap_or(lp);
     let end = fixtext::line_end(file, last_stmt.end_byte());
     edits.push(Edit::insert(end, format!("{eol}{loop_indent}return {{ batchItemFailures }}{semi}")));
+    edits.extend(void_return_edit(func, src));
     Fix::unsafe_("collect per-record failures and return `{ batchItemFailures }`", edits).with_note(
         "enable ReportBatchItemFailures on the SQS event source mapping, or Lambda ignores the response; a handler typed to return void must return SQSBatchResponse",
     )
@@ -251,4 +260,62 @@ fn is_sqs(func: Node, src: &str) -> bool {
         return false;
     }
     src.contains("SQS") || t.contains("messageId") || t.contains("receiptHandle") || t.contains(".body")
+}
+
+/// `await Promise.all(event.Records.map(async (record) => ...))` as a statement of the handler:
+/// `Promise.allSettled`, then the rejected records' ids as `batchItemFailures`.
+fn all_settled_fix(file: &SourceFile, func: Node, map_call: Node) -> Option<Fix> {
+    let src = &file.text;
+    let fbody = ast::function_body(func).filter(|b| b.kind() == "statement_block")?;
+    let all = ast::ancestors(map_call).find(|a| a.kind() == "call_expression")?;
+    if ast::callee_path(all, src) != ["Promise", "all"] {
+        return None;
+    }
+    let stmt = ast::enclosing_statement(all)?;
+    let awaited = stmt.named_child(0).filter(|e| e.kind() == "await_expression")?;
+    if stmt.kind() != "expression_statement" || stmt.parent() != Some(fbody) || ast::unwrap_expr(awaited) != all {
+        return None;
+    }
+    let has_return =
+        ast::descendants_of_kind(fbody, "return_statement").iter().any(|r| ast::enclosing_function(*r) == Some(func));
+    if has_return || ast::mentions_identifier(func, src, "results") {
+        return None;
+    }
+    let records = map_call.child_by_field_name("function")?.child_by_field_name("object")?;
+    let records = text(records, src);
+    let callee = all.child_by_field_name("function")?;
+    let style = file.style();
+    let semi = style.semi();
+    let eol = style.eol;
+    let unit = &style.indent_unit;
+    let indent = file.indent_at(stmt.start_byte()).to_string();
+    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment")?;
+    let end = fixtext::line_end(file, last_stmt.end_byte());
+    let ret = format!(
+        "{eol}{indent}return {{{eol}{indent}{unit}batchItemFailures: results.flatMap((result, i) =>{eol}{indent}{unit}{unit}result.status === {q}rejected{q} ? [{{ itemIdentifier: {records}[i].messageId }}] : [],{eol}{indent}{unit}),{eol}{indent}}}{semi}",
+        q = style.quote
+    );
+    let mut edits = vec![
+        Edit::insert(awaited.start_byte(), "const results = "),
+        Edit::replace(callee.start_byte(), callee.end_byte(), "Promise.allSettled"),
+        Edit::insert(end, ret),
+    ];
+    edits.extend(void_return_edit(func, src));
+    Some(Fix::unsafe_("settle every record and return the rejected ones as `batchItemFailures`", edits).with_note(
+        "enable ReportBatchItemFailures on the SQS event source mapping, or Lambda ignores the response; a handler typed to return void must return SQSBatchResponse",
+    ))
+}
+
+/// `async function handler(event): Promise<void>` must return the batch response now.
+fn void_return_edit(func: Node, src: &str) -> Option<Edit> {
+    let ty = func.child_by_field_name("return_type")?;
+    let t = text(ty, src).trim_start_matches(':').trim();
+    let inner = ty.named_child(0).unwrap_or(ty);
+    (t == "Promise<void>" || t == "void").then(|| {
+        Edit::replace(
+            inner.start_byte(),
+            inner.end_byte(),
+            "Promise<{ batchItemFailures: { itemIdentifier: string }[] }>",
+        )
+    })
 }
