@@ -4,6 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Edit, Fix, text as fixtext};
 use crate::model::Framework;
 use crate::model::ast::{self, text};
+use crate::model::stmts;
 use crate::source::{Dialect, SourceFile};
 use tree_sitter::Node;
 
@@ -57,8 +58,9 @@ handler. Review: enable `ReportBatchItemFailures` on the event source mapping; a
 to return `void` needs `SQSBatchResponse` (an explicit `Promise<void>` return type is rewritten).
 For `await Promise.all(event.Records.map(...))` as a statement of the handler: switches to
 `Promise.allSettled` and returns the rejected records' `messageId`s as `batchItemFailures`.
-Other shapes (rethrowing catches, nested loops, handlers that already return) get a
-display-only fix.
+A loop body that is one `try` whose `catch` rethrows its error: the `throw` becomes the
+`batchItemFailures.push(...)`. Other shapes (nested loops, handlers that already return,
+several rethrows) get a display-only fix.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -219,31 +221,74 @@ fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
     let (Some(first), Some(last)) = (stmts.first(), stmts.last()) else {
         return manual("empty loop body");
     };
-    if ["batchItemFailures", "err"].iter().any(|n| ast::mentions_identifier(func, src, n)) {
-        return manual("`batchItemFailures` or `err` is already used in the handler");
+    if ast::mentions_identifier(func, src, "batchItemFailures") {
+        return manual("`batchItemFailures` is already used in the handler");
     }
     let style = file.style();
     let semi = style.semi();
     let eol = style.eol;
-    let unit = &style.indent_unit;
     let loop_indent = file.indent_at(lp.start_byte()).to_string();
-    let inner = file.indent_at(first.start_byte()).to_string();
     let ty = if file.dialect == Dialect::TypeScript || file.path.extension().is_some_and(|e| e == "tsx") {
         ": { itemIdentifier: string }[]"
     } else {
         ""
     };
-    let mut edits = vec![Edit::insert(
+    let declare = Edit::insert(
         file.line_start(lp.start_byte()),
         format!("{loop_indent}const batchItemFailures{ty} = []{semi}{eol}"),
-    )];
+    );
+    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment").unwrap_or(lp);
+    let ret = Edit::insert(
+        fixtext::line_end(file, last_stmt.end_byte()),
+        format!("{eol}{loop_indent}return {{ batchItemFailures }}{semi}"),
+    );
+    // try { ... } catch (e) { ...; throw e }: the rethrow becomes the report.
+    let real: Vec<&Node> = stmts.iter().filter(|s| s.kind() != "comment").collect();
+    if let [only] = real.as_slice()
+        && only.kind() == "try_statement"
+        && only.child_by_field_name("finalizer").is_none()
+        && let Some(handler) = only.child_by_field_name("handler")
+        && let Some(cblock) = handler.child_by_field_name("body")
+    {
+        let throws = ast::descendants_of_kind(handler, "throw_statement");
+        let param = handler.child_by_field_name("parameter").map(|p| text(p, src).to_string());
+        return match throws.as_slice() {
+            [t] if t.parent() == Some(cblock)
+                && t.named_child(0).is_some_and(|e| Some(text(e, src).to_string()) == param)
+                && stmts::owns_its_lines(file, *t) =>
+            {
+                let edits = vec![
+                    declare,
+                    Edit::replace(
+                        t.start_byte(),
+                        t.end_byte(),
+                        format!("batchItemFailures.push({{ itemIdentifier: {record} }}){semi}"),
+                    ),
+                    ret,
+                ]
+                .into_iter()
+                .chain(void_return_edit(func, src))
+                .collect();
+                Fix::unsafe_("report the failed record instead of failing the batch", edits).with_note(
+                    "enable ReportBatchItemFailures on the SQS event source mapping, or Lambda ignores the response",
+                )
+            }
+            _ => manual(
+                "the catch rethrows in several places: push `{ itemIdentifier: record.messageId }` to `batchItemFailures` instead",
+            ),
+        };
+    }
+    if ast::mentions_identifier(func, src, "err") {
+        return manual("`batchItemFailures` or `err` is already used in the handler");
+    }
+    let unit = &style.indent_unit;
+    let inner = file.indent_at(first.start_byte()).to_string();
+    let mut edits = vec![declare];
     let close = format!(
         "}} catch (err) {{{eol}{inner}{unit}console.error(err){semi}{eol}{inner}{unit}batchItemFailures.push({{ itemIdentifier: {record} }}){semi}{eol}{inner}}}"
     );
     edits.extend(fixtext::wrap_statements(file, body, *first, *last, "try {", &close));
-    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment").unwrap_or(lp);
-    let end = fixtext::line_end(file, last_stmt.end_byte());
-    edits.push(Edit::insert(end, format!("{eol}{loop_indent}return {{ batchItemFailures }}{semi}")));
+    edits.push(ret);
     edits.extend(void_return_edit(func, src));
     Fix::unsafe_("collect per-record failures and return `{ batchItemFailures }`", edits).with_note(
         "enable ReportBatchItemFailures on the SQS event source mapping, or Lambda ignores the response; a handler typed to return void must return SQSBatchResponse",
