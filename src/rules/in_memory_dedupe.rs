@@ -66,6 +66,8 @@ enum Store {
     Set,
     Map,
     Array,
+    /// `const seen: Record<string, boolean> = {}` used as `if (seen[id])` / `seen[id] = true`.
+    Object,
 }
 
 /// Module-level and class-field stores of a file: (name as referenced, kind).
@@ -101,6 +103,7 @@ fn store_kind(init: Node, src: &str) -> Option<Store> {
     let init = ast::unwrap_expr(init);
     match init.kind() {
         "array" if init.named_child_count() == 0 => Some(Store::Array),
+        "object" if init.named_child_count() == 0 => Some(Store::Object),
         "new_expression" => {
             let ctor = init.child_by_field_name("constructor").map(|c| text(c, src))?;
             match ctor {
@@ -136,6 +139,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             if known.is_empty() {
                 continue;
             }
+            for (name, _) in known.iter().filter(|(n, k)| *k == Store::Object && !n.starts_with("this.")) {
+                object_store(model, scope, func, name, out);
+            }
             let calls = ast::calls_in(func, false);
             for check_call in &calls {
                 let path = ast::callee_path(*check_call, src);
@@ -146,6 +152,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     Store::Set => method == "has",
                     Store::Map => method == "has" || method == "get",
                     Store::Array => method == "includes" || method == "indexOf" || method == "some",
+                    Store::Object => false,
                 };
                 let Some(if_stmt) = in_if_condition(*check_call) else { continue };
                 if !is_check {
@@ -161,6 +168,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                                     Store::Set => m == "add",
                                     Store::Map => m == "set",
                                     Store::Array => m == "push" || m == "unshift",
+                                    Store::Object => false,
                                 }
                         })
                     }
@@ -177,7 +185,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let dedupe = match kind {
                     Store::Set => true,
                     Store::Map => flag_value || dedupe_name(name) || key_like(&key),
-                    Store::Array => dedupe_name(name) || key_like(&key),
+                    Store::Array | Store::Object => dedupe_name(name) || key_like(&key),
                 };
                 if !dedupe {
                     continue;
@@ -185,7 +193,6 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let message = format!(
                     "`{name}` is an in-memory dedupe store: it is lost on every restart, deploy and crash and not shared between instances, so a redelivery after a restart or on another instance runs the work again"
                 );
-                let _ = insert;
                 let manual = || {
                     Fix::display_only(
                         "replace the in-memory store with the guard `run`",
@@ -227,6 +234,59 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+/// `if (seen[key]) return` (or `key in seen`) followed by `seen[key] = ...`.
+fn object_store(
+    model: &super::HandlerModel,
+    scope: &crate::model::Scope,
+    func: Node,
+    name: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    let file = scope.file();
+    let src = &file.text;
+    let reads = |n: Node| {
+        (n.kind() == "subscript_expression" && n.child_by_field_name("object").is_some_and(|o| text(o, src) == name))
+            || (n.kind() == "binary_expression"
+                && n.child_by_field_name("operator").is_some_and(|o| text(o, src) == "in")
+                && n.child_by_field_name("right").is_some_and(|r| text(r, src) == name))
+    };
+    let mut check: Option<(Node, String)> = None;
+    ast::walk(func, &mut |n| {
+        if check.is_none() && reads(n) && in_if_condition(n).is_some() {
+            let key = n
+                .child_by_field_name("index")
+                .or_else(|| n.child_by_field_name("left"))
+                .map(|k| text(k, src).to_string())
+                .unwrap_or_default();
+            check = Some((n, key));
+        }
+        true
+    });
+    let Some((check, key)) = check else { return };
+    let inserted = ast::descendants_of_kind(func, "assignment_expression").into_iter().any(|a| {
+        a.start_byte() > check.end_byte()
+            && a.child_by_field_name("left").is_some_and(|l| {
+                l.kind() == "subscript_expression"
+                    && l.child_by_field_name("object").is_some_and(|o| text(o, src) == name)
+            })
+    });
+    if !inserted || !(dedupe_name(name) || key_like(&key)) {
+        return;
+    }
+    let message = format!(
+        "`{name}` is an in-memory dedupe store: it is lost on every restart, deploy and crash and not shared between instances, so a redelivery after a restart or on another instance runs the work again"
+    );
+    out.push(
+        Diagnostic::new(RULE.id, file, check, message)
+            .in_handler(model, scope)
+            .help("claim the event key in a durable store shared by all instances: the guard `run` (DB claim in the work's transaction, or a Redis lease)")
+            .with_fix(Some(Fix::display_only(
+                "replace the in-memory store with the guard `run`",
+                format!("wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`"),
+            ))),
+    );
 }
 
 /// Deletes `const seen = new Set()` when the check and the insert were its only uses.
