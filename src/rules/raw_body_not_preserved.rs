@@ -543,8 +543,6 @@ fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let has_config = regex::Regex::new(r"export\s+(const|let|var)\s+config\b").unwrap().is_match(src);
     let fix = if reads_stream && !has_config && src.contains("export default") {
         let style = file.style();
-        let q = style.quote;
-        let _ = q;
         let sep = if src.ends_with('\n') { "" } else { style.eol };
         let u = &style.indent_unit;
         let eol = style.eol;
