@@ -165,9 +165,8 @@ fn counter_name(name: &str) -> bool {
 fn credit_name(name: &str) -> bool {
     let w = words(name);
     !w.iter().any(|v| v == "card")
-        && w.iter().any(|v| {
-            ["credit", "credits", "token", "tokens", "quota", "allowance", "balance", "seats"].contains(&v.as_str())
-        })
+        && w.iter()
+            .any(|v| ["credit", "credits", "token", "tokens", "quota", "allowance", "balance"].contains(&v.as_str()))
 }
 
 /// Whether an expression reads the clock.
@@ -215,11 +214,16 @@ fn reads_clock(value: Node, src: &str) -> bool {
     found
 }
 
+/// A grant taken from the plan (`plan.credits`, `PLAN_LIMITS[tier]`) or a fixed positive amount.
 fn plan_value(value: Node, src: &str) -> bool {
     let v = ast::unwrap_expr(value);
-    matches!(v.kind(), "member_expression" | "subscript_expression") && {
-        let t = text(v, src).to_ascii_lowercase();
-        t.contains("plan") || t.contains("tier") || t.contains("limit") || t.contains("product")
+    match v.kind() {
+        "member_expression" | "subscript_expression" => {
+            let t = text(v, src).to_ascii_lowercase();
+            t.contains("plan") || t.contains("tier") || t.contains("limit") || t.contains("product")
+        }
+        "number" => text(v, src).replace('_', "").parse::<f64>().is_ok_and(|n| n > 0.0),
+        _ => false,
     }
 }
 
@@ -312,7 +316,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
             out.push((n, key, value, Finding::Clock));
         } else if counter_name(&key) && text(value, src) == "0" {
             out.push((n, key, value, Finding::CounterReset));
-        } else if credit_name(&key) && plan_value(value, src) {
+        } else if credit_name(&key) && !words(&key).iter().any(|w| w == "balance") && plan_value(value, src) {
             out.push((n, key, value, Finding::PlanGrant));
         }
         n.kind() != "pair" || value.kind() == "object"
