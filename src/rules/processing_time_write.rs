@@ -18,7 +18,8 @@ WHEN the delivery is processed rather than on the event:
   never for bookkeeping (`updatedAt`, `lastSeenAt`) or operational leases (`lockedUntil`,
   `retryAt`);
 - a usage counter reset to `0` (`usageCount: 0`, `requestsUsed: 0`);
-- credits/tokens/quota set from the plan (`credits: plan.credits`, `tokens: PLAN_LIMITS[tier]`).
+- credits/tokens/quota set from the plan or to a fixed amount (`credits: plan.credits`,
+  `tokens: PLAN_LIMITS[tier]`, `aiCredits: 500`); a balance set to a value is not reported.
 
 Values taken from the event (`new Date(event.created * 1000)`,
 `new Date(sub.current_period_end * 1000)`) and writes inside a guard `run` are not reported.
