@@ -10,6 +10,9 @@ use tree_sitter::Node;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Receiver {
     Pool,
+    /// A project object whose `query` forwards to a pool (`export default { query: (t, p) =>
+    /// pool.query(t, p) }`, the node-postgres docs' layout): same problem, no `connect`.
+    PoolWrapper,
     Client,
     Unknown,
 }
@@ -79,11 +82,13 @@ fn identifier_kind(project: &Project, file: &Arc<SourceFile>, at: Node, name: &s
             };
         }
         if let Some(init) = ast::find_binding_init(func, name, src, at.start_byte()) {
-            return init_kind(init, src);
+            return value_kind(project, file, init, depth);
         }
     }
-    if let Some(init) = ast::find_binding_init(file.root(), name, src, usize::MAX) {
-        return init_kind(init, src);
+    if let Some(init) = ast::find_binding_init(file.root(), name, src, usize::MAX)
+        && ast::callee_name(ast::unwrap_expr(init), src).is_none_or(|n| n != "require")
+    {
+        return value_kind(project, file, init, depth);
     }
     if depth < 3
         && let Some(import) = project::imports(file).into_iter().find(|i| i.local == name)
@@ -105,7 +110,7 @@ fn exported_kind(project: &Project, file: &Arc<SourceFile>, name: &str, depth: u
                 return if value.kind() == "identifier" {
                     identifier_kind(project, file, value, text(value, src), depth)
                 } else {
-                    init_kind(value, src)
+                    value_kind(project, file, value, depth)
                 };
             }
         }
@@ -125,10 +130,12 @@ fn exported_kind(project: &Project, file: &Arc<SourceFile>, name: &str, depth: u
                 return if right.kind() == "identifier" {
                     identifier_kind(project, file, right, text(right, src), depth)
                 } else {
-                    init_kind(right, src)
+                    value_kind(project, file, right, depth)
                 };
             }
             if right.kind() == "object"
+                && name != "*"
+                && name != "default"
                 && let Some(v) = ast::object_property(right, name, src)
             {
                 return if matches!(v.kind(), "identifier" | "shorthand_property_identifier") {
@@ -138,16 +145,60 @@ fn exported_kind(project: &Project, file: &Arc<SourceFile>, name: &str, depth: u
                 };
             }
             if name == "*" || name == "default" {
-                return init_kind(right, src);
+                return value_kind(project, file, right, depth);
             }
         }
     }
+    if name == "*"
+        && let Some(def) = project.exported_function(file, "query", 0)
+        && def.node().is_some_and(|f| wraps_pool(project, &def.file, f, depth))
+    {
+        return Receiver::PoolWrapper;
+    }
     if name != "default" && name != "*" {
         if let Some(init) = ast::find_binding_init(file.root(), name, src, usize::MAX) {
-            return init_kind(init, src);
+            return value_kind(project, file, init, depth);
         }
     }
     by_name(name)
+}
+
+/// What a value creates, including objects whose `query` forwards to a pool.
+fn value_kind(project: &Project, file: &Arc<SourceFile>, value: Node, depth: usize) -> Receiver {
+    let src = &file.text;
+    let value = ast::unwrap_expr(value);
+    if value.kind() == "object"
+        && let Some(query) = ast::object_property(value, "query", src)
+    {
+        let query = ast::unwrap_expr(query);
+        if query.kind() == "shorthand_property_identifier" {
+            return match project::local_function(file, text(query, src)) {
+                Some(def) if def.node().is_some_and(|f| wraps_pool(project, file, f, depth)) => Receiver::PoolWrapper,
+                _ => Receiver::Unknown,
+            };
+        }
+        if ast::is_function(query) && wraps_pool(project, file, query, depth) {
+            return Receiver::PoolWrapper;
+        }
+        return Receiver::Unknown;
+    }
+    init_kind(value, src)
+}
+
+/// Whether a function forwards to `pool.query(...)` on a pool.
+pub fn wraps_pool(project: &Project, file: &Arc<SourceFile>, func: Node, depth: usize) -> bool {
+    let src = &file.text;
+    depth < 4
+        && ast::calls_in(func, true).into_iter().any(|c| {
+            let Some(f) = c.child_by_field_name("function").filter(|f| f.kind() == "member_expression") else {
+                return false;
+            };
+            f.child_by_field_name("property").is_some_and(|p| text(p, src) == "query")
+                && f.child_by_field_name("object").is_some_and(|o| {
+                    o.kind() == "identifier"
+                        && identifier_kind(project, file, o, text(o, src), depth + 1) == Receiver::Pool
+                })
+        })
 }
 
 /// `BEGIN` / `START TRANSACTION` sent as its own statement.
@@ -159,4 +210,24 @@ pub fn is_begin(sql: &str) -> bool {
 pub fn is_end(sql: &str) -> bool {
     let u = sql.trim_start_matches(['`', '"', '\'']).trim_start().to_ascii_uppercase();
     u.starts_with("COMMIT") || u.starts_with("ROLLBACK") || u.starts_with("END")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_and_names() {
+        assert!(
+            is_begin("'BEGIN'")
+                && is_begin("\"start transaction\"")
+                && is_begin("`BEGIN ISOLATION LEVEL SERIALIZABLE`")
+        );
+        assert!(!is_begin("`BEGIN; INSERT INTO t VALUES (1); COMMIT;`"));
+        assert!(is_end("'COMMIT'") && is_end("'ROLLBACK'") && !is_end("'INSERT INTO x'"));
+        assert_eq!(by_name("pool"), Receiver::Pool);
+        assert_eq!(by_name("pgPool"), Receiver::Pool);
+        assert_eq!(by_name("poolClient"), Receiver::Client);
+        assert_eq!(by_name("db"), Receiver::Unknown);
+    }
 }

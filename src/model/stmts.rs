@@ -88,3 +88,18 @@ pub fn owns_its_lines(file: &SourceFile, stmt: Node) -> bool {
 pub fn child_containing<'t>(block: Node<'t>, node: Node<'t>) -> Option<Node<'t>> {
     ast::named_children(block).into_iter().find(|c| ast::contains(*c, node))
 }
+
+/// The code of a node without its comments (a `// TODO: verify` or a suppression comment
+/// naming a rule is not code).
+pub fn code_without_comments(node: Node, src: &str) -> String {
+    let mut out = String::new();
+    let mut at = node.start_byte();
+    for c in ast::descendants_of_kind(node, "comment") {
+        if c.start_byte() >= at {
+            out.push_str(&src[at..c.start_byte()]);
+            at = c.end_byte();
+        }
+    }
+    out.push_str(&src[at..node.end_byte()]);
+    out
+}

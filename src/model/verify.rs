@@ -89,3 +89,24 @@ pub fn first_verification<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
         .filter(|c| is_verification_call(*c, src) || hmac_update_payload(*c, src).is_some())
         .min_by_key(|c| c.start_byte())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Dialect, SourceFile};
+
+    fn first_call_verifies(code: &str) -> bool {
+        let file = SourceFile::new("t.ts".into(), code.to_string(), Dialect::TypeScript).unwrap();
+        let call = ast::calls_in(file.root(), false).into_iter().next().unwrap();
+        is_verification_call(call, &file.text) || hmac_update_payload(call, &file.text).is_some()
+    }
+
+    #[test]
+    fn verification_calls() {
+        assert!(first_call_verifies("stripe.webhooks.constructEvent(body, sig, secret)"));
+        assert!(first_call_verifies("wh.verify(payload, headers)"));
+        assert!(first_call_verifies("crypto.createHmac('sha256', s).update(body)"));
+        assert!(!first_call_verifies("jwt.verify(token, secret)"));
+        assert!(!first_call_verifies("hash.update(body)"));
+    }
+}

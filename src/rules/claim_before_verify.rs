@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::guards::{self, GuardKind};
-use crate::model::{stmts, verify};
+use crate::model::{reach, stmts, verify};
 use crate::source::SourceFile;
 use tree_sitter::Node;
 
@@ -38,7 +38,10 @@ if (!claimed) return res.sendStatus(200);
 
 ## Fix (unsafe)
 Moves the claim statement, together with the statements right after it that use its result
-(`if (!claimed) return ...`), to just after the statement that verifies the signature. Review
+(`if (!claimed) return ...`), to just after the statement that verifies the signature, or,
+when that statement yields a value (`const ok = await webhooks.verify(...)`, an HMAC digest),
+after the guard clause that checks it (`if (!ok) return ...`). A project helper whose body writes
+the claim (`await markDelivered(id)`) counts as the claim. Review
 that the key is then taken from the verified event. Display-only when the verification happens
 inside the claim (a guard `run` around the verification) or the moved statements declare
 names the verification uses.
@@ -53,6 +56,11 @@ pub const RULE: Rule = Rule {
 };
 
 fn is_claim_call(call: Node, src: &str) -> bool {
+    // A rate-limit or lock key taken before verification is not a dedupe claim.
+    let key = ast::arguments(call).first().map(|k| text(*k, src).to_ascii_lowercase()).unwrap_or_default();
+    if ["rate", "limit", "throttle", "lock"].iter().any(|w| key.contains(w)) {
+        return false;
+    }
     guards::is_claim(call, src) || guards::guard_call_kind(call, src) == Some(GuardKind::Guard)
 }
 
@@ -65,10 +73,14 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let Some(func) = scope.node() else { continue };
         let file = scope.file();
         let src = &file.text;
-        let Some(verification) = verify::first_verification(func, src) else { continue };
+        let Some(verification) = inbound_verification(func, src, model.handler.request.as_deref()) else {
+            continue;
+        };
         let Some(claim) = ast::calls_in(func, false)
             .into_iter()
-            .filter(|c| c.start_byte() < verification.start_byte() && is_claim_call(*c, src))
+            .filter(|c| {
+                c.start_byte() < verification.start_byte() && (is_claim_call(*c, src) || claims_in_helper(cx, file, *c))
+            })
             .min_by_key(|c| c.start_byte())
         else {
             continue;
@@ -85,6 +97,47 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 .with_fix(Some(fix(file, func, claim, verification))),
         );
     }
+}
+
+/// The first call that verifies the incoming delivery. An HMAC counts when it digests the
+/// request's body (an HMAC over something else may sign an outgoing call).
+fn inbound_verification<'t>(func: Node<'t>, src: &str, request: Option<&str>) -> Option<Node<'t>> {
+    ast::calls_in(func, false)
+        .into_iter()
+        .filter(|c| {
+            if let Some(payload) = verify::hmac_update_payload(*c, src) {
+                let t = text(payload, src).to_ascii_lowercase();
+                return ["body", "raw", "payload", "buf"].iter().any(|w| t.contains(w))
+                    || request.is_some_and(|r| ast::mentions_identifier(payload, src, r));
+            }
+            verify::is_verification_call(*c, src) && ast::callee_name(*c, src).is_some_and(|n| n != "createHmac")
+        })
+        .min_by_key(|c| c.start_byte())
+}
+
+/// A project helper (`await markProcessed(id)`) whose body writes the claim.
+fn claims_in_helper(cx: &Context, file: &std::sync::Arc<crate::source::SourceFile>, call: Node) -> bool {
+    reach::resolve_call(cx.project, file, call).is_some_and(|def| {
+        def.node().is_some_and(|n| {
+            let src = &def.file.text;
+            ast::calls_in(n, false).into_iter().any(|c| is_claim_call(c, src))
+                && verify::first_verification(n, src).is_none()
+        })
+    })
+}
+
+/// `if (!ok) return ...` / `throw ...`: a guard clause.
+fn exits_only(if_stmt: Node) -> bool {
+    if if_stmt.child_by_field_name("alternative").is_some() {
+        return false;
+    }
+    let Some(cons) = if_stmt.child_by_field_name("consequence") else { return false };
+    let inner: Vec<Node> = if cons.kind() == "statement_block" {
+        ast::named_children(cons).into_iter().filter(|c| c.kind() != "comment").collect()
+    } else {
+        vec![cons]
+    };
+    inner.last().is_some_and(|l| matches!(l.kind(), "return_statement" | "throw_statement"))
 }
 
 fn short(s: &str) -> String {
@@ -139,6 +192,26 @@ fn fix(file: &SourceFile, func: Node, claim: Node, verification: Node) -> Fix {
     {
         return manual("statements share lines");
     }
+    // A verification that yields a value (`const ok = await verify(...)`, an HMAC digest) is
+    // only done once the check that reads it (`if (!ok) return ...`) has run.
+    let mut gate_end = sv;
+    let mut cursor = sv;
+    let mut names = stmts::declared_names(sv, src);
+    while let Some(next) = cursor.next_named_sibling() {
+        if names.is_empty() || !stmts::mentions_any(next, src, &names) {
+            break;
+        }
+        match next.kind() {
+            "lexical_declaration" | "variable_declaration" => names.extend(stmts::declared_names(next, src)),
+            "if_statement" if exits_only(next) => gate_end = next,
+            _ => break,
+        }
+        cursor = next;
+    }
+    if gate_end != sv && !stmts::owns_its_lines(file, gate_end) {
+        return manual("statements share lines");
+    }
+    let sv = gate_end;
     let indent = file.indent_at(sv.start_byte()).to_string();
     let mut text_moved = String::new();
     let mut edits = Vec::new();

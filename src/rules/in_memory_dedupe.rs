@@ -1,7 +1,7 @@
 //! in-memory-dedupe
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
-use crate::fix::Fix;
+use crate::fix::{Applicability, Fix, wrap_guard};
 use crate::model::ast::{self, text};
 use crate::model::guards;
 use tree_sitter::Node;
@@ -44,10 +44,13 @@ app.post("/webhooks/stripe", async (req, res) => {
 const result = await guard.run(`stripe:${event.id}`, async (tx) => fulfil(event, tx));
 ```
 
-## Fix (display-only)
-Replace the in-memory store with the guard `run` (a database claim committed with the work, or
-a Redis lease): the guard's key is durable, shared by every instance and released on failure.
-The automatic wrap is not available on this branch, so the fix is shown, not applied.
+## Fix (unsafe)
+When the check is a plain `if (store.has(key)) return ...` (or `continue`) and the insert a
+plain statement of the handler itself, the shared guard transform wraps the handler's work in
+`guard.run(eventKey, async (tx) => ...)`, removes the check and the insert, and deletes the
+store's declaration when nothing else uses it. The guard's claim is durable, shared by every
+instance and released on failure. Otherwise (the store is used in a callee, the check wraps the
+work, no guard configured, no event key) the fix is display-only and explains the same change.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -63,6 +66,8 @@ enum Store {
     Set,
     Map,
     Array,
+    /// `const seen: Record<string, boolean> = {}` used as `if (seen[id])` / `seen[id] = true`.
+    Object,
 }
 
 /// Module-level and class-field stores of a file: (name as referenced, kind).
@@ -98,6 +103,7 @@ fn store_kind(init: Node, src: &str) -> Option<Store> {
     let init = ast::unwrap_expr(init);
     match init.kind() {
         "array" if init.named_child_count() == 0 => Some(Store::Array),
+        "object" if init.named_child_count() == 0 => Some(Store::Object),
         "new_expression" => {
             let ctor = init.child_by_field_name("constructor").map(|c| text(c, src))?;
             match ctor {
@@ -133,6 +139,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             if known.is_empty() {
                 continue;
             }
+            for (name, _) in known.iter().filter(|(n, k)| *k == Store::Object && !n.starts_with("this.")) {
+                object_store(model, scope, func, name, out);
+            }
             let calls = ast::calls_in(func, false);
             for check_call in &calls {
                 let path = ast::callee_path(*check_call, src);
@@ -143,6 +152,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     Store::Set => method == "has",
                     Store::Map => method == "has" || method == "get",
                     Store::Array => method == "includes" || method == "indexOf" || method == "some",
+                    Store::Object => false,
                 };
                 let Some(if_stmt) = in_if_condition(*check_call) else { continue };
                 if !is_check {
@@ -158,6 +168,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                                     Store::Set => m == "add",
                                     Store::Map => m == "set",
                                     Store::Array => m == "push" || m == "unshift",
+                                    Store::Object => false,
                                 }
                         })
                     }
@@ -174,7 +185,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let dedupe = match kind {
                     Store::Set => true,
                     Store::Map => flag_value || dedupe_name(name) || key_like(&key),
-                    Store::Array => dedupe_name(name) || key_like(&key),
+                    Store::Array | Store::Object => dedupe_name(name) || key_like(&key),
                 };
                 if !dedupe {
                     continue;
@@ -182,19 +193,139 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let message = format!(
                     "`{name}` is an in-memory dedupe store: it is lost on every restart, deploy and crash and not shared between instances, so a redelivery after a restart or on another instance runs the work again"
                 );
-                let _ = insert;
+                let manual = || {
+                    Fix::display_only(
+                        "replace the in-memory store with the guard `run`",
+                        format!(
+                            "wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`; the claim is then durable, shared and released on failure"
+                        ),
+                    )
+                };
+                // The guard replaces the check and the insert when both are plain statements
+                // of the handler itself: `if (seen.has(k)) return ...;` and `seen.add(k);`.
+                let replaceable = scope.depth == 0
+                    && std::sync::Arc::ptr_eq(file, cx.file)
+                    && exits_only(if_stmt, src)
+                    && ast::enclosing_statement(*insert).is_some_and(|s| {
+                        s.kind() == "expression_statement" && ast::unwrap_expr(s.named_child(0).unwrap_or(s)) == *insert
+                    });
+                let fix = if replaceable {
+                    let remove =
+                        [(check_call.start_byte(), check_call.end_byte()), (insert.start_byte(), insert.end_byte())];
+                    let mut fix = wrap_guard::wrap_fix(cx, model, &remove, &[]);
+                    if fix.applicability == Applicability::DisplayOnly {
+                        manual()
+                    } else {
+                        if let Some(edit) = unused_declaration(file, name, &[*check_call, *insert]) {
+                            fix.edits.push(edit);
+                            fix.edits.sort_by_key(|e| (e.start, e.end));
+                        }
+                        fix
+                    }
+                } else {
+                    manual()
+                };
                 out.push(
                     Diagnostic::new(RULE.id, file, *check_call, message)
                         .in_handler(model, scope)
                         .help("claim the event key in a durable store shared by all instances: the guard `run` (DB claim in the work's transaction, or a Redis lease)")
-                        .with_fix(Some(Fix::display_only(
-                            "replace the in-memory store with the guard `run`",
-                            format!("wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`; the claim is then durable, shared and released on failure"),
-                        ))),
+                        .with_fix(Some(fix)),
                 );
             }
         }
     }
+}
+
+/// `if (seen[key]) return` (or `key in seen`) followed by `seen[key] = ...`.
+fn object_store(
+    model: &super::HandlerModel,
+    scope: &crate::model::Scope,
+    func: Node,
+    name: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    let file = scope.file();
+    let src = &file.text;
+    let reads = |n: Node| {
+        (n.kind() == "subscript_expression" && n.child_by_field_name("object").is_some_and(|o| text(o, src) == name))
+            || (n.kind() == "binary_expression"
+                && n.child_by_field_name("operator").is_some_and(|o| text(o, src) == "in")
+                && n.child_by_field_name("right").is_some_and(|r| text(r, src) == name))
+    };
+    let mut check: Option<(Node, String)> = None;
+    ast::walk(func, &mut |n| {
+        if check.is_none() && reads(n) && in_if_condition(n).is_some() {
+            let key = n
+                .child_by_field_name("index")
+                .or_else(|| n.child_by_field_name("left"))
+                .map(|k| text(k, src).to_string())
+                .unwrap_or_default();
+            check = Some((n, key));
+        }
+        true
+    });
+    let Some((check, key)) = check else { return };
+    let inserted = ast::descendants_of_kind(func, "assignment_expression").into_iter().any(|a| {
+        a.start_byte() > check.end_byte()
+            && a.child_by_field_name("left").is_some_and(|l| {
+                l.kind() == "subscript_expression"
+                    && l.child_by_field_name("object").is_some_and(|o| text(o, src) == name)
+            })
+    });
+    if !inserted || !(dedupe_name(name) || key_like(&key)) {
+        return;
+    }
+    let message = format!(
+        "`{name}` is an in-memory dedupe store: it is lost on every restart, deploy and crash and not shared between instances, so a redelivery after a restart or on another instance runs the work again"
+    );
+    out.push(
+        Diagnostic::new(RULE.id, file, check, message)
+            .in_handler(model, scope)
+            .help("claim the event key in a durable store shared by all instances: the guard `run` (DB claim in the work's transaction, or a Redis lease)")
+            .with_fix(Some(Fix::display_only(
+                "replace the in-memory store with the guard `run`",
+                format!("wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`"),
+            ))),
+    );
+}
+
+/// Deletes `const seen = new Set()` when the check and the insert were its only uses.
+fn unused_declaration(file: &crate::source::SourceFile, name: &str, uses: &[Node]) -> Option<crate::fix::Edit> {
+    let src = &file.text;
+    let root = file.root();
+    let mut decl = None;
+    let mut others = 0;
+    ast::walk(root, &mut |n| {
+        if n.kind() == "identifier" && text(n, src) == name {
+            let parent = n.parent();
+            if parent.is_some_and(|p| p.kind() == "variable_declarator" && p.child_by_field_name("name") == Some(n)) {
+                decl = parent.and_then(|p| p.parent());
+            } else if !uses.iter().any(|u| ast::contains(*u, n)) {
+                others += 1;
+            }
+        }
+        true
+    });
+    let decl = decl.filter(|d| d.named_child_count() == 1 && d.parent() == Some(root))?;
+    if others > 0 || !crate::model::stmts::owns_its_lines(file, decl) {
+        return None;
+    }
+    let start = file.line_start(decl.start_byte());
+    Some(crate::fix::Edit::delete(start, crate::model::stmts::line_end_with_break(file, decl.end_byte())))
+}
+
+/// `if (...) return ...;` / `continue;`: a consequence that only leaves.
+fn exits_only(if_stmt: Node, _src: &str) -> bool {
+    if if_stmt.child_by_field_name("alternative").is_some() {
+        return false;
+    }
+    let Some(cons) = if_stmt.child_by_field_name("consequence") else { return false };
+    let stmts: Vec<Node> = if cons.kind() == "statement_block" {
+        ast::named_children(cons).into_iter().filter(|c| c.kind() != "comment").collect()
+    } else {
+        vec![cons]
+    };
+    stmts.len() == 1 && matches!(stmts[0].kind(), "return_statement" | "continue_statement")
 }
 
 /// The `if` statement whose condition holds `node`.

@@ -2,7 +2,7 @@
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::model::ast;
-use crate::model::{Provider, effects, express_app, handlers, providers, reach, verify};
+use crate::model::{Framework, Provider, effects, express_app, handlers, providers, reach, stmts, verify};
 
 const DOCS: &str = r#"
 ## What it finds
@@ -13,8 +13,12 @@ calls) while nothing verifies the provider's signature: no `constructEvent`, svi
 `timingSafeEqual`, ... in the handler, its callees or its file.
 
 To stay precise it is silent when the route has any middleware before the handler
-(`app.post(path, verifyStripe, handler)`), when the file mentions a signature, a secret, a
-verification or validation, or Nest `@UseGuards`: verification done there is assumed. Queue
+(`app.post(path, verifyStripe, handler)`), when the file mentions a signature, a
+verification, an HMAC, svix, Nest `@UseGuards`, or compares a shared secret/token
+(`req.query.token !== process.env.WEBHOOK_TOKEN`): verification done there is assumed. For
+Express/Koa/Hono/Fastify only routes on an app the file itself creates (`express()`,
+`new Hono()`, `Fastify()`) are judged: a router or plugin file is mounted elsewhere, possibly
+behind verifying middleware that this file cannot show. Queue
 consumers are never reported (the broker authenticates them).
 
 ## Why retries break it
@@ -53,18 +57,8 @@ pub const RULE: Rule = Rule {
     check,
 };
 
-/// The code of a node without its comments (a `// TODO: verify` is not a verification).
 fn code_of(node: tree_sitter::Node, src: &str) -> String {
-    let mut out = String::new();
-    let mut at = node.start_byte();
-    for c in ast::descendants_of_kind(node, "comment") {
-        if c.start_byte() >= at {
-            out.push_str(&src[at..c.start_byte()]);
-            at = c.end_byte();
-        }
-    }
-    out.push_str(&src[at..node.end_byte()]);
-    out
+    stmts::code_without_comments(node, src)
 }
 
 /// Words whose presence means some verification is wired in this code.
@@ -72,9 +66,28 @@ fn mentions_verification(code: &str) -> bool {
     let src = code;
     let lower = src.to_ascii_lowercase();
     providers::verifies_signature(src)
-        || ["signature", "verif", "validat", "secret", "hmac", "useguards", "authenticate", "x-hub-", "svix"]
+        || ["signature", "verif", "hmac", "useguards", "authenticate", "x-hub-", "svix"]
             .iter()
             .any(|w| lower.contains(w))
+}
+
+/// A shared-secret check: `req.query.token !== process.env.WEBHOOK_SECRET`.
+fn compares_secret(root: tree_sitter::Node, src: &str) -> bool {
+    ast::descendants_of_kind(root, "binary_expression").into_iter().any(|b| {
+        let op = b.child_by_field_name("operator").map(|o| &src[o.byte_range()]).unwrap_or("");
+        let t = src[b.byte_range()].to_ascii_lowercase();
+        matches!(op, "===" | "!==" | "==" | "!=")
+            && ["secret", "token", "apikey", "api_key", "x-api-key", "authorization"].iter().any(|w| t.contains(w))
+    })
+}
+
+/// `express()`, `new Hono()`, `Fastify()` / `fastify()`, `new Koa()` in this file.
+fn creates_app(src: &str) -> bool {
+    let re = regex::Regex::new(
+        r#"(\bexpress\s*\(\s*\)|new\s+Hono\s*(<[^>]*>)?\s*\(|\b[Ff]astify\s*\(|new\s+Koa\s*\(|require\(\s*['"](fastify|express)['"]\s*\)\s*\()"#,
+    )
+    .unwrap();
+    re.is_match(src)
 }
 
 fn help_for(provider: Option<Provider>) -> &'static str {
@@ -109,7 +122,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         let Some(root_scope) = model.scopes.first() else { continue };
         let Some(func) = root_scope.node() else { continue };
-        if mentions_verification(&code_of(cx.file.root(), cx.src()))
+        if compares_secret(cx.file.root(), cx.src())
+            || compares_secret(root_scope.file().root(), &root_scope.file().text)
+            || mentions_verification(&code_of(cx.file.root(), cx.src()))
             || mentions_verification(&code_of(root_scope.file().root(), &root_scope.file().text))
         {
             continue;
@@ -120,6 +135,13 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 verify::first_verification(n, src).is_some() || mentions_verification(&code_of(n, src))
             })
         }) {
+            continue;
+        }
+        // A router or plugin file is mounted elsewhere, possibly behind verifying middleware:
+        // only routes on an app this file creates are judged.
+        if matches!(handler.framework, Framework::Express | Framework::Koa | Framework::Hono | Framework::Fastify)
+            && !creates_app(&root_scope.file().text)
+        {
             continue;
         }
         // Route middleware may verify.

@@ -13,12 +13,13 @@ An update or upsert outside a guard (and outside a claim transaction) whose valu
 WHEN the delivery is processed rather than on the event:
 - a subscription/access period computed from the clock: `expiresAt: new Date(Date.now() + ...)`,
   `periodStart: new Date()`, `addMonths(new Date(), 1)`, `dayjs().add(1, "month")`,
-  `moment()`, `DateTime.now()`, SQL `period_end = now()`; only for period-like columns
+  `moment()`, `DateTime.now()`, `knex.fn.now()`, SQL `now()`; only for period-like columns
   (period, expires, renews, valid/until, trial, billing, access, paid through, start/end) and
   never for bookkeeping (`updatedAt`, `lastSeenAt`) or operational leases (`lockedUntil`,
   `retryAt`);
 - a usage counter reset to `0` (`usageCount: 0`, `requestsUsed: 0`);
-- credits/tokens/quota set from the plan (`credits: plan.credits`, `tokens: PLAN_LIMITS[tier]`).
+- credits/tokens/quota set from the plan or to a fixed amount (`credits: plan.credits`,
+  `tokens: PLAN_LIMITS[tier]`, `aiCredits: 500`); a balance set to a value is not reported.
 
 Values taken from the event (`new Date(event.created * 1000)`,
 `new Date(sub.current_period_end * 1000)`) and writes inside a guard `run` are not reported.
@@ -71,41 +72,102 @@ enum Finding {
     PlanGrant,
 }
 
+/// `currentPeriodEnd` / `current_period_end` → ["current", "period", "end"].
+fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for c in name.chars() {
+        if c == '_' || c == '-' || c == '.' || c == '$' {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+        } else if c.is_ascii_uppercase()
+            && !cur.is_empty()
+            && !cur.chars().last().is_some_and(|l| l.is_ascii_uppercase())
+        {
+            out.push(std::mem::take(&mut cur));
+            cur.push(c.to_ascii_lowercase());
+        } else {
+            cur.push(c.to_ascii_lowercase());
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
 fn period_name(name: &str) -> bool {
-    let l = name.to_ascii_lowercase();
-    let operational =
-        ["lock", "lease", "retry", "attempt", "visib", "ttl", "updated", "created", "lastseen", "processed"]
-            .iter()
-            .any(|w| l.contains(w));
-    !operational
-        && [
-            "period",
-            "expir",
-            "renew",
-            "valid",
-            "until",
-            "trial",
-            "billing",
-            "access",
-            "paidthrough",
-            "paid_through",
-            "start",
-            "end",
-            "cycle",
-            "grace",
-        ]
-        .iter()
-        .any(|w| l.contains(w))
+    let w = words(name);
+    let has = |x: &[&str]| w.iter().any(|v| x.contains(&v.as_str()));
+    !has(&[
+        "lock",
+        "locked",
+        "lease",
+        "retry",
+        "attempt",
+        "visible",
+        "ttl",
+        "updated",
+        "created",
+        "seen",
+        "processed",
+        "started",
+        "ended",
+        "sent",
+        "synced",
+        "last",
+    ]) && has(&[
+        "period",
+        "expires",
+        "expiry",
+        "expiration",
+        "expire",
+        "renews",
+        "renewal",
+        "renew",
+        "valid",
+        "until",
+        "trial",
+        "billing",
+        "access",
+        "through",
+        "start",
+        "starts",
+        "end",
+        "ends",
+        "cycle",
+        "grace",
+    ])
 }
 
 fn counter_name(name: &str) -> bool {
-    let l = name.to_ascii_lowercase();
-    l.contains("usage") || l.contains("used") || l.contains("consumed") || l.ends_with("count") || l.ends_with("_count")
+    let w = words(name);
+    let has = |x: &[&str]| w.iter().any(|v| x.contains(&v.as_str()));
+    has(&["usage", "used", "consumed"])
+        || (has(&["count"])
+            && has(&[
+                "request",
+                "requests",
+                "call",
+                "calls",
+                "api",
+                "generation",
+                "generations",
+                "message",
+                "messages",
+                "upload",
+                "uploads",
+                "export",
+                "exports",
+            ]))
 }
 
 fn credit_name(name: &str) -> bool {
-    let l = name.to_ascii_lowercase();
-    ["credit", "token", "quota", "allowance", "balance", "seats"].iter().any(|w| l.contains(w))
+    let w = words(name);
+    !w.iter().any(|v| v == "card")
+        && w.iter()
+            .any(|v| ["credit", "credits", "token", "tokens", "quota", "allowance", "balance"].contains(&v.as_str()))
 }
 
 /// Whether an expression reads the clock.
@@ -129,13 +191,18 @@ fn reads_clock(value: Node, src: &str) -> bool {
                 let clock = match p.as_slice() {
                     ["Date", "now"] | ["DateTime", "now"] | ["DateTime", "local"] => true,
                     ["dayjs"] | ["moment"] => ast::arguments(n).is_empty(),
+                    // knex.fn.now(), sequelize.fn('NOW')
+                    [.., "fn", "now"] => true,
+                    [.., "fn"] => {
+                        ast::arguments(n).first().is_some_and(|a| text(*a, src).to_ascii_lowercase().contains("now"))
+                    }
                     _ => false,
                 };
                 if clock {
                     found = true;
                 }
             }
-            "template_string" => {
+            "template_string" | "string" => {
                 let t = text(n, src).to_ascii_lowercase();
                 if t.contains("now()") || t.contains("current_timestamp") {
                     found = true;
@@ -148,11 +215,16 @@ fn reads_clock(value: Node, src: &str) -> bool {
     found
 }
 
+/// A grant taken from the plan (`plan.credits`, `PLAN_LIMITS[tier]`) or a fixed positive amount.
 fn plan_value(value: Node, src: &str) -> bool {
     let v = ast::unwrap_expr(value);
-    matches!(v.kind(), "member_expression" | "subscript_expression") && {
-        let t = text(v, src).to_ascii_lowercase();
-        t.contains("plan") || t.contains("tier") || t.contains("limit") || t.contains("product")
+    match v.kind() {
+        "member_expression" | "subscript_expression" => {
+            let t = text(v, src).to_ascii_lowercase();
+            t.contains("plan") || t.contains("tier") || t.contains("limit") || t.contains("product")
+        }
+        "number" => text(v, src).replace('_', "").parse::<f64>().is_ok_and(|n| n > 0.0),
+        _ => false,
     }
 }
 
@@ -164,19 +236,31 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             let src = &file.text;
             for call in ast::calls_in(func, false) {
                 let local = reach::resolve_call(cx.project, file, call).is_some();
-                let Some(effect) = effects::classify(call, src, local) else { continue };
-                if !matches!(effect.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) {
-                    continue;
-                }
+                let label = match effects::classify(call, src, local) {
+                    Some(e) if matches!(e.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) => e.label,
+                    Some(_) => continue,
+                    // Knex chains (`knex('t').where(...).update({...})`) the classifier leaves out.
+                    None if !local && is_query_builder_update(call, src) => ast::callee_path(call, src).join("."),
+                    None => continue,
+                };
                 if scope.guard_at(call).is_some_and(|g| g.dedupes()) {
                     continue;
                 }
                 for (pair, key, value, finding) in findings(call, func, src) {
-                    out.push(diagnostic(model, scope, pair, &key, value, finding, &effect.label));
+                    out.push(diagnostic(model, scope, pair, &key, value, finding, &label));
                 }
             }
         }
     }
+}
+
+/// `knex('t').where(...).update({...})`: an update at the end of a builder chain.
+fn is_query_builder_update(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    path.len() >= 2
+        && path.first().is_some_and(|p| p.ends_with("()"))
+        && path.last().is_some_and(|l| l == "update")
+        && ast::arguments(call).first().is_some_and(|a| a.kind() == "object")
 }
 
 /// (pair, column name, value expression, what) for every processing-time value a write sets.
@@ -233,7 +317,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
             out.push((n, key, value, Finding::Clock));
         } else if counter_name(&key) && text(value, src) == "0" {
             out.push((n, key, value, Finding::CounterReset));
-        } else if credit_name(&key) && plan_value(value, src) {
+        } else if credit_name(&key) && !words(&key).iter().any(|w| w == "balance") && plan_value(value, src) {
             out.push((n, key, value, Finding::PlanGrant));
         }
         n.kind() != "pair" || value.kind() == "object"
@@ -348,4 +432,22 @@ fn clock_edits(value: Node, var: &str, src: &str) -> Option<Vec<Edit>> {
         true
     });
     (!edits.is_empty() && !unsupported).then_some(edits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_names() {
+        assert_eq!(words("currentPeriodEnd"), ["current", "period", "end"]);
+        assert_eq!(words("current_period_end"), ["current", "period", "end"]);
+        assert!(period_name("currentPeriodEnd") && period_name("accessUntil") && period_name("trialEndsAt"));
+        assert!(period_name("expiresAt") && period_name("period_start"));
+        assert!(!period_name("startedAt") && !period_name("sendAt") && !period_name("updatedAt"));
+        assert!(!period_name("lockedUntil") && !period_name("lastSeenAt"));
+        assert!(counter_name("requestsUsed") && counter_name("usageCount") && counter_name("apiCallCount"));
+        assert!(!counter_name("failedPaymentCount") && !counter_name("retryCount"));
+        assert!(credit_name("aiCredits") && !credit_name("creditCardLast4"));
+    }
 }

@@ -63,7 +63,8 @@ app.use(express.json());
   `export const config = { api: { bodyParser: false } }`.
 Everything else is display-only: the handler also reads the parsed `req.body`, the parser is
 mounted in another file, or Fastify needs a content-type parser registered on the instance
-(`addContentTypeParser('application/json', { parseAs: 'buffer' }, ...)`).
+(`addContentTypeParser('application/json', { parseAs: 'buffer' }, ...)`), and NestJS `@Body()`
+needs `rawBody: true` and `req.rawBody`.
 
 Note: a route-level `express.raw()` that runs after an app-level `express.json()` still sees a
 parsed body (body-parser skips bodies already read); the rule follows the catalogue and stays
@@ -118,11 +119,23 @@ fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> O
                 .then_some(expr)
         }
         "identifier" if depth < 2 => {
+            if body_decorated_parameter(func, text(expr, src), src) {
+                return Some(expr);
+            }
             let init = ast::find_binding_init(func, text(expr, src), src, expr.start_byte())?;
             parsed_body(init, func, src, depth + 1).map(|_| expr)
         }
         _ => None,
     }
+}
+
+/// NestJS `@Body() body`: the parsed JSON.
+fn body_decorated_parameter(func: Node, name: &str, src: &str) -> bool {
+    let Some(params) = func.child_by_field_name("parameters") else { return false };
+    ast::named_children(params).into_iter().any(|p| {
+        p.child_by_field_name("pattern").is_some_and(|n| text(n, src) == name)
+            && ast::named_children(p).iter().any(|d| d.kind() == "decorator" && text(*d, src).starts_with("@Body("))
+    })
 }
 
 fn classify_payload<'t>(payload: Node<'t>, func: Node<'t>, src: &str) -> Option<(Payload<'t>, Option<Node<'t>>)> {
@@ -224,7 +237,7 @@ fn stringify_fix(
 fn manual_fix() -> Fix {
     Fix::display_only(
         "verify the raw request bytes",
-        "give the verifier the unparsed body: `express.raw({ type: 'application/json' })` on the route (registered before `express.json()`), `await req.text()` in fetch-style handlers, `bodyParser: false` in the Next.js pages router, a buffer content-type parser in Fastify",
+        "give the verifier the unparsed body: `express.raw({ type: 'application/json' })` on the route (registered before `express.json()`), `await req.text()` in fetch-style handlers, `bodyParser: false` in the Next.js pages router, a buffer content-type parser in Fastify, `NestFactory.create(AppModule, { rawBody: true })` and `req.rawBody` (from `@Req() req: RawBodyRequest<Request>`) in NestJS",
     )
 }
 
@@ -277,26 +290,83 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     let Some(func) = scope.node() else { return };
     let src = cx.src();
     let Some(req) = model.handler.request.as_deref() else { return };
-    let payloads = verifies_req_body(func, req, src);
-    let Some(first) = payloads.first() else { return };
     let root = cx.file.root();
     let Some(reg) = express_app::registration(root, func, src) else { return };
     if ast::arguments(reg).iter().any(|a| express_app::is_raw_parser(*a, src)) {
         return;
     }
     let Some(mount) = json_mount_before(root, reg, src) else { return };
+    // The verification: in the handler, or in a helper the handler passes `req` to.
+    let helpers = req_helpers(cx, func, req);
+    let mut site: Option<(&Arc<SourceFile>, Node, bool)> = None;
+    if let Some(first) = verifies_req_body(func, req, src).first() {
+        site = Some((cx.file, *first, true));
+    } else {
+        for (def, param) in &helpers {
+            let Some(node) = def.node() else { continue };
+            let hsrc = &def.file.text;
+            let payloads = verifies_req_body(node, param, hsrc);
+            if let Some(first) = payloads.first() {
+                let clean = only_verified(node, &format!("{param}.body"), &payloads, hsrc);
+                site = Some((&def.file, *first, clean));
+                break;
+            }
+        }
+    }
+    let Some((file, payload, helper_clean)) = site else { return };
     let (line, _) = cx.file.line_col(mount.use_call.start_byte());
+    let at = if Arc::ptr_eq(file, cx.file) {
+        format!("line {line}")
+    } else {
+        let name = cx.file.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        format!("{name} line {line}")
+    };
     let message = format!(
-        "`{}` parses the body before this webhook route (line {line}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled",
+        "`{}` parses the body before this webhook route ({at}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled",
         text(mount.parser, src)
     );
-    let fix = express_fix(cx, model, func, &format!("{req}.body"), None).unwrap_or_else(manual_fix);
+    let fix = if helper_clean {
+        express_fix(cx, model, func, &format!("{req}.body"), None).unwrap_or_else(manual_fix)
+    } else {
+        manual_fix()
+    };
+    let mut fix = fix;
+    if !Arc::ptr_eq(file, cx.file) {
+        fix.target = Some(cx.file.path.clone());
+    }
     out.push(
-        Diagnostic::new(RULE.id, cx.file, *first, message)
+        Diagnostic::new(RULE.id, file, payload, message)
             .in_handler(model, scope)
             .help("register the webhook route before `express.json()` with `express.raw({ type: 'application/json' })`")
             .with_fix(Some(fix)),
     );
+}
+
+/// Project functions the handler passes its request to, with the parameter that receives it.
+fn req_helpers(cx: &Context, func: Node, req: &str) -> Vec<(crate::project::FunctionDef, String)> {
+    let src = cx.src();
+    let mut out = Vec::new();
+    for call in ast::calls_in(func, false) {
+        let Some(index) = ast::arguments(call).iter().position(|a| text(*a, src) == req) else { continue };
+        let Some(def) = crate::model::reach::resolve_call(cx.project, cx.file, call) else { continue };
+        let param = def
+            .node()
+            .and_then(|n| ast::parameter(n, index))
+            .filter(|p| p.kind() == "identifier")
+            .map(|p| text(p, &def.file.text).to_string());
+        if let Some(param) = param {
+            out.push((def, param));
+        }
+    }
+    out
+}
+
+/// Whether `req.body` is read only by the verification in `func`.
+fn only_verified(func: Node, req_body: &str, verified: &[Node], src: &str) -> bool {
+    ast::descendants_of_kind(func, "member_expression")
+        .into_iter()
+        .filter(|m| text(*m, src) == req_body)
+        .all(|u| verified.iter().any(|v| ast::contains(*v, u)))
 }
 
 /// The JSON parser that runs before `reg`'s route: on the same app/router, or on the app a
@@ -330,19 +400,13 @@ fn express_fix(cx: &Context, model: &HandlerModel, func: Node, req_body: &str, s
     let express = express_binding(file)?;
     let reg = express_app::registration(root, func, src)?;
     // The handler must not read the parsed body anywhere but in the verification.
-    let uses: Vec<Node> = ast::descendants_of_kind(func, "member_expression")
-        .into_iter()
-        .filter(|m| text(*m, src) == req_body)
-        .filter(|m| m.parent().is_none_or(|p| p.kind() != "member_expression" || text(p, src) == req_body))
-        .collect();
     let verified: Vec<Node> = match stringify {
         Some(s) => vec![s],
         None => verifies_req_body(func, model.handler.request.as_deref()?, src),
     };
-    if uses.iter().any(|u| !verified.iter().any(|v| ast::contains(*v, *u) || text(*v, src) == text(*u, src))) {
+    if !only_verified(func, req_body, &verified, src) {
         return None;
     }
-    // `const payload = req.body` bindings are fine only through the verified payload.
     let q = file.style().quote;
     let raw = format!("{express}.raw({{ type: {q}application/json{q} }}), ");
     let handler_arg = ast::arguments(reg).get(1).copied()?;
@@ -351,6 +415,10 @@ fn express_fix(cx: &Context, model: &HandlerModel, func: Node, req_body: &str, s
         edits.push(Edit::replace(s.start_byte(), s.end_byte(), req_body.to_string()));
     }
     let mount = json_mount_same_target(root, reg, src);
+    // A parser on the app in front of the router: a route-level raw parser comes too late.
+    if mount.is_none() && json_mount_before(root, reg, src).is_some() {
+        return None;
+    }
     match mount {
         None => edits.push(Edit::insert(handler_arg.start_byte(), raw)),
         Some(m) => {
@@ -462,21 +530,19 @@ fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     if disabled.is_match(src) {
         return;
     }
-    let Some((vscope, call)) = model
-        .scopes
-        .iter()
-        .find_map(|s| s.node().and_then(|f| verify::first_verification(f, &s.file().text)).map(|c| (s, c)))
-    else {
+    let Some((vscope, call)) = model.scopes.iter().find_map(|s| {
+        // A verification over the payload (a header token compared alone needs no raw body).
+        s.node().and_then(|f| verify::verified_payloads(f, &s.file().text).first().map(|(c, _)| *c)).map(|c| (s, c))
+    }) else {
         return;
     };
-    let reads_stream = ["buffer(", "getRawBody(", "rawBody(", ".on('data'", ".on(\"data\"", "for await", "text("]
-        .iter()
-        .any(|m| model.scopes.iter().any(|s| s.node().is_some_and(|n| text(n, &s.file().text).contains(m))));
+    let reads_stream =
+        ["buffer(", "getRawBody(", "rawBody(", ".on('data'", ".on(\"data\"", "for await", "arrayBuffer("]
+            .iter()
+            .any(|m| model.scopes.iter().any(|s| s.node().is_some_and(|n| text(n, &s.file().text).contains(m))));
     let has_config = crate::regex!(r"export\s+(const|let|var)\s+config\b").is_match(src);
     let fix = if reads_stream && !has_config && src.contains("export default") {
         let style = file.style();
-        let q = style.quote;
-        let _ = q;
         let sep = if src.ends_with('\n') { "" } else { style.eol };
         let u = &style.indent_unit;
         let eol = style.eol;
@@ -509,7 +575,7 @@ fn fastify_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let Some(func) = scope.node() else { return };
     let Some(req) = model.handler.request.as_deref() else { return };
     let creates_instance = crate::regex!(r"(?i)\bfastify\s*\(").is_match(src);
-    let lower = src.to_ascii_lowercase();
+    let lower = stmts::code_without_comments(file.root(), src).to_ascii_lowercase();
     if !creates_instance
         || lower.contains("addcontenttypeparser")
         || lower.contains("rawbody")

@@ -48,8 +48,11 @@ Moves the statement holding the call to right after the transaction statement, w
 direct statement of the transaction callback, uses nothing declared inside the callback (the
 `tx` client, locals), and the transaction is an `await`ed statement (not `return`ed). The call
 then runs only after the commit; review that a failure there is retried (give the call an
-idempotency key) or use an outbox row. Everything else (guard callbacks, pg BEGIN/COMMIT
-blocks, calls using values computed in the transaction, callees) gets a display-only fix.
+idempotency key) or use an outbox row. In a `BEGIN … COMMIT` (or `startTransaction()` …
+`commitTransaction()`) block, the statement moves to just after the COMMIT statement of the same
+block; its failure then no longer rolls the transaction back, and a `catch` that sends
+ROLLBACK/abort runs after a commit: review both. Everything else (guard callbacks, calls using
+values computed in the transaction callback, callees) gets a display-only fix.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -84,12 +87,39 @@ fn tx_context<'t>(node: Node<'t>, scope: &Scope, src: &str) -> Option<TxContext<
     if let Some(kind) = guards::guard_at(node, src) {
         return Some(TxContext { kind, callback: None, opener: None });
     }
+    if in_unmanaged_transaction(node, src) {
+        return Some(TxContext { kind: GuardKind::Transaction, callback: None, opener: None });
+    }
     match scope.guarded {
         Some(k @ (GuardKind::Transaction | GuardKind::ClaimTransaction)) => {
             Some(TxContext { kind: k, callback: None, opener: None })
         }
         _ => None,
     }
+}
+
+/// Between `session.startTransaction()` / `const t = await sequelize.transaction()` and the
+/// matching `commitTransaction()` / `t.commit()` of the same function.
+fn in_unmanaged_transaction(node: Node, src: &str) -> bool {
+    let Some(func) = ast::enclosing_function(node) else { return false };
+    let calls = ast::calls_in(func, true);
+    let opened = calls.iter().any(|c| {
+        c.end_byte() <= node.start_byte() && {
+            let name = ast::callee_name(*c, src).unwrap_or_default();
+            name == "startTransaction"
+                || (matches!(name.as_str(), "transaction" | "beginTransaction")
+                    && !ast::arguments(*c).iter().any(|a| ast::is_function(*a)))
+        }
+    });
+    let committed_after = calls.iter().any(|c| {
+        c.start_byte() >= node.end_byte()
+            && ast::callee_name(*c, src).is_some_and(|n| n == "commitTransaction" || n == "commit")
+    });
+    let committed_before = calls.iter().any(|c| {
+        c.end_byte() <= node.start_byte()
+            && ast::callee_name(*c, src).is_some_and(|n| n == "commitTransaction" || n == "commit")
+    });
+    opened && committed_after && !committed_before
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
@@ -109,6 +139,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     (GuardKind::Guard, _) => "the guard's database transaction",
                     (_, Some(_)) => "a database transaction",
                     (_, None) if guards::guard_at(call, src).is_some() => "a BEGIN … COMMIT transaction",
+                    (_, None) if in_unmanaged_transaction(call, src) => {
+                        "an open transaction (committed later in this function)"
+                    }
                     _ => "a database transaction (it is called from inside one)",
                 };
                 let possible =
@@ -136,9 +169,9 @@ fn manual(reason: &str) -> Fix {
 fn fix(file: &SourceFile, call: Node, tx: &TxContext) -> Fix {
     let src = &file.text;
     let (Some(callback), Some(opener)) = (tx.callback, tx.opener) else {
-        return manual(
-            "the transaction is not a callback in this function: move the call after COMMIT by hand, or write an outbox row",
-        );
+        return after_commit_statement(file, call).unwrap_or_else(|| {
+            manual("the transaction is not a callback in this function: move the call after COMMIT by hand, or write an outbox row")
+        });
     };
     if tx.kind == GuardKind::Guard {
         return manual(
@@ -180,4 +213,37 @@ fn fix(file: &SourceFile, call: Node, tx: &TxContext) -> Fix {
     Fix::unsafe_("move the call after the transaction commits", edits).with_note(
         "the call now runs only after the commit; if it fails, the DB work is already committed: give it an idempotency key so a retry can redo it, or use an outbox row",
     )
+}
+
+/// `BEGIN … effect … COMMIT` in one block: moves the effect's statement to just after the
+/// statement that sends COMMIT (`client.query('COMMIT')`, `session.commitTransaction()`).
+fn after_commit_statement(file: &SourceFile, call: Node) -> Option<Fix> {
+    let src = &file.text;
+    let stmt = ast::enclosing_statement(call)?;
+    if stmt.kind() != "expression_statement" || !stmts::owns_its_lines(file, stmt) {
+        return None;
+    }
+    let block = stmt.parent().filter(|b| b.kind() == "statement_block")?;
+    let commit = ast::named_children(block).into_iter().find(|s| {
+        s.start_byte() > stmt.end_byte()
+            && ast::calls_in(*s, true).iter().any(|c| {
+                let name = ast::callee_name(*c, src).unwrap_or_default();
+                name == "commitTransaction"
+                    || name == "commit"
+                    || effects::sql_text(*c, &ast::arguments(*c), src).is_some_and(|q| {
+                        q.to_ascii_uppercase().trim_start_matches(['`', '"', '\'']).starts_with("COMMIT")
+                    })
+            })
+    })?;
+    if commit.kind() != "expression_statement" || !stmts::owns_its_lines(file, commit) {
+        return None;
+    }
+    let moved = stmts::reindented_lines(file, stmt, file.indent_at(commit.start_byte()));
+    let edits = vec![
+        Edit::delete(file.line_start(stmt.start_byte()), stmts::line_end_with_break(file, stmt.end_byte())),
+        Edit::insert(stmts::line_end_with_break(file, commit.end_byte()), moved),
+    ];
+    Some(Fix::unsafe_("move the call after COMMIT", edits).with_note(
+        "the call now runs only after the commit, and its failure no longer rolls the transaction back: give it an idempotency key so a retry can redo it, or use an outbox row",
+    ))
 }

@@ -4,6 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Edit, Fix, text as fixtext};
 use crate::model::Framework;
 use crate::model::ast::{self, text};
+use crate::model::stmts;
 use crate::source::{Dialect, SourceFile};
 use tree_sitter::Node;
 
@@ -54,8 +55,12 @@ For a `for...of` loop over `event.Records` directly in the handler with no other
 declares `batchItemFailures`, wraps the loop body in `try/catch` that logs the error and pushes
 `{ itemIdentifier: record.messageId }`, and returns `{ batchItemFailures }` at the end of the
 handler. Review: enable `ReportBatchItemFailures` on the event source mapping; a handler typed
-to return `void` needs `SQSBatchResponse`. Other shapes (`Promise.all(map)`, rethrowing catches)
-get a display-only fix.
+to return `void` needs `SQSBatchResponse` (an explicit `Promise<void>` return type is rewritten).
+For `await Promise.all(event.Records.map(...))` as a statement of the handler: switches to
+`Promise.allSettled` and returns the rejected records' `messageId`s as `batchItemFailures`.
+A loop body that is one `try` whose `catch` rethrows its error: the `throw` becomes the
+`batchItemFailures.push(...)`. Other shapes (nested loops, handlers that already return,
+several rethrows) get a display-only fix.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -104,8 +109,14 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
         }
         match n.kind() {
             "for_in_statement" => {
-                let right = n.child_by_field_name("right").map(|r| text(r, src)).unwrap_or("");
-                if right.ends_with(".Records") || right == "Records" {
+                let right = n.child_by_field_name("right");
+                let bound = right
+                    .filter(|r| r.kind() == "identifier")
+                    .and_then(|r| ast::find_binding_init(func, text(r, src), src, r.start_byte()))
+                    .map(|i| text(ast::unwrap_expr(i), src));
+                let right = right.map(|r| text(r, src)).unwrap_or("");
+                let records = |t: &str| t.ends_with(".Records") || t == "Records";
+                if records(right) || bound.is_some_and(records) {
                     found = n.child_by_field_name("body").map(|b| (n, b));
                 }
             }
@@ -167,6 +178,11 @@ fn manual(reason: &str) -> Fix {
 
 fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
     let src = &file.text;
+    if lp.kind() == "call_expression"
+        && let Some(fix) = all_settled_fix(file, func, lp)
+    {
+        return fix;
+    }
     if lp.kind() != "for_in_statement" || body.kind() != "statement_block" {
         return manual(
             "catch each record's failure, collect `{ itemIdentifier: record.messageId }` and return `{ batchItemFailures }`",
@@ -205,31 +221,75 @@ fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
     let (Some(first), Some(last)) = (stmts.first(), stmts.last()) else {
         return manual("empty loop body");
     };
-    if ["batchItemFailures", "err"].iter().any(|n| ast::mentions_identifier(func, src, n)) {
-        return manual("`batchItemFailures` or `err` is already used in the handler");
+    if ast::mentions_identifier(func, src, "batchItemFailures") {
+        return manual("`batchItemFailures` is already used in the handler");
     }
     let style = file.style();
     let semi = style.semi();
     let eol = style.eol;
-    let unit = &style.indent_unit;
     let loop_indent = file.indent_at(lp.start_byte()).to_string();
-    let inner = file.indent_at(first.start_byte()).to_string();
     let ty = if file.dialect == Dialect::TypeScript || file.path.extension().is_some_and(|e| e == "tsx") {
         ": { itemIdentifier: string }[]"
     } else {
         ""
     };
-    let mut edits = vec![Edit::insert(
+    let declare = Edit::insert(
         file.line_start(lp.start_byte()),
         format!("{loop_indent}const batchItemFailures{ty} = []{semi}{eol}"),
-    )];
+    );
+    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment").unwrap_or(lp);
+    let ret = Edit::insert(
+        fixtext::line_end(file, last_stmt.end_byte()),
+        format!("{eol}{loop_indent}return {{ batchItemFailures }}{semi}"),
+    );
+    // try { ... } catch (e) { ...; throw e }: the rethrow becomes the report.
+    let real: Vec<&Node> = stmts.iter().filter(|s| s.kind() != "comment").collect();
+    if let [only] = real.as_slice()
+        && only.kind() == "try_statement"
+        && only.child_by_field_name("finalizer").is_none()
+        && let Some(handler) = only.child_by_field_name("handler")
+        && let Some(cblock) = handler.child_by_field_name("body")
+    {
+        let throws = ast::descendants_of_kind(handler, "throw_statement");
+        let param = handler.child_by_field_name("parameter").map(|p| text(p, src).to_string());
+        return match throws.as_slice() {
+            [t] if t.parent() == Some(cblock)
+                && t.named_child(0).is_some_and(|e| Some(text(e, src).to_string()) == param)
+                && stmts::owns_its_lines(file, *t) =>
+            {
+                let edits = vec![
+                    declare,
+                    Edit::replace(
+                        t.start_byte(),
+                        t.end_byte(),
+                        format!("batchItemFailures.push({{ itemIdentifier: {record} }}){semi}"),
+                    ),
+                    ret,
+                ]
+                .into_iter()
+                .chain(void_return_edit(func, src))
+                .collect();
+                Fix::unsafe_("report the failed record instead of failing the batch", edits).with_note(
+                    "enable ReportBatchItemFailures on the SQS event source mapping, or Lambda ignores the response",
+                )
+            }
+            _ => manual(
+                "the catch rethrows in several places: push `{ itemIdentifier: record.messageId }` to `batchItemFailures` instead",
+            ),
+        };
+    }
+    if ast::mentions_identifier(func, src, "err") {
+        return manual("`batchItemFailures` or `err` is already used in the handler");
+    }
+    let unit = &style.indent_unit;
+    let inner = file.indent_at(first.start_byte()).to_string();
+    let mut edits = vec![declare];
     let close = format!(
         "}} catch (err) {{{eol}{inner}{unit}console.error(err){semi}{eol}{inner}{unit}batchItemFailures.push({{ itemIdentifier: {record} }}){semi}{eol}{inner}}}"
     );
     edits.extend(fixtext::wrap_statements(file, body, *first, *last, "try {", &close));
-    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment").unwrap_or(lp);
-    let end = fixtext::line_end(file, last_stmt.end_byte());
-    edits.push(Edit::insert(end, format!("{eol}{loop_indent}return {{ batchItemFailures }}{semi}")));
+    edits.push(ret);
+    edits.extend(void_return_edit(func, src));
     Fix::unsafe_("collect per-record failures and return `{ batchItemFailures }`", edits).with_note(
         "enable ReportBatchItemFailures on the SQS event source mapping, or Lambda ignores the response; a handler typed to return void must return SQSBatchResponse",
     )
@@ -245,4 +305,62 @@ fn is_sqs(func: Node, src: &str) -> bool {
         return false;
     }
     src.contains("SQS") || t.contains("messageId") || t.contains("receiptHandle") || t.contains(".body")
+}
+
+/// `await Promise.all(event.Records.map(async (record) => ...))` as a statement of the handler:
+/// `Promise.allSettled`, then the rejected records' ids as `batchItemFailures`.
+fn all_settled_fix(file: &SourceFile, func: Node, map_call: Node) -> Option<Fix> {
+    let src = &file.text;
+    let fbody = ast::function_body(func).filter(|b| b.kind() == "statement_block")?;
+    let all = ast::ancestors(map_call).find(|a| a.kind() == "call_expression")?;
+    if ast::callee_path(all, src) != ["Promise", "all"] {
+        return None;
+    }
+    let stmt = ast::enclosing_statement(all)?;
+    let awaited = stmt.named_child(0).filter(|e| e.kind() == "await_expression")?;
+    if stmt.kind() != "expression_statement" || stmt.parent() != Some(fbody) || ast::unwrap_expr(awaited) != all {
+        return None;
+    }
+    let has_return =
+        ast::descendants_of_kind(fbody, "return_statement").iter().any(|r| ast::enclosing_function(*r) == Some(func));
+    if has_return || ast::mentions_identifier(func, src, "results") {
+        return None;
+    }
+    let records = map_call.child_by_field_name("function")?.child_by_field_name("object")?;
+    let records = text(records, src);
+    let callee = all.child_by_field_name("function")?;
+    let style = file.style();
+    let semi = style.semi();
+    let eol = style.eol;
+    let unit = &style.indent_unit;
+    let indent = file.indent_at(stmt.start_byte()).to_string();
+    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment")?;
+    let end = fixtext::line_end(file, last_stmt.end_byte());
+    let ret = format!(
+        "{eol}{indent}return {{{eol}{indent}{unit}batchItemFailures: results.flatMap((result, i) =>{eol}{indent}{unit}{unit}result.status === {q}rejected{q} ? [{{ itemIdentifier: {records}[i].messageId }}] : [],{eol}{indent}{unit}),{eol}{indent}}}{semi}",
+        q = style.quote
+    );
+    let mut edits = vec![
+        Edit::insert(awaited.start_byte(), "const results = "),
+        Edit::replace(callee.start_byte(), callee.end_byte(), "Promise.allSettled"),
+        Edit::insert(end, ret),
+    ];
+    edits.extend(void_return_edit(func, src));
+    Some(Fix::unsafe_("settle every record and return the rejected ones as `batchItemFailures`", edits).with_note(
+        "enable ReportBatchItemFailures on the SQS event source mapping, or Lambda ignores the response; a handler typed to return void must return SQSBatchResponse",
+    ))
+}
+
+/// `async function handler(event): Promise<void>` must return the batch response now.
+fn void_return_edit(func: Node, src: &str) -> Option<Edit> {
+    let ty = func.child_by_field_name("return_type")?;
+    let t = text(ty, src).trim_start_matches(':').trim();
+    let inner = ty.named_child(0).unwrap_or(ty);
+    (t == "Promise<void>" || t == "void").then(|| {
+        Edit::replace(
+            inner.start_byte(),
+            inner.end_byte(),
+            "Promise<{ batchItemFailures: { itemIdentifier: string }[] }>",
+        )
+    })
 }

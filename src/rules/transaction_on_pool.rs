@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Edit, Fix, text as fixtext};
 use crate::model::ast::{self, text};
 use crate::model::pg_pool::{self, Receiver};
-use crate::model::{effects, stmts};
+use crate::model::{effects, reach, stmts};
 use crate::source::SourceFile;
 use tree_sitter::Node;
 
@@ -15,7 +15,9 @@ transaction's statements and `COMMIT` on the same pool. A receiver counts as a p
 bound to `new Pool(...)` / `new pg.Pool(...)` (in the file, or exported by a project module
 such as `db.ts`), typed `Pool`, or named `pool` with no other binding. A client from
 `await pool.connect()`, a `Client`, or a client passed into a helper as a parameter is not a
-pool. A single multi-statement string (`'BEGIN; ...; COMMIT'`) runs on one connection and is
+pool. A project wrapper that forwards to a pool (`module.exports = { query: (text, params) =>
+pool.query(text, params) }`, `export async function query(...) { return pool.query(...) }`, the
+node-postgres docs' layout) is reported too, with a display-only fix. A single multi-statement string (`'BEGIN; ...; COMMIT'`) runs on one connection and is
 not reported.
 
 ## Why retries break it
@@ -73,8 +75,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             let src = &file.text;
             let mut reported: Vec<Node> = Vec::new();
             for call in ast::calls_in(func, false) {
-                let Some(receiver) = query_receiver(call, src) else { continue };
-                let sql = effects::sql_text(call, &ast::arguments(call), src).unwrap_or_default();
+                let sql = begin_sql(call, src);
                 if !pg_pool::is_begin(&sql) {
                     continue;
                 }
@@ -82,22 +83,55 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if reported.contains(&owner) {
                     continue;
                 }
-                if pg_pool::receiver_kind(cx.project, file, receiver) != Receiver::Pool {
-                    continue;
-                }
+                let receiver = query_receiver(call, src);
+                let kind = match receiver {
+                    Some(r) => pg_pool::receiver_kind(cx.project, file, r),
+                    // `query('BEGIN')`: a project helper forwarding to `pool.query`
+                    None => match reach::resolve_call(cx.project, file, call) {
+                        Some(def) if def.node().is_some_and(|f| pg_pool::wraps_pool(cx.project, &def.file, f, 0)) => {
+                            Receiver::PoolWrapper
+                        }
+                        _ => Receiver::Unknown,
+                    },
+                };
+                let through = match (kind, receiver) {
+                    (Receiver::Pool, Some(r)) => format!("the pool `{}`", text(r, src)),
+                    (Receiver::PoolWrapper, Some(r)) => format!("`{}.query` (it forwards to a pool)", text(r, src)),
+                    (Receiver::PoolWrapper, None) => {
+                        format!("`{}` (it forwards to a pool)", ast::callee_path(call, src).join("."))
+                    }
+                    _ => continue,
+                };
                 reported.push(owner);
                 let message = format!(
-                    "`BEGIN` is sent through the pool `{}`: each `query` may run on a different connection, so the transaction is not atomic; a crash part-way leaves partial writes that a retry then runs into",
-                    text(receiver, src)
+                    "`BEGIN` is sent through {through}: each `query` may run on a different connection, so the transaction is not atomic; a crash part-way leaves partial writes that a retry then runs into"
                 );
+                let fix = match (kind, receiver) {
+                    (Receiver::Pool, Some(r)) => fix(file, owner, call, r),
+                    _ => manual(
+                        "export a way to check out one client (`getClient = () => pool.connect()`), run BEGIN … COMMIT on that client and release it in `finally`",
+                    ),
+                };
                 out.push(
                     Diagnostic::new(RULE.id, file, call, message)
                         .in_handler(model, scope)
                         .help("check out one client with `await pool.connect()` and run BEGIN … COMMIT on it, releasing it in `finally`")
-                        .with_fix(Some(fix(file, owner, call, receiver))),
+                        .with_fix(Some(fix)),
                 );
             }
         }
+    }
+}
+
+/// The SQL of a `x.query(...)` or bare `query(...)` call.
+fn begin_sql(call: Node, src: &str) -> String {
+    let is_query = ast::callee_name(call, src).is_some_and(|n| n == "query");
+    if !is_query {
+        return String::new();
+    }
+    match ast::arguments(call).first() {
+        Some(a) if matches!(a.kind(), "string" | "template_string") => text(*a, src).to_string(),
+        _ => effects::sql_text(call, &ast::arguments(call), src).unwrap_or_default(),
     }
 }
 
