@@ -353,7 +353,12 @@ fn run_fix(args: FixArgs) -> ExitCode {
     for e in &report.errors {
         eprintln!("error: {e}");
     }
-    if args.write {
+    if let (true, Some((path, text))) = (args.write, &engine.options.stdin) {
+        // Source from stdin goes back to stdout (as editors and formatters expect); nothing
+        // on disk is touched.
+        let fixed = report.files.iter().find(|f| &f.path == path).map_or(text.as_str(), |f| f.fixed.as_str());
+        print!("{fixed}");
+    } else if args.write {
         for f in &changed {
             if let Err(e) = retrysafe::fix::write::write_atomic(&f.path, &f.fixed) {
                 eprintln!("error: {}: cannot write: {e}", f.path.display());

@@ -379,3 +379,24 @@ app.post("/webhooks/stripe", express.raw({ type: "application/json" }), async (r
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     assert!(stdout(&o).contains("syncToErp"), "{}", stdout(&o));
 }
+
+#[test]
+fn fix_with_stdin_prints_the_fixed_source_and_writes_nothing() {
+    let dir = project(&[("server.ts", "// on disk\n")]);
+    let mut child = bin()
+        .args(["fix", "--stdin-filename", "server.ts", SELECT, "--write"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(STRIPE_HANDLER.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("{ idempotencyKey: `refund:${event.id}` }"), "{out}");
+    assert!(out.starts_with("import express"), "{out}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("server.ts")).unwrap(), "// on disk\n");
+}
