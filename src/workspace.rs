@@ -89,7 +89,7 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             ".route(",
             "@Post(",
             "@Processor(",
-            "new Worker(",
+            "new Worker",
             ".process(",
             "Records",
             "SQSEvent",

@@ -400,3 +400,15 @@ fn fix_with_stdin_prints_the_fixed_source_and_writes_nothing() {
     assert!(out.starts_with("import express"), "{out}");
     assert_eq!(std::fs::read_to_string(dir.path().join("server.ts")).unwrap(), "// on disk\n");
 }
+
+#[test]
+fn prefilter_keeps_generic_worker_constructors() {
+    let worker = r#"import { Worker } from "bullmq";
+export const w = new Worker<{ to: string }>("emails", async (job) => {
+  await emailQueue.add("followup", { to: job.data.to });
+});
+"#;
+    let dir = project(&[("src/worker.ts", worker)]);
+    let o = run(&["check", ".", "--select=queue-add-without-job-id"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}
