@@ -31,6 +31,8 @@ pub enum Framework {
     Pubsub,
     Inngest,
     TriggerDev,
+    /// Octokit `webhooks.on(event, fn)`: called once per verified GitHub delivery.
+    Octokit,
 }
 
 impl Framework {
@@ -45,6 +47,7 @@ impl Framework {
                 | Framework::Pubsub
                 | Framework::Inngest
                 | Framework::TriggerDev
+                | Framework::Octokit
         )
     }
 
@@ -164,7 +167,20 @@ impl<'a> Finder<'a> {
                 Some(def) => (def.span, def.file),
                 None => return,
             }
+        } else if func.kind() == "member_expression" {
+            // controller.handleWebhook
+            match self.resolve_method(func) {
+                Some(def) => (def.span, def.file),
+                None => return,
+            }
         } else if func.kind() == "call_expression" {
+            // controller.handleWebhook.bind(controller)
+            if let Some(callee) = func.child_by_field_name("function").filter(|f| f.kind() == "member_expression")
+                && callee.child_by_field_name("property").is_some_and(|p| text(p, self.src()) == "bind")
+                && let Some(object) = callee.child_by_field_name("object")
+            {
+                return self.push(object, name, framework, route_hint);
+            }
             // wrapped: withAuth(async (req) => ...)
             match ast::arguments(func).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier") {
                 Some(inner) => return self.push(inner, name, framework, route_hint),
@@ -189,6 +205,7 @@ impl<'a> Finder<'a> {
             Framework::Pubsub => Some(Provider::Pubsub),
             Framework::Inngest => Some(Provider::Inngest),
             Framework::TriggerDev => Some(Provider::Trigger),
+            Framework::Octokit => Some(Provider::Github),
             _ => providers::detect(body_text)
                 .or_else(|| providers::detect(&self.file.text))
                 .or_else(|| provider_from_words(route_hint)),
@@ -225,6 +242,42 @@ impl<'a> Finder<'a> {
         let target = self.project.resolve(&self.file.path, &import.source)?;
         let target = self.project.load(&target).ok()?;
         self.project.exported_function(&target, &import.imported, 0)
+    }
+
+    /// `object.method` as a route handler: a method of the class or object that `object` names
+    /// (here or in the module it is imported from), or a function that module exports.
+    fn resolve_method(&self, member: Node) -> Option<project::FunctionDef> {
+        let src = self.src();
+        let object = member.child_by_field_name("object").filter(|o| o.kind() == "identifier")?;
+        let method = text(member.child_by_field_name("property")?, src);
+        let object = text(object, src);
+        let file = match project::imports(self.file).into_iter().find(|i| i.local == object) {
+            Some(import) => {
+                let target = self.project.resolve(&self.file.path, &import.source)?;
+                let target = self.project.load(&target).ok()?;
+                if let Some(def) = self.project.exported_function(&target, method, 0) {
+                    return Some(def);
+                }
+                target
+            }
+            None => self.file.clone(),
+        };
+        let mut found = None;
+        ast::walk(file.root(), &mut |n| {
+            if found.is_none()
+                && matches!(n.kind(), "method_definition" | "pair")
+                && n.child_by_field_name(if n.kind() == "pair" { "key" } else { "name" })
+                    .is_some_and(|k| text(k, &file.text) == method)
+            {
+                let f = if n.kind() == "pair" { n.child_by_field_name("value").map(ast::unwrap_expr) } else { Some(n) };
+                if let Some(f) = f.filter(|f| ast::is_function(*f)) {
+                    found =
+                        Some(project::FunctionDef { file: file.clone(), span: Span::of(f), name: method.to_string() });
+                }
+            }
+            found.is_none()
+        });
+        found
     }
 
     fn export(&mut self, node: Node, path: &str, is_route_file: bool, is_pages_api: bool) {
@@ -298,7 +351,17 @@ impl<'a> Finder<'a> {
             return;
         };
         let path = ast::member_path(left, src);
-        let file_path = self.file.path.to_string_lossy().to_string();
+        let file_path = self.file.path.to_string_lossy().replace('\\', "/");
+        // pages/api: module.exports = handler
+        if path.len() == 2
+            && path[0] == "module"
+            && path[1] == "exports"
+            && (file_path.contains("/pages/api/") || file_path.starts_with("pages/api/"))
+        {
+            let name = format!("default export ({})", short_path(&file_path));
+            self.push(right, name, Framework::NextPagesApi, &file_path);
+            return;
+        }
         if let Some(name) = path.last()
             && (path.first().map(String::as_str) == Some("exports")
                 || path.get(1).map(String::as_str) == Some("exports"))
@@ -324,7 +387,13 @@ impl<'a> Finder<'a> {
                 None => return,
             };
             let framework = self.http_framework();
-            let handler = *args.last().unwrap();
+            let mut handler = *args.last().unwrap();
+            // fastify.post(path, { config, handler })
+            if handler.kind() == "object"
+                && let Some(h) = ast::object_property(handler, "handler", src)
+            {
+                handler = h;
+            }
             let name = format!("{} {route}", method.to_ascii_uppercase());
             self.push(handler, name, framework, &format!("{route} {file_path}"));
             return;
@@ -340,6 +409,15 @@ impl<'a> Finder<'a> {
             {
                 let framework = self.http_framework();
                 self.push(args[0], format!("{} {route}", method.to_ascii_uppercase()), framework, &route);
+            } else if (file_path.contains("/pages/api/") || file_path.starts_with("pages/api/"))
+                && call
+                    .child_by_field_name("function")
+                    .and_then(|f| f.child_by_field_name("object"))
+                    .is_some_and(|o| o.kind() == "call_expression")
+            {
+                // next-connect: nc().use(mw).post(handler) in pages/api
+                let name = format!("{} ({})", method.to_ascii_uppercase(), short_path(&file_path));
+                self.push(args[0], name, Framework::NextPagesApi, &file_path);
             }
             return;
         }
@@ -378,7 +456,10 @@ impl<'a> Finder<'a> {
                 self.push(args[1], format!("amqp consumer ({})", short_path(&file_path)), Framework::Amqp, "");
             }
             ("on", n) if n >= 2 && args.len() >= 2 => {
-                if ast::string_value(args[0], src).as_deref() == Some("message")
+                let event = ast::string_value(args[0], src).unwrap_or_else(|| text(args[0], src).to_string());
+                if path[n - 2] == "webhooks" && self.file.text.contains("octokit") {
+                    self.push(args[1], format!("octokit on {event}"), Framework::Octokit, "");
+                } else if ast::string_value(args[0], src).as_deref() == Some("message")
                     && (self.file.text.contains("@google-cloud/pubsub")
                         || path[path.len() - 2].to_ascii_lowercase().contains("subscription"))
                 {
