@@ -291,6 +291,21 @@ impl<'a> Finder<'a> {
             return;
         }
         let Some(decl) = node.child_by_field_name("declaration") else {
+            // `async function POST(...) {}` ... `export { POST }` (or `export { handler as POST }`)
+            if (is_route_file || names_webhook(path)) && node.child_by_field_name("source").is_none() {
+                for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
+                    for spec in ast::named_children(clause) {
+                        let Some(local) = spec.child_by_field_name("name") else { continue };
+                        let exported = spec.child_by_field_name("alias").unwrap_or(local);
+                        let method = text(exported, src);
+                        if ["POST", "PUT", "PATCH"].contains(&method) {
+                            let framework =
+                                if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
+                            self.push(local, format!("{method} {}", short_path(path)), framework, path);
+                        }
+                    }
+                }
+            }
             return;
         };
         let mut candidates: Vec<(String, Node)> = Vec::new();
