@@ -399,7 +399,17 @@ impl<'a> Finder<'a> {
             let route = match ast::string_value(args[0], src) {
                 Some(r) => r,
                 None if args[0].kind() == "template_string" => text(args[0], src).to_string(),
-                None => return,
+                // router.route('/path').post(mw, handler)
+                None => match chained_route(call, src) {
+                    Some(r) => r,
+                    // app.post(WEBHOOK_PATH, handler), app.post(paths.stripeHook, handler)
+                    None if matches!(args[0].kind(), "identifier" | "member_expression")
+                        && path_constant(text(args[0], src)) =>
+                    {
+                        text(args[0], src).to_string()
+                    }
+                    None => return,
+                },
             };
             let framework = self.http_framework();
             let mut handler = *args.last().unwrap();
@@ -599,6 +609,29 @@ fn decorators_of(node: Node) -> Vec<Node> {
         out.extend(ast::named_children(parent).into_iter().filter(|c| c.kind() == "decorator"));
     }
     out
+}
+
+/// A name that holds a route path (`WEBHOOK_PATH`, `routes.stripeWebhook`), not an outbound
+/// URL (`axios.post(webhookUrl, body)`).
+fn path_constant(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let lower = last.to_ascii_lowercase();
+    if lower.contains("url") || lower.contains("endpoint") || lower.contains("uri") {
+        return false;
+    }
+    lower.contains("path") || lower.contains("route") || last.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+}
+
+/// The path of `router.route('/path')` when `call` is a method called on it.
+fn chained_route(call: Node, src: &str) -> Option<String> {
+    let route_call = call
+        .child_by_field_name("function")
+        .and_then(|f| f.child_by_field_name("object"))
+        .filter(|o| o.kind() == "call_expression")?;
+    if ast::callee_name(route_call, src).as_deref() != Some("route") {
+        return None;
+    }
+    ast::arguments(route_call).first().and_then(|a| ast::string_value(*a, src))
 }
 
 fn outermost_function(node: Node) -> Option<Node> {
