@@ -435,12 +435,9 @@ impl<'a> Finder<'a> {
                 let framework = self.http_framework();
                 self.push(args[0], format!("{} {route}", method.to_ascii_uppercase()), framework, &route);
             } else if (file_path.contains("/pages/api/") || file_path.starts_with("pages/api/"))
-                && call
-                    .child_by_field_name("function")
-                    .and_then(|f| f.child_by_field_name("object"))
-                    .is_some_and(|o| o.kind() == "call_expression")
+                && (ast::is_function(args[0]) || args[0].kind() == "identifier")
             {
-                // next-connect: nc().use(mw).post(handler) in pages/api
+                // next-connect: nc().use(mw).post(handler), router.post(handler) in pages/api
                 let name = format!("{} ({})", method.to_ascii_uppercase(), short_path(&file_path));
                 self.push(args[0], name, Framework::NextPagesApi, &file_path);
             }
