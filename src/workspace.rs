@@ -103,6 +103,7 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "createFunction",
             "@trigger.dev",
             "serve(",
+            "webhooks.on(",
             "Table(",
             "TableCreator",
             "pgSchema",
@@ -113,6 +114,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.
         pattern.push(r"export\s+(?:async\s+)?(?:function\s+|const\s+)(?:POST|PUT|PATCH|action)\b".to_string());
+        // ... or an export clause: `export { POST }`, `export { handler as POST }`.
+        pattern.push(r"export\s*\{[^}]*\b(?:POST|PUT|PATCH)\b".to_string());
         regex::bytes::Regex::new(&pattern.join("|")).unwrap()
     });
     re.is_match(bytes)

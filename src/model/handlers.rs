@@ -31,6 +31,8 @@ pub enum Framework {
     Pubsub,
     Inngest,
     TriggerDev,
+    /// Octokit `webhooks.on(event, fn)`: called once per verified GitHub delivery.
+    Octokit,
 }
 
 impl Framework {
@@ -45,6 +47,7 @@ impl Framework {
                 | Framework::Pubsub
                 | Framework::Inngest
                 | Framework::TriggerDev
+                | Framework::Octokit
         )
     }
 
@@ -164,7 +167,20 @@ impl<'a> Finder<'a> {
                 Some(def) => (def.span, def.file),
                 None => return,
             }
+        } else if func.kind() == "member_expression" {
+            // controller.handleWebhook
+            match self.resolve_method(func) {
+                Some(def) => (def.span, def.file),
+                None => return,
+            }
         } else if func.kind() == "call_expression" {
+            // controller.handleWebhook.bind(controller)
+            if let Some(callee) = func.child_by_field_name("function").filter(|f| f.kind() == "member_expression")
+                && callee.child_by_field_name("property").is_some_and(|p| text(p, self.src()) == "bind")
+                && let Some(object) = callee.child_by_field_name("object")
+            {
+                return self.push(object, name, framework, route_hint);
+            }
             // wrapped: withAuth(async (req) => ...)
             match ast::arguments(func).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier") {
                 Some(inner) => return self.push(inner, name, framework, route_hint),
@@ -189,6 +205,7 @@ impl<'a> Finder<'a> {
             Framework::Pubsub => Some(Provider::Pubsub),
             Framework::Inngest => Some(Provider::Inngest),
             Framework::TriggerDev => Some(Provider::Trigger),
+            Framework::Octokit => Some(Provider::Github),
             _ => providers::detect(body_text)
                 .or_else(|| providers::detect(&self.file.text))
                 .or_else(|| provider_from_words(route_hint)),
@@ -227,6 +244,42 @@ impl<'a> Finder<'a> {
         self.project.exported_function(&target, &import.imported, 0)
     }
 
+    /// `object.method` as a route handler: a method of the class or object that `object` names
+    /// (here or in the module it is imported from), or a function that module exports.
+    fn resolve_method(&self, member: Node) -> Option<project::FunctionDef> {
+        let src = self.src();
+        let object = member.child_by_field_name("object").filter(|o| o.kind() == "identifier")?;
+        let method = text(member.child_by_field_name("property")?, src);
+        let object = text(object, src);
+        let file = match project::imports(self.file).into_iter().find(|i| i.local == object) {
+            Some(import) => {
+                let target = self.project.resolve(&self.file.path, &import.source)?;
+                let target = self.project.load(&target).ok()?;
+                if let Some(def) = self.project.exported_function(&target, method, 0) {
+                    return Some(def);
+                }
+                target
+            }
+            None => self.file.clone(),
+        };
+        let mut found = None;
+        ast::walk(file.root(), &mut |n| {
+            if found.is_none()
+                && matches!(n.kind(), "method_definition" | "pair")
+                && n.child_by_field_name(if n.kind() == "pair" { "key" } else { "name" })
+                    .is_some_and(|k| text(k, &file.text) == method)
+            {
+                let f = if n.kind() == "pair" { n.child_by_field_name("value").map(ast::unwrap_expr) } else { Some(n) };
+                if let Some(f) = f.filter(|f| ast::is_function(*f)) {
+                    found =
+                        Some(project::FunctionDef { file: file.clone(), span: Span::of(f), name: method.to_string() });
+                }
+            }
+            found.is_none()
+        });
+        found
+    }
+
     fn export(&mut self, node: Node, path: &str, is_route_file: bool, is_pages_api: bool) {
         let src = self.src();
         let is_default = (0..node.child_count()).filter_map(|i| node.child(i)).any(|c| c.kind() == "default");
@@ -238,6 +291,21 @@ impl<'a> Finder<'a> {
             return;
         }
         let Some(decl) = node.child_by_field_name("declaration") else {
+            // `async function POST(...) {}` ... `export { POST }` (or `export { handler as POST }`)
+            if (is_route_file || names_webhook(path)) && node.child_by_field_name("source").is_none() {
+                for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
+                    for spec in ast::named_children(clause) {
+                        let Some(local) = spec.child_by_field_name("name") else { continue };
+                        let exported = spec.child_by_field_name("alias").unwrap_or(local);
+                        let method = text(exported, src);
+                        if ["POST", "PUT", "PATCH"].contains(&method) {
+                            let framework =
+                                if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
+                            self.push(local, format!("{method} {}", short_path(path)), framework, path);
+                        }
+                    }
+                }
+            }
             return;
         };
         let mut candidates: Vec<(String, Node)> = Vec::new();
@@ -298,7 +366,17 @@ impl<'a> Finder<'a> {
             return;
         };
         let path = ast::member_path(left, src);
-        let file_path = self.file.path.to_string_lossy().to_string();
+        let file_path = self.file.path.to_string_lossy().replace('\\', "/");
+        // pages/api: module.exports = handler
+        if path.len() == 2
+            && path[0] == "module"
+            && path[1] == "exports"
+            && (file_path.contains("/pages/api/") || file_path.starts_with("pages/api/"))
+        {
+            let name = format!("default export ({})", short_path(&file_path));
+            self.push(right, name, Framework::NextPagesApi, &file_path);
+            return;
+        }
         if let Some(name) = path.last()
             && (path.first().map(String::as_str) == Some("exports")
                 || path.get(1).map(String::as_str) == Some("exports"))
@@ -321,10 +399,26 @@ impl<'a> Finder<'a> {
             let route = match ast::string_value(args[0], src) {
                 Some(r) => r,
                 None if args[0].kind() == "template_string" => text(args[0], src).to_string(),
-                None => return,
+                // router.route('/path').post(mw, handler)
+                None => match chained_route(call, src) {
+                    Some(r) => r,
+                    // app.post(WEBHOOK_PATH, handler), app.post(paths.stripeHook, handler)
+                    None if matches!(args[0].kind(), "identifier" | "member_expression")
+                        && path_constant(text(args[0], src)) =>
+                    {
+                        text(args[0], src).to_string()
+                    }
+                    None => return,
+                },
             };
             let framework = self.http_framework();
-            let handler = *args.last().unwrap();
+            let mut handler = *args.last().unwrap();
+            // fastify.post(path, { config, handler })
+            if handler.kind() == "object"
+                && let Some(h) = ast::object_property(handler, "handler", src)
+            {
+                handler = h;
+            }
             let name = format!("{} {route}", method.to_ascii_uppercase());
             self.push(handler, name, framework, &format!("{route} {file_path}"));
             return;
@@ -340,6 +434,12 @@ impl<'a> Finder<'a> {
             {
                 let framework = self.http_framework();
                 self.push(args[0], format!("{} {route}", method.to_ascii_uppercase()), framework, &route);
+            } else if (file_path.contains("/pages/api/") || file_path.starts_with("pages/api/"))
+                && (ast::is_function(args[0]) || args[0].kind() == "identifier")
+            {
+                // next-connect: nc().use(mw).post(handler), router.post(handler) in pages/api
+                let name = format!("{} ({})", method.to_ascii_uppercase(), short_path(&file_path));
+                self.push(args[0], name, Framework::NextPagesApi, &file_path);
             }
             return;
         }
@@ -378,7 +478,10 @@ impl<'a> Finder<'a> {
                 self.push(args[1], format!("amqp consumer ({})", short_path(&file_path)), Framework::Amqp, "");
             }
             ("on", n) if n >= 2 && args.len() >= 2 => {
-                if ast::string_value(args[0], src).as_deref() == Some("message")
+                let event = ast::string_value(args[0], src).unwrap_or_else(|| text(args[0], src).to_string());
+                if path[n - 2] == "webhooks" && self.file.text.contains("octokit") {
+                    self.push(args[1], format!("octokit on {event}"), Framework::Octokit, "");
+                } else if ast::string_value(args[0], src).as_deref() == Some("message")
                     && (self.file.text.contains("@google-cloud/pubsub")
                         || path[path.len() - 2].to_ascii_lowercase().contains("subscription"))
                 {
@@ -503,6 +606,29 @@ fn decorators_of(node: Node) -> Vec<Node> {
         out.extend(ast::named_children(parent).into_iter().filter(|c| c.kind() == "decorator"));
     }
     out
+}
+
+/// A name that holds a route path (`WEBHOOK_PATH`, `routes.stripeWebhook`), not an outbound
+/// URL (`axios.post(webhookUrl, body)`).
+fn path_constant(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let lower = last.to_ascii_lowercase();
+    if lower.contains("url") || lower.contains("endpoint") || lower.contains("uri") {
+        return false;
+    }
+    lower.contains("path") || lower.contains("route") || last.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+}
+
+/// The path of `router.route('/path')` when `call` is a method called on it.
+fn chained_route(call: Node, src: &str) -> Option<String> {
+    let route_call = call
+        .child_by_field_name("function")
+        .and_then(|f| f.child_by_field_name("object"))
+        .filter(|o| o.kind() == "call_expression")?;
+    if ast::callee_name(route_call, src).as_deref() != Some("route") {
+        return None;
+    }
+    ast::arguments(route_call).first().and_then(|a| ast::string_value(*a, src))
 }
 
 fn outermost_function(node: Node) -> Option<Node> {

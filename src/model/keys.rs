@@ -21,6 +21,13 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
     }
     let first_param = || ast::parameter(func, 0).filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string());
     let template = match provider {
+        // Octokit passes `{ id, name, payload }`: `id` is the x-github-delivery header.
+        Provider::Github if handler.framework == Framework::Octokit => match ast::parameter(func, 0)? {
+            p if p.kind() == "object_pattern" => {
+                ast::parameter_names(func, src).iter().any(|n| n == "id").then(|| "${id}".to_string())?
+            }
+            _ => format!("${{{}.id}}", first_param()?),
+        },
         Provider::Github | Provider::Shopify | Provider::Svix | Provider::Razorpay | Provider::Linear => {
             let header = provider.key_header()?;
             let actual = if provider == Provider::Svix && !src.contains("svix-id") && src.contains("webhook-id") {

@@ -249,10 +249,19 @@ fn state_written(call: Node, src: &str) -> bool {
     // Every link of the chain: `from(t).update({ status }).eq(...)`.
     let args: Vec<Node> = ast::calls_in(call, false).into_iter().flat_map(ast::arguments).collect();
     let mut roots = args.clone();
+    // The data may be built outside a transaction callback: look in the enclosing functions too.
+    let scopes: Vec<Node> =
+        std::iter::once(scope).chain(ast::ancestors(scope).filter(|a| ast::is_function(*a))).collect();
     for arg in args {
         for id in ast::descendants_of_kind(arg, "identifier") {
-            if id.parent().is_some_and(|p| matches!(p.kind(), "arguments" | "array" | "spread_element"))
-                && let Some(init) = ast::find_binding_init(scope, text(id, src), src, call.start_byte())
+            // `upsert([data])`, `{ ...data }`, or `{ update: data }`.
+            let value_of_pair = id
+                .parent()
+                .is_some_and(|p| p.kind() == "pair" && p.child_by_field_name("value").is_some_and(|v| v == id));
+            if (value_of_pair
+                || id.parent().is_some_and(|p| matches!(p.kind(), "arguments" | "array" | "spread_element")))
+                && let Some(init) =
+                    scopes.iter().find_map(|f| ast::find_binding_init(*f, text(id, src), src, call.start_byte()))
                 && init.kind() == "object"
             {
                 roots.push(init);

@@ -195,10 +195,17 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                         .filter(|r| r.is_5xx())
                         .collect();
                     // A thrown 4xx HTTP exception answers 4xx; any other throw becomes a 500.
+                    let remix = model.handler.framework == Framework::Remix;
                     let rethrow = ast::named_children(catch_body).into_iter().find(|s| {
                         s.kind() == "throw_statement"
                             && responses::response_at(*s, src, &names)
                                 .is_none_or(|r| r.status.is_none_or(|st| st >= 500))
+                            // Remix answers a thrown `json(..., 400)` / `new Response(...)` as is.
+                            && !(remix
+                                && s.named_child(0)
+                                    .map(ast::unwrap_expr)
+                                    .and_then(|v| responses::response_at(v, src, &names))
+                                    .is_some_and(|r| r.status.is_some_and(|st| st < 500)))
                     });
                     if fives.is_empty() && rethrow.is_none() {
                         continue;

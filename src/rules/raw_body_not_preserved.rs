@@ -530,6 +530,12 @@ fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     if disabled.is_match(src) {
         return;
     }
+    // A handler defined outside the route file (`nc().post(handler)`, `export default
+    // withX(imported)`): the route file's `config` is not in view.
+    let path = file.path.to_string_lossy().replace('\\', "/");
+    if !(path.contains("/pages/api/") || path.starts_with("pages/api/")) {
+        return;
+    }
     let Some((vscope, call)) = model.scopes.iter().find_map(|s| {
         // A verification over the payload (a header token compared alone needs no raw body).
         s.node().and_then(|f| verify::verified_payloads(f, &s.file().text).first().map(|(c, _)| *c)).map(|c| (s, c))

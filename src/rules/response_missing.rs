@@ -65,6 +65,9 @@ struct Cx<'a> {
     names: Vec<&'a str>,
     res: &'a str,
     mode: Mode,
+    /// Count a bare `return` as leaving the handler (for "falls off the end": bare returns are
+    /// reported on their own).
+    bare_ok: bool,
 }
 
 fn mode(h: &Handler) -> Option<Mode> {
@@ -115,7 +118,7 @@ impl Cx<'_> {
     /// Whether every path through `stmt` answers.
     fn answers(&self, stmt: Node) -> bool {
         match stmt.kind() {
-            "return_statement" => stmt.named_child(0).is_some_and(|c| c.kind() != "comment"),
+            "return_statement" => self.bare_ok || stmt.named_child(0).is_some_and(|c| c.kind() != "comment"),
             "throw_statement" => true,
             "statement_block" => self.answers_list(&ast::named_children(stmt)),
             "if_statement" => {
@@ -198,8 +201,13 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         };
         let file = scope.file();
         let src = &file.text;
-        let c =
-            Cx { src, names: responses::handler_names(handler), res: handler.response.as_deref().unwrap_or(""), mode };
+        let c = Cx {
+            src,
+            names: responses::handler_names(handler),
+            res: handler.response.as_deref().unwrap_or(""),
+            mode,
+            bare_ok: false,
+        };
         let outcome = if mode == Mode::Object {
             "the request hangs until the provider times out and redelivers it, even when the work is done"
         } else {
@@ -238,9 +246,11 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         // Falling off the end.
         let stmts: Vec<Node> = ast::named_children(body).into_iter().filter(|s| s.kind() != "comment").collect();
-        if c.answers_list(&stmts) {
+        let ends = Cx { bare_ok: true, names: c.names.clone(), ..c };
+        if ends.answers_list(&stmts) {
             continue;
         }
+        let c = Cx { bare_ok: false, ..ends };
         let Some(last) = stmts.last().copied() else { continue };
         let fix = fall_off_fix(&c, handler, file, body, last);
         out.push(
@@ -262,12 +272,19 @@ fn status_for(r: Node, func: Node, src: &str) -> u16 {
     if responses::in_catch(r, func).is_some() {
         return 500;
     }
+    let literals = crate::regex!(r#"'[^']*'|"[^"]*"|`[^`]*`"#);
+    let missing_body =
+        crate::regex!(r"!\s*[\w.]*(body|payload)\b\s*(\)|&|\||$)|(body|payload)\s*={2,3}\s*(null|undefined)");
     for (cond, positive) in responses::branch_conditions(r, func) {
+        // String literals name events (`"invoice.payment_failed"`), not failures of this code.
+        let code = literals.replace_all(text(cond, src), "").to_ascii_lowercase();
         let t = text(cond, src).to_ascii_lowercase();
-        if positive && (t.contains("err") || t.contains("fail")) {
+        if positive && (code.contains("err") || code.contains("fail")) {
             return 500;
         }
-        if positive && (t.contains("sig") || t.contains("secret") || t.contains("body") || t.contains("payload")) {
+        // A missing body, not a test of a field in it (`req.body.type !== "x"`).
+        let missing_body = missing_body.is_match(&code);
+        if positive && (t.contains("sig") || t.contains("secret") || missing_body) {
             return 400;
         }
     }
