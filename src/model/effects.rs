@@ -435,6 +435,16 @@ const PRISMA_WRITES: &[&str] =
 fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str) -> Option<EffectKind> {
     let last = path.last()?.trim_end_matches("()");
     let joined = path.join(".");
+    // Digests and signatures: `createHmac(...).update(body).digest()`.
+    if path.iter().any(|p| {
+        let p = p.to_ascii_lowercase();
+        p.starts_with("createhash")
+            || p.starts_with("createhmac")
+            || p.starts_with("createcipher")
+            || p.starts_with("createsign")
+    }) {
+        return None;
+    }
     // SQL through a driver or tagged template
     if let Some(sql) = sql_text(call, args, src) {
         return classify_sql(&sql);
@@ -464,13 +474,24 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
     // Query-builder chains ending in the write: `supabase.from('t').upsert(v)`,
     // `knex('t').where(w).update(v)` (a Prisma delegate is a plain property, never a call).
     if path.len() >= 2 && path[path.len() - 2].ends_with("()") {
+        // Supabase/Knex tables, Mongo/Firestore/PocketBase collections and documents; never a
+        // digest (`createHash(...).update(buf)`).
+        let table_like = path.iter().any(|p| {
+            matches!(p.as_str(), "from()" | "where()" | "table()" | "collection()" | "doc()" | "ref()" | "child()")
+                || p.starts_with("knex")
+        });
         match last {
             "upsert" => return Some(EffectKind::DbUpsert),
-            "update"
-                if path.iter().any(|p| p == "from()" || p == "where()" || p.starts_with("knex") || p == "table()") =>
-            {
-                return Some(EffectKind::DbUpdate);
+            "update" if table_like => {
+                return Some(
+                    if full.contains("$inc") || full.contains("FieldValue.increment(") || full.contains("increment(") {
+                        EffectKind::DbIncrement
+                    } else {
+                        EffectKind::DbUpdate
+                    },
+                );
             }
+            "add" if path.iter().any(|p| p == "collection()") => return Some(EffectKind::DbInsert),
             _ => {}
         }
     }
@@ -719,6 +740,11 @@ mod real_calls {
             ("await someSdk.widgets.create({ a: 1 })", None),
             ("await posthog.capture({ event: 'x' })", None),
             ("await fetch(url)", None),
+            ("await pb.collection('slots').update(id, { free: slot.free + 1 })", Some(DbUpdate)),
+            ("await db.collection('users').doc(uid).update({ credits: FieldValue.increment(5) })", Some(DbIncrement)),
+            ("await db.collection('orders').add({ total: 1 })", Some(DbInsert)),
+            ("crypto.createHash('sha256').update(body)", None),
+            ("crypto.createHmac('sha256', secret).update(body).digest('hex')", None),
         ];
         for (code, want) in cases {
             assert_eq!(kind_of(code), *want, "{code}");
