@@ -137,6 +137,20 @@ fn plan(
     // event.Records)` body that binds the key, or a `try` block around the work.
     let mut container = key_container(func, src, key).unwrap_or(body);
     let (first, mut last) = loop {
+        // `try { verify; work } catch { answer 400 }`: the work is inside the try that verifies.
+        let stmts = statements(container);
+        if let Some(v) = stmts.iter().rev().find(|s| verifies(cx, file, **s)).copied()
+            && v.kind() == "try_statement"
+            && let Some(inner) = v.child_by_field_name("body")
+            && statements(inner).iter().any(|s| verifies(cx, file, *s))
+            && statements(inner).iter().any(|s| markers::contains_work(cx.project, file, *s, func, key_fn))
+            && !stmts
+                .iter()
+                .any(|s| s.start_byte() > v.end_byte() && markers::contains_work(cx.project, file, *s, func, key_fn))
+        {
+            container = inner;
+            continue;
+        }
         let preamble_end = statements(container)
             .into_iter()
             .filter(|s| verifies(cx, file, *s))

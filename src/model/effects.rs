@@ -169,7 +169,9 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
     // Reads never need a key.
     if ["retrieve", "list", "get", "find", "findunique", "findfirst", "findmany", "search", "count", "exists", "select"]
         .contains(&last.as_str())
-        && !has("insert()")
+        && !["insert()", "upsert()", "update()", "delete()"]
+            .iter()
+            .any(|w| path.iter().any(|p| p.eq_ignore_ascii_case(w)))
     {
         return None;
     }
@@ -288,6 +290,78 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         let key = args.iter().find(|a| text(**a, src).to_ascii_lowercase().contains("idempotency-key")).copied();
         return effect(EffectKind::Http, Sdk::Other, key);
     }
+    // Mailgun: `mg.messages.create(domain, data)`.
+    if (has("mailgun") || root == "mg") && has("messages") && last == "create" {
+        return effect(EffectKind::Email, Sdk::Other, None);
+    }
+    // Other packages' SDK clients are never databases: `openai.chat.completions.create`,
+    // `paddle.transactions.create`, `resend.contacts.create`. AI calls are not effects; the
+    // rest are possible effects when they create or send.
+    let receiver = if root == "this" { lower.get(1).cloned().unwrap_or_default() } else { root.clone() };
+    if ["openai", "anthropic", "groq", "mistral", "cohere", "replicate", "gemini", "genai", "llm"]
+        .iter()
+        .any(|n| receiver.contains(n))
+    {
+        return None;
+    }
+    if [
+        "resend",
+        "paddle",
+        "lemonsqueezy",
+        "lemon",
+        "polar",
+        "clerk",
+        "github",
+        "linear",
+        "notion",
+        "hubspot",
+        "intercom",
+        "shopify",
+        "mux",
+        "cloudinary",
+        "pinecone",
+        "algolia",
+        "loops",
+        "customerio",
+        "novu",
+        "knock",
+        "pusher",
+        "ably",
+        "plaid",
+        "razorpay",
+        "mollie",
+        "braintree",
+        "vonage",
+        "mailchimp",
+        "brevo",
+        "sendinblue",
+        "convertkit",
+        "discord",
+        "telegram",
+        "bot",
+    ]
+    .iter()
+    .any(|n| receiver.contains(n))
+        && !is_db_root(&receiver)
+    {
+        let acts = ["create", "send", "post", "add", "charge", "refund", "capture", "publish", "trigger"];
+        return acts.iter().any(|a| last.starts_with(a)).then(|| Effect {
+            kind: EffectKind::Possible,
+            sdk: Sdk::Other,
+            call,
+            label: path.join("."),
+            key: None,
+        });
+    }
+    // `supabase.rpc('increment_credits', ...)`: a stored procedure named as a relative write.
+    if last == "rpc"
+        && let Some(name) = args.first().and_then(|a| ast::string_value(*a, src))
+    {
+        let name = name.to_ascii_lowercase();
+        return ["increment", "decrement", "incr_", "add_credits", "deduct"].iter().any(|w| name.contains(w)).then(
+            || Effect { kind: EffectKind::DbIncrement, sdk: Sdk::Other, call, label: path.join("."), key: None },
+        );
+    }
     // Databases
     if let Some(kind) = classify_db(call, &path, &full, &args, src) {
         return effect(kind, Sdk::Other, None);
@@ -361,6 +435,16 @@ const PRISMA_WRITES: &[&str] =
 fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str) -> Option<EffectKind> {
     let last = path.last()?.trim_end_matches("()");
     let joined = path.join(".");
+    // Digests and signatures: `createHmac(...).update(body).digest()`.
+    if path.iter().any(|p| {
+        let p = p.to_ascii_lowercase();
+        p.starts_with("createhash")
+            || p.starts_with("createhmac")
+            || p.starts_with("createcipher")
+            || p.starts_with("createsign")
+    }) {
+        return None;
+    }
     // SQL through a driver or tagged template
     if let Some(sql) = sql_text(call, args, src) {
         return classify_sql(&sql);
@@ -383,6 +467,33 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
     }
     if joined.contains("delete()") || joined.contains("deleteFrom()") {
         return Some(EffectKind::DbDelete);
+    }
+    if joined.contains("upsert()") {
+        return Some(EffectKind::DbUpsert);
+    }
+    // Query-builder chains ending in the write: `supabase.from('t').upsert(v)`,
+    // `knex('t').where(w).update(v)` (a Prisma delegate is a plain property, never a call).
+    if path.len() >= 2 && path[path.len() - 2].ends_with("()") {
+        // Supabase/Knex tables, Mongo/Firestore/PocketBase collections and documents; never a
+        // digest (`createHash(...).update(buf)`).
+        let table_like = path.iter().any(|p| {
+            matches!(p.as_str(), "from()" | "where()" | "table()" | "collection()" | "doc()" | "ref()" | "child()")
+                || p.starts_with("knex")
+        });
+        match last {
+            "upsert" => return Some(EffectKind::DbUpsert),
+            "update" if table_like => {
+                return Some(
+                    if full.contains("$inc") || full.contains("FieldValue.increment(") || full.contains("increment(") {
+                        EffectKind::DbIncrement
+                    } else {
+                        EffectKind::DbUpdate
+                    },
+                );
+            }
+            "add" if path.iter().any(|p| p == "collection()") => return Some(EffectKind::DbInsert),
+            _ => {}
+        }
     }
     if matches!(
         last,
@@ -407,6 +518,14 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
     if path.len() >= 3 && PRISMA_WRITES.contains(&last) {
         let model = path[path.len() - 2].as_str();
         if model.starts_with('$') || model.ends_with("()") {
+            return None;
+        }
+        // The client is named like one (`prisma`, `db`, `tx`, `this.prisma`, `ctx.db`): an
+        // unknown package's `sdk.widgets.create()` is not a database write.
+        let client = path[..path.len() - 2].iter().map(|p| p.to_ascii_lowercase()).collect::<Vec<_>>();
+        if !client.iter().any(|c| {
+            c.contains("prisma") || c.contains("db") || c.contains("database") || c.contains("orm") || is_db_root(c)
+        }) {
             return None;
         }
         let data_text = args.first().map(|a| text(*a, src)).unwrap_or("");
@@ -570,5 +689,65 @@ mod tests {
         );
         assert_eq!(classify_sql("'UPDATE users SET plan = $1 WHERE id = $2'"), Some(EffectKind::DbUpdate));
         assert_eq!(classify_sql("'SELECT 1'"), None);
+    }
+}
+
+#[cfg(test)]
+mod real_calls {
+    use super::*;
+    use crate::source::{Dialect, SourceFile};
+    use std::path::PathBuf;
+
+    /// The kind of the outermost call of `code` (one expression statement).
+    pub(super) fn kind_of(code: &str) -> Option<EffectKind> {
+        let file = SourceFile::new(
+            PathBuf::from("t.ts"),
+            code.to_string(),
+            Dialect::for_path(std::path::Path::new("t.ts")).unwrap(),
+        )?;
+        let root = file.root();
+        let calls = ast::calls_in(root, false);
+        let call = calls.into_iter().filter(|c| chain_end(*c, &file.text)).min_by_key(|c| c.start_byte())?;
+        classify(call, &file.text, false).map(|e| e.kind)
+    }
+
+    #[test]
+    fn sdk_and_orm_calls() {
+        use EffectKind::*;
+        let cases: &[(&str, Option<EffectKind>)] = &[
+            ("await supabase.from('t').insert({ a: 1 })", Some(DbInsert)),
+            ("await supabase.from('t').insert({ a: 1 }).select().single()", Some(DbInsert)),
+            ("await supabase.from('t').update({ a: 1 }).eq('id', x)", Some(DbUpdate)),
+            ("await supabase.from('t').update({ a: 1 })", Some(DbUpdate)),
+            ("await supabase.from('t').upsert({ a: 1 }, { onConflict: 'id' })", Some(DbUpsert)),
+            ("await supabase.from('t').upsert({ a: 1 }).select()", Some(DbUpsert)),
+            ("await supabase.from('t').select('*').eq('id', x)", None),
+            ("await supabase.rpc('increment_credits', { n: 1 })", Some(DbIncrement)),
+            ("await supabase.rpc('get_user', { id })", None),
+            ("await knex('users').where({ id }).update({ plan: 'pro' })", Some(DbUpdate)),
+            ("await knex('users').where({ id }).increment('credits', 5)", Some(DbIncrement)),
+            ("await db.insert(users).values({ id: 1 }).onConflictDoNothing()", Some(DbUpsert)),
+            ("await db.insertInto('orders').values(v).execute()", Some(DbInsert)),
+            ("await prisma.order.create({ data: { total: 1 } })", Some(DbInsert)),
+            ("await this.prisma.order.create({ data: {} })", Some(DbInsert)),
+            ("await tx.order.create({ data: {} })", Some(DbInsert)),
+            ("await User.updateOne({ _id: id }, { $inc: { credits: 5 } })", Some(DbIncrement)),
+            ("await mg.messages.create(domain, { to })", Some(Email)),
+            ("await twilio.messages.create({ to, body })", Some(Sms)),
+            ("await openai.chat.completions.create({ model })", None),
+            ("await anthropic.messages.create({ model })", None),
+            ("await paddle.transactions.create({ items })", Some(Possible)),
+            ("await someSdk.widgets.create({ a: 1 })", None),
+            ("await posthog.capture({ event: 'x' })", None),
+            ("await fetch(url)", None),
+            ("await pb.collection('slots').update(id, { free: slot.free + 1 })", Some(DbUpdate)),
+            ("await db.collection('users').doc(uid).update({ credits: FieldValue.increment(5) })", Some(DbIncrement)),
+            ("await db.collection('orders').add({ total: 1 })", Some(DbInsert)),
+            ("crypto.createHash('sha256').update(body)", None),
+            ("crypto.createHmac('sha256', secret).update(body).digest('hex')", None),
+        ];
+        for (code, want) in cases {
+            assert_eq!(kind_of(code), *want, "{code}");
+        }
     }
 }

@@ -87,6 +87,31 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
             }
         }
     }
+    // Process globals: `global.seen = global.seen || new Set()`, `globalThis.seen ??= new Map()`.
+    let mut globals = ast::descendants_of_kind(root, "assignment_expression");
+    globals.extend(ast::descendants_of_kind(root, "augmented_assignment_expression"));
+    for a in globals {
+        let (Some(left), Some(right)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else {
+            continue;
+        };
+        let target = text(left, src);
+        let on_global = left.kind() == "member_expression"
+            && left.child_by_field_name("object").is_some_and(|o| matches!(text(o, src), "global" | "globalThis"));
+        let right = ast::unwrap_expr(right);
+        let init = if right.kind() == "binary_expression"
+            && right.child_by_field_name("left").is_some_and(|l| text(l, src) == target)
+        {
+            right.child_by_field_name("right")
+        } else {
+            Some(right)
+        };
+        if on_global
+            && let Some(kind) = init.and_then(|i| store_kind(i, src))
+            && !out.iter().any(|(n, _)| n == target)
+        {
+            out.push((target.to_string(), kind));
+        }
+    }
     // Fields of classes (singleton services): `private seen = new Set<string>()`.
     for field in ast::descendants_of_kind(root, "public_field_definition") {
         let static_or_instance = field.child_by_field_name("name").map(|n| text(n, src).to_string());
@@ -216,7 +241,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     if fix.applicability == Applicability::DisplayOnly {
                         manual()
                     } else {
-                        if let Some(edit) = unused_declaration(file, name, &[*check_call, *insert]) {
+                        if let Some(edit) = unused_declaration(file, name, &[*check_call, *insert])
+                            .or_else(|| unused_global_init(file, name, &[*check_call, *insert]))
+                        {
                             fix.edits.push(edit);
                             fix.edits.sort_by_key(|e| (e.start, e.end));
                         }
@@ -312,6 +339,38 @@ fn unused_declaration(file: &crate::source::SourceFile, name: &str, uses: &[Node
     }
     let start = file.line_start(decl.start_byte());
     Some(crate::fix::Edit::delete(start, crate::model::stmts::line_end_with_break(file, decl.end_byte())))
+}
+
+/// Deletes `global.seen = global.seen || new Set();` when the check and the insert were the
+/// global's only other uses.
+fn unused_global_init(file: &crate::source::SourceFile, name: &str, uses: &[Node]) -> Option<crate::fix::Edit> {
+    if !name.starts_with("global") {
+        return None;
+    }
+    let src = &file.text;
+    let mut init = None;
+    let mut others = 0;
+    ast::walk(file.root(), &mut |n| {
+        if n.kind() == "member_expression" && text(n, src) == name {
+            let assigned = n.parent().filter(|p| {
+                matches!(p.kind(), "assignment_expression" | "augmented_assignment_expression")
+                    && p.child_by_field_name("left") == Some(n)
+            });
+            if let Some(a) = assigned {
+                init = a.parent().filter(|s| s.kind() == "expression_statement");
+            } else if !uses.iter().any(|u| ast::contains(*u, n)) && !init.is_some_and(|s| ast::contains(s, n)) {
+                others += 1;
+            }
+            return false;
+        }
+        true
+    });
+    let init = init?;
+    if others > 0 || !crate::model::stmts::owns_its_lines(file, init) {
+        return None;
+    }
+    let start = file.line_start(init.start_byte());
+    Some(crate::fix::Edit::delete(start, crate::model::stmts::line_end_with_break(file, init.end_byte())))
 }
 
 /// `if (...) return ...;` / `continue;`: a consequence that only leaves.

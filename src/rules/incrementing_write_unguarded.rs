@@ -138,12 +138,15 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
     };
     let saved_after = |name: &str, at: usize| {
         let rest = &src[at..func.end_byte()];
-        let re = regex::Regex::new(&format!(
-            r"\b{n}\.save\s*\(|\.(save|update|updateOne|put|merge)\s*\(\s*{n}\b",
-            n = regex::escape(name)
-        ))
-        .unwrap();
-        re.is_match(rest)
+        // `name.save(` or `.save(name` / `.update(name` ... (no regex built per call).
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$');
+        let saves_itself = rest.match_indices(name).any(|(i, _)| {
+            !word(rest[..i].chars().next_back()) && rest[i + name.len()..].trim_start().starts_with(".save")
+        });
+        let saved_by_call = crate::regex!(r"\.(save|update|updateOne|put|merge)\s*\(\s*([A-Za-z_$][\w$]*)")
+            .captures_iter(rest)
+            .any(|c| &c[2] == name);
+        saves_itself || saved_by_call
     };
     ast::walk(func, &mut |n| {
         match n.kind() {

@@ -150,7 +150,9 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
         EffectKind::DbInsert => {
             let last = ast::callee_name(effect.call, src).unwrap_or_default();
             let call_text = text(effect.call, src);
-            if last == "save" || call_text.contains("_id:") {
+            // Mongo `_id: ...` (a key of its own, not `user_id:`).
+            let sets_mongo_id = crate::regex!(r#"(?:^|[\s{,'"])_id['"]?\s*:"#);
+            if last == "save" || sets_mongo_id.is_match(call_text) {
                 return false;
             }
             !prisma_create_sets_unique(effect.call, src, path)
