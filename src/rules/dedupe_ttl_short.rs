@@ -15,7 +15,11 @@ A Redis dedupe key whose expiry is shorter than the time the provider keeps retr
 Upstash `{ nx: true, ex: n }`, `setex`/`psetex`, and `expire`/`pexpire` on a key claimed with
 `SET NX`/`SETNX`. A `set`/`setex` without NX counts when the key is a processed marker (it is
 read back with `get`/`exists`, or named like one: `processed:`, `dedupe:`, `webhook:`,
-`event:`...). TTLs are evaluated from literals, products such as `60 * 60 * 24` and local or
+`event:`...). A project cache wrapper's `cache.set(key, value, ttl)` (a numeric third argument)
+counts only when the key says it marks a finished event (`processed`, `dedupe`,
+`idempotency`, `seen`, `handled`); its unit is unknown, so it is read as seconds and the fix is
+display-only. A key assigned after a nullable declaration (`let key = null; key = ...`) is
+read from its latest assignment. TTLs are evaluated from literals, products such as `60 * 60 * 24` and local or
 module `const`s. Windows (PROVIDERS.md): Shopify 4 h, Svix senders 28 h, Razorpay 24 h,
 Stripe/GitHub/Paystack/Paddle/PayPal/Square and unknown providers 3 days; the config's
 `retryWindows` overrides them.
