@@ -210,6 +210,15 @@ pub fn binding<'t>(root: Node<'t>, name: &str, src: &str, before: usize) -> Opti
         {
             best = Some((value, path));
         }
+        // `let key = null; ... key = `${prefix}${id}`;`: the latest plain assignment wins.
+        if n.kind() == "assignment_expression"
+            && let (Some(left), Some(value)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
+            && left.kind() == "identifier"
+            && text(left, src) == name
+            && best.is_some()
+        {
+            best = Some((value, Vec::new()));
+        }
         true
     });
     best
@@ -389,6 +398,7 @@ fn parses_delivery(init: &str) -> bool {
         ".body",
         ".payload",
         "validate",
+        "authenticate.webhook",
     ]
     .iter()
     .any(|m| init.contains(m))

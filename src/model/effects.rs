@@ -176,7 +176,15 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         return None;
     }
     // Stripe
-    if has("stripe") && lower.len() >= 3 && !has("webhooks") && STRIPE_WRITES.contains(&last_raw.as_str()) {
+    // The Stripe client comes before the resource: `stripe.refunds.create`, `this.stripe.x.create`;
+    // never `prisma.stripeEvent.create` (a table named after Stripe).
+    let stripe_client = lower.iter().take(lower.len().saturating_sub(2)).any(|s| s.contains("stripe"));
+    if stripe_client
+        && !is_db_root(&root)
+        && lower.len() >= 3
+        && !has("webhooks")
+        && STRIPE_WRITES.contains(&last_raw.as_str())
+    {
         let key = last_object_property(&args, "idempotencyKey", src);
         return effect(EffectKind::Payment, Sdk::Stripe, key);
     }

@@ -189,6 +189,10 @@ impl<'a> Finder<'a> {
         } else {
             return;
         };
+        self.push_at(func, file, name, framework, route_hint);
+    }
+
+    fn push_at(&mut self, func: Span, file: Arc<SourceFile>, name: String, framework: Framework, route_hint: &str) {
         if self.found.iter().any(|h| h.function == func && Arc::ptr_eq(&h.file, &file)) {
             return;
         }
@@ -318,7 +322,7 @@ impl<'a> Finder<'a> {
                 if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) {
                     candidates.push((text(n, src).to_string(), v));
                     let declared_type = d.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
-                    if declared_type.contains("SQSHandler") {
+                    if declared_type.contains("SQSHandler") || declared_type.contains("Handler<SQSEvent") {
                         self.push(
                             v,
                             format!("Lambda {} ({})", text(n, src), short_path(path)),
@@ -336,7 +340,10 @@ impl<'a> Finder<'a> {
                 self.push(func, format!("{upper} {}", short_path(path)), framework, path);
             } else if name == "action" && path.contains("routes") {
                 self.push(func, format!("action ({})", short_path(path)), Framework::Remix, path);
-            } else if name == "handler" || name.ends_with("Handler") {
+            } else if name == "handler"
+                || name.ends_with("Handler")
+                || ast::parameter_type(ast::unwrap_expr(func), 0, src).is_some_and(|t| t.contains("SQSEvent"))
+            {
                 self.lambda_candidate(func, &name, path);
             }
         }
@@ -543,8 +550,47 @@ impl<'a> Finder<'a> {
         let args = node.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
         if args.len() >= 2 && !self.file.text.contains("worker_threads") {
             let name = ast::string_value(args[0], src).unwrap_or_else(|| text(args[0], src).to_string());
-            self.push(args[1], format!("worker {name}"), Framework::Bullmq, "");
+            match self.sandboxed_processor(args[1]) {
+                Some(def) => self.push_at(def.span, def.file, format!("worker {name}"), Framework::Bullmq, ""),
+                None => self.push(args[1], format!("worker {name}"), Framework::Bullmq, ""),
+            }
         }
+    }
+
+    /// BullMQ sandboxed processor: `new Worker(name, path.join(__dirname, "processor.js"))`, also
+    /// through a variable; the processor is the default export (`module.exports = fn`) of that file.
+    fn sandboxed_processor(&self, arg: Node) -> Option<project::FunctionDef> {
+        let src = self.src();
+        let mut value = ast::unwrap_expr(arg);
+        if value.kind() == "identifier" {
+            let name = text(value, src);
+            let mut found = None;
+            ast::walk(self.file.root(), &mut |n| {
+                if found.is_none()
+                    && n.kind() == "variable_declarator"
+                    && n.child_by_field_name("name").is_some_and(|x| text(x, src) == name)
+                {
+                    found = n.child_by_field_name("value");
+                }
+                found.is_none()
+            });
+            value = ast::unwrap_expr(found?);
+        }
+        if ast::is_function(value) || value.kind() == "identifier" {
+            return None;
+        }
+        let mut last = None;
+        ast::walk(value, &mut |n| {
+            if let Some(s) = ast::string_value(n, src) {
+                last = Some(s);
+            }
+            true
+        });
+        let spec = last?.trim_start_matches('/').to_string();
+        let spec = if spec.starts_with('.') { spec } else { format!("./{spec}") };
+        let target = self.project.resolve(&self.file.path, &spec)?;
+        let target = self.project.load(&target).ok()?;
+        self.project.exported_function(&target, "default", 0)
     }
 
     /// NestJS `@Post()` in a `@Controller()`, and `@Processor()` classes' `process(job)`.
@@ -560,7 +606,9 @@ impl<'a> Finder<'a> {
                 class_decorators.iter().find(|d| d.starts_with("@Controller")).cloned().unwrap_or_default();
             let hint = format!("{controller} {post}");
             self.push(method, format!("{post} {name}"), Framework::Nest, &hint);
-        } else if name == "process" && class_decorators.iter().any(|d| d.starts_with("@Processor")) {
+        } else if (name == "process" || decorators.iter().any(|d| d.starts_with("@Process(") || d == "@Process"))
+            && class_decorators.iter().any(|d| d.starts_with("@Processor"))
+        {
             self.push(method, format!("processor {name}"), Framework::Bullmq, "");
         }
     }

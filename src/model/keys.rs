@@ -35,12 +35,19 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
             } else {
                 header
             };
-            match nest_header_param(func, src, actual) {
+            let shopify_context = || (provider == Provider::Shopify).then(|| shopify_webhook_id(func, src)).flatten();
+            match nest_header_param(func, src, actual)
+                .or_else(shopify_context)
+                .or_else(|| header_variable(func, src, actual))
+            {
                 Some(expr) => format!("${{{expr}}}"),
                 None => format!("${{{}}}", handler.header_expr(actual)?),
             }
         }
-        Provider::Stripe => format!("${{{}.id}}", event_variable(func, src, handler)?),
+        Provider::Stripe => match destructured_field(func, src, "constructEvent", "id") {
+            Some(id) => format!("${{{id}}}"),
+            None => format!("${{{}.id}}", event_variable(func, src, handler)?),
+        },
         Provider::Paddle => {
             let var = event_variable(func, src, handler)?;
             let field = if src.contains("unmarshal") { "eventId" } else { "event_id" };
@@ -198,6 +205,98 @@ fn nest_header_param(func: Node, src: &str, header: &str) -> Option<String> {
             Some(h) if h.eq_ignore_ascii_case(header) => return Some(name),
             Some(_) => continue,
             None => return Some(format!("{name}[\"{header}\"]")),
+        }
+    }
+    None
+}
+
+/// Shopify's app packages: `const { webhookId } = await authenticate.webhook(request)` →
+/// `webhookId`; `const ctx = await shopify.authenticate.webhook(request)` → `ctx.webhookId`.
+fn shopify_webhook_id(func: Node, src: &str) -> Option<String> {
+    if let Some(id) = destructured_field(func, src, "authenticate.webhook(", "webhookId") {
+        return Some(id);
+    }
+    let mut found = None;
+    ast::walk(func, &mut |n| {
+        if found.is_none()
+            && n.kind() == "variable_declarator"
+            && let (Some(name), Some(value)) = (n.child_by_field_name("name"), n.child_by_field_name("value"))
+            && name.kind() == "identifier"
+            && text(value, src).contains("authenticate.webhook(")
+        {
+            found = Some(format!("{}.webhookId", text(name, src)));
+        }
+        found.is_none()
+    });
+    found
+}
+
+/// `const { id: eventId, type } = <call containing marker>` → the local name bound to `field`.
+fn destructured_field(func: Node, src: &str, marker: &str, field: &str) -> Option<String> {
+    let mut found = None;
+    ast::walk(func, &mut |n| {
+        if found.is_none()
+            && n.kind() == "variable_declarator"
+            && let (Some(name), Some(value)) = (n.child_by_field_name("name"), n.child_by_field_name("value"))
+            && name.kind() == "object_pattern"
+            && text(value, src).contains(marker)
+        {
+            for prop in ast::named_children(name) {
+                match prop.kind() {
+                    "shorthand_property_identifier_pattern" if text(prop, src) == field => {
+                        found = Some(field.to_string());
+                    }
+                    "object_assignment_pattern"
+                        if prop.child_by_field_name("left").is_some_and(|l| text(l, src) == field) =>
+                    {
+                        found = Some(field.to_string());
+                    }
+                    "pair_pattern"
+                        if prop.child_by_field_name("key").is_some_and(|k| text(k, src) == field)
+                            && prop.child_by_field_name("value").is_some_and(|v| v.kind() == "identifier") =>
+                    {
+                        found = prop.child_by_field_name("value").map(|v| text(v, src).to_string());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        found.is_none()
+    });
+    found
+}
+
+/// `const svixId = headerPayload.get("svix-id")` declared directly in the handler's body →
+/// `svixId` (the name the handler already has; a declaration in a nested block is out of scope).
+fn header_variable(func: Node, src: &str, header: &str) -> Option<String> {
+    let body = func.child_by_field_name("body").filter(|b| b.kind() == "statement_block")?;
+    for stmt in ast::named_children(body) {
+        if !matches!(stmt.kind(), "lexical_declaration" | "variable_declaration") {
+            continue;
+        }
+        for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
+            let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+                continue;
+            };
+            let value = ast::unwrap_expr(value);
+            let reads = match value.kind() {
+                "call_expression" => {
+                    let path = ast::callee_path(value, src);
+                    path.last().is_some_and(|m| matches!(m.as_str(), "get" | "header"))
+                        && ast::arguments(value)
+                            .first()
+                            .and_then(|a| ast::string_value(*a, src))
+                            .is_some_and(|h| h.eq_ignore_ascii_case(header))
+                }
+                "subscript_expression" => value
+                    .child_by_field_name("index")
+                    .and_then(|i| ast::string_value(i, src))
+                    .is_some_and(|h| h.eq_ignore_ascii_case(header)),
+                _ => false,
+            };
+            if reads && name.kind() == "identifier" {
+                return Some(text(name, src).to_string());
+            }
         }
     }
     None

@@ -89,7 +89,7 @@ const MARKERS: &[(&str, Provider)] = &[
     ("x-github-event", Provider::Github),
     ("@octokit/webhooks", Provider::Github),
     ("x-shopify-", Provider::Shopify),
-    ("authenticate.webhook", Provider::Shopify),
+    ("authenticate.webhook(", Provider::Shopify),
     ("svix-id", Provider::Svix),
     ("svix-signature", Provider::Svix),
     ("from \"svix\"", Provider::Svix),

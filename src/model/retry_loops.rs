@@ -80,10 +80,23 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {
 fn library_callback<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     let path = ast::callee_path(call, src);
     let name = path.last()?;
-    if !LIBRARIES.contains(&name.as_str()) || path.len() > 2 {
+    if !(LIBRARIES.contains(&name.as_str()) || retry_helper_name(name)) || path.len() > 2 {
         return None;
     }
     ast::arguments(call).into_iter().next().filter(|a| ast::is_function(*a))
+}
+
+/// A project helper named for retrying its callback: `retryStripeCall(fn)`, `withRetryPolicy(fn)`,
+/// `retryRec(fn)`; not hooks or predicates (`onRetry`, `shouldRetry`, `scheduleRetry`).
+fn retry_helper_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    (lower.contains("retry") || lower.contains("retries") || lower.contains("backoff"))
+        && ![
+            "on", "should", "is", "can", "get", "set", "has", "max", "handle", "schedule", "log", "record", "mark",
+            "count", "enqueue", "queue", "add", "create", "parse", "compute", "calc",
+        ]
+        .iter()
+        .any(|p| lower.starts_with(p))
 }
 
 /// A loop (not `for...of` over items) whose body catches a failure and goes round again

@@ -1132,7 +1132,14 @@ mod drizzle {
 
     /// Column lists of `primaryKey({ columns })`, `unique().on(..)`, `uniqueIndex().on(..)`.
     fn extra_sets(extra: Node, src: &str) -> Vec<Vec<String>> {
-        let last_prop = |n: Node| ast::member_path(n, src).pop();
+        // `table.eventId`, also drizzle-kit's introspected `table.eventId.asc().nullsLast()`.
+        let last_prop = |n: Node| {
+            let mut n = ast::unwrap_expr(n);
+            while n.kind() == "call_expression" {
+                n = n.child_by_field_name("function")?.child_by_field_name("object")?;
+            }
+            ast::member_path(n, src).pop()
+        };
         let mut sets = Vec::new();
         for call in ast::descendants_of_kind(extra, "call_expression") {
             let path = ast::callee_path(call, src);
@@ -1149,6 +1156,10 @@ mod drizzle {
                 }
                 Some("on") if path.iter().any(|p| p == "unique()" || p == "uniqueIndex()") => {
                     sets.push(args.iter().filter_map(|a| last_prop(*a)).collect());
+                }
+                // drizzle-kit introspection: `uniqueIndex("n").using("btree", table.a.asc(), ...)`
+                Some("using") if path.iter().any(|p| p == "uniqueIndex()") => {
+                    sets.push(args.iter().skip(1).filter_map(|a| last_prop(*a)).collect());
                 }
                 _ => {}
             }

@@ -15,7 +15,11 @@ A Redis dedupe key whose expiry is shorter than the time the provider keeps retr
 Upstash `{ nx: true, ex: n }`, `setex`/`psetex`, and `expire`/`pexpire` on a key claimed with
 `SET NX`/`SETNX`. A `set`/`setex` without NX counts when the key is a processed marker (it is
 read back with `get`/`exists`, or named like one: `processed:`, `dedupe:`, `webhook:`,
-`event:`...). TTLs are evaluated from literals, products such as `60 * 60 * 24` and local or
+`event:`...). A project cache wrapper's `cache.set(key, value, ttl)` (a numeric third argument)
+counts only when the key says it marks a finished event (`processed`, `dedupe`,
+`idempotency`, `seen`, `handled`); its unit is unknown, so it is read as seconds and the fix is
+display-only. A key assigned after a nullable declaration (`let key = null; key = ...`) is
+read from its latest assignment. TTLs are evaluated from literals, products such as `60 * 60 * 24` and local or
 module `const`s. Windows (PROVIDERS.md): Shopify 4 h, Svix senders 28 h, Razorpay 24 h,
 Stripe/GitHub/Paystack/Paddle/PayPal/Square and unknown providers 3 days; the config's
 `retryWindows` overrides them.
@@ -60,6 +64,8 @@ struct Ttl<'t> {
     millis: bool,
     /// `SET NX` / `SETNX`: a claim; otherwise a marker write.
     claim: bool,
+    /// A cache wrapper's `set(key, value, ttl)`: the unit is not known (seconds assumed).
+    positional: bool,
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
@@ -85,13 +91,18 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if !t.claim && !is_marker(t, &calls, src) {
                     continue;
                 }
+                // A cache wrapper's plain `set` is a dedupe marker only when its key says so.
+                if t.positional && !dedupe_keys::expand(t.key, src).iter().any(|n| names_done_marker(text(*n, src))) {
+                    continue;
+                }
                 if is_lease(t, &calls, &ttls, src) {
                     continue;
                 }
                 let message = format!(
-                    "dedupe key {} expires after {}, but {who} retries for {}: a retry after it expires is processed again",
+                    "dedupe key {} expires after {}{}, but {who} retries for {}: a retry after it expires is processed again",
                     quoted(&squash(text(t.key, src))),
                     human(seconds as u64),
+                    if t.positional { " (if the wrapper counts seconds; less if milliseconds)" } else { "" },
                     human(window)
                 );
                 let replacement = if target == 7 * DAY {
@@ -101,10 +112,17 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 } else {
                     target.to_string()
                 };
-                let fix = Fix::safe(
-                    format!("raise the TTL to {}", human(target)),
-                    vec![Edit::replace(t.ttl.start_byte(), t.ttl.end_byte(), replacement)],
-                );
+                let fix = if t.positional {
+                    Fix::display_only(
+                        format!("raise the TTL to {}", human(target)),
+                        "the TTL is a cache wrapper's argument whose unit (seconds or milliseconds) is not known",
+                    )
+                } else {
+                    Fix::safe(
+                        format!("raise the TTL to {}", human(target)),
+                        vec![Edit::replace(t.ttl.start_byte(), t.ttl.end_byte(), replacement)],
+                    )
+                };
                 out.push(
                     Diagnostic::new(RULE.id, file, t.ttl, message)
                         .in_handler(model, scope)
@@ -160,9 +178,15 @@ fn ttl_of<'t>(call: Node<'t>, src: &str) -> Option<Ttl<'t>> {
                     if (s == "EX" || s == "PX")
                         && let Some(n) = args.get(i + 1)
                     {
-                        return Some(Ttl { call, key, ttl: *n, millis: s == "PX", claim });
+                        return Some(Ttl { call, key, ttl: *n, millis: s == "PX", claim, positional: false });
                     }
                 }
+            }
+            // A cache wrapper: `cache.set(key, value, ttl)` with a numeric third argument.
+            if args.len() == 3
+                && let Some(n) = args.get(2).filter(|a| eval(**a, src, 0).is_some())
+            {
+                return Some(Ttl { call, key, ttl: *n, millis: false, claim, positional: true });
             }
             // node-redis / Upstash options object
             let opts = args.get(2).map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")?;
@@ -175,7 +199,9 @@ fn ttl_of<'t>(call: Node<'t>, src: &str) -> Option<Ttl<'t>> {
                 };
                 let name = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()).to_ascii_uppercase();
                 match name.as_str() {
-                    "EX" | "PX" => return Some(Ttl { call, key, ttl: v, millis: name == "PX", claim }),
+                    "EX" | "PX" => {
+                        return Some(Ttl { call, key, ttl: v, millis: name == "PX", claim, positional: false });
+                    }
                     "EXPIRATION" if v.kind() == "object" => {
                         let ty = ast::object_property(v, "type", src)
                             .and_then(|t| ast::string_value(t, src))
@@ -183,7 +209,7 @@ fn ttl_of<'t>(call: Node<'t>, src: &str) -> Option<Ttl<'t>> {
                             .to_ascii_uppercase();
                         let value = ast::object_property(v, "value", src)?;
                         if ty == "EX" || ty == "PX" {
-                            return Some(Ttl { call, key, ttl: value, millis: ty == "PX", claim });
+                            return Some(Ttl { call, key, ttl: value, millis: ty == "PX", claim, positional: false });
                         }
                     }
                     _ => {}
@@ -191,8 +217,12 @@ fn ttl_of<'t>(call: Node<'t>, src: &str) -> Option<Ttl<'t>> {
             }
             None
         }
-        "setex" | "psetex" => Some(Ttl { call, key, ttl: *args.get(1)?, millis: last == "psetex", claim: false }),
-        "expire" | "pexpire" => Some(Ttl { call, key, ttl: *args.get(1)?, millis: last == "pexpire", claim: false }),
+        "setex" | "psetex" => {
+            Some(Ttl { call, key, ttl: *args.get(1)?, millis: last == "psetex", claim: false, positional: false })
+        }
+        "expire" | "pexpire" => {
+            Some(Ttl { call, key, ttl: *args.get(1)?, millis: last == "pexpire", claim: false, positional: false })
+        }
         _ => None,
     }
 }
@@ -214,6 +244,11 @@ fn is_marker(t: &Ttl, calls: &[Node], src: &str) -> bool {
     let key_text = text(dedupe_keys::resolve(t.key, src), src).to_ascii_lowercase();
     let named = crate::regex!(r"processed|dedup|idempot|seen|handled|webhook|event|deliver|evt_").is_match(&key_text);
     claimed_or_read || named
+}
+
+/// Key text that says "this event was done": `processed:`, `dedupe:`, `idempotency:`...
+fn names_done_marker(key: &str) -> bool {
+    crate::regex!(r"processed|dedup|idempot|seen|handled").is_match(&key.to_ascii_lowercase())
 }
 
 /// A lease: the same key is released (deleted) or overwritten by a later `set`.

@@ -14,7 +14,9 @@ const DOCS: &str = r#"
 ## What it finds
 An external effect inside an in-code retry loop (a `for`/`while`/`do` loop that catches the
 failure and tries again, `p-retry`/`pRetry(fn)`, `async-retry`'s `retry(async (bail) => ...)`,
-`exponential-backoff`'s `backOff(fn)`, a function that calls itself from its `catch`) that
+`exponential-backoff`'s `backOff(fn)`, a project helper named for retrying its callback
+(`withRetry(fn)`, `retryStripeCall(fn)`; not hooks such as `onRetry`/`shouldRetry`/
+`scheduleRetry`), a function that calls itself from its `catch`) that
 either has no stable key (a Stripe/Resend/Square/... call without an idempotency key, a
 BullMQ add without `jobId`, a FIFO send without `MessageDeduplicationId`, a POST without an
 `Idempotency-Key` header, an email/SMS/chat send), or whose key is computed INSIDE the loop
