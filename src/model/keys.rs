@@ -294,10 +294,32 @@ fn header_variable(func: Node, src: &str, header: &str) -> Option<String> {
                     .is_some_and(|h| h.eq_ignore_ascii_case(header)),
                 _ => false,
             };
-            if reads && name.kind() == "identifier" {
+            if reads && name.kind() == "identifier" && kept_by_handler(body, text(name, src), src) {
                 return Some(text(name, src).to_string());
             }
         }
     }
     None
+}
+
+/// The handler itself needs the variable, so a fix that rewrites the dedupe marker keeps its
+/// declaration: it is checked in a condition (`if (!svixId)`) or passed to a verify call.
+fn kept_by_handler(body: Node, name: &str, src: &str) -> bool {
+    let mut kept = false;
+    ast::walk(body, &mut |n| {
+        if kept {
+            return false;
+        }
+        if n.kind() == "identifier" && text(n, src) == name {
+            kept = ast::ancestors(n).take_while(|a| *a != body).any(|a| match a.kind() {
+                "if_statement" => a.child_by_field_name("condition").is_some_and(|c| ast::contains(c, n)),
+                "call_expression" => a
+                    .child_by_field_name("function")
+                    .is_some_and(|f| text(f, src).to_ascii_lowercase().contains("verify")),
+                _ => false,
+            });
+        }
+        true
+    });
+    kept
 }
