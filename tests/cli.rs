@@ -412,3 +412,14 @@ export const w = new Worker<{ to: string }>("emails", async (job) => {
     let o = run(&["check", ".", "--select=queue-add-without-job-id"], dir.path());
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
 }
+
+#[test]
+fn every_rule_is_documented() {
+    let readme = include_str!("../README.md");
+    for rule in retrysafe::rules::registry() {
+        assert!(readme.contains(&format!("`{}`", rule.id)), "README misses {}", rule.id);
+        for section in ["## What it finds", "## Why retries break it", "## Bad", "## Good", "## Fix"] {
+            assert!(rule.docs.contains(section), "{}: docs miss `{section}`", rule.id);
+        }
+    }
+}
