@@ -40,7 +40,11 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
                 None => format!("${{{}}}", handler.header_expr(actual)?),
             }
         }
-        Provider::Stripe => format!("${{{}.id}}", event_variable(func, src, handler)?),
+        Provider::Stripe => match event_variable(func, src, handler) {
+            Some(var) => format!("${{{var}.id}}"),
+            // const { type, data, id } = stripe.webhooks.constructEvent(...)
+            None => destructured_event_id(func, src)?,
+        },
         Provider::Paddle => {
             let var = event_variable(func, src, handler)?;
             let field = if src.contains("unmarshal") { "eventId" } else { "event_id" };
@@ -98,6 +102,26 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
 /// The variable holding the parsed/verified event: the result of `constructEvent`, `verify`,
 /// `JSON.parse`, `req.json()`, `req.body` (in that order of preference), or an `event`/`evt`
 /// parameter.
+/// `${id}` when the verified event is destructured with its `id` (`const { id, type } = ...`).
+fn destructured_event_id(func: Node, src: &str) -> Option<String> {
+    let mut found = None;
+    ast::walk(func, &mut |n| {
+        if found.is_none()
+            && n.kind() == "variable_declarator"
+            && let (Some(name), Some(value)) = (n.child_by_field_name("name"), n.child_by_field_name("value"))
+            && name.kind() == "object_pattern"
+            && text(value, src).contains("constructEvent")
+            && ast::named_children(name)
+                .iter()
+                .any(|p| p.kind() == "shorthand_property_identifier_pattern" && text(*p, src) == "id")
+        {
+            found = Some("${id}".to_string());
+        }
+        found.is_none()
+    });
+    found
+}
+
 pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String> {
     let mut best: Option<(u8, String)> = None;
     let mut consider = |rank: u8, name: String| {
