@@ -423,3 +423,54 @@ fn every_rule_is_documented() {
         }
     }
 }
+
+/// Handler shapes seen in real webhook code (paraphrased): each file must yield one handler
+/// with the framework, provider and event key `dump-tree` prints.
+#[test]
+fn dump_tree_recognises_real_world_http_handler_shapes() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "pages/api/cjs-hook.js",
+            "const handler = async (req, res) => {\n  const event = stripe.webhooks.constructEvent(req.body, req.headers['stripe-signature'], 's');\n  res.json({ ok: true });\n};\nmodule.exports = handler;\n",
+            "NextPagesApi provider=Some(Stripe) key=Some(\"${event.id}\")",
+        ),
+        (
+            "pages/api/wrapped-hook.ts",
+            "const handler = async (req, res) => {\n  const event = stripe.webhooks.constructEvent(req.body, req.headers['stripe-signature'], 's');\n  res.json({ ok: true });\n};\nexport default withSentry(handler);\n",
+            "NextPagesApi provider=Some(Stripe)",
+        ),
+        (
+            "src/app/api/pay/route.ts",
+            "async function handle(req: Request) {\n  const event = await stripe.webhooks.constructEventAsync(await req.text(), req.headers.get('stripe-signature')!, 's');\n  return new Response(null);\n}\nexport { handle as POST };\n",
+            "NextAppRouter provider=Some(Stripe) key=Some(\"${event.id}\")",
+        ),
+        (
+            "srv/gh.ts",
+            "import { App } from 'octokit';\nconst app = new App({ appId: 1, privateKey: 'k', webhooks: { secret: 's' } });\napp.webhooks.on('issues.opened', async ({ id, payload }) => {\n  await label(payload.issue.number);\n});\n",
+            "Octokit provider=Some(Github) key=Some(\"${id}\")",
+        ),
+        (
+            "srv/fastify-routes.ts",
+            "export async function routes(app) {\n  app.post('/hooks/stripe', { config: { rawBody: true }, handler: async (request, reply) => {\n    const event = stripe.webhooks.constructEvent(request.rawBody, request.headers['stripe-signature'], 's');\n    return reply.send({ ok: true });\n  } });\n}\n",
+            "Fastify provider=Some(Stripe)",
+        ),
+        (
+            "app/routes/webhooks.app.uninstalled.tsx",
+            "export const action = async ({ request }) => {\n  const { shop } = await authenticate.webhook(request);\n  await db.session.deleteMany({ where: { shop } });\n  return new Response();\n};\n",
+            "Remix provider=Some(Shopify) key=Some(\"${request.headers.get(\\\"x-shopify-webhook-id\\\")}\")",
+        ),
+        (
+            "app/routes/billing.webhook.ts",
+            "export const action = async ({ request }) => {\n  const { id, type } = stripe.webhooks.constructEvent(await request.text(), request.headers.get('stripe-signature'), 's');\n  return new Response(type);\n};\n",
+            "Remix provider=Some(Stripe) key=Some(\"${id}\")",
+        ),
+    ];
+    for (name, text, expected) in cases {
+        let dir = project(&[(name, text)]);
+        let out = run(&["dump-tree", name], dir.path());
+        let handlers: Vec<String> =
+            stdout(&out).lines().filter(|l| l.starts_with("handler:")).map(str::to_string).collect();
+        assert_eq!(handlers.len(), 1, "{name}: {handlers:?}\n{}", stderr(&out));
+        assert!(handlers[0].contains(expected), "{name}: {} lacks {expected}", handlers[0]);
+    }
+}

@@ -418,13 +418,14 @@ impl<'a> Finder<'a> {
                     None => return,
                 },
             };
-            let framework = self.http_framework();
+            let mut framework = self.http_framework();
             let mut handler = *args.last().unwrap();
-            // fastify.post(path, { config, handler })
+            // fastify.post(path, { config, handler }): only Fastify takes its handler in options
             if handler.kind() == "object"
                 && let Some(h) = ast::object_property(handler, "handler", src)
             {
                 handler = h;
+                framework = Framework::Fastify;
             }
             let name = format!("{} {route}", method.to_ascii_uppercase());
             self.push(handler, name, framework, &format!("{route} {file_path}"));
