@@ -229,6 +229,9 @@ impl Engine {
                 }
             }
         });
+        for d in &mut out {
+            d.severity = config.severity(d.rule);
+        }
         out
     }
 }

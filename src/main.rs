@@ -287,7 +287,7 @@ fn run_check(args: CheckArgs) -> ExitCode {
     }
     if !report.errors.is_empty() {
         ExitCode::from(2)
-    } else if report.diagnostics.is_empty() {
+    } else if report.diagnostics.iter().all(|d| d.severity == retrysafe::config::Severity::Warning) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

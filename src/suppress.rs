@@ -82,6 +82,7 @@ pub fn apply(file: &Arc<SourceFile>, diagnostics: &mut Vec<Diagnostic>, enabled:
             handler: None,
             provider: None,
             fix: None,
+            severity: if rule == UNUSED { crate::config::Severity::Warning } else { crate::config::Severity::Error },
         };
         if s.rules.is_empty() {
             diagnostics

@@ -474,3 +474,20 @@ fn dump_tree_recognises_real_world_http_handler_shapes() {
         assert!(handlers[0].contains(expected), "{name}: {} lacks {expected}", handlers[0]);
     }
 }
+
+#[test]
+fn configured_warnings_are_reported_but_do_not_fail() {
+    let dir = project(&[
+        ("server.ts", STRIPE_HANDLER),
+        ("retrysafe.json", r#"{ "severity": { "effect-missing-idempotency-key": "warning" } }"#),
+    ]);
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("effect-missing-idempotency-key (warning)"), "{}", stdout(&o));
+    let o = run(&["check", ".", SELECT, "--format", "json"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["severity"], "warning");
+    let o = run(&["check", ".", SELECT, "--format", "sarif"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["runs"][0]["results"][0]["level"], "warning");
+}

@@ -14,7 +14,7 @@ pub fn end_line_col(d: &Diagnostic) -> (usize, usize) {
 }
 
 pub fn severity(d: &Diagnostic) -> Severity {
-    if d.rule == crate::suppress::UNUSED { Severity::Warning } else { Severity::Error }
+    d.severity
 }
 
 /// A path as users see it: relative to the working directory when under it.

@@ -18,6 +18,9 @@ impl Palette {
     pub fn red(&self, s: &str) -> String {
         self.paint("31", s)
     }
+    pub fn yellow(&self, s: &str) -> String {
+        self.paint("33", s)
+    }
     pub fn cyan(&self, s: &str) -> String {
         self.paint("36", s)
     }
@@ -38,7 +41,11 @@ pub fn render(diags: &[Diagnostic], palette: &Palette) -> String {
             out,
             "{}:{line}:{col}: {} {}",
             palette.bold(&display_path(&d.file.path)),
-            palette.red(d.rule),
+            if d.severity == crate::config::Severity::Warning {
+                palette.yellow(&format!("{} (warning)", d.rule))
+            } else {
+                palette.red(d.rule)
+            },
             d.message
         );
         if let Some(h) = &d.handler {

@@ -1,6 +1,6 @@
 //! The rule registry. One file per rule: its documentation, metadata, check and fix.
 
-use crate::config::Config;
+use crate::config::{Config, Severity};
 use crate::fix::{Fix, GuardSpec};
 use crate::model::{Handler, Provider, Scope};
 use crate::project::Project;
@@ -131,6 +131,8 @@ pub struct Diagnostic {
     pub handler: Option<String>,
     pub provider: Option<Provider>,
     pub fix: Option<Fix>,
+    /// From the config (`severity`); warnings do not fail the run.
+    pub severity: Severity,
 }
 
 impl Diagnostic {
@@ -145,6 +147,7 @@ impl Diagnostic {
             handler: None,
             provider: None,
             fix: None,
+            severity: Severity::Error,
         }
     }
 
