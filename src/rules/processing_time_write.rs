@@ -22,7 +22,11 @@ WHEN the delivery is processed rather than on the event:
   `tokens: PLAN_LIMITS[tier]`, `aiCredits: 500`); a balance set to a value is not reported.
 
 Values taken from the event (`new Date(event.created * 1000)`,
-`new Date(sub.current_period_end * 1000)`) and writes inside a guard `run` are not reported.
+`new Date(sub.current_period_end * 1000)`) and writes inside a guard `run` are not reported;
+neither is a write that follows `if (existing) return` on a record loaded by the same function
+and inserted after the write (`select` the payment row by the checkout id, reset credits, insert
+the payment row): a sequential replay stops at that check (the concurrent race is reported by
+`unguarded-side-effect` on the insert).
 Relative writes (`increment`) are `incrementing-write-unguarded`'s concern.
 
 ## Why retries break it

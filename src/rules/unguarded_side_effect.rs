@@ -25,7 +25,9 @@ second email, a second charge.
 - upserts, updates that set absolute values, deletes (replaying them changes nothing);
 - Prisma `create`s whose `data` sets a field the schema marks `@id`/`@unique` (or every
   field of an `@@id`/`@@unique`): a duplicate fails instead of duplicating
-  (`schema.prisma` is looked up next to the project), Mongo inserts that set `_id`;
+  (`schema.prisma` is looked up next to the project), Mongo inserts that set `_id`, and
+  inserts whose row sets `id` from the delivery (`data: { id: user.id }`; a generated
+  `randomUUID()`/`cuid()` id does not count): the primary key rejects a replay;
 - `save()` calls (usually an update of a loaded record);
 - effects that carry a provider idempotency key or a `jobId` (their correctness is the
   business of `nondeterministic-key` and `wrong-event-field-as-key`);
