@@ -385,7 +385,14 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
     if !resolved_locally && !has("log") && !has("console") {
         let name = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
         let lname = name.to_ascii_lowercase();
-        if POSSIBLE_PREFIXES.iter().any(|p| lname.starts_with(p))
+        // The prefix is a whole word of the name (`sendInvoice`, `send_invoice`, `send`), not the
+        // start of another one (`shippingCost`, `refundable`, `provisional`, `publishedAt`).
+        let word_at = |p: &str| {
+            name.get(p.len()..).is_none_or(|rest| {
+                rest.is_empty() || rest.starts_with(|c: char| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit())
+            })
+        };
+        if POSSIBLE_PREFIXES.iter().any(|p| lname.starts_with(p) && word_at(p))
             && !lname.starts_with("sendstatus")
             && !is_response_call(&lower)
         {
@@ -748,6 +755,12 @@ mod real_calls {
             ("await someSdk.widgets.create({ a: 1 })", None),
             ("await posthog.capture({ event: 'x' })", None),
             ("await fetch(url)", None),
+            ("await sendWelcomeEmail(user)", Some(Possible)),
+            ("await send_invoice(user)", Some(Possible)),
+            ("await notify(user)", Some(Possible)),
+            ("shippingCost(order)", None),
+            ("refundable(charge)", None),
+            ("publishedAt(post)", None),
             ("await pb.collection('slots').update(id, { free: slot.free + 1 })", Some(DbUpdate)),
             ("await db.collection('users').doc(uid).update({ credits: FieldValue.increment(5) })", Some(DbIncrement)),
             ("await db.collection('orders').add({ total: 1 })", Some(DbInsert)),

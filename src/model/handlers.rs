@@ -144,14 +144,24 @@ impl<'a> Finder<'a> {
         let stem = file.path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
         let is_route_file = stem == "route" || stem.starts_with("+server");
         let is_pages_api = path.contains("/pages/api/") || path.starts_with("pages/api/");
+        // Vercel/Netlify-style functions: `api/*.js` whose default export takes `(req, res)`.
+        let is_function_dir = !is_pages_api && (path.contains("/api/") || path.starts_with("api/"));
         let root = file.root();
         ast::walk(root, &mut |node| {
             match node.kind() {
-                "export_statement" => self.export(node, &path, is_route_file, is_pages_api),
+                "export_statement" => {
+                    let node_api = is_pages_api || (is_function_dir && self.default_takes_req_res(node));
+                    self.export(node, &path, is_route_file, node_api)
+                }
                 "call_expression" => self.call(node),
                 "new_expression" => self.new_expr(node),
                 "method_definition" => self.decorated_method(node),
-                "expression_statement" => self.commonjs_export(node),
+                "expression_statement" => {
+                    self.commonjs_export(node);
+                    if is_pages_api || is_function_dir {
+                        self.commonjs_default(node, &path, is_pages_api);
+                    }
+                }
                 _ => {}
             }
             true
@@ -363,6 +373,30 @@ impl<'a> Finder<'a> {
     }
 
     /// `exports.handler = async (event) => ...` and `module.exports.handler = ...`.
+    /// `export default function (req, res)`: the parameters of a Node `(req, res)` handler.
+    fn default_takes_req_res(&self, node: Node) -> bool {
+        let src = self.src();
+        let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
+        func.map(ast::unwrap_expr).filter(|f| ast::is_function(*f)).is_some_and(|f| req_res(f, src))
+    }
+
+    /// `module.exports = async function handler(req, res) {...}` in `pages/api/` or `api/`.
+    fn commonjs_default(&mut self, node: Node, path: &str, is_pages_api: bool) {
+        let src = self.src();
+        let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
+            return;
+        };
+        let (Some(left), Some(right)) = (assign.child_by_field_name("left"), assign.child_by_field_name("right"))
+        else {
+            return;
+        };
+        let right = ast::unwrap_expr(right);
+        if text(left, src) != "module.exports" || !ast::is_function(right) || !(is_pages_api || req_res(right, src)) {
+            return;
+        }
+        self.push(right, format!("default export ({})", short_path(path)), Framework::NextPagesApi, path);
+    }
+
     fn commonjs_export(&mut self, node: Node) {
         let src = self.src();
         let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
@@ -734,4 +768,12 @@ fn request_response(
         _ if framework.is_http() => (first_name, None),
         _ => (None, None),
     }
+}
+
+/// A function whose first two parameters are named like a Node request and response.
+fn req_res(func: Node, src: &str) -> bool {
+    let params = ast::parameter_names(func, src);
+    params.len() >= 2
+        && matches!(params[0].as_str(), "req" | "request" | "_req")
+        && matches!(params[1].as_str(), "res" | "response" | "resp")
 }

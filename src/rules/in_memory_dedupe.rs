@@ -9,7 +9,8 @@ use tree_sitter::Node;
 const DOCS: &str = r#"
 ## What it finds
 A process-memory collection used as the dedupe store of a handler: a module-level (or
-singleton-service field) `new Set()`, `new Map()`, `new LRUCache(...)` / `new LRU(...)`,
+singleton-service field, or process-global `global.seen = global.seen || new Set()`)
+`new Set()`, `new Map()`, `new LRUCache(...)` / `new LRU(...)`,
 `new NodeCache()`, or `[]`, checked with `.has(key)` / `.get(key)` / `.includes(key)` in an
 `if` and then filled with `.add(key)` / `.set(key, ...)` / `.push(key)` in the same function.
 

@@ -22,7 +22,11 @@ WHEN the delivery is processed rather than on the event:
   `tokens: PLAN_LIMITS[tier]`, `aiCredits: 500`); a balance set to a value is not reported.
 
 Values taken from the event (`new Date(event.created * 1000)`,
-`new Date(sub.current_period_end * 1000)`) and writes inside a guard `run` are not reported.
+`new Date(sub.current_period_end * 1000)`) and writes inside a guard `run` are not reported;
+neither is a write that follows `if (existing) return` on a record loaded by the same function
+and inserted after the write (`select` the payment row by the checkout id, reset credits, insert
+the payment row): a sequential replay stops at that check (the concurrent race is reported by
+`unguarded-side-effect` on the insert).
 Relative writes (`increment`) are `incrementing-write-unguarded`'s concern.
 
 ## Why retries break it
@@ -243,7 +247,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     None if !local && is_query_builder_update(call, src) => ast::callee_path(call, src).join("."),
                     None => continue,
                 };
-                if scope.guard_at(call).is_some_and(|g| g.dedupes()) {
+                if scope.guard_at(call).is_some_and(|g| g.dedupes()) || existence_check_before(call, func, src) {
                     continue;
                 }
                 for (pair, key, value, finding) in findings(call, func, src) {
@@ -252,6 +256,48 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+/// `const existing = await db...select/find(...); if (existing) return;` before the write and an
+/// insert after it in the same function: the record the insert writes stops a sequential
+/// replay (the concurrent race is `unguarded-side-effect`'s), so the write does not re-run.
+fn existence_check_before(call: Node, func: Node, src: &str) -> bool {
+    let inserts_after = ast::calls_in(func, false).into_iter().any(|c| {
+        c.start_byte() > call.end_byte()
+            && effects::classify(c, src, false).is_some_and(|e| e.kind == EffectKind::DbInsert)
+    });
+    inserts_after
+        && ast::descendants_of_kind(func, "if_statement").into_iter().any(|i| {
+            if i.end_byte() > call.start_byte() || ast::enclosing_function(i) != Some(func) {
+                return false;
+            }
+            let leaves = i.child_by_field_name("consequence").is_some_and(|c| {
+                let t = text(c, src).trim_start_matches('{').trim_start();
+                t.starts_with("return") || t.starts_with("continue")
+            });
+            let Some(cond) = i.child_by_field_name("condition").map(ast::unwrap_expr) else { return false };
+            let name = match cond.kind() {
+                "identifier" => text(cond, src),
+                "member_expression" => ast::member_path(cond, src).first().map_or("", |_| {
+                    let t = text(cond, src);
+                    &t[..t.find(['.', '?']).unwrap_or(t.len())]
+                }),
+                _ => return false,
+            };
+            leaves
+                && !name.is_empty()
+                && ast::descendants_of_kind(func, "variable_declarator").into_iter().any(|d| {
+                    let mut names = Vec::new();
+                    if let Some(n) = d.child_by_field_name("name") {
+                        ast::bound_names(n, src, &mut names);
+                    }
+                    let t = d.child_by_field_name("value").map_or("", |v| text(v, src));
+                    d.end_byte() <= i.start_byte()
+                        && names.iter().any(|n| n == name)
+                        && t.starts_with("await")
+                        && crate::regex!(r"\.(select|find\w*|get\w*|maybeSingle|single|exists|count)\s*\(").is_match(t)
+                })
+        })
 }
 
 /// `knex('t').where(...).update({...})`: an update at the end of a builder chain.

@@ -25,7 +25,9 @@ second email, a second charge.
 - upserts, updates that set absolute values, deletes (replaying them changes nothing);
 - Prisma `create`s whose `data` sets a field the schema marks `@id`/`@unique` (or every
   field of an `@@id`/`@@unique`): a duplicate fails instead of duplicating
-  (`schema.prisma` is looked up next to the project), Mongo inserts that set `_id`;
+  (`schema.prisma` is looked up next to the project), Mongo inserts that set `_id`, and
+  inserts whose row sets `id` from the delivery (`data: { id: user.id }`; a generated
+  `randomUUID()`/`cuid()` id does not count): the primary key rejects a replay;
 - `save()` calls (usually an update of a loaded record);
 - effects that carry a provider idempotency key or a `jobId` (their correctness is the
   business of `nondeterministic-key` and `wrong-event-field-as-key`);
@@ -152,7 +154,7 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
             let call_text = text(effect.call, src);
             // Mongo `_id: ...` (a key of its own, not `user_id:`).
             let sets_mongo_id = crate::regex!(r#"(?:^|[\s{,'"])_id['"]?\s*:"#);
-            if last == "save" || sets_mongo_id.is_match(call_text) {
+            if last == "save" || sets_mongo_id.is_match(call_text) || sets_primary_id(effect.call, src) {
                 return false;
             }
             !prisma_create_sets_unique(effect.call, src, path)
@@ -164,6 +166,33 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
         }
         _ => effect.key.is_none(),
     }
+}
+
+/// An insert whose row sets `id` from the delivery (`create({ data: { id: user.id } })`,
+/// `.insert({ id: evt.data.id })`): the primary key makes a replay fail instead of duplicating.
+/// A generated id (`randomUUID()`, `cuid()`...) is new on every delivery and does not count.
+fn sets_primary_id(call: Node, src: &str) -> bool {
+    let Some(first) = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")
+    else {
+        return false;
+    };
+    let row = ast::object_property(first, "data", src)
+        .map(ast::unwrap_expr)
+        .filter(|d| d.kind() == "object")
+        .unwrap_or(first);
+    let Some(id) = ast::object_property(row, "id", src) else { return false };
+    // `const id = randomUUID(); create({ data: { id } })`: judge the initializer.
+    let init = (id.kind() == "identifier" || id.kind() == "shorthand_property_identifier")
+        .then(|| {
+            ast::enclosing_function(call).and_then(|f| ast::find_binding_init(f, text(id, src), src, call.start_byte()))
+        })
+        .flatten();
+    let value = format!("{} {}", text(id, src), init.map_or("", |i| text(i, src))).to_ascii_lowercase();
+    !["uuid", "random", "cuid", "nanoid", "ulid", "date.now", "new date", "math."].iter().any(|r| value.contains(r))
+        && matches!(
+            id.kind(),
+            "member_expression" | "subscript_expression" | "identifier" | "shorthand_property_identifier"
+        )
 }
 
 /// `prisma.model.create({ data: { field } })` where `field` is `@id`/`@unique` in the schema.
