@@ -62,28 +62,35 @@ impl Style {
         let crlf = text.matches("\r\n").count();
         let lf = text.matches('\n').count();
         let eol = if crlf > 0 && crlf * 2 >= lf { "\r\n" } else { "\n" };
+        // The indent unit is the most common increase of indentation between consecutive
+        // code lines (robust to 3-space files and to aligned continuation lines).
         let mut tabs = 0;
-        let mut widths = [0usize; 9];
+        let mut spaced = 0;
+        let mut steps = [0usize; 9];
+        let mut previous = 0usize;
         for line in text.lines() {
+            let trimmed = line.trim_start();
+            if trimmed.is_empty() || trimmed.starts_with('*') {
+                continue;
+            }
             if line.starts_with('\t') {
                 tabs += 1;
-            } else {
-                let n = line.len() - line.trim_start_matches(' ').len();
-                if n > 0 && n <= 8 && !line.trim().is_empty() && !line.trim_start().starts_with('*') {
-                    widths[n] += 1;
-                }
+                continue;
             }
+            let n = line.len() - line.trim_start_matches(' ').len();
+            if n > 0 {
+                spaced += 1;
+            }
+            if n > previous && n - previous <= 8 {
+                steps[n - previous] += 1;
+            }
+            previous = n;
         }
-        let spaced: usize = widths.iter().sum();
         let indent_unit = if tabs > spaced {
             "\t".to_string()
-        } else if widths[2] > 0 || spaced == 0 {
-            "  ".to_string()
-        } else if widths[4] > 0 {
-            "    ".to_string()
         } else {
-            let n = (1..=8).find(|&n| widths[n] > 0).unwrap_or(2);
-            " ".repeat(n)
+            let best = (1..=8).max_by_key(|&n| (steps[n], std::cmp::Reverse(n))).filter(|&n| steps[n] > 0);
+            " ".repeat(best.unwrap_or(2))
         };
         let single = text.matches('\'').count();
         let double = text.matches('"').count();
@@ -227,6 +234,16 @@ mod tests {
         assert_eq!(style.indent_unit, "\t");
         assert_eq!(style.quote, '\'');
         assert!(!style.semicolons);
+    }
+
+    #[test]
+    fn indent_unit_is_the_usual_step() {
+        assert_eq!(Style::detect("function f() {\n   if (x) {\n      y();\n   }\n}\n").indent_unit, "   ");
+        assert_eq!(
+            Style::detect("a(\n    b,\n    c)\nfunction f() {\n  x();\n  if (y) {\n    z();\n  }\n}\n").indent_unit,
+            "  "
+        );
+        assert_eq!(Style::detect("x = 1;\n").indent_unit, "  ");
     }
 
     #[test]
