@@ -217,7 +217,10 @@ impl Engine {
         } else {
             handlers::find_handlers(file, &self.project, config)
                 .into_iter()
-                .map(|handler| HandlerModel { scopes: reach::scopes(&self.project, &handler), handler })
+                .map(|handler| {
+                    let scopes = reach::scopes(&self.project, &handler);
+                    HandlerModel::new(handler, scopes)
+                })
                 .collect()
         };
         let guard = self.options.guard.clone().or_else(|| config.guard.as_deref().and_then(GuardSpec::parse));

@@ -56,14 +56,7 @@ pub fn decode(path: &Path, bytes: Vec<u8>) -> Result<String, LoadError> {
     String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8(path.to_path_buf()))
 }
 
-/// How a local name was imported.
-#[derive(Clone, Debug)]
-pub struct Import {
-    pub local: String,
-    pub source: String,
-    /// The exported name, `default`, or `*` for a namespace import / whole `require`.
-    pub imported: String,
-}
+pub use crate::source::Import;
 
 /// A function definition found in a file.
 #[derive(Clone, Debug)]
@@ -380,7 +373,11 @@ pub fn local_function(file: &Arc<SourceFile>, name: &str) -> Option<FunctionDef>
 }
 
 /// The imports of a file: ESM imports and CommonJS `require` bindings.
-pub fn imports(file: &SourceFile) -> Vec<Import> {
+pub fn imports(file: &SourceFile) -> &[Import] {
+    file.imports.get_or_init(|| read_imports(file))
+}
+
+fn read_imports(file: &SourceFile) -> Vec<Import> {
     let src = &file.text;
     let mut out = Vec::new();
     for stmt in ast::named_children(file.root()) {

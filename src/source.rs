@@ -114,6 +114,15 @@ impl Style {
     }
 }
 
+/// How a local name was imported.
+#[derive(Clone, Debug)]
+pub struct Import {
+    pub local: String,
+    pub source: String,
+    /// The exported name, `default`, or `*` for a namespace import / whole `require`.
+    pub imported: String,
+}
+
 /// A parsed project file. Immutable once built; shared between threads behind `Arc`.
 pub struct SourceFile {
     pub path: PathBuf,
@@ -122,6 +131,8 @@ pub struct SourceFile {
     pub tree: Tree,
     line_starts: Vec<usize>,
     style: OnceLock<Style>,
+    /// Filled by `project::imports` on first use: call resolution asks for it per call.
+    pub(crate) imports: OnceLock<Vec<Import>>,
 }
 
 impl SourceFile {
@@ -133,7 +144,7 @@ impl SourceFile {
             None => parse(dialect, &text)?,
         };
         let line_starts = line_starts(&text);
-        Some(SourceFile { path, text, dialect, tree, line_starts, style: OnceLock::new() })
+        Some(SourceFile { path, text, dialect, tree, line_starts, style: OnceLock::new(), imports: OnceLock::new() })
     }
 
     pub fn root(&self) -> Node<'_> {

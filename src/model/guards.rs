@@ -57,6 +57,15 @@ pub fn guard_at(node: Node, src: &str) -> Option<GuardKind> {
         }
     }
     let func = ast::enclosing_function(node)?;
+    // Manual transactions are rare: skip the scan unless the function could open one.
+    let body = ast::text(func, src);
+    if !(body.contains("BEGIN")
+        || body.contains("begin")
+        || body.contains("START TRANSACTION")
+        || body.contains("start transaction"))
+    {
+        return None;
+    }
     let mut begun = None;
     for call in ast::calls_in(func, true) {
         if call.start_byte() >= node.start_byte() {

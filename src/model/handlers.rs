@@ -252,7 +252,7 @@ impl<'a> Finder<'a> {
         if let Some(def) = project::local_function(self.file, name) {
             return Some(def);
         }
-        let import = project::imports(self.file).into_iter().find(|i| i.local == name)?;
+        let import = project::imports(self.file).iter().find(|i| i.local == name)?;
         let target = self.project.resolve(&self.file.path, &import.source)?;
         let target = self.project.load(&target).ok()?;
         self.project.exported_function(&target, &import.imported, 0)
@@ -265,7 +265,7 @@ impl<'a> Finder<'a> {
         let object = member.child_by_field_name("object").filter(|o| o.kind() == "identifier")?;
         let method = text(member.child_by_field_name("property")?, src);
         let object = text(object, src);
-        let file = match project::imports(self.file).into_iter().find(|i| i.local == object) {
+        let file = match project::imports(self.file).iter().find(|i| i.local == object) {
             Some(import) => {
                 let target = self.project.resolve(&self.file.path, &import.source)?;
                 let target = self.project.load(&target).ok()?;

@@ -91,7 +91,7 @@ fn identifier_kind(project: &Project, file: &Arc<SourceFile>, at: Node, name: &s
         return value_kind(project, file, init, depth);
     }
     if depth < 3
-        && let Some(import) = project::imports(file).into_iter().find(|i| i.local == name)
+        && let Some(import) = project::imports(file).iter().find(|i| i.local == name)
         && let Some(target) = project.resolve(&file.path, &import.source)
         && let Ok(target) = project.load(&target)
     {

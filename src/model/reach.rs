@@ -51,7 +51,7 @@ pub fn resolve_call(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
         [name] => resolve_name(project, file, name),
         [this, method] if this == "this" => class_method(file, call, method),
         [ns, name] => {
-            let import = project::imports(file).into_iter().find(|i| &i.local == ns && i.imported == "*")?;
+            let import = project::imports(file).iter().find(|i| &i.local == ns && i.imported == "*")?;
             let target = project.resolve(&file.path, &import.source)?;
             let target = project.load(&target).ok()?;
             project.exported_function(&target, name, 0)
@@ -64,7 +64,7 @@ fn resolve_name(project: &Project, file: &Arc<SourceFile>, name: &str) -> Option
     if let Some(def) = project::local_function(file, name) {
         return Some(def);
     }
-    let import = project::imports(file).into_iter().find(|i| i.local == name)?;
+    let import = project::imports(file).iter().find(|i| i.local == name)?;
     let target = project.resolve(&file.path, &import.source)?;
     let target = project.load(&target).ok()?;
     let exported = if import.imported == "*" { "default" } else { import.imported.as_str() };

@@ -3,7 +3,7 @@
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::wrap_guard;
 use crate::model::ast::text;
-use crate::model::markers::{self, PatternKind};
+use crate::model::markers::PatternKind;
 
 const DOCS: &str = r#"
 ## What it finds
@@ -84,7 +84,7 @@ pub(crate) fn report(
     message: &dyn Fn(&str) -> String,
 ) {
     for model in cx.handlers {
-        let patterns = markers::patterns(cx.project, &model.scopes);
+        let patterns = model.dedupe_patterns(cx.project);
         let Some(top) = patterns.iter().map(|p| priority(p.kind)).min() else { continue };
         if priority(kind) != top {
             continue;

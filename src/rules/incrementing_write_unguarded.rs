@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach;
-use crate::model::{EffectKind, effects, markers};
+use crate::model::{EffectKind, effects};
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -91,7 +91,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
 
 /// The unguarded relative writes of a handler (empty when hand-written dedupe owns it).
 pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
-    if markers::has_hand_written_dedupe(cx.project, &model.scopes) {
+    if model.has_hand_written_dedupe(cx.project) {
         return Vec::new();
     }
     let mut out: Vec<Finding> = Vec::new();

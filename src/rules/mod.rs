@@ -100,6 +100,25 @@ pub struct HandlerModel {
     pub handler: Handler,
     /// `scopes[0]` is the handler itself.
     pub scopes: Vec<Scope>,
+    /// Hand-written dedupe found in the scopes; several rules read it, so it is computed once.
+    dedupe_patterns: std::sync::OnceLock<Vec<crate::model::markers::Pattern>>,
+    hand_written_dedupe: std::sync::OnceLock<bool>,
+}
+
+impl HandlerModel {
+    pub fn new(handler: Handler, scopes: Vec<Scope>) -> HandlerModel {
+        HandlerModel { handler, scopes, dedupe_patterns: Default::default(), hand_written_dedupe: Default::default() }
+    }
+
+    /// The racy hand-written dedupe patterns of this handler (`markers::patterns`).
+    pub fn dedupe_patterns(&self, project: &Project) -> &[crate::model::markers::Pattern] {
+        self.dedupe_patterns.get_or_init(|| crate::model::markers::patterns(project, &self.scopes))
+    }
+
+    /// Whether any scope checks, claims or writes a processed marker by hand.
+    pub fn has_hand_written_dedupe(&self, project: &Project) -> bool {
+        *self.hand_written_dedupe.get_or_init(|| crate::model::markers::has_hand_written_dedupe(project, &self.scopes))
+    }
 }
 
 /// What a rule sees for one file.

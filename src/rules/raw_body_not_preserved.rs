@@ -517,9 +517,9 @@ fn sibling_range<'t>(from: Node<'t>, to: Node<'t>) -> Vec<Node<'t>> {
 /// The local name of the default `express` import.
 fn express_binding(file: &SourceFile) -> Option<String> {
     crate::project::imports(file)
-        .into_iter()
+        .iter()
         .find(|i| i.source == "express" && (i.imported == "default" || i.imported == "*"))
-        .map(|i| i.local)
+        .map(|i| i.local.clone())
 }
 
 fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {

@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule, incrementi
 use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
-use crate::model::{Effect, EffectKind, Sdk, effects, markers};
+use crate::model::{Effect, EffectKind, Sdk, effects};
 use std::path::{Path, PathBuf};
 use tree_sitter::Node;
 
@@ -85,9 +85,7 @@ struct Found<'t> {
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
-        if markers::has_hand_written_dedupe(cx.project, &model.scopes)
-            || !incrementing_write_unguarded::findings(cx, model).is_empty()
-        {
+        if model.has_hand_written_dedupe(cx.project) || !incrementing_write_unguarded::findings(cx, model).is_empty() {
             continue;
         }
         let found = unguarded_effects(cx, model);
