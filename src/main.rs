@@ -348,6 +348,12 @@ fn run_fix(args: FixArgs) -> ExitCode {
         for p in &f.problems {
             eprintln!("warning: {p}");
         }
+        if !matches!(args.format, FixFormat::Json) {
+            for m in &f.manual {
+                let why = m.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default();
+                eprintln!("manual: {}:{}: {} ({}){why}", report::display_path(&f.path), m.line, m.rule, m.title);
+            }
+        }
     }
     let mut failed = !report.errors.is_empty();
     for e in &report.errors {
