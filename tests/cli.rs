@@ -491,3 +491,23 @@ fn configured_warnings_are_reported_but_do_not_fail() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["runs"][0]["results"][0]["level"], "warning");
 }
+
+#[test]
+fn dry_run_diff_applies_with_git_and_equals_write() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["fix", ".", "--no-color", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    let patch = stdout(&o);
+    assert!(patch.contains(" @@ effect-missing-idempotency-key [safe]"), "{patch}");
+    std::fs::write(dir.path().join("fix.patch"), &patch).unwrap();
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(dir.path()).output().unwrap();
+    assert!(git(&["init", "-q"]).status.success());
+    let applied = git(&["apply", "fix.patch"]);
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    let patched = std::fs::read_to_string(dir.path().join("server.ts")).unwrap();
+    std::fs::write(dir.path().join("server.ts"), STRIPE_HANDLER).unwrap();
+    std::fs::remove_file(dir.path().join("fix.patch")).unwrap();
+    let o = run(&["fix", ".", "--write", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(dir.path().join("server.ts")).unwrap(), patched);
+}

@@ -12,29 +12,41 @@ pub fn render(file: &FileFix, palette: &Palette) -> String {
         return out;
     }
     let name = display_path(&file.path);
-    for a in &file.applied {
-        let _ = writeln!(
-            out,
-            "{}",
-            palette.cyan(&format!("# {name}:{}: {} [{}] {}", a.line, a.rule, a.applicability.label(), a.title))
-        );
-    }
     let diff = TextDiff::from_lines(&file.original, &file.fixed);
-    let text = diff.unified_diff().context_radius(3).header(&format!("a/{name}"), &format!("b/{name}")).to_string();
-    for line in text.split_inclusive('\n') {
-        let painted = if line.starts_with("+++") || line.starts_with("---") {
-            palette.bold(line.trim_end_matches('\n'))
-        } else if line.starts_with('+') {
-            palette.green(line.trim_end_matches('\n'))
-        } else if line.starts_with('-') {
-            palette.red(line.trim_end_matches('\n'))
-        } else if line.starts_with("@@") {
-            palette.cyan(line.trim_end_matches('\n'))
-        } else {
-            line.trim_end_matches('\n').to_string()
-        };
-        out.push_str(&painted);
-        out.push('\n');
+    let mut unified = diff.unified_diff();
+    unified.context_radius(3);
+    let label = |a: &crate::engine::AppliedFix| format!("{} [{}] {}", a.rule, a.applicability.label(), a.title);
+    let hunk_of =
+        |line: usize| unified.iter_hunks().position(|h| h.ops().iter().any(|op| op.old_range().contains(&(line - 1))));
+    // Fixes outside every hunk are listed before the file; the others label their hunk's
+    // header, where `git apply` and `patch` ignore free text, so the diff stays applicable.
+    for a in file.applied.iter().filter(|a| hunk_of(a.line).is_none()) {
+        let _ = writeln!(out, "{}", palette.cyan(&format!("# {name}:{}: {}", a.line, label(a))));
+    }
+    let _ = writeln!(out, "{}", palette.bold(&format!("--- a/{name}")));
+    let _ = writeln!(out, "{}", palette.bold(&format!("+++ b/{name}")));
+    for (index, hunk) in unified.iter_hunks().enumerate() {
+        let text = hunk.to_string();
+        let mut lines = text.split_inclusive('\n');
+        if let Some(header) = lines.next() {
+            let labels: Vec<String> =
+                file.applied.iter().filter(|a| hunk_of(a.line) == Some(index)).map(label).collect();
+            let header = header.trim_end_matches('\n');
+            let header = if labels.is_empty() { header.to_string() } else { format!("{header} {}", labels.join("; ")) };
+            let _ = writeln!(out, "{}", palette.cyan(&header));
+        }
+        for line in lines {
+            let bare = line.trim_end_matches('\n');
+            let painted = if line.starts_with('+') {
+                palette.green(bare)
+            } else if line.starts_with('-') {
+                palette.red(bare)
+            } else {
+                bare.to_string()
+            };
+            out.push_str(&painted);
+            out.push('\n');
+        }
     }
     out
 }
