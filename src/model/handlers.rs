@@ -165,7 +165,18 @@ impl<'a> Finder<'a> {
         } else if func.kind() == "identifier" {
             match self.resolve_function(text(func, self.src())) {
                 Some(def) => (def.span, def.file),
-                None => return,
+                // a handler declared in the enclosing function:
+                // `const onMessage = async (message) => {...}; subscription.on("message", onMessage)`
+                None => match ast::enclosing_function(func)
+                    .and_then(|scope| {
+                        ast::find_binding_init(scope, text(func, self.src()), self.src(), func.start_byte())
+                    })
+                    .map(ast::unwrap_expr)
+                    .filter(|f| ast::is_function(*f))
+                {
+                    Some(f) => (Span::of(f), self.file.clone()),
+                    None => return,
+                },
             }
         } else if func.kind() == "member_expression" {
             // controller.handleWebhook
