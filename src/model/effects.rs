@@ -248,6 +248,16 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
             return None;
         }
     }
+    // `const command = new ReceiveMessageCommand(...); await sqs.send(command)`
+    if last == "send"
+        && let Some(var) = args.first().filter(|a| a.kind() == "identifier")
+        && let Some(f) = ast::enclosing_function(call)
+        && crate::regex!(r"\b(\w+)\s*=\s*new (ReceiveMessage|DeleteMessage|Get)\w*Command\b")
+            .captures_iter(text(f, src))
+            .any(|c| &c[1] == text(*var, src))
+    {
+        return None;
+    }
     if has("sqs") && matches!(last.as_str(), "sendmessage" | "sendmessagebatch") {
         let key = args.first().and_then(|o| object_prop(*o, "MessageDeduplicationId", src));
         return effect(EffectKind::Enqueue, Sdk::Sqs, key);

@@ -175,7 +175,18 @@ impl<'a> Finder<'a> {
         } else if func.kind() == "identifier" {
             match self.resolve_function(text(func, self.src())) {
                 Some(def) => (def.span, def.file),
-                None => return,
+                // a handler declared in the enclosing function:
+                // `const onMessage = async (message) => {...}; subscription.on("message", onMessage)`
+                None => match ast::enclosing_function(func)
+                    .and_then(|scope| {
+                        ast::find_binding_init(scope, text(func, self.src()), self.src(), func.start_byte())
+                    })
+                    .map(ast::unwrap_expr)
+                    .filter(|f| ast::is_function(*f))
+                {
+                    Some(f) => (Span::of(f), self.file.clone()),
+                    None => return,
+                },
             }
         } else if func.kind() == "member_expression" {
             // controller.handleWebhook
@@ -360,7 +371,32 @@ impl<'a> Finder<'a> {
     }
 
     fn lambda_candidate(&mut self, func: Node, name: &str, path: &str) {
-        let func = ast::unwrap_expr(func);
+        let mut func = ast::unwrap_expr(func);
+        // wrapped: `middy(fn).use(...)`, `withTelemetry(async (event: SQSEvent) => ...)`
+        while func.kind() == "call_expression" {
+            let args = ast::arguments(func);
+            if let Some(f) = args.iter().rev().find(|a| ast::is_function(**a)) {
+                func = *f;
+                break;
+            }
+            let local = args.iter().rev().filter(|a| a.kind() == "identifier").find_map(|a| {
+                let def = project::local_function(self.file, text(*a, self.src()))?;
+                self.file.node_at(def.span)
+            });
+            if let Some(node) = local {
+                func = node;
+                break;
+            }
+            match func
+                .child_by_field_name("function")
+                .filter(|f| f.kind() == "member_expression")
+                .and_then(|f| f.child_by_field_name("object"))
+                .filter(|o| o.kind() == "call_expression")
+            {
+                Some(inner) => func = inner,
+                None => break,
+            }
+        }
         if !ast::is_function(func) {
             return;
         }
@@ -564,7 +600,16 @@ impl<'a> Finder<'a> {
             }
             ("send", _) => {
                 // An SQS polling loop: the enclosing top-level function is the consumer.
-                if args.first().is_some_and(|a| text(*a, src).contains("ReceiveMessageCommand"))
+                // also through a variable: `const cmd = new ReceiveMessageCommand(...); sqs.send(cmd)`
+                let receive = |a: &Node| {
+                    text(*a, src).contains("ReceiveMessageCommand")
+                        || a.kind() == "identifier"
+                            && ast::enclosing_function(call).is_some_and(|f| {
+                                let decl = format!("{} = new ReceiveMessageCommand", text(*a, src));
+                                text(f, src).contains(&decl)
+                            })
+                };
+                if args.first().is_some_and(receive)
                     && let Some(func) = outermost_function(call)
                 {
                     self.push(func, format!("SQS poller ({})", short_path(&file_path)), Framework::SqsPolling, "");

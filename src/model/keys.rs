@@ -184,6 +184,23 @@ fn loop_variable(func: Node, src: &str, collections: &[&str]) -> Option<String> 
         {
             found = Some(text(p, src).to_string());
         }
+        // `const records = event.Records || []; ... const record = records[i]`
+        if n.kind() == "variable_declarator"
+            && let (Some(name), Some(value)) = (n.child_by_field_name("name"), n.child_by_field_name("value"))
+            && name.kind() == "identifier"
+            && value.kind() == "subscript_expression"
+            && let Some(obj) = value.child_by_field_name("object")
+            && (collections.iter().any(|c| text(obj, src).ends_with(c))
+                || obj.kind() == "identifier" && {
+                    let decl = format!("{} = ", text(obj, src));
+                    text(func, src).split(&decl).skip(1).any(|rest| {
+                        let line = rest.lines().next().unwrap_or("");
+                        collections.iter().any(|c| line.contains(&format!(".{c}")))
+                    })
+                })
+        {
+            found = Some(text(name, src).to_string());
+        }
         true
     });
     found

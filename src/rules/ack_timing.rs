@@ -21,7 +21,10 @@ Work that is not finished when the delivery is acknowledged:
 - `items.forEach(async (item) => ...)`: `forEach` does not wait for the callbacks;
 - `void work()`;
 - work deferred past the response: `after()`, `waitUntil()`, `setImmediate`, `setTimeout`,
-  `process.nextTick`, `queueMicrotask` callbacks that write or call out.
+  `process.nextTick`, `queueMicrotask` callbacks that write or call out;
+- in an explicit-ack consumer, the message acknowledged before its work: RabbitMQ
+  `channel.ack(msg)`, Pub/Sub `message.ack()`, or an SQS poller's `DeleteMessageCommand`
+  followed by more work (fix, unsafe: move the acknowledgement after that work).
 
 ## Why retries break it
 Once the provider has its 2xx (or the queue its completed job), it never redelivers. A crash,
@@ -151,6 +154,10 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             {
                 respond_then_work(&c, model, scope, func, out);
             }
+            if i == 0 && matches!(model.handler.framework, Framework::Amqp | Framework::Pubsub | Framework::SqsPolling)
+            {
+                ack_then_work(&c, model, scope, func, out);
+            }
             statements(&c, model, scope, func, out);
         }
     }
@@ -214,6 +221,56 @@ fn respond_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, ou
             scope,
             resp.node,
             "the response is sent before the work that follows it is done: a crash after it loses the work, and the provider never retries".into(),
+            fix,
+        ));
+    }
+}
+
+/// Queue form: `channel.ack(msg)`, `message.ack()` or an SQS `DeleteMessageCommand` as a
+/// statement followed, in its block, by work: the message is gone before the work is done.
+fn ack_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut Vec<Diagnostic>) {
+    let src = c.src();
+    for call in ast::descendants_of_kind(func, "call_expression") {
+        let name = ast::callee_name(call, src).unwrap_or_default();
+        let is_ack = matches!(name.as_str(), "ack" | "ackWithResponse")
+            || (name == "send"
+                && ast::arguments(call).first().is_some_and(|a| text(*a, src).contains("DeleteMessageCommand")));
+        if !is_ack {
+            continue;
+        }
+        let Some(stmt) = ast::enclosing_statement(call).filter(|s| s.kind() == "expression_statement") else {
+            continue;
+        };
+        let mut following = Vec::new();
+        let mut next = stmt.next_named_sibling();
+        while let Some(n) = next {
+            following.push(n);
+            next = n.next_named_sibling();
+        }
+        if !following.iter().any(|s| c.contains_work(*s)) {
+            continue;
+        }
+        let movable = following.iter().all(|s| {
+            s.kind() == "comment"
+                || (ast::descendants_of_kind(*s, "return_statement").is_empty()
+                    && ast::descendants_of_kind(*s, "throw_statement").is_empty()
+                    && ast::descendants_of_kind(*s, "continue_statement").is_empty()
+                    && ast::descendants_of_kind(*s, "break_statement").is_empty())
+        });
+        let fix = match (movable, following.iter().rev().find(|s| s.kind() != "comment")) {
+            (true, Some(last)) => move_after(c.file, stmt, *last)
+                .map(|edits| Fix::unsafe_("acknowledge after the work", edits))
+                .unwrap_or_else(|| Fix::display_only("acknowledge after the work", "the statement shares its line")),
+            _ => Fix::display_only(
+                "acknowledge after the work",
+                "the work after the acknowledgement leaves early: restructure by hand",
+            ),
+        };
+        out.push(diag(
+            model,
+            scope,
+            call,
+            "the message is acknowledged before the work that follows it is done: a crash or failure after it loses the message, and it is never redelivered".into(),
             fix,
         ));
     }

@@ -239,7 +239,11 @@ fn is_marker(t: &Ttl, calls: &[Node], src: &str) -> bool {
             && ast::arguments(*c).first().is_some_and(|k| same_key(*k, t.key, src))
             && (guards::is_set_nx(*c, src)
                 || ast::callee_name(*c, src)
-                    .is_some_and(|n| matches!(n.to_ascii_lowercase().as_str(), "get" | "exists")))
+                    .is_some_and(|n| matches!(n.to_ascii_lowercase().as_str(), "get" | "exists"))
+                    // `JSON.parse(await redis.get(k))`: a data cache read back, not a marker check
+                    && !ast::ancestors(*c).take(4).any(|a| {
+                        a.kind() == "call_expression" && ast::callee_path(a, src).join(".") == "JSON.parse"
+                    }))
     });
     let key_text = text(dedupe_keys::resolve(t.key, src), src).to_ascii_lowercase();
     let named = crate::regex!(r"processed|dedup|idempot|seen|handled|webhook|event|deliver|evt_").is_match(&key_text);

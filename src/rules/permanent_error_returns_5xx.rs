@@ -55,7 +55,9 @@ try {
   own `try`; processing failures should still answer 5xx).
 - BullMQ: `throw new Error(...)` becomes `throw new UnrecoverableError(...)` imported from
   `bullmq`; Inngest: `NonRetriableError` from `inngest` (unsafe: review that the failure is
-  really permanent). Trigger.dev: display-only (`AbortTaskRunError`).
+  really permanent). Trigger.dev: display-only (`AbortTaskRunError`). Bull v3
+  (`queue.process(fn)`, `bull`, `@nestjs/bull`) has no `UnrecoverableError`: display-only
+  (call `job.discard()` before the throw).
 
 Decisions: a thrown error counts as permanent when its message says so (not found, does not
 exist, invalid, missing, malformed, unknown/unsupported type, validation) or when it is thrown
@@ -327,6 +329,7 @@ fn wrap_fix(model: &HandlerModel, file: &SourceFile, call: Node) -> Fix {
 }
 
 fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let bull_import = crate::regex!(r#"(from|require\()\s*['"](bull|@nestjs/bull)['"]"#);
     for scope in &model.scopes {
         let Some(func) = scope.node() else { continue };
         let file = scope.file();
@@ -359,7 +362,12 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             if !PERMANENT.is_match(message) && !missing {
                 continue;
             }
+            // Bull v3 (`queue.process(fn)`, `bull`, `@nestjs/bull`) has no UnrecoverableError:
+            // `job.discard()` before the throw stops its retries.
+            let bull_v3 = model.handler.framework == Framework::Bullmq
+                && (model.handler.name.starts_with("queue processor") || bull_import.is_match(src));
             let (class, module) = match model.handler.framework {
+                Framework::Bullmq if bull_v3 => ("Error", None),
                 Framework::Bullmq => ("UnrecoverableError", Some("bullmq")),
                 Framework::Inngest => ("NonRetriableError", Some("inngest")),
                 _ => ("AbortTaskRunError", None),
@@ -373,13 +381,18 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                         "review that this failure is permanent: a record that may appear later should stay retryable",
                     )
                 }
+                None if bull_v3 => {
+                    Fix::display_only("call `job.discard()` before the throw", "Bull has no UnrecoverableError")
+                }
                 None => Fix::display_only(format!("throw {class}"), "import it from your Trigger.dev SDK version"),
             };
+            let advice =
+                if bull_v3 { "call `job.discard()` before throwing".to_string() } else { format!("throw `{class}`") };
             out.push(diag(
                 model,
                 scope,
                 throw,
-                format!("a permanent failure is thrown as a retryable `{ctor_name}`: the queue retries a job that can never succeed; throw `{class}`"),
+                format!("a permanent failure is thrown as a retryable `{ctor_name}`: the queue retries a job that can never succeed; {advice}"),
                 fix,
             ));
         }

@@ -122,7 +122,12 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
             }
             "for_statement" => {
                 let cond = n.child_by_field_name("condition").map(|c| text(c, src)).unwrap_or("");
-                if cond.contains("Records.length") {
+                // `i < event.Records.length`, or `i < records.length` with `records = event.Records`
+                let bound = crate::regex!(r"(\w+)\.length").captures(cond).is_some_and(|c| {
+                    ast::find_binding_init(func, &c[1], src, n.start_byte())
+                        .is_some_and(|i| text(i, src).contains(".Records"))
+                });
+                if cond.contains("Records.length") || bound {
                     found = n.child_by_field_name("body").map(|b| (n, b));
                 }
             }

@@ -32,7 +32,9 @@ Not reported: a `catch` that rethrows, answers a non-2xx status, calls `next(err
 the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a retry / dead-letter
 / outbox call); a `catch` of a unique violation (that is the dedupe working); signature
 checks (see `permanent-error-returns-5xx`); a callee's `catch` that returns a value the
-caller can check; deliberate best-effort calls: a callee listed in the config's `bestEffort`
+caller can check; in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` that skips the
+ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catch` around
+reads only (`GetXCommand`, `get*()`) that assigns a fallback value; deliberate best-effort calls: a callee listed in the config's `bestEffort`
 list, a `catch` commented "best effort" / "non-fatal" / "non-critical" / "safe to ignore", or a
 `retrysafe-ignore` suppression with the reason.
 
@@ -89,6 +91,7 @@ const MARKED: &[&str] = &[
     "nonfatal",
     "non-critical",
     "noncritical",
+    "not critical",
     "ignore error",
     "ignore the error",
     "ignore failure",
@@ -228,6 +231,18 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if flagged_for_later(func, try_stmt, body, src, &names) {
             continue;
         }
+        // Explicit-ack consumers (RabbitMQ, Pub/Sub, an SQS poller): a catch that skips the ack
+        // done in the `try` leaves the message unacknowledged, so it is redelivered.
+        if matches!(fw, Framework::Amqp | Framework::Pubsub | Framework::SqsPolling)
+            && acknowledges(block, src)
+            && !acknowledges(body, src)
+        {
+            continue;
+        }
+        // A read with a fallback value (`catch { cached = null }`): no work of the event is lost.
+        if reads_only(block, src) && !ast::descendants_of_kind(body, "assignment_expression").is_empty() {
+            continue;
+        }
         let resps = responses::responses_in(body, src, &names, false);
         if resps.iter().any(|r| !r.is_2xx()) {
             continue;
@@ -280,6 +295,39 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         ));
     }
     out
+}
+
+/// An explicit acknowledgement: `channel.ack(msg)`, `message.ack()`, an SQS `DeleteMessage`.
+fn acknowledges(node: Node, src: &str) -> bool {
+    ast::calls_in(node, false).into_iter().any(|call| {
+        let name = ast::callee_name(call, src).unwrap_or_default();
+        matches!(name.as_str(), "ack" | "ackWithResponse" | "deleteMessage")
+            || (name == "send" && text(call, src).contains("DeleteMessageCommand"))
+    })
+}
+
+/// Only reads: AWS SDK v3 `client.send(new GetXCommand(...))` and getters (`getConfig()`),
+/// besides calls that are not awaited and classify as nothing (logging, parsing).
+fn reads_only(block: Node, src: &str) -> bool {
+    let calls = ast::calls_in(block, false);
+    let command = crate::regex!(r"^\w+\.send\(\s*new (Get|List|Describe|Head|BatchGet)\w*Command\b");
+    let mut read = false;
+    for call in calls {
+        let name = ast::callee_name(call, src).unwrap_or_default();
+        let awaited = call.parent().is_some_and(|p| p.kind() == "await_expression");
+        if command.is_match(text(call, src)) {
+            read = true;
+        } else if effects::classify(call, src, false).is_some() {
+            return false;
+        } else if awaited {
+            let lower = name.to_ascii_lowercase();
+            if !["get", "find", "list", "describe", "read", "load"].iter().any(|p| lower.starts_with(p)) {
+                return false;
+            }
+            read = true;
+        }
+    }
+    read
 }
 
 /// `catch (e) { failed = true }` ... `if (failed) throw/answer 5xx`: the failure is reported later.
