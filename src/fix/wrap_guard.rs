@@ -123,6 +123,13 @@ fn plan(
     let file = &model.handler.file;
     let src = file.text.as_str();
     let func = model.handler.node().ok_or("the handler could not be re-read")?;
+    // Never wrap twice: what is still unguarded next to an existing `run` (e.g. an effect in
+    // its `catch`) needs a human, and re-wrapping would nest guards on every fix pass.
+    if ast::calls_in(func, false).into_iter().any(|c| guards::guard_call_kind(c, src) == Some(GuardKind::Guard)) {
+        return Err("the handler already calls the guard's `run`: move the remaining work into that callback \
+                    (or give it its own key) by hand"
+            .into());
+    }
     let body = ast::function_body(func)
         .filter(|b| b.kind() == "statement_block")
         .ok_or("the handler has an expression body: give it a block body, then wrap its work in the guard")?;
