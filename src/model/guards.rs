@@ -34,6 +34,11 @@ pub fn guard_call_kind(call: Node, src: &str) -> Option<GuardKind> {
     if (last == "run" || last == "once" || last == "execute" || last == "process") && is_guard_object {
         return Some(GuardKind::Guard);
     }
+    // Inngest `step.run(id, fn)`: a step's result is memoised, so a retried function does not
+    // repeat a step that completed, and duplicate events are dropped by event id.
+    if last == "run" && lower.len() >= 2 && lower[lower.len() - 2] == "step" {
+        return Some(GuardKind::Guard);
+    }
     if matches!(last, "$transaction" | "transaction" | "withtransaction" | "begintransaction" | "tx")
         || (last == "execute" && lower.iter().any(|s| s == "transaction"))
     {

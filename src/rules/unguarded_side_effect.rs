@@ -32,7 +32,10 @@ second email, a second charge.
 - effects that carry a provider idempotency key or a `jobId` (their correctness is the
   business of `nondeterministic-key` and `wrong-event-field-as-key`);
 - Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless);
-- code inside a guard `run` callback or a transaction that writes the claim;
+- code inside a guard `run` callback or a transaction that writes the claim, and inside an
+  Inngest `step.run` (a completed step's result is memoised, so a retried function does not
+  repeat it; a crash *inside* a step still repeats that step, which is why
+  `effect-missing-idempotency-key` still applies there);
 - handlers with hand-written dedupe (a processed-event check or marker): those are
   reported by `check-then-insert-race`, `effect-before-record` or
   `record-before-effect-no-tx`; handlers with an unguarded relative write are reported
