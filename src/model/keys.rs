@@ -28,7 +28,12 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
             }
             _ => format!("${{{}.id}}", first_param()?),
         },
-        Provider::Github | Provider::Shopify | Provider::Svix | Provider::Razorpay | Provider::Linear => {
+        Provider::Github
+        | Provider::Shopify
+        | Provider::Svix
+        | Provider::Razorpay
+        | Provider::Linear
+        | Provider::Twilio => {
             let header = provider.key_header()?;
             let actual = if provider == Provider::Svix && !src.contains("svix-id") && src.contains("webhook-id") {
                 "webhook-id"
