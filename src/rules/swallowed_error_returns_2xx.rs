@@ -218,7 +218,9 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             continue;
         }
         // Remix: a thrown `Response` is the answer, not a rethrow (`throw new Response()` is a 200)
+        // (not when the try block answers by throwing Responses too: the catch receives those)
         if fw == Framework::Remix
+            && !same_fn_nodes(block, "throw_statement").into_iter().any(|t| thrown_response_status(t, src).is_some())
             && let Some((t, status)) = same_fn_nodes(body, "throw_statement")
                 .into_iter()
                 .find_map(|t| thrown_response_status(t, src).map(|s| (t, s)))
