@@ -177,8 +177,11 @@ impl Engine {
         };
         let explicit = self.options.paths.iter().any(|p| p == path) || self.options.stdin.is_some();
         // A pages-router API file is a route by its path, whatever its text contains.
-        // So is a Vercel/Netlify function under `api/` (`module.exports = async (req, res) => ...`).
-        let pages_api = path.to_string_lossy().replace('\\', "/").contains("/api/");
+        let slashed = path.to_string_lossy().replace('\\', "/");
+        // pages/api, Vercel `api/` and Netlify function modules: the default export is the handler
+        let pages_api = slashed.contains("/pages/api/")
+            || ((slashed.contains("/api/") || slashed.contains("netlify/functions/"))
+                && crate::model::handlers::names_webhook(&slashed));
         if !explicit && !pages_api && !workspace::is_schema_file(path) {
             // The prefilter reads bytes only; a file failing it is parsed only if imported.
             let bytes = match project::read_bytes(path) {

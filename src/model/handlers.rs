@@ -276,7 +276,19 @@ impl<'a> Finder<'a> {
         let object = member.child_by_field_name("object").filter(|o| o.kind() == "identifier")?;
         let method = text(member.child_by_field_name("property")?, src);
         let object = text(object, src);
-        let file = match project::imports(self.file).iter().find(|i| i.local == object) {
+        // `const controller = new WebhookController()` with the class imported: look in its module
+        let class = ast::find_binding_init(self.file.root(), object, src, member.start_byte())
+            .map(ast::unwrap_expr)
+            .filter(|init| init.kind() == "new_expression")
+            .and_then(|init| init.child_by_field_name("constructor"))
+            .filter(|c| c.kind() == "identifier")
+            .map(|c| text(c, src));
+        let imports = project::imports(self.file);
+        let import = imports
+            .iter()
+            .find(|i| i.local == object)
+            .or_else(|| imports.iter().find(|i| Some(i.local.as_str()) == class));
+        let file = match import {
             Some(import) => {
                 let target = self.project.resolve(&self.file.path, &import.source)?;
                 let target = self.project.load(&target).ok()?;
@@ -312,6 +324,23 @@ impl<'a> Finder<'a> {
             let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
             if let Some(func) = func {
                 self.push(func, format!("default export ({})", short_path(path)), Framework::NextPagesApi, path);
+            }
+            return;
+        }
+        // Vercel `api/` and Netlify `netlify/functions/` files: the default export is the function,
+        // `(req, res)` (Node helpers) or `(request: Request)` answering a Response
+        if is_default && names_webhook(path) && (path.contains("/api/") || path.contains("netlify/functions/")) {
+            let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
+            if let Some(func) = func.map(ast::unwrap_expr).filter(|f| ast::is_function(*f)) {
+                let params = ast::parameter_names(func, src);
+                let named = |i: usize, names: &[&str]| params.get(i).is_some_and(|p| names.contains(&p.as_str()));
+                // not a plugin or router factory: `(fastify, opts)`, `(app)`
+                let framework = match params.len() {
+                    1 if named(0, &["req", "request"]) => Framework::DenoServe,
+                    2 if named(0, &["req", "request"]) && named(1, &["res", "response"]) => Framework::NextPagesApi,
+                    _ => return,
+                };
+                self.push(func, format!("default export ({})", short_path(path)), framework, path);
             }
             return;
         }
@@ -780,10 +809,14 @@ fn provider_from_words(hint: &str) -> Option<Provider> {
         ("square", Provider::Square),
         ("slack", Provider::Slack),
         ("linear", Provider::Linear),
+        ("twilio", Provider::Twilio),
     ]
     .iter()
-    .find(|(w, _)| lower.contains(w))
-    .map(|(_, p)| *p)
+    // The route first, then the file path; within one, the word nearest its end (the file name
+    // over a parent directory such as `me.github.io/` or `~/github/`).
+    .filter_map(|(w, p)| lower.split_whitespace().enumerate().find_map(|(t, tok)| tok.rfind(w).map(|i| ((t, i), *p))))
+    .min_by_key(|((t, i), _)| (*t, std::cmp::Reverse(*i)))
+    .map(|(_, p)| p)
 }
 
 fn request_response(

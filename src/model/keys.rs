@@ -28,7 +28,12 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
             }
             _ => format!("${{{}.id}}", first_param()?),
         },
-        Provider::Github | Provider::Shopify | Provider::Svix | Provider::Razorpay | Provider::Linear => {
+        Provider::Github
+        | Provider::Shopify
+        | Provider::Svix
+        | Provider::Razorpay
+        | Provider::Linear
+        | Provider::Twilio => {
             let header = provider.key_header()?;
             let actual = if provider == Provider::Svix && !src.contains("svix-id") && src.contains("webhook-id") {
                 "webhook-id"
@@ -149,9 +154,11 @@ pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String
     if let Some(p) = params.iter().find(|p| matches!(p.as_str(), "event" | "evt" | "payload" | "body" | "data")) {
         return Some(p.clone());
     }
-    // Express with a JSON body: `req.body` itself is the event.
+    // Express with a JSON body: `req.body` itself is the event (not with the parser turned off:
+    // `req.body` is then undefined and every delivery would share one key).
+    let parser_off = crate::regex!(r"bodyParser\s*:\s*false").is_match(&handler.file.text);
     match handler.framework {
-        Framework::Express | Framework::NextPagesApi | Framework::Fastify => {
+        Framework::Express | Framework::NextPagesApi | Framework::Fastify if !parser_off => {
             handler.request.as_ref().map(|r| format!("{r}.body"))
         }
         _ => None,

@@ -18,6 +18,7 @@ pub enum Provider {
     Square,
     Slack,
     Linear,
+    Twilio,
     Sqs,
     Bullmq,
     Kafka,
@@ -42,6 +43,7 @@ impl Provider {
             Provider::Square => "square",
             Provider::Slack => "slack",
             Provider::Linear => "linear",
+            Provider::Twilio => "twilio",
             Provider::Sqs => "sqs",
             Provider::Bullmq => "bullmq",
             Provider::Kafka => "kafka",
@@ -60,6 +62,8 @@ impl Provider {
             Provider::Shopify => 4 * HOUR,
             Provider::Svix => 28 * HOUR,
             Provider::Razorpay => DAY,
+            // retries only through the URL's `#rc=` fragment (max 5), within the request timeouts
+            Provider::Twilio => HOUR,
             Provider::Github => 3 * DAY,
             _ => 3 * DAY,
         }
@@ -73,6 +77,7 @@ impl Provider {
             Provider::Svix => Some("svix-id"),
             Provider::Razorpay => Some("x-razorpay-event-id"),
             Provider::Linear => Some("linear-delivery"),
+            Provider::Twilio => Some("i-twilio-idempotency-token"),
             _ => None,
         }
     }
@@ -106,6 +111,10 @@ const MARKERS: &[(&str, Provider)] = &[
     ("x-slack-request-timestamp", Provider::Slack),
     ("linear-signature", Provider::Linear),
     ("linear-delivery", Provider::Linear),
+    ("x-twilio-signature", Provider::Twilio),
+    ("twiliosignature", Provider::Twilio),
+    ("twilio.webhook(", Provider::Twilio),
+    ("twilio.validaterequest", Provider::Twilio),
 ];
 
 /// The provider whose markers appear first in `text` (the handler body, then the file).

@@ -126,8 +126,16 @@ impl Cx<'_> {
                 let alt = stmt
                     .child_by_field_name("alternative")
                     .and_then(|a| ast::named_children(a).into_iter().find(|c| c.kind() != "comment"));
+                // `if (!res.headersSent) res.status(200)...`: the other path has answered already
+                let unless_sent = || {
+                    stmt.child_by_field_name("condition").is_some_and(|c| {
+                        let t = text(c, self.src);
+                        t.contains('!') && (t.contains(".headersSent") || t.contains(".writableEnded"))
+                    })
+                };
                 match (cons, alt) {
                     (Some(c), Some(a)) => self.answers(c) && self.answers(a),
+                    (Some(c), None) => unless_sent() && self.answers(c),
                     _ => false,
                 }
             }
@@ -141,7 +149,15 @@ impl Cx<'_> {
                     .child_by_field_name("finalizer")
                     .and_then(|f| f.child_by_field_name("body"))
                     .is_some_and(|b| self.answers(b));
-                finalizer || (body && handler.unwrap_or(true))
+                // `try { res.status(500).json(..) } catch { log }`: the catch is for the answer itself
+                let only_answers = || {
+                    stmt.child_by_field_name("body").is_some_and(|b| {
+                        let stmts: Vec<Node> =
+                            ast::named_children(b).into_iter().filter(|s| s.kind() != "comment").collect();
+                        !stmts.is_empty() && stmts.iter().all(|s| self.answers(*s))
+                    })
+                };
+                finalizer || (body && (handler.unwrap_or(true) || only_answers()))
             }
             "switch_statement" => {
                 let Some(body) = stmt.child_by_field_name("body") else { return false };

@@ -220,6 +220,36 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if in_retry_loop {
             continue;
         }
+        // Remix: a thrown `Response` is the answer, not a rethrow (`throw new Response()` is a 200)
+        // (not when the try block answers by throwing Responses too: the catch receives those)
+        if fw == Framework::Remix
+            && !same_fn_nodes(block, "throw_statement").into_iter().any(|t| thrown_response_status(t, src).is_some())
+            && let Some((t, status)) = same_fn_nodes(body, "throw_statement")
+                .into_iter()
+                .find_map(|t| thrown_response_status(t, src).map(|s| (t, s)))
+                .filter(|(_, s)| (200..300).contains(s))
+        {
+            // `throw new Response()` → `throw new Response(null, { status: 500 })`
+            let bare_args = ast::unwrap_expr(t.named_child(0).unwrap_or(t))
+                .child_by_field_name("arguments")
+                .filter(|a| ast::named_children(*a).is_empty());
+            let fix = match bare_args {
+                Some(a) => Fix::unsafe_(
+                    "answer 500 so the provider retries",
+                    vec![Edit::replace(a.start_byte(), a.end_byte(), "(null, { status: 500 })")],
+                )
+                .with_note("review: the failure is now reported, so the provider retries the event"),
+                None => Fix::display_only(
+                    "answer 500 so the provider retries",
+                    "throw `new Response(null, { status: 500 })` from the catch",
+                ),
+            };
+            let msg = format!(
+                "the catch throws a {status} Response after a failure: Remix answers it, so the provider records the event as delivered and never retries it"
+            );
+            out.push(diag(c, scope, t, msg, fix));
+            continue;
+        }
         if !same_fn_nodes(body, "throw_statement").is_empty()
             || records_failure(body, src)
             || DUP_CODE.is_match(text(body, src))
@@ -328,6 +358,23 @@ fn reads_only(block: Node, src: &str) -> bool {
         }
     }
     read
+}
+
+/// `throw new Response(body?, { status? })`: the status Remix answers with (200 by default).
+fn thrown_response_status(throw: Node, src: &str) -> Option<u16> {
+    let value = ast::unwrap_expr(throw.named_child(0)?);
+    if value.kind() != "new_expression" || text(value.child_by_field_name("constructor")?, src) != "Response" {
+        return None;
+    }
+    let args = value.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+    match args.get(1) {
+        None => Some(200),
+        Some(init) if init.kind() == "object" => match ast::object_property(*init, "status", src) {
+            None => Some(200),
+            Some(st) => text(st, src).parse().ok(),
+        },
+        Some(_) => None,
+    }
 }
 
 /// `catch (e) { failed = true }` ... `if (failed) throw/answer 5xx`: the failure is reported later.
