@@ -343,6 +343,10 @@ fn shipped_schema_lists_every_rule_and_config_field() {
         assert!(ids.contains(&rule.id), "schema misses {}", rule.id);
     }
     assert_eq!(ids.len(), retrysafe::rules::registry().len());
+    let providers: Vec<&str> =
+        schema["definitions"]["provider"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let known: Vec<&str> = retrysafe::model::Provider::ALL.iter().map(|p| p.name()).collect();
+    assert_eq!(providers, known, "the schema's providers follow Provider::ALL");
     // Every field the schema documents is accepted by the loader.
     let dir = project(&[(
         "retrysafe.json",

@@ -810,6 +810,7 @@ fn provider_from_words(hint: &str) -> Option<Provider> {
         ("slack", Provider::Slack),
         ("linear", Provider::Linear),
         ("twilio", Provider::Twilio),
+        ("lemon", Provider::LemonSqueezy),
     ]
     .iter()
     // The route first, then the file path; within one, the word nearest its end (the file name

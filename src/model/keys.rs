@@ -53,6 +53,12 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
             Some(id) => format!("${{{id}}}"),
             None => format!("${{{}.id}}", event_variable(func, src, handler)?),
         },
+        // Lemon Squeezy sends no event or delivery id: the event name, the object and its
+        // update time together identify one event (PROVIDERS.md section A).
+        Provider::LemonSqueezy => {
+            let var = event_variable(func, src, handler)?;
+            format!("${{{var}.meta.event_name}}:${{{var}.data.id}}:${{{var}.data.attributes.updated_at}}")
+        }
         Provider::Paddle => {
             let var = event_variable(func, src, handler)?;
             let field = if src.contains("unmarshal") { "eventId" } else { "event_id" };

@@ -19,6 +19,7 @@ pub enum Provider {
     Slack,
     Linear,
     Twilio,
+    LemonSqueezy,
     Sqs,
     Bullmq,
     Kafka,
@@ -29,6 +30,30 @@ pub enum Provider {
 }
 
 impl Provider {
+    pub const ALL: &[Provider] = &[
+        Provider::Stripe,
+        Provider::Github,
+        Provider::Shopify,
+        Provider::Svix,
+        Provider::Paystack,
+        Provider::Flutterwave,
+        Provider::Paddle,
+        Provider::Razorpay,
+        Provider::Paypal,
+        Provider::Square,
+        Provider::Slack,
+        Provider::Linear,
+        Provider::Twilio,
+        Provider::LemonSqueezy,
+        Provider::Sqs,
+        Provider::Bullmq,
+        Provider::Kafka,
+        Provider::Amqp,
+        Provider::Pubsub,
+        Provider::Inngest,
+        Provider::Trigger,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Provider::Stripe => "stripe",
@@ -44,6 +69,7 @@ impl Provider {
             Provider::Slack => "slack",
             Provider::Linear => "linear",
             Provider::Twilio => "twilio",
+            Provider::LemonSqueezy => "lemonsqueezy",
             Provider::Sqs => "sqs",
             Provider::Bullmq => "bullmq",
             Provider::Kafka => "kafka",
@@ -64,6 +90,8 @@ impl Provider {
             Provider::Razorpay => DAY,
             // retries only through the URL's `#rc=` fragment (max 5), within the request timeouts
             Provider::Twilio => HOUR,
+            // three more tries within minutes, then manual resends from the dashboard
+            Provider::LemonSqueezy => DAY,
             Provider::Github => 3 * DAY,
             _ => 3 * DAY,
         }
@@ -112,6 +140,9 @@ const MARKERS: &[(&str, Provider)] = &[
     ("linear-signature", Provider::Linear),
     ("linear-delivery", Provider::Linear),
     ("x-twilio-signature", Provider::Twilio),
+    ("lemonsqueezy", Provider::LemonSqueezy),
+    ("lemon-squeezy", Provider::LemonSqueezy),
+    ("lemon_squeezy", Provider::LemonSqueezy),
     ("twiliosignature", Provider::Twilio),
     ("twilio.webhook(", Provider::Twilio),
     ("twilio.validaterequest", Provider::Twilio),
