@@ -156,110 +156,107 @@ fn key_like(key: &str) -> bool {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for model in cx.handlers {
-        for scope in &model.scopes {
-            let Some(func) = scope.node() else { continue };
-            let file = scope.file();
-            let src = &file.text;
-            let known = stores(file.root(), src);
-            if known.is_empty() {
+    for (model, scope, func) in cx.scopes() {
+        let file = scope.file();
+        let src = &file.text;
+        let known = stores(file.root(), src);
+        if known.is_empty() {
+            continue;
+        }
+        for (name, _) in known.iter().filter(|(n, k)| *k == Store::Object && !n.starts_with("this.")) {
+            object_store(model, scope, func, name, out);
+        }
+        let calls = ast::calls_in(func, false);
+        for check_call in &calls {
+            let path = ast::callee_path(*check_call, src);
+            let Some((method, object)) = path.split_last() else { continue };
+            let object = object.join(".");
+            let Some((name, kind)) = known.iter().find(|(n, _)| *n == object) else { continue };
+            let is_check = match kind {
+                Store::Set => method == "has",
+                Store::Map => method == "has" || method == "get",
+                Store::Array => method == "includes" || method == "indexOf" || method == "some",
+                Store::Object => false,
+            };
+            let Some(if_stmt) = in_if_condition(*check_call) else { continue };
+            if !is_check {
                 continue;
             }
-            for (name, _) in known.iter().filter(|(n, k)| *k == Store::Object && !n.starts_with("this.")) {
-                object_store(model, scope, func, name, out);
-            }
-            let calls = ast::calls_in(func, false);
-            for check_call in &calls {
-                let path = ast::callee_path(*check_call, src);
-                let Some((method, object)) = path.split_last() else { continue };
-                let object = object.join(".");
-                let Some((name, kind)) = known.iter().find(|(n, _)| *n == object) else { continue };
-                let is_check = match kind {
-                    Store::Set => method == "has",
-                    Store::Map => method == "has" || method == "get",
-                    Store::Array => method == "includes" || method == "indexOf" || method == "some",
-                    Store::Object => false,
-                };
-                let Some(if_stmt) = in_if_condition(*check_call) else { continue };
-                if !is_check {
-                    continue;
+            let key = ast::arguments(*check_call).first().map(|k| text(*k, src).to_string()).unwrap_or_default();
+            let insert = calls.iter().find(|c| {
+                c.start_byte() > check_call.end_byte() && {
+                    let p = ast::callee_path(**c, src);
+                    p.split_last().is_some_and(|(m, o)| {
+                        o.join(".") == *name
+                            && match kind {
+                                Store::Set => m == "add",
+                                Store::Map => m == "set",
+                                Store::Array => m == "push" || m == "unshift",
+                                Store::Object => false,
+                            }
+                    })
                 }
-                let key = ast::arguments(*check_call).first().map(|k| text(*k, src).to_string()).unwrap_or_default();
-                let insert = calls.iter().find(|c| {
-                    c.start_byte() > check_call.end_byte() && {
-                        let p = ast::callee_path(**c, src);
-                        p.split_last().is_some_and(|(m, o)| {
-                            o.join(".") == *name
-                                && match kind {
-                                    Store::Set => m == "add",
-                                    Store::Map => m == "set",
-                                    Store::Array => m == "push" || m == "unshift",
-                                    Store::Object => false,
-                                }
-                        })
-                    }
+            });
+            let Some(insert) = insert else { continue };
+            let consequence = if_stmt.child_by_field_name("consequence").map(|c| text(c, src)).unwrap_or("");
+            if consequence.contains(&format!("{name}.get(")) {
+                continue; // a memo cache returning the stored value
+            }
+            let stored = ast::arguments(*insert).get(1).map(|v| text(*v, src).to_string()).unwrap_or_default();
+            let flag_value =
+                ["true", "1", "Date.now()", "new Date()", "'processed'", "\"processed\"", "'done'", "\"done\""]
+                    .contains(&stored.as_str());
+            let dedupe = match kind {
+                Store::Set => true,
+                Store::Map => flag_value || dedupe_name(name) || key_like(&key),
+                Store::Array | Store::Object => dedupe_name(name) || key_like(&key),
+            };
+            if !dedupe {
+                continue;
+            }
+            let message = format!(
+                "`{name}` is an in-memory dedupe store: it is lost on every restart, deploy and crash and not shared between instances, so a redelivery after a restart or on another instance runs the work again"
+            );
+            let manual = || {
+                Fix::display_only(
+                    "replace the in-memory store with the guard `run`",
+                    format!(
+                        "wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`; the claim is then durable, shared and released on failure"
+                    ),
+                )
+            };
+            // The guard replaces the check and the insert when both are plain statements
+            // of the handler itself: `if (seen.has(k)) return ...;` and `seen.add(k);`.
+            let replaceable = scope.depth == 0
+                && std::sync::Arc::ptr_eq(file, cx.file)
+                && exits_only(if_stmt, src)
+                && ast::enclosing_statement(*insert).is_some_and(|s| {
+                    s.kind() == "expression_statement" && ast::unwrap_expr(s.named_child(0).unwrap_or(s)) == *insert
                 });
-                let Some(insert) = insert else { continue };
-                let consequence = if_stmt.child_by_field_name("consequence").map(|c| text(c, src)).unwrap_or("");
-                if consequence.contains(&format!("{name}.get(")) {
-                    continue; // a memo cache returning the stored value
-                }
-                let stored = ast::arguments(*insert).get(1).map(|v| text(*v, src).to_string()).unwrap_or_default();
-                let flag_value =
-                    ["true", "1", "Date.now()", "new Date()", "'processed'", "\"processed\"", "'done'", "\"done\""]
-                        .contains(&stored.as_str());
-                let dedupe = match kind {
-                    Store::Set => true,
-                    Store::Map => flag_value || dedupe_name(name) || key_like(&key),
-                    Store::Array | Store::Object => dedupe_name(name) || key_like(&key),
-                };
-                if !dedupe {
-                    continue;
-                }
-                let message = format!(
-                    "`{name}` is an in-memory dedupe store: it is lost on every restart, deploy and crash and not shared between instances, so a redelivery after a restart or on another instance runs the work again"
-                );
-                let manual = || {
-                    Fix::display_only(
-                        "replace the in-memory store with the guard `run`",
-                        format!(
-                            "wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`; the claim is then durable, shared and released on failure"
-                        ),
-                    )
-                };
-                // The guard replaces the check and the insert when both are plain statements
-                // of the handler itself: `if (seen.has(k)) return ...;` and `seen.add(k);`.
-                let replaceable = scope.depth == 0
-                    && std::sync::Arc::ptr_eq(file, cx.file)
-                    && exits_only(if_stmt, src)
-                    && ast::enclosing_statement(*insert).is_some_and(|s| {
-                        s.kind() == "expression_statement" && ast::unwrap_expr(s.named_child(0).unwrap_or(s)) == *insert
-                    });
-                let fix = if replaceable {
-                    let remove =
-                        [(check_call.start_byte(), check_call.end_byte()), (insert.start_byte(), insert.end_byte())];
-                    let mut fix = wrap_guard::wrap_fix(cx, model, &remove, &[]);
-                    if fix.applicability == Applicability::DisplayOnly {
-                        manual()
-                    } else {
-                        if let Some(edit) = unused_declaration(file, name, &[*check_call, *insert])
-                            .or_else(|| unused_global_init(file, name, &[*check_call, *insert]))
-                        {
-                            fix.edits.push(edit);
-                            fix.edits.sort_by_key(|e| (e.start, e.end));
-                        }
-                        fix
-                    }
-                } else {
+            let fix = if replaceable {
+                let remove =
+                    [(check_call.start_byte(), check_call.end_byte()), (insert.start_byte(), insert.end_byte())];
+                let mut fix = wrap_guard::wrap_fix(cx, model, &remove, &[]);
+                if fix.applicability == Applicability::DisplayOnly {
                     manual()
-                };
-                out.push(
-                    Diagnostic::new(RULE.id, file, *check_call, message)
-                        .in_handler(model, scope)
-                        .help("claim the event key in a durable store shared by all instances: the guard `run` (DB claim in the work's transaction, or a Redis lease)")
-                        .with_fix(Some(fix)),
-                );
-            }
+                } else {
+                    if let Some(edit) = unused_declaration(file, name, &[*check_call, *insert])
+                        .or_else(|| unused_global_init(file, name, &[*check_call, *insert]))
+                    {
+                        fix.edits.push(edit);
+                        fix.edits.sort_by_key(|e| (e.start, e.end));
+                    }
+                    fix
+                }
+            } else {
+                manual()
+            };
+            out.push(
+                Diagnostic::new(RULE.id, file, *check_call, message)
+                    .in_handler(model, scope)
+                    .help("claim the event key in a durable store shared by all instances: the guard `run` (DB claim in the work's transaction, or a Redis lease)")
+                    .with_fix(Some(fix)),
+            );
         }
     }
 }

@@ -136,6 +136,13 @@ impl Context<'_> {
     pub fn src(&self) -> &str {
         &self.file.text
     }
+
+    /// Every function this file's handlers reach, with its handler and its syntax node.
+    pub fn scopes(&self) -> impl Iterator<Item = (&HandlerModel, &Scope, Node<'_>)> {
+        self.handlers
+            .iter()
+            .flat_map(|model| model.scopes.iter().filter_map(move |scope| Some((model, scope, scope.node()?))))
+    }
 }
 
 #[derive(Clone, Debug)]

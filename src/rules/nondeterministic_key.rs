@@ -51,58 +51,55 @@ pub const RULE: Rule = Rule {
 };
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for model in cx.handlers {
-        for scope in &model.scopes {
-            let Some(func) = scope.node() else { continue };
-            let file = scope.file();
-            let src = &file.text;
-            for key in dedupe_keys::find(func, src) {
-                if key.site == KeySite::DeduplicationId && !text(key.call, src).contains("MessageGroupId") {
-                    continue;
-                }
-                // A marker row that also records the event key dedupes on that column.
-                if key.site == KeySite::MarkerInsert
-                    && scope.event_key.as_ref().is_some_and(|k| dedupe_keys::reads_event_key(key.call, k, src))
-                {
-                    continue;
-                }
-                let Some(random) = random_part(key.value, src, 0) else { continue };
-                let message = format!(
-                    "{} contains `{}`, which differs on every run: a redelivery of the same event gets a new key and the work runs again",
-                    key.site.label(),
-                    text(random, src)
-                );
-                let in_items_loop = dedupe_keys::items_loop(key.value, func, src, scope.event_key.as_ref()).is_some()
-                    || dedupe_keys::items_loop(random, func, src, scope.event_key.as_ref()).is_some();
-                let fix = match &scope.event_key {
-                    None => Fix::display_only(
-                        "derive the key from the event",
-                        "no event key is known in this function: pass the event (or its key) in and use it",
-                    ),
-                    Some(_) if !ast::contains(func, random) => Fix::display_only(
-                        "derive the key from the event",
-                        "the random value is module-level state: compute the key from the event inside the handler",
-                    ),
-                    Some(_) if in_items_loop => Fix::display_only(
-                        "derive the key from the event and the item",
-                        "the key is computed in a loop: it must name the item as well as the event",
-                    ),
-                    Some(k) if dedupe_keys::reads_event_key(key.value, k, src) => Fix::display_only(
-                        "drop the random part of the key",
-                        "the key already names the event: remove the random/time part",
-                    ),
-                    Some(k) => Fix::safe(
-                        format!("key on `{}`", dedupe_keys::bare_key(k)),
-                        vec![dedupe_keys::key_replacement(random, k)],
-                    ),
-                };
-                out.push(
-                    Diagnostic::new(RULE.id, file, random, message)
-                        .in_handler(model, scope)
-                        .help("derive the key from the event (e.g. `refund:${event.id}`) so every retry reuses it")
-                        .with_fix(Some(fix)),
-                );
+    for (model, scope, func) in cx.scopes() {
+        let file = scope.file();
+        let src = &file.text;
+        for key in dedupe_keys::find(func, src) {
+            if key.site == KeySite::DeduplicationId && !text(key.call, src).contains("MessageGroupId") {
+                continue;
             }
+            // A marker row that also records the event key dedupes on that column.
+            if key.site == KeySite::MarkerInsert
+                && scope.event_key.as_ref().is_some_and(|k| dedupe_keys::reads_event_key(key.call, k, src))
+            {
+                continue;
+            }
+            let Some(random) = random_part(key.value, src, 0) else { continue };
+            let message = format!(
+                "{} contains `{}`, which differs on every run: a redelivery of the same event gets a new key and the work runs again",
+                key.site.label(),
+                text(random, src)
+            );
+            let in_items_loop = dedupe_keys::items_loop(key.value, func, src, scope.event_key.as_ref()).is_some()
+                || dedupe_keys::items_loop(random, func, src, scope.event_key.as_ref()).is_some();
+            let fix = match &scope.event_key {
+                None => Fix::display_only(
+                    "derive the key from the event",
+                    "no event key is known in this function: pass the event (or its key) in and use it",
+                ),
+                Some(_) if !ast::contains(func, random) => Fix::display_only(
+                    "derive the key from the event",
+                    "the random value is module-level state: compute the key from the event inside the handler",
+                ),
+                Some(_) if in_items_loop => Fix::display_only(
+                    "derive the key from the event and the item",
+                    "the key is computed in a loop: it must name the item as well as the event",
+                ),
+                Some(k) if dedupe_keys::reads_event_key(key.value, k, src) => Fix::display_only(
+                    "drop the random part of the key",
+                    "the key already names the event: remove the random/time part",
+                ),
+                Some(k) => Fix::safe(
+                    format!("key on `{}`", dedupe_keys::bare_key(k)),
+                    vec![dedupe_keys::key_replacement(random, k)],
+                ),
+            };
+            out.push(
+                Diagnostic::new(RULE.id, file, random, message)
+                    .in_handler(model, scope)
+                    .help("derive the key from the event (e.g. `refund:${event.id}`) so every retry reuses it")
+                    .with_fix(Some(fix)),
+            );
         }
     }
 }

@@ -233,26 +233,23 @@ fn plan_value(value: Node, src: &str) -> bool {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for model in cx.handlers {
-        for scope in &model.scopes {
-            let Some(func) = scope.node() else { continue };
-            let file = scope.file();
-            let src = &file.text;
-            for call in ast::calls_in(func, false) {
-                let local = reach::resolve_call(cx.project, file, call).is_some();
-                let label = match effects::classify(call, src, local) {
-                    Some(e) if matches!(e.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) => e.label,
-                    Some(_) => continue,
-                    // Knex chains (`knex('t').where(...).update({...})`) the classifier leaves out.
-                    None if !local && is_query_builder_update(call, src) => ast::callee_path(call, src).join("."),
-                    None => continue,
-                };
-                if scope.guard_at(call).is_some_and(|g| g.dedupes()) || existence_check_before(call, func, src) {
-                    continue;
-                }
-                for (pair, key, value, finding) in findings(call, func, src) {
-                    out.push(diagnostic(model, scope, pair, &key, value, finding, &label));
-                }
+    for (model, scope, func) in cx.scopes() {
+        let file = scope.file();
+        let src = &file.text;
+        for call in ast::calls_in(func, false) {
+            let local = reach::resolve_call(cx.project, file, call).is_some();
+            let label = match effects::classify(call, src, local) {
+                Some(e) if matches!(e.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) => e.label,
+                Some(_) => continue,
+                // Knex chains (`knex('t').where(...).update({...})`) the classifier leaves out.
+                None if !local && is_query_builder_update(call, src) => ast::callee_path(call, src).join("."),
+                None => continue,
+            };
+            if scope.guard_at(call).is_some_and(|g| g.dedupes()) || existence_check_before(call, func, src) {
+                continue;
+            }
+            for (pair, key, value, finding) in findings(call, func, src) {
+                out.push(diagnostic(model, scope, pair, &key, value, finding, &label));
             }
         }
     }

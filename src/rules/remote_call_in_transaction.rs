@@ -123,41 +123,38 @@ fn in_unmanaged_transaction(node: Node, src: &str) -> bool {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for model in cx.handlers {
-        for scope in &model.scopes {
-            let Some(func) = scope.node() else { continue };
-            let file = scope.file();
-            let src = &file.text;
-            for call in ast::calls_in(func, false) {
-                let local = reach::resolve_call(cx.project, file, call).is_some();
-                let Some(effect) = effects::classify(call, src, local) else { continue };
-                if !effect.kind.is_external() {
-                    continue;
-                }
-                let Some(tx) = tx_context(call, scope, src) else { continue };
-                let place = match (tx.kind, tx.callback) {
-                    (GuardKind::Guard, _) => "the guard's database transaction",
-                    (_, Some(_)) => "a database transaction",
-                    (_, None) if guards::guard_at(call, src).is_some() => "a BEGIN … COMMIT transaction",
-                    (_, None) if in_unmanaged_transaction(call, src) => {
-                        "an open transaction (committed later in this function)"
-                    }
-                    _ => "a database transaction (it is called from inside one)",
-                };
-                let possible =
-                    if effect.kind == EffectKind::Possible { " (a possible effect, judged by its name)" } else { "" };
-                let message = format!(
-                    "`{}` ({}{possible}) runs inside {place}: it cannot be rolled back if the transaction aborts, so a retry repeats it, and it holds the transaction open over the network",
-                    effect.label,
-                    effect.kind.noun()
-                );
-                out.push(
-                    Diagnostic::new(RULE.id, file, call, message)
-                        .in_handler(model, scope)
-                        .help("run it after the commit (with an idempotency key), or record it in an outbox row inside the transaction")
-                        .with_fix(Some(fix(file, call, &tx))),
-                );
+    for (model, scope, func) in cx.scopes() {
+        let file = scope.file();
+        let src = &file.text;
+        for call in ast::calls_in(func, false) {
+            let local = reach::resolve_call(cx.project, file, call).is_some();
+            let Some(effect) = effects::classify(call, src, local) else { continue };
+            if !effect.kind.is_external() {
+                continue;
             }
+            let Some(tx) = tx_context(call, scope, src) else { continue };
+            let place = match (tx.kind, tx.callback) {
+                (GuardKind::Guard, _) => "the guard's database transaction",
+                (_, Some(_)) => "a database transaction",
+                (_, None) if guards::guard_at(call, src).is_some() => "a BEGIN … COMMIT transaction",
+                (_, None) if in_unmanaged_transaction(call, src) => {
+                    "an open transaction (committed later in this function)"
+                }
+                _ => "a database transaction (it is called from inside one)",
+            };
+            let possible =
+                if effect.kind == EffectKind::Possible { " (a possible effect, judged by its name)" } else { "" };
+            let message = format!(
+                "`{}` ({}{possible}) runs inside {place}: it cannot be rolled back if the transaction aborts, so a retry repeats it, and it holds the transaction open over the network",
+                effect.label,
+                effect.kind.noun()
+            );
+            out.push(
+                Diagnostic::new(RULE.id, file, call, message)
+                    .in_handler(model, scope)
+                    .help("run it after the commit (with an idempotency key), or record it in an outbox row inside the transaction")
+                    .with_fix(Some(fix(file, call, &tx))),
+            );
         }
     }
 }

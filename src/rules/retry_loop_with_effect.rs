@@ -71,37 +71,34 @@ pub const RULE: Rule = Rule {
 };
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for model in cx.handlers {
-        for scope in &model.scopes {
-            let Some(func) = scope.node() else { continue };
-            let file = scope.file();
-            let src = &file.text;
-            let mut seen: Vec<usize> = Vec::new();
-            for lp in retry_loops::find(func, src) {
-                let mut names: Vec<String> = Vec::new();
-                for call in ast::calls_in(lp.body, false) {
-                    if seen.contains(&call.start_byte()) {
-                        continue;
-                    }
-                    let local = reach::resolve_call(cx.project, file, call).is_some();
-                    let Some(effect) = effects::classify(call, src, local) else { continue };
-                    if effect.kind.is_db() || effect.kind == EffectKind::Possible {
-                        continue;
-                    }
-                    let finding = match effect.key {
-                        Some(key) => key_in_loop(key, &lp, src)
-                            .map(|inner| hoist_existing(file, func, &lp, &effect, key, inner, &mut names)),
-                        None => missing_key(file, func, &lp, &effect, scope.event_key.as_ref(), &mut names),
-                    };
-                    if let Some((message, fix)) = finding {
-                        seen.push(call.start_byte());
-                        out.push(
-                            Diagnostic::new(RULE.id, file, call, message)
-                                .in_handler(model, scope)
-                                .help("compute the key once, before the loop, from the event; pass the same key on every attempt")
-                                .with_fix(Some(fix)),
-                        );
-                    }
+    for (model, scope, func) in cx.scopes() {
+        let file = scope.file();
+        let src = &file.text;
+        let mut seen: Vec<usize> = Vec::new();
+        for lp in retry_loops::find(func, src) {
+            let mut names: Vec<String> = Vec::new();
+            for call in ast::calls_in(lp.body, false) {
+                if seen.contains(&call.start_byte()) {
+                    continue;
+                }
+                let local = reach::resolve_call(cx.project, file, call).is_some();
+                let Some(effect) = effects::classify(call, src, local) else { continue };
+                if effect.kind.is_db() || effect.kind == EffectKind::Possible {
+                    continue;
+                }
+                let finding = match effect.key {
+                    Some(key) => key_in_loop(key, &lp, src)
+                        .map(|inner| hoist_existing(file, func, &lp, &effect, key, inner, &mut names)),
+                    None => missing_key(file, func, &lp, &effect, scope.event_key.as_ref(), &mut names),
+                };
+                if let Some((message, fix)) = finding {
+                    seen.push(call.start_byte());
+                    out.push(
+                        Diagnostic::new(RULE.id, file, call, message)
+                            .in_handler(model, scope)
+                            .help("compute the key once, before the loop, from the event; pass the same key on every attempt")
+                            .with_fix(Some(fix)),
+                    );
                 }
             }
         }

@@ -68,57 +68,54 @@ pub const RULE: Rule = Rule {
 };
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for model in cx.handlers {
-        for scope in &model.scopes {
-            let Some(func) = scope.node() else { continue };
-            let file = scope.file();
-            let src = &file.text;
-            let mut reported: Vec<Node> = Vec::new();
-            for call in ast::calls_in(func, false) {
-                let sql = begin_sql(call, src);
-                if !pg_pool::is_begin(&sql) {
-                    continue;
-                }
-                let Some(owner) = ast::enclosing_function(call) else { continue };
-                if reported.contains(&owner) {
-                    continue;
-                }
-                let receiver = query_receiver(call, src);
-                let kind = match receiver {
-                    Some(r) => pg_pool::receiver_kind(cx.project, file, r),
-                    // `query('BEGIN')`: a project helper forwarding to `pool.query`
-                    None => match reach::resolve_call(cx.project, file, call) {
-                        Some(def) if def.node().is_some_and(|f| pg_pool::wraps_pool(cx.project, &def.file, f, 0)) => {
-                            Receiver::PoolWrapper
-                        }
-                        _ => Receiver::Unknown,
-                    },
-                };
-                let through = match (kind, receiver) {
-                    (Receiver::Pool, Some(r)) => format!("the pool `{}`", text(r, src)),
-                    (Receiver::PoolWrapper, Some(r)) => format!("`{}.query` (it forwards to a pool)", text(r, src)),
-                    (Receiver::PoolWrapper, None) => {
-                        format!("`{}` (it forwards to a pool)", ast::callee_path(call, src).join("."))
-                    }
-                    _ => continue,
-                };
-                reported.push(owner);
-                let message = format!(
-                    "`BEGIN` is sent through {through}: each `query` may run on a different connection, so the transaction is not atomic; a crash part-way leaves partial writes that a retry then runs into"
-                );
-                let fix = match (kind, receiver) {
-                    (Receiver::Pool, Some(r)) => fix(file, owner, call, r),
-                    _ => manual(
-                        "export a way to check out one client (`getClient = () => pool.connect()`), run BEGIN … COMMIT on that client and release it in `finally`",
-                    ),
-                };
-                out.push(
-                    Diagnostic::new(RULE.id, file, call, message)
-                        .in_handler(model, scope)
-                        .help("check out one client with `await pool.connect()` and run BEGIN … COMMIT on it, releasing it in `finally`")
-                        .with_fix(Some(fix)),
-                );
+    for (model, scope, func) in cx.scopes() {
+        let file = scope.file();
+        let src = &file.text;
+        let mut reported: Vec<Node> = Vec::new();
+        for call in ast::calls_in(func, false) {
+            let sql = begin_sql(call, src);
+            if !pg_pool::is_begin(&sql) {
+                continue;
             }
+            let Some(owner) = ast::enclosing_function(call) else { continue };
+            if reported.contains(&owner) {
+                continue;
+            }
+            let receiver = query_receiver(call, src);
+            let kind = match receiver {
+                Some(r) => pg_pool::receiver_kind(cx.project, file, r),
+                // `query('BEGIN')`: a project helper forwarding to `pool.query`
+                None => match reach::resolve_call(cx.project, file, call) {
+                    Some(def) if def.node().is_some_and(|f| pg_pool::wraps_pool(cx.project, &def.file, f, 0)) => {
+                        Receiver::PoolWrapper
+                    }
+                    _ => Receiver::Unknown,
+                },
+            };
+            let through = match (kind, receiver) {
+                (Receiver::Pool, Some(r)) => format!("the pool `{}`", text(r, src)),
+                (Receiver::PoolWrapper, Some(r)) => format!("`{}.query` (it forwards to a pool)", text(r, src)),
+                (Receiver::PoolWrapper, None) => {
+                    format!("`{}` (it forwards to a pool)", ast::callee_path(call, src).join("."))
+                }
+                _ => continue,
+            };
+            reported.push(owner);
+            let message = format!(
+                "`BEGIN` is sent through {through}: each `query` may run on a different connection, so the transaction is not atomic; a crash part-way leaves partial writes that a retry then runs into"
+            );
+            let fix = match (kind, receiver) {
+                (Receiver::Pool, Some(r)) => fix(file, owner, call, r),
+                _ => manual(
+                    "export a way to check out one client (`getClient = () => pool.connect()`), run BEGIN … COMMIT on that client and release it in `finally`",
+                ),
+            };
+            out.push(
+                Diagnostic::new(RULE.id, file, call, message)
+                    .in_handler(model, scope)
+                    .help("check out one client with `await pool.connect()` and run BEGIN … COMMIT on it, releasing it in `finally`")
+                    .with_fix(Some(fix)),
+            );
         }
     }
 }

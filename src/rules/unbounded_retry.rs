@@ -61,47 +61,44 @@ pub const RULE: Rule = Rule {
 };
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for model in cx.handlers {
-        for scope in &model.scopes {
-            let Some(func) = scope.node() else { continue };
-            let file = scope.file();
-            let src = &file.text;
-            for lp in retry_loops::find(func, src) {
-                let cap = retry_loops::has_cap(&lp, src);
-                let backoff = retry_loops::has_backoff(&lp, src);
-                if cap && backoff {
-                    continue;
-                }
-                let what = match lp.kind {
-                    RetryKind::Loop => "retry loop",
-                    RetryKind::Library => "retry call",
-                    RetryKind::Recursion => "recursive retry (the function calls itself from its catch)",
-                };
-                let problem = match (cap, backoff) {
-                    (false, false) => {
-                        "has no attempt cap and no delay between attempts: while the call keeps failing the handler never answers, spins against the failing dependency, and the provider times out and redelivers into another endless loop"
-                    }
-                    (false, true) => {
-                        "has no attempt cap: while the call keeps failing (an outage, a permanent error) the handler never answers, and the provider times out and redelivers into another endless loop"
-                    }
-                    _ => {
-                        "retries at once, without a delay between attempts: it hammers a failing dependency and spends the provider's response timeout on attempts that fail for the same reason"
-                    }
-                };
-                let problem = if model.handler.framework.is_http() {
-                    problem.to_string()
-                } else {
-                    problem.replace("the handler never answers", "the message is never acknowledged").replace(
-                        "the provider times out and redelivers into another endless loop",
-                        "once its lock or visibility timeout expires it is delivered again into another endless loop",
-                    )
-                };
-                out.push(
-                    Diagnostic::new(RULE.id, file, lp.node, format!("{what} {problem}"))
-                        .in_handler(model, scope)
-                        .help("cap the attempts (then rethrow so the provider redelivers later) and await a growing delay between attempts"),
-                );
+    for (model, scope, func) in cx.scopes() {
+        let file = scope.file();
+        let src = &file.text;
+        for lp in retry_loops::find(func, src) {
+            let cap = retry_loops::has_cap(&lp, src);
+            let backoff = retry_loops::has_backoff(&lp, src);
+            if cap && backoff {
+                continue;
             }
+            let what = match lp.kind {
+                RetryKind::Loop => "retry loop",
+                RetryKind::Library => "retry call",
+                RetryKind::Recursion => "recursive retry (the function calls itself from its catch)",
+            };
+            let problem = match (cap, backoff) {
+                (false, false) => {
+                    "has no attempt cap and no delay between attempts: while the call keeps failing the handler never answers, spins against the failing dependency, and the provider times out and redelivers into another endless loop"
+                }
+                (false, true) => {
+                    "has no attempt cap: while the call keeps failing (an outage, a permanent error) the handler never answers, and the provider times out and redelivers into another endless loop"
+                }
+                _ => {
+                    "retries at once, without a delay between attempts: it hammers a failing dependency and spends the provider's response timeout on attempts that fail for the same reason"
+                }
+            };
+            let problem = if model.handler.framework.is_http() {
+                problem.to_string()
+            } else {
+                problem.replace("the handler never answers", "the message is never acknowledged").replace(
+                    "the provider times out and redelivers into another endless loop",
+                    "once its lock or visibility timeout expires it is delivered again into another endless loop",
+                )
+            };
+            out.push(
+                Diagnostic::new(RULE.id, file, lp.node, format!("{what} {problem}"))
+                    .in_handler(model, scope)
+                    .help("cap the attempts (then rethrow so the provider redelivers later) and await a growing delay between attempts"),
+            );
         }
     }
 }
