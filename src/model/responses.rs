@@ -374,6 +374,24 @@ fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Respon
 }
 
 /// Every response under `node`; nested functions are skipped when `same_function`.
+/// Every response sent by this file's HTTP handlers and the functions they reach, with the
+/// handler, the scope and the scope's function node.
+pub fn of_http_handlers<'a>(
+    cx: &'a crate::rules::Context,
+) -> Vec<(&'a crate::rules::HandlerModel, &'a crate::model::Scope, Node<'a>, Response<'a>)> {
+    let mut out = Vec::new();
+    for model in cx.handlers.iter().filter(|m| m.handler.framework.is_http()) {
+        for (i, scope) in model.scopes.iter().enumerate() {
+            let Some(func) = scope.node() else { continue };
+            let names = if i == 0 { handler_names(&model.handler) } else { Vec::new() };
+            for resp in responses_in(func, &scope.file().text, &names, false) {
+                out.push((model, scope, func, resp));
+            }
+        }
+    }
+    out
+}
+
 pub fn responses_in<'t>(node: Node<'t>, src: &str, names: &[&str], same_function: bool) -> Vec<Response<'t>> {
     let mut out: Vec<Response> = Vec::new();
     ast::walk(node, &mut |n| {

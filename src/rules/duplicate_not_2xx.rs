@@ -156,52 +156,43 @@ fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for model in cx.handlers {
-        if !model.handler.framework.is_http() {
+    for (model, scope, func, resp) in responses::of_http_handlers(cx) {
+        let file = scope.file();
+        let src = &file.text;
+        if !resp.is_error() {
             continue;
         }
-        for (i, scope) in model.scopes.iter().enumerate() {
-            let Some(func) = scope.node() else { continue };
-            let file = scope.file();
-            let src = &file.text;
-            let names = if i == 0 { responses::handler_names(&model.handler) } else { Vec::new() };
-            for resp in responses::responses_in(func, src, &names, false) {
-                if !resp.is_error() {
-                    continue;
-                }
-                let Some(reason) = reason(&resp, func, src) else { continue };
-                let what = match reason {
-                    Reason::Code => "the dedupe insert hits a unique violation",
-                    Reason::Status => "the guard reports a duplicate",
-                    Reason::Marker | Reason::Ambiguous => "the SET NX done marker already exists",
-                    Reason::Found => "the event is already recorded as processed",
-                };
-                let message = format!(
-                    "answers {} when {what}: the provider keeps redelivering an event that was already \
-                     processed, and may disable the endpoint",
-                    resp.status.unwrap_or(0)
-                );
-                let fix = match reason {
-                    Reason::Ambiguous => Fix::display_only(
-                        "answer 200 once done, 409 while running",
-                        "the NX key is both the lease and the done marker: read its value to tell them apart",
-                    ),
-                    _ if resp.style == Style::NestThrow => Fix::display_only(
-                        "return normally instead of throwing",
-                        "replace the thrown exception with a normal return (2xx)",
-                    ),
-                    _ => match responses::set_status(&resp, 200, src, file.style().eol) {
-                        Some(edit) => Fix::safe("answer 200 for a duplicate", vec![edit]),
-                        None => Fix::display_only("answer 200", "the status is not a literal"),
-                    },
-                };
-                out.push(
-                    Diagnostic::new(RULE.id, file, resp.node, message)
-                        .in_handler(model, scope)
-                        .help("a duplicate was already handled: acknowledge it with 2xx")
-                        .with_fix(Some(fix)),
-                );
-            }
-        }
+        let Some(reason) = reason(&resp, func, src) else { continue };
+        let what = match reason {
+            Reason::Code => "the dedupe insert hits a unique violation",
+            Reason::Status => "the guard reports a duplicate",
+            Reason::Marker | Reason::Ambiguous => "the SET NX done marker already exists",
+            Reason::Found => "the event is already recorded as processed",
+        };
+        let message = format!(
+            "answers {} when {what}: the provider keeps redelivering an event that was already \
+             processed, and may disable the endpoint",
+            resp.status.unwrap_or(0)
+        );
+        let fix = match reason {
+            Reason::Ambiguous => Fix::display_only(
+                "answer 200 once done, 409 while running",
+                "the NX key is both the lease and the done marker: read its value to tell them apart",
+            ),
+            _ if resp.style == Style::NestThrow => Fix::display_only(
+                "return normally instead of throwing",
+                "replace the thrown exception with a normal return (2xx)",
+            ),
+            _ => match responses::set_status(&resp, 200, src, file.style().eol) {
+                Some(edit) => Fix::safe("answer 200 for a duplicate", vec![edit]),
+                None => Fix::display_only("answer 200", "the status is not a literal"),
+            },
+        };
+        out.push(
+            Diagnostic::new(RULE.id, file, resp.node, message)
+                .in_handler(model, scope)
+                .help("a duplicate was already handled: acknowledge it with 2xx")
+                .with_fix(Some(fix)),
+        );
     }
 }

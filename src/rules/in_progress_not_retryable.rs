@@ -305,54 +305,43 @@ fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for model in cx.handlers {
-        if !model.handler.framework.is_http() {
+    for (model, scope, func, resp) in responses::of_http_handlers(cx) {
+        let file = scope.file();
+        let src = &file.text;
+        if !resp.is_2xx() {
             continue;
         }
-        for (i, scope) in model.scopes.iter().enumerate() {
-            let Some(func) = scope.node() else { continue };
-            let file = scope.file();
-            let src = &file.text;
-            let names = if i == 0 { responses::handler_names(&model.handler) } else { Vec::new() };
-            for resp in responses::responses_in(func, src, &names, false) {
-                if !resp.is_2xx() {
-                    continue;
-                }
-                let Some(reason) = reason(&resp, func, src) else { continue };
-                let what = match reason {
-                    Reason::Status | Reason::Combined => "another attempt is still in progress",
-                    Reason::Lease | Reason::Ambiguous => "the lease is held by another attempt (SET NX returned null)",
-                    Reason::Slack => {
-                        "this is a Slack retry (`x-slack-retry-num`) of a delivery that may still be running"
-                    }
-                };
-                let message = format!(
-                    "answers {} when {what}: if the running attempt crashes, the provider has already \
-                     marked the event delivered and never retries it",
-                    resp.status.unwrap_or(200)
-                );
-                let fix = match reason {
-                    Reason::Combined => Fix::display_only(
-                        "answer 409 for in-progress, 200 for duplicates",
-                        "this branch handles both completed duplicates and running attempts: split it",
-                    ),
-                    Reason::Ambiguous => Fix::display_only(
-                        "tell a running attempt from a completed one",
-                        "the NX key is both the lease and the done marker: read its value and answer 409 \
-                         while it is still running, 200 once done",
-                    ),
-                    _ => match responses::set_status(&resp, 409, src, file.style().eol) {
-                        Some(edit) => Fix::safe("answer 409 so the provider retries later", vec![edit]),
-                        None => Fix::display_only("answer 409", "the status is not a literal"),
-                    },
-                };
-                out.push(
-                    Diagnostic::new(RULE.id, file, resp.node, message)
-                        .in_handler(model, scope)
-                        .help("answer 409 (or 5xx) while another attempt holds the event, so the provider retries it")
-                        .with_fix(Some(fix)),
-                );
-            }
-        }
+        let Some(reason) = reason(&resp, func, src) else { continue };
+        let what = match reason {
+            Reason::Status | Reason::Combined => "another attempt is still in progress",
+            Reason::Lease | Reason::Ambiguous => "the lease is held by another attempt (SET NX returned null)",
+            Reason::Slack => "this is a Slack retry (`x-slack-retry-num`) of a delivery that may still be running",
+        };
+        let message = format!(
+            "answers {} when {what}: if the running attempt crashes, the provider has already \
+             marked the event delivered and never retries it",
+            resp.status.unwrap_or(200)
+        );
+        let fix = match reason {
+            Reason::Combined => Fix::display_only(
+                "answer 409 for in-progress, 200 for duplicates",
+                "this branch handles both completed duplicates and running attempts: split it",
+            ),
+            Reason::Ambiguous => Fix::display_only(
+                "tell a running attempt from a completed one",
+                "the NX key is both the lease and the done marker: read its value and answer 409 \
+                 while it is still running, 200 once done",
+            ),
+            _ => match responses::set_status(&resp, 409, src, file.style().eol) {
+                Some(edit) => Fix::safe("answer 409 so the provider retries later", vec![edit]),
+                None => Fix::display_only("answer 409", "the status is not a literal"),
+            },
+        };
+        out.push(
+            Diagnostic::new(RULE.id, file, resp.node, message)
+                .in_handler(model, scope)
+                .help("answer 409 (or 5xx) while another attempt holds the event, so the provider retries it")
+                .with_fix(Some(fix)),
+        );
     }
 }
