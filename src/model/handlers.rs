@@ -3,6 +3,7 @@
 
 use super::ast::{self, text};
 use super::providers::{self, EventKey, Provider};
+use super::queries::{self, Candidate};
 use crate::config::Config;
 use crate::project::{self, Project};
 use crate::source::{SourceFile, Span};
@@ -146,26 +147,23 @@ impl<'a> Finder<'a> {
         let is_pages_api = path.contains("/pages/api/") || path.starts_with("pages/api/");
         // Vercel/Netlify-style functions: `api/*.js` whose default export takes `(req, res)`.
         let is_function_dir = !is_pages_api && (path.contains("/api/") || path.starts_with("api/"));
-        let root = file.root();
-        ast::walk(root, &mut |node| {
-            match node.kind() {
-                "export_statement" => {
+        for (candidate, node) in queries::entry_point_candidates(&file) {
+            match candidate {
+                Candidate::Export => {
                     let node_api = is_pages_api || (is_function_dir && self.default_takes_req_res(node));
                     self.export(node, &path, is_route_file, node_api)
                 }
-                "call_expression" => self.call(node),
-                "new_expression" => self.new_expr(node),
-                "method_definition" => self.decorated_method(node),
-                "expression_statement" => {
+                Candidate::Call => self.call(node),
+                Candidate::New => self.new_expr(node),
+                Candidate::Method => self.decorated_method(node),
+                Candidate::Assignment => {
                     self.commonjs_export(node);
                     if is_pages_api || is_function_dir {
                         self.commonjs_default(node, &path, is_pages_api);
                     }
                 }
-                _ => {}
             }
-            true
-        });
+        }
     }
 
     fn push(&mut self, func: Node, name: String, framework: Framework, route_hint: &str) {

@@ -8,6 +8,7 @@ pub mod handlers;
 pub mod keys;
 pub mod markers;
 pub mod providers;
+pub mod queries;
 pub mod reach;
 pub mod responses;
 pub mod retry_loops;
