@@ -317,6 +317,94 @@ impl Project {
     }
 }
 
+/// A class declaration: its file and span.
+#[derive(Clone, Debug)]
+pub struct ClassDef {
+    pub file: Arc<SourceFile>,
+    pub span: Span,
+    pub name: String,
+}
+
+impl ClassDef {
+    pub fn node(&self) -> Option<Node<'_>> {
+        self.file.node_at(self.span)
+    }
+}
+
+const CLASS_KINDS: &[&str] = &["class_declaration", "abstract_class_declaration"];
+
+impl Project {
+    /// Finds the class `name` (`"default"` for `export default class`) exported by `file`,
+    /// following `export { X }`, `export { X } from` and `export * from`.
+    pub fn exported_class(&self, file: &Arc<SourceFile>, name: &str, depth: usize) -> Option<ClassDef> {
+        if depth > 4 {
+            return None;
+        }
+        let src = &file.text;
+        let mut local_name = name.to_string();
+        for stmt in ast::named_children(file.root()).into_iter().filter(|s| s.kind() == "export_statement") {
+            let is_default = (0..stmt.child_count()).filter_map(|i| stmt.child(i)).any(|c| c.kind() == "default");
+            if let Some(decl) = stmt.child_by_field_name("declaration") {
+                if CLASS_KINDS.contains(&decl.kind())
+                    && ((name == "default" && is_default) || declared_name(decl, src).as_deref() == Some(name))
+                {
+                    let declared = declared_name(decl, src).unwrap_or_else(|| name.to_string());
+                    return Some(ClassDef { file: file.clone(), span: Span::of(decl), name: declared });
+                }
+            } else if is_default
+                && name == "default"
+                && let Some(value) = stmt.child_by_field_name("value").map(ast::unwrap_expr)
+            {
+                if value.kind() == "class" {
+                    return Some(ClassDef { file: file.clone(), span: Span::of(value), name: "default".into() });
+                }
+                if value.kind() == "identifier" {
+                    local_name = text(value, src).to_string();
+                }
+            }
+            let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+            let clauses: Vec<Node> =
+                ast::named_children(stmt).into_iter().filter(|c| c.kind() == "export_clause").collect();
+            for spec in clauses.iter().flat_map(|c| ast::named_children(*c)) {
+                let orig = spec.child_by_field_name("name").map(|n| text(n, src).to_string());
+                let alias = spec.child_by_field_name("alias").map(|n| text(n, src).to_string());
+                if alias.or(orig.clone()).as_deref() != Some(name) {
+                    continue;
+                }
+                let orig = orig.unwrap_or_default();
+                match &source {
+                    Some(module) => {
+                        let target = self.load(&self.resolve(&file.path, module)?).ok()?;
+                        return self.exported_class(&target, &orig, depth + 1);
+                    }
+                    None => local_name = orig,
+                }
+            }
+            if let Some(module) = &source
+                && clauses.is_empty()
+                && let Some(target) = self.resolve(&file.path, module)
+                && let Ok(target) = self.load(&target)
+                && let Some(found) = self.exported_class(&target, name, depth + 1)
+            {
+                return Some(found);
+            }
+        }
+        local_class(file, &local_name)
+    }
+}
+
+/// A top-level class declaration (exported or not) named `name` in `file`.
+pub fn local_class(file: &Arc<SourceFile>, name: &str) -> Option<ClassDef> {
+    let src = &file.text;
+    ast::named_children(file.root())
+        .into_iter()
+        .filter_map(|stmt| {
+            if stmt.kind() == "export_statement" { stmt.child_by_field_name("declaration") } else { Some(stmt) }
+        })
+        .find(|decl| CLASS_KINDS.contains(&decl.kind()) && declared_name(*decl, src).as_deref() == Some(name))
+        .map(|decl| ClassDef { file: file.clone(), span: Span::of(decl), name: name.to_string() })
+}
+
 fn def(file: &Arc<SourceFile>, node: Node, name: &str) -> FunctionDef {
     FunctionDef { file: file.clone(), span: Span::of(node), name: name.to_string() }
 }

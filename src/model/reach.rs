@@ -1,5 +1,8 @@
-//! The functions a handler reaches: same-file functions, `this.` methods and project-local
-//! imports (relative, tsconfig `paths`, index files, re-exports, CommonJS). Each reached
+//! The functions a handler reaches: same-file functions, `this.` methods, project-local
+//! imports (relative, tsconfig `paths`, index files, re-exports, CommonJS) and methods of
+//! project classes called through an instance: `this.billing.handle()` where `billing` is an
+//! injected constructor parameter property, a typed field or `new X()`, or a local
+//! `const svc = new X(); svc.run()`. Each reached
 //! function is a `Scope` that remembers how it was reached, whether that call site was inside
 //! a guard or transaction, and the event key under the callee's own parameter names.
 
@@ -7,7 +10,7 @@ use super::ast::{self, text};
 use super::guards::{self, GuardKind};
 use super::handlers::Handler;
 use super::providers::EventKey;
-use crate::project::{self, FunctionDef, Project};
+use crate::project::{self, ClassDef, FunctionDef, Project};
 use crate::source::{SourceFile, Span};
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -49,15 +52,27 @@ pub fn resolve_call(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
     let path = ast::callee_path(call, src);
     match path.as_slice() {
         [name] => resolve_name(project, file, name),
-        [this, method] if this == "this" => class_method(file, call, method),
-        [ns, name] => {
-            let import = project::imports(file).iter().find(|i| &i.local == ns && i.imported == "*")?;
-            let target = project.resolve(&file.path, &import.source)?;
-            let target = project.load(&target).ok()?;
-            project.exported_function(&target, name, 0)
+        [this, method] if this == "this" => {
+            let class = enclosing_class(call)?;
+            method_in(project, file, class, method, method, 0)
         }
+        [this, field, method] if this == "this" => {
+            let class = field_class(file, enclosing_class(call)?, field)?;
+            class_method(project, file, &class, method)
+        }
+        [ns, name] => namespace_function(project, file, ns, name).or_else(|| {
+            let class = local_instance_class(file, call, ns)?;
+            class_method(project, file, &class, name)
+        }),
         _ => None,
     }
+}
+
+fn namespace_function(project: &Project, file: &Arc<SourceFile>, ns: &str, name: &str) -> Option<FunctionDef> {
+    let import = project::imports(file).iter().find(|i| i.local == ns && i.imported == "*")?;
+    let target = project.resolve(&file.path, &import.source)?;
+    let target = project.load(&target).ok()?;
+    project.exported_function(&target, name, 0)
 }
 
 fn resolve_name(project: &Project, file: &Arc<SourceFile>, name: &str) -> Option<FunctionDef> {
@@ -71,17 +86,161 @@ fn resolve_name(project: &Project, file: &Arc<SourceFile>, name: &str) -> Option
     project.exported_function(&target, exported, 0)
 }
 
-fn class_method(file: &Arc<SourceFile>, call: Node, method: &str) -> Option<FunctionDef> {
-    let class = ast::ancestors(call)
-        .find(|a| matches!(a.kind(), "class_declaration" | "class" | "abstract_class_declaration"))?;
-    let body = class.child_by_field_name("body")?;
+fn enclosing_class(node: Node) -> Option<Node> {
+    ast::ancestors(node).find(|a| matches!(a.kind(), "class_declaration" | "class" | "abstract_class_declaration"))
+}
+
+/// The class named `name` as seen from `file`: declared there or imported from a project file.
+fn class_named(project: &Project, file: &Arc<SourceFile>, name: &str) -> Option<ClassDef> {
+    if let Some(class) = project::local_class(file, name) {
+        return Some(class);
+    }
+    let import = project::imports(file).iter().find(|i| i.local == name)?;
+    let target = project.resolve(&file.path, &import.source)?;
+    let target = project.load(&target).ok()?;
+    let exported = if import.imported == "*" { "default" } else { import.imported.as_str() };
+    project.exported_class(&target, exported, 0)
+}
+
+/// `method` of the class named `class` (seen from `file`), shown as `Class.method`.
+fn class_method(project: &Project, file: &Arc<SourceFile>, class: &str, method: &str) -> Option<FunctionDef> {
+    let def = class_named(project, file, class)?;
+    let node = def.node()?;
+    method_in(project, &def.file, node, method, &format!("{}.{method}", def.name), 0)
+}
+
+/// The method `method` of `class` (a class node of `file`), looking through `extends` chains.
+fn method_in(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    class: Node,
+    method: &str,
+    shown: &str,
+    depth: usize,
+) -> Option<FunctionDef> {
     let src = &file.text;
-    ast::named_children(body)
+    let body = class.child_by_field_name("body")?;
+    let found = ast::named_children(body).into_iter().find(|m| {
+        m.kind() == "method_definition" && m.child_by_field_name("name").is_some_and(|n| text(n, src) == method)
+    });
+    if let Some(m) = found {
+        return Some(FunctionDef { file: file.clone(), span: Span::of(m), name: shown.to_string() });
+    }
+    if depth >= 3 {
+        return None;
+    }
+    let base = ast::named_children(class)
         .into_iter()
-        .find(|m| {
-            m.kind() == "method_definition" && m.child_by_field_name("name").is_some_and(|n| text(n, src) == method)
-        })
-        .map(|m| FunctionDef { file: file.clone(), span: Span::of(m), name: method.to_string() })
+        .filter(|c| c.kind() == "class_heritage")
+        .flat_map(ast::named_children)
+        .filter(|c| c.kind() == "extends_clause")
+        .find_map(|e| e.child_by_field_name("value"))
+        .filter(|v| v.kind() == "identifier")?;
+    let base = class_named(project, file, text(base, src))?;
+    let node = base.node()?;
+    method_in(project, &base.file, node, method, shown, depth + 1)
+}
+
+/// The class name of `this.<field>`: a constructor parameter property's type, a field's type
+/// annotation or `new X()` initializer, or a `this.<field> = new X()` / `= param` assignment in
+/// the constructor.
+fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<String> {
+    let src = &file.text;
+    let body = class.child_by_field_name("body")?;
+    for member in ast::named_children(body) {
+        match member.kind() {
+            "public_field_definition" if member.child_by_field_name("name").is_some_and(|n| text(n, src) == field) => {
+                if let Some(name) = member.child_by_field_name("type").and_then(|t| type_name(t, src)) {
+                    return Some(name);
+                }
+                if let Some(name) = member.child_by_field_name("value").and_then(|v| constructed_class(v, src)) {
+                    return Some(name);
+                }
+            }
+            "method_definition"
+                if member.child_by_field_name("name").is_some_and(|n| text(n, src) == "constructor") =>
+            {
+                let params = member.child_by_field_name("parameters").map(ast::named_children).unwrap_or_default();
+                let param_type = |name: &str| {
+                    params.iter().find_map(|p| {
+                        let pattern = p.child_by_field_name("pattern")?;
+                        (pattern.kind() == "identifier" && text(pattern, src) == name)
+                            .then(|| p.child_by_field_name("type").and_then(|t| type_name(t, src)))
+                            .flatten()
+                    })
+                };
+                let is_property = |p: &Node| {
+                    (0..p.child_count())
+                        .filter_map(|i| p.child(i))
+                        .any(|c| matches!(c.kind(), "accessibility_modifier" | "readonly" | "override_modifier"))
+                };
+                if params.iter().any(|p| {
+                    is_property(p)
+                        && p.child_by_field_name("pattern")
+                            .is_some_and(|n| n.kind() == "identifier" && text(n, src) == field)
+                }) && let Some(name) = param_type(field)
+                {
+                    return Some(name);
+                }
+                let mut assigned = None;
+                if let Some(block) = member.child_by_field_name("body") {
+                    for assign in ast::descendants_of_kind(block, "assignment_expression") {
+                        let (Some(left), Some(right)) =
+                            (assign.child_by_field_name("left"), assign.child_by_field_name("right"))
+                        else {
+                            continue;
+                        };
+                        if ast::member_path(left, src) != ["this", field] {
+                            continue;
+                        }
+                        let right = ast::unwrap_expr(right);
+                        assigned = constructed_class(right, src)
+                            .or_else(|| (right.kind() == "identifier").then(|| param_type(text(right, src))).flatten());
+                        if assigned.is_some() {
+                            break;
+                        }
+                    }
+                }
+                if assigned.is_some() {
+                    return assigned;
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The class of a local `const <name> = new X()` visible at `call` (innermost function first,
+/// then the module).
+fn local_instance_class(file: &Arc<SourceFile>, call: Node, name: &str) -> Option<String> {
+    let src = &file.text;
+    ast::ancestors(call)
+        .filter(|a| ast::is_function(*a) || a.kind() == "program")
+        .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()))
+        .and_then(|init| constructed_class(init, src))
+}
+
+/// `new X(...)` → "X".
+fn constructed_class(node: Node, src: &str) -> Option<String> {
+    let node = ast::unwrap_expr(node);
+    if node.kind() != "new_expression" {
+        return None;
+    }
+    let ctor = node.child_by_field_name("constructor")?;
+    (ctor.kind() == "identifier").then(|| text(ctor, src).to_string())
+}
+
+/// The class a type annotation names: `: X` or `: X<T>`.
+fn type_name(ty: Node, src: &str) -> Option<String> {
+    let ty = if ty.kind() == "type_annotation" { ty.named_child(0)? } else { ty };
+    match ty.kind() {
+        "type_identifier" => Some(text(ty, src).to_string()),
+        "generic_type" => {
+            ty.child_by_field_name("name").filter(|n| n.kind() == "type_identifier").map(|n| text(n, src).to_string())
+        }
+        _ => None,
+    }
 }
 
 /// Every function reachable from `handler`, the handler first.
