@@ -104,6 +104,11 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "@trigger.dev",
             "serve(",
             "webhooks.on(",
+            // h3 (Nuxt/Nitro) route modules
+            "defineEventHandler",
+            "eventHandler(",
+            // Cloudflare Queues consumers: `async queue(batch, env)`
+            "async queue(",
             "Table(",
             "TableCreator",
             "pgSchema",
@@ -114,9 +119,25 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.
         pattern.push(r"export\s+(?:async\s+)?(?:function\s+|const\s+)(?:POST|PUT|PATCH|action)\b".to_string());
+        // Cloudflare Queues consumers written without `async`: `queue(batch, env) {`
+        pattern.push(r"\bqueue\s*\(\s*batch\b".to_string());
         // ... or an export clause: `export { POST }`, `export { handler as POST }`.
         pattern.push(r"export\s*\{[^}]*\b(?:POST|PUT|PATCH)\b".to_string());
         regex::bytes::Regex::new(&pattern.join("|")).unwrap()
     });
     re.is_match(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_be_relevant;
+
+    #[test]
+    fn prefilter_passes_h3_routes_and_cloudflare_queue_consumers() {
+        assert!(may_be_relevant(b"export default defineEventHandler(async (event) => {})"));
+        assert!(may_be_relevant(b"export default eventHandler((event) => 'ok')"));
+        assert!(may_be_relevant(b"export default { async queue(batch, env) {} }"));
+        assert!(may_be_relevant(b"export default { queue(batch, env, ctx) {} }"));
+        assert!(!may_be_relevant(b"const queue = []; queue.push(1);"));
+    }
 }

@@ -9,10 +9,11 @@
     property: (property_identifier) @name)
   (#match? @name "^(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send)$")) @call
 
-; Bare registrations: serve(fn), task({ run }), schemaTask({ run })
+; Bare registrations: serve(fn), task({ run }), schemaTask({ run }),
+; h3 route modules: export default defineEventHandler(async (event) => ...)
 (call_expression
   function: (identifier) @name
-  (#match? @name "^(serve|task|schemaTask|createFunction)$")) @call
+  (#match? @name "^(serve|task|schemaTask|createFunction|defineEventHandler|eventHandler)$")) @call
 
 ; Route modules and Lambda handlers: export async function POST, export default ..., export const handler
 (export_statement) @export
@@ -20,7 +21,8 @@
 ; new Worker(name, processor)
 (new_expression) @new
 
-; NestJS @Post() / @Process() methods, object methods passed as handlers
+; NestJS @Post() / @Process() methods, object methods passed as handlers,
+; Cloudflare Workers' `export default { async queue(batch, env, ctx) {} }`
 (method_definition) @method
 
 ; CommonJS: exports.handler = ..., module.exports = handler

@@ -487,7 +487,7 @@ fn early_return_mode(model: &HandlerModel) -> EarlyReturn {
     let h = &model.handler;
     match h.framework {
         f if f.returns_response() => EarlyReturn::Value,
-        Framework::Hono => EarlyReturn::Value,
+        Framework::Hono | Framework::H3 => EarlyReturn::Value,
         Framework::Express | Framework::NextPagesApi => {
             h.response.clone().map_or(EarlyReturn::Forbidden, EarlyReturn::Sent)
         }

@@ -415,6 +415,9 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
 fn is_response_call(lower: &[String]) -> bool {
     let root = lower.first().map(String::as_str).unwrap_or("");
     matches!(root, "res" | "reply" | "response" | "ctx" | "c" | "h")
+        // h3 response helpers: `sendNoContent(event)`, `sendRedirect(event, url)`
+        || (lower.len() == 1
+            && matches!(root, "sendnocontent" | "sendredirect" | "senderror" | "sendstream" | "sendwebresponse"))
         || lower.last().is_some_and(|l| {
             matches!(l.as_str(), "send" | "json" | "sendstatus" | "end" | "status")
                 && lower.len() <= 3

@@ -34,6 +34,11 @@ pub enum Framework {
     TriggerDev,
     /// Octokit `webhooks.on(event, fn)`: called once per verified GitHub delivery.
     Octokit,
+    /// Nuxt/Nitro (h3): `export default defineEventHandler(async (event) => ...)` in
+    /// `server/api/` or `server/routes/`.
+    H3,
+    /// Cloudflare Queues: `export default { async queue(batch, env, ctx) { ... } }`.
+    CloudflareQueue,
 }
 
 impl Framework {
@@ -49,6 +54,7 @@ impl Framework {
                 | Framework::Inngest
                 | Framework::TriggerDev
                 | Framework::Octokit
+                | Framework::CloudflareQueue
         )
     }
 
@@ -92,6 +98,12 @@ impl Handler {
             Framework::Fastify => format!("return {}.code({status}).send(){semi}", res?),
             Framework::Koa => format!("{}.status = {status}{semi} return{semi}", res?),
             Framework::Hono => format!("return {}.body(null, {status}){semi}", req?),
+            // h3 sends what the handler returns with the status set before: one form for every
+            // status (a thrown `createError` cannot answer 2xx), and `set_status` can edit it.
+            Framework::H3 => {
+                let q = self.file.style().quote;
+                format!("setResponseStatus({}, {status}){semi} return {q}{q}{semi}", req?)
+            }
             f if f.returns_response() => {
                 format!("return new Response(null, {{ status: {status} }}){semi}")
             }
@@ -106,6 +118,7 @@ impl Handler {
         Some(match self.framework {
             Framework::Hono => format!("{req}.req.header({q}{header}{q})"),
             Framework::Koa => format!("{req}.get({q}{header}{q})"),
+            Framework::H3 => format!("getHeader({req}, {q}{header}{q})"),
             f if f.returns_response() => format!("{req}.headers.get({q}{header}{q})"),
             _ => format!("{req}.headers[{q}{header}{q}]"),
         })
@@ -229,6 +242,7 @@ impl<'a> Finder<'a> {
             Framework::Inngest => Some(Provider::Inngest),
             Framework::TriggerDev => Some(Provider::Trigger),
             Framework::Octokit => Some(Provider::Github),
+            Framework::CloudflareQueue => Some(Provider::CloudflareQueue),
             _ => providers::detect(body_text)
                 .or_else(|| providers::detect(&self.file.text))
                 .or_else(|| provider_from_words(route_hint)),
@@ -620,6 +634,7 @@ impl<'a> Finder<'a> {
                     self.push(run, format!("trigger.dev task {id}"), Framework::TriggerDev, "");
                 }
             }
+            ("defineeventhandler" | "eventhandler", 1) => self.h3_route(call, &file_path),
             ("serve", _) if path.len() == 1 || path[0] == "Deno" => {
                 if let Some(f) = args.iter().rev().find(|a| ast::is_function(**a)) {
                     self.push(*f, format!("serve ({})", short_path(&file_path)), Framework::DenoServe, &file_path);
@@ -643,6 +658,69 @@ impl<'a> Finder<'a> {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Nuxt/Nitro file routes: `export default defineEventHandler(fn)` (or `eventHandler(fn)`,
+    /// `defineEventHandler({ handler: fn })`) in `server/api/**` or `server/routes/**`; the
+    /// method comes from the file name (`github.post.ts`), none meaning any method.
+    fn h3_route(&mut self, call: Node, file_path: &str) {
+        let src = self.src();
+        let path = file_path.replace('\\', "/");
+        let Some(route) = ["server/api/", "server/routes/"].iter().find_map(|root| {
+            let rest = match path.strip_prefix(root) {
+                Some(rest) => rest,
+                None => &path[path.find(&format!("/{root}"))? + root.len() + 1..],
+            };
+            let prefix = if root.ends_with("api/") { "/api/" } else { "/" };
+            Some(format!("{prefix}{rest}"))
+        }) else {
+            return;
+        };
+        if !ast::ancestors(call).any(|a| a.kind() == "export_statement") {
+            return;
+        }
+        // strip the extension, then the method suffix
+        let route = route.rsplit_once('.').map_or(route.as_str(), |(r, _)| r).to_string();
+        let (route, method) = match route.rsplit_once('.') {
+            Some((r, m)) if ["get", "post", "put", "patch", "delete", "head", "options"].contains(&m) => {
+                (r.to_string(), m.to_ascii_uppercase())
+            }
+            _ => (route.clone(), "ALL".to_string()),
+        };
+        if !["POST", "PUT", "PATCH", "ALL"].contains(&method.as_str()) {
+            return;
+        }
+        let route = route.strip_suffix("/index").unwrap_or(&route).to_string();
+        let Some(mut func) = ast::arguments(call).first().copied().map(ast::unwrap_expr) else {
+            return;
+        };
+        if func.kind() == "object" {
+            match ast::object_property(func, "handler", src) {
+                Some(h) => func = if h.kind() == "method_definition" { h } else { ast::unwrap_expr(h) },
+                None => return,
+            }
+        }
+        self.push(func, format!("{method} {route}"), Framework::H3, file_path);
+    }
+
+    /// Cloudflare Workers: `export default { async queue(batch, env, ctx) { ... } }` (also with
+    /// `satisfies ExportedHandler<Env>`).
+    fn cloudflare_queue(&mut self, method: Node) {
+        let src = self.src();
+        let exported = method
+            .parent()
+            .filter(|o| o.kind() == "object")
+            .and_then(|o| {
+                ast::ancestors(o).find(|a| {
+                    !matches!(a.kind(), "satisfies_expression" | "as_expression" | "parenthesized_expression")
+                })
+            })
+            .is_some_and(|e| e.kind() == "export_statement" && text(e, src).starts_with("export default"));
+        let params = ast::parameter_names(method, src);
+        if exported && (1..=3).contains(&params.len()) {
+            let name = format!("cloudflare queue consumer ({})", short_path(&self.file.path.to_string_lossy()));
+            self.push(method, name, Framework::CloudflareQueue, "");
         }
     }
 
@@ -705,6 +783,9 @@ impl<'a> Finder<'a> {
         let src = self.src();
         let decorators: Vec<String> = decorators_of(method).into_iter().map(|d| text(d, src).to_string()).collect();
         let name = method.child_by_field_name("name").map(|n| text(n, src).to_string()).unwrap_or_default();
+        if name == "queue" && decorators.is_empty() {
+            return self.cloudflare_queue(method);
+        }
         let class = ast::ancestors(method).find(|a| matches!(a.kind(), "class_declaration" | "class"));
         let class_decorators: Vec<String> =
             class.map(|c| decorators_of(c).into_iter().map(|d| text(d, src).to_string()).collect()).unwrap_or_default();

@@ -94,6 +94,8 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
         }
         Provider::Amqp => format!("${{{}.properties.messageId}}", first_param()?),
         Provider::Pubsub => format!("${{{}.id}}", first_param()?),
+        // `for (const message of batch.messages)`, `batch.messages.forEach((msg) => ...)`
+        Provider::CloudflareQueue => format!("${{{}.id}}", loop_variable(func, src, &["messages"])?),
         Provider::Inngest => {
             if ast::parameter_names(func, src).iter().any(|n| n == "event") {
                 "${event.id}".to_string()
@@ -143,7 +145,10 @@ pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String
             || value_text.contains("verifyWebhook")
         {
             0
-        } else if value_text.starts_with("JSON.parse") || value_text.ends_with(".json()") {
+        } else if value_text.starts_with("JSON.parse")
+            || value_text.ends_with(".json()")
+            || (handler.framework == Framework::H3 && value_text.contains("readBody("))
+        {
             1
         } else if value_text.ends_with(".body") || value_text.ends_with(".payload") {
             2
@@ -155,6 +160,10 @@ pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String
     });
     if let Some((_, name)) = best {
         return Some(name);
+    }
+    // an h3 handler's `event` parameter is the request, not the delivered event
+    if handler.framework == Framework::H3 {
+        return None;
     }
     let params = ast::parameter_names(func, src);
     if let Some(p) = params.iter().find(|p| matches!(p.as_str(), "event" | "evt" | "payload" | "body" | "data")) {
@@ -312,9 +321,12 @@ fn header_variable(func: Node, src: &str, header: &str) -> Option<String> {
             let reads = match value.kind() {
                 "call_expression" => {
                     let path = ast::callee_path(value, src);
-                    path.last().is_some_and(|m| matches!(m.as_str(), "get" | "header"))
-                        && ast::arguments(value)
-                            .first()
+                    let args = ast::arguments(value);
+                    // h3: `getHeader(event, name)`, `getRequestHeader(event, name)`
+                    let h3 = path.len() == 1 && matches!(path[0].as_str(), "getHeader" | "getRequestHeader");
+                    let name_arg = if h3 { args.get(1) } else { args.first() };
+                    (h3 || path.last().is_some_and(|m| matches!(m.as_str(), "get" | "header")))
+                        && name_arg
                             .and_then(|a| ast::string_value(*a, src))
                             .is_some_and(|h| h.eq_ignore_ascii_case(header))
                 }

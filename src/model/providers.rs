@@ -27,6 +27,8 @@ pub enum Provider {
     Pubsub,
     Inngest,
     Trigger,
+    /// Cloudflare Queues consumers (`queue(batch, env, ctx)`): `message.id` names one message.
+    CloudflareQueue,
 }
 
 impl Provider {
@@ -52,6 +54,7 @@ impl Provider {
         Provider::Pubsub,
         Provider::Inngest,
         Provider::Trigger,
+        Provider::CloudflareQueue,
     ];
 
     pub fn name(self) -> &'static str {
@@ -77,6 +80,7 @@ impl Provider {
             Provider::Pubsub => "pubsub",
             Provider::Inngest => "inngest",
             Provider::Trigger => "trigger",
+            Provider::CloudflareQueue => "cloudflare-queue",
         }
     }
 

@@ -2,7 +2,9 @@
 //! (`res.status(n).json()`, `res.sendStatus(n)`, `res.json()`), Fastify (`reply.code(n).send()`),
 //! Koa (`ctx.status = n`, `ctx.body = x`), Hono (`c.json(x, n)`), fetch-style
 //! (`new Response(body, { status })`, `Response.json`, `NextResponse.json`, Remix/SvelteKit
-//! `json(x, { status })`) and NestJS (thrown `HttpException`s, `@HttpCode`).
+//! `json(x, { status })`), NestJS (thrown `HttpException`s, `@HttpCode`) and h3
+//! (`setResponseStatus(event, n)`, `sendNoContent(event)`, `throw createError({ statusCode })`;
+//! a returned value is not recognised as a response).
 
 use super::ast::{self, text};
 use crate::fix::Edit;
@@ -249,6 +251,13 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
                     return None;
                 }
                 let s = ast::arguments(value).first().copied()?;
+                // h3 `createError({ statusCode: 400 })`
+                let s = match ast::unwrap_expr(s) {
+                    o if o.kind() == "object" => {
+                        ast::object_property(o, "statusCode", src).or_else(|| ast::object_property(o, "status", src))?
+                    }
+                    _ => s,
+                };
                 let status = status_value(s, src)?;
                 return Some(Response { node, status_node: Some(s), status: Some(status), style: Style::NestThrow });
             }
@@ -314,6 +323,21 @@ fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Respon
             return Some(fetch_response(call, args.get(1).copied(), src));
         }
         _ => {}
+    }
+    // h3: `setResponseStatus(event, 409)` (the status of what the handler then returns),
+    // `sendNoContent(event, 204)`
+    if let ([f], [e, rest @ ..]) = (path.as_slice(), args.as_slice())
+        && matches!(f.as_str(), "setResponseStatus" | "sendNoContent")
+        && e.kind() == "identifier"
+        && (names.contains(&text(*e, src)) || text(*e, src) == "event")
+    {
+        let s = rest.first().copied();
+        let status = match s {
+            Some(s) => status_value(s, src),
+            None if f == "sendNoContent" => Some(204),
+            None => None,
+        };
+        return Some(Response { node: call, status_node: s, status, style: Style::Koa });
     }
     let (root, links) = chain(call)?;
     let name = root_name(root, src);
@@ -536,5 +560,8 @@ mod tests {
         assert_eq!(statuses("res.status(code).end()"), vec![(None, Style::Chain)]);
         assert_eq!(statuses("throw new HTTPException(401, { message: 'x' })"), vec![(Some(401), Style::NestThrow)]);
         assert_eq!(statuses("throw error(400, 'bad')"), vec![(Some(400), Style::NestThrow)]);
+        assert_eq!(statuses("throw createError({ statusCode: 400 })"), vec![(Some(400), Style::NestThrow)]);
+        assert_eq!(statuses("setResponseStatus(event, 409)"), vec![(Some(409), Style::Koa)]);
+        assert_eq!(statuses("return sendNoContent(event)"), vec![(Some(204), Style::Koa)]);
     }
 }
