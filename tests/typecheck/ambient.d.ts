@@ -97,3 +97,15 @@ declare module "stripe" {
   }
   export default Stripe;
 }
+
+// Nuxt/Nitro auto-imports h3's helpers as globals (its generated `.nuxt` types declare them).
+declare function defineEventHandler(handler: any): any;
+declare function eventHandler(handler: any): any;
+declare function readRawBody(event: any, encoding?: any): Promise<any>;
+declare function readBody(event: any): Promise<any>;
+declare function getHeader(event: any, name: string): string | undefined;
+declare function getRequestHeader(event: any, name: string): string | undefined;
+declare function setResponseStatus(event: any, code: number, text?: string): void;
+declare function sendNoContent(event: any, code?: number): any;
+declare function createError(input: any): Error;
+declare function useRuntimeConfig(event?: any): any;
