@@ -215,6 +215,7 @@ impl Engine {
 
     /// Every enabled rule on one file (and the callees its handlers reach).
     pub fn analyse(&self, file: &Arc<SourceFile>, config: &Config) -> Vec<Diagnostic> {
+        reach::forget_resolutions();
         let handlers: Vec<HandlerModel> = if file.dialect == Dialect::Text {
             Vec::new()
         } else {
@@ -239,6 +240,7 @@ impl Engine {
         for d in &mut out {
             d.severity = config.severity(d.rule);
         }
+        reach::forget_resolutions();
         out
     }
 }

@@ -48,6 +48,29 @@ impl Scope {
 
 /// A call resolved to a project function.
 pub fn resolve_call(project: &Project, file: &Arc<SourceFile>, call: Node) -> Option<FunctionDef> {
+    // Every rule asks about the same calls; the answer is remembered for the file being
+    // analysed. The entry holds the file, so its address cannot be reused meanwhile.
+    let key = (Arc::as_ptr(file) as usize, call.start_byte(), call.end_byte());
+    if let Some(found) = RESOLVED.with(|m| m.borrow().get(&key).map(|(_, def)| def.clone())) {
+        return found;
+    }
+    let found = resolve_uncached(project, file, call);
+    RESOLVED.with(|m| m.borrow_mut().insert(key, (file.clone(), found.clone())));
+    found
+}
+
+type Resolutions = std::collections::HashMap<(usize, usize, usize), (Arc<SourceFile>, Option<FunctionDef>)>;
+
+thread_local! {
+    static RESOLVED: std::cell::RefCell<Resolutions> = std::cell::RefCell::new(Resolutions::new());
+}
+
+/// Forgets remembered call resolutions (the engine calls it around each analysed file).
+pub fn forget_resolutions() {
+    RESOLVED.with(|m| m.borrow_mut().clear());
+}
+
+fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Option<FunctionDef> {
     let src = &file.text;
     let path = ast::callee_path(call, src);
     match path.as_slice() {
@@ -61,6 +84,11 @@ pub fn resolve_call(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
             class_method(project, file, &class, method)
         }
         [ns, name] => namespace_function(project, file, ns, name).or_else(|| {
+            // `svc.method()` needs `new X()` somewhere in the file; most member calls
+            // (`res.json`, `console.log`, `db.insert`) have no such binding to look for.
+            if !src.contains("new ") || ns.ends_with("()") {
+                return None;
+            }
             let class = local_instance_class(file, call, ns)?;
             class_method(project, file, &class, name)
         }),
