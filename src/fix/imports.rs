@@ -25,8 +25,8 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
                 let Some(clause) = clause else { continue };
                 let parts = ast::named_children(clause);
                 if spec.export == "default" {
-                    if let Some(id) = parts.iter().find(|p| p.kind() == "identifier") {
-                        let _ = id;
+                    // An existing default import of the guard module is reused as it is.
+                    if parts.iter().any(|p| p.kind() == "identifier") {
                         return None;
                     }
                     continue;

@@ -154,7 +154,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         return None;
     }
     let path = ast::callee_path(call, src);
-    let full = chain_text(call, src);
+    let full = text(call, src);
     let args = ast::arguments(call);
     let lower: Vec<String> = path.iter().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).collect();
     let last = lower.last().cloned().unwrap_or_default();
@@ -381,7 +381,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         );
     }
     // Databases
-    if let Some(kind) = classify_db(call, &path, &full, &args, src) {
+    if let Some(kind) = classify_db(call, &path, full, &args, src) {
         return effect(kind, Sdk::Other, None);
     }
     // Functions the config names as effects (`effectWrappers`), by name or dotted path.
@@ -450,11 +450,6 @@ fn chain_end(call: Node, src: &str) -> bool {
     }
     let prop = parent.child_by_field_name("property").map(|p| text(p, src)).unwrap_or("");
     matches!(prop, "then" | "catch" | "finally" | "promise")
-}
-
-/// The whole text of the outermost call of the chain `call` ends.
-fn chain_text(call: Node, src: &str) -> String {
-    text(call, src).to_string()
 }
 
 const PRISMA_WRITES: &[&str] =

@@ -162,19 +162,11 @@ impl<'a> Finder<'a> {
         let is_function_dir = !is_pages_api && (path.contains("/api/") || path.starts_with("api/"));
         for (candidate, node) in queries::entry_point_candidates(&file) {
             match candidate {
-                Candidate::Export => {
-                    let node_api = is_pages_api || (is_function_dir && self.default_takes_req_res(node));
-                    self.export(node, &path, is_route_file, node_api)
-                }
+                Candidate::Export => self.export(node, &path, is_route_file, is_pages_api),
                 Candidate::Call => self.call(node),
                 Candidate::New => self.new_expr(node),
                 Candidate::Method => self.decorated_method(node),
-                Candidate::Assignment => {
-                    self.commonjs_export(node);
-                    if is_pages_api || is_function_dir {
-                        self.commonjs_default(node, &path, is_pages_api);
-                    }
-                }
+                Candidate::Assignment => self.commonjs_export(node, &path, is_pages_api, is_function_dir),
             }
         }
     }
@@ -341,7 +333,7 @@ impl<'a> Finder<'a> {
         }
         // Vercel `api/` and Netlify `netlify/functions/` files: the default export is the function,
         // `(req, res)` (Node helpers) or `(request: Request)` answering a Response
-        if is_default && names_webhook(path) && (path.contains("/api/") || path.contains("netlify/functions/")) {
+        if is_default && (path.contains("/api/") || path.starts_with("api/") || path.contains("netlify/functions/")) {
             let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
             if let Some(func) = func.map(ast::unwrap_expr).filter(|f| ast::is_function(*f)) {
                 let params = ast::parameter_names(func, src);
@@ -449,16 +441,9 @@ impl<'a> Finder<'a> {
         }
     }
 
-    /// `exports.handler = async (event) => ...` and `module.exports.handler = ...`.
-    /// `export default function (req, res)`: the parameters of a Node `(req, res)` handler.
-    fn default_takes_req_res(&self, node: Node) -> bool {
-        let src = self.src();
-        let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
-        func.map(ast::unwrap_expr).filter(|f| ast::is_function(*f)).is_some_and(|f| req_res(f, src))
-    }
-
-    /// `module.exports = async function handler(req, res) {...}` in `pages/api/` or `api/`.
-    fn commonjs_default(&mut self, node: Node, path: &str, is_pages_api: bool) {
+    /// CommonJS exports: `module.exports = handler` in `pages/api/` (or a `(req, res)` function in
+    /// a Vercel `api/` file), and Lambdas: `exports.handler = async (event) => ...`.
+    fn commonjs_export(&mut self, node: Node, path: &str, is_pages_api: bool, is_function_dir: bool) {
         let src = self.src();
         let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
             return;
@@ -467,40 +452,20 @@ impl<'a> Finder<'a> {
         else {
             return;
         };
-        let right = ast::unwrap_expr(right);
-        if text(left, src) != "module.exports" || !ast::is_function(right) || !(is_pages_api || req_res(right, src)) {
-            return;
+        let target = ast::member_path(left, src);
+        if target == ["module", "exports"] {
+            let func = ast::unwrap_expr(right);
+            if is_pages_api || (is_function_dir && ast::is_function(func) && req_res(func, src)) {
+                self.push(right, format!("default export ({})", short_path(path)), Framework::NextPagesApi, path);
+                return;
+            }
         }
-        self.push(right, format!("default export ({})", short_path(path)), Framework::NextPagesApi, path);
-    }
-
-    fn commonjs_export(&mut self, node: Node) {
-        let src = self.src();
-        let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
-            return;
-        };
-        let (Some(left), Some(right)) = (assign.child_by_field_name("left"), assign.child_by_field_name("right"))
-        else {
-            return;
-        };
-        let path = ast::member_path(left, src);
-        let file_path = self.file.path.to_string_lossy().replace('\\', "/");
-        // pages/api: module.exports = handler
-        if path.len() == 2
-            && path[0] == "module"
-            && path[1] == "exports"
-            && (file_path.contains("/pages/api/") || file_path.starts_with("pages/api/"))
-        {
-            let name = format!("default export ({})", short_path(&file_path));
-            self.push(right, name, Framework::NextPagesApi, &file_path);
-            return;
-        }
-        if let Some(name) = path.last()
-            && (path.first().map(String::as_str) == Some("exports")
-                || path.get(1).map(String::as_str) == Some("exports"))
+        if let Some(name) = target.last()
+            && (target.first().map(String::as_str) == Some("exports")
+                || target.get(1).map(String::as_str) == Some("exports"))
         {
             let name = name.clone();
-            self.lambda_candidate(right, &name, &file_path);
+            self.lambda_candidate(right, &name, path);
         }
     }
 

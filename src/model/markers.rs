@@ -477,7 +477,7 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
             continue;
         }
         // marker → work, not in one transaction, not released on failure
-        if let Some(&(_, marker, lease)) = claim_before {
+        if let Some(&(_, marker, _)) = claim_before {
             let tx = transaction_callback(marker, src);
             let outside: Vec<&Node> = work_nodes
                 .iter()
@@ -485,7 +485,6 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                 .filter(|w| tx.is_none_or(|t| !ast::contains(t, **w)))
                 .collect();
             let released = releases_on_failure(&st, src);
-            let _ = lease;
             if !outside.is_empty() && !released {
                 let mut calls = vec![range(marker)];
                 if let Some(c) = check {
