@@ -24,6 +24,9 @@ pub struct Options {
     /// `--stdin-filename`: the path the text read from stdin stands for.
     pub stdin: Option<(PathBuf, String)>,
     pub guard: Option<GuardSpec>,
+    /// Parse and analyse every discovered file, as if the byte prefilter let all of them
+    /// through (the benchmark's "every file is relevant" case).
+    pub no_prefilter: bool,
 }
 
 #[derive(Debug)]
@@ -182,7 +185,7 @@ impl Engine {
         let pages_api = slashed.contains("/pages/api/")
             || ((slashed.contains("/api/") || slashed.contains("netlify/functions/"))
                 && crate::model::handlers::names_webhook(&slashed));
-        if !explicit && !pages_api && !workspace::is_schema_file(path) {
+        if !explicit && !pages_api && !self.options.no_prefilter && !workspace::is_schema_file(path) {
             // The prefilter reads bytes only; a file failing it is parsed only if imported.
             let bytes = match project::read_bytes(path) {
                 Ok(b) => b,

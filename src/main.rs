@@ -74,6 +74,9 @@ struct Common {
     /// Read the source from stdin and report it as this path.
     #[arg(long)]
     stdin_filename: Option<PathBuf>,
+    /// Analyse every file, skipping none by the byte prefilter (for the benchmark).
+    #[arg(long, hide = true)]
+    no_prefilter: bool,
 }
 
 #[derive(Args)]
@@ -243,6 +246,7 @@ fn options(common: &Common, guard: Option<GuardSpec>) -> Result<Options, String>
         threads: common.threads,
         stdin,
         guard,
+        no_prefilter: common.no_prefilter,
     })
 }
 
