@@ -1,5 +1,6 @@
 ; Candidate entry points of at-least-once deliveries, for model::handlers.
 ; The query only locates candidates; Rust code decides (webhook route? which provider?).
+; model::queries implements it with a token scan (tests prove both find the same nodes).
 
 ; Route and consumer registrations: app.post(path, ...handler), router.route(p).post(h),
 ; queue.process(fn), consumer.run({ eachMessage }), channel.consume(q, fn),
@@ -18,13 +19,25 @@
 ; Route modules and Lambda handlers: export async function POST, export default ..., export const handler
 (export_statement) @export
 
-; new Worker(name, processor)
-(new_expression) @new
+; BullMQ: new Worker(name, processor)
+(new_expression
+  constructor: (identifier) @ctor
+  (#eq? @ctor "Worker")) @new
 
-; NestJS @Post() / @Process() methods, object methods passed as handlers,
-; Cloudflare Workers' `export default { async queue(batch, env, ctx) {} }`
-(method_definition) @method
+; NestJS @Post() / @Process() methods (decorators precede the method in the class body;
+; a sibling pattern, as `(class_body (decorator) . (method_definition))` misses a method
+; with two decorators)
+((decorator)
+  .
+  (method_definition) @method)
 
-; CommonJS: exports.handler = ..., module.exports = handler
+; BullMQ `process(job)` of a @Processor class, Cloudflare Workers' `export default { async queue(batch, env) {} }`
+(method_definition
+  name: (property_identifier) @method_name
+  (#match? @method_name "^(queue|process)$")) @method
+
+; CommonJS: exports.handler = ..., module.exports = handler, module.exports.handler = ...
 (expression_statement
-  (assignment_expression)) @assignment
+  (assignment_expression
+    left: (member_expression) @left
+    (#match? @left "^(module\\s*\\.\\s*)?exports\\b"))) @assignment

@@ -1,10 +1,18 @@
-//! Tree-sitter queries from `transforms/`, compiled once per grammar.
+//! Entry-point candidates: the shapes `transforms/entry_points.scm` describes.
+//!
+//! The query file is the readable specification and the test oracle. Running it (or any
+//! full traversal) on every parsed file costs a large fraction of parsing, while the shapes
+//! it matches all contain a telling token (`export`, `.post`, `Worker`, `@`, `exports`, ...).
+//! So the hot path scans the text for those tokens, looks up the node at each, climbs to
+//! the candidate and checks it exactly as the query would; tests prove both agree on every
+//! fixture and example.
 
 use crate::source::{Dialect, SourceFile};
 use std::sync::OnceLock;
-use tree_sitter::{Node, Query, QueryCursor, StreamingIterator};
+use tree_sitter::{Language, Node};
 
-const ENTRY_POINTS: &str = include_str!("../../transforms/entry_points.scm");
+/// The query the token scan implements (used by the equivalence tests).
+pub const ENTRY_POINTS: &str = include_str!("../../transforms/entry_points.scm");
 
 /// What an entry-point candidate is (the query's capture name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,31 +24,196 @@ pub enum Candidate {
     Assignment,
 }
 
-fn entry_points(dialect: Dialect) -> &'static Query {
-    static TYPESCRIPT: OnceLock<Query> = OnceLock::new();
-    static TSX: OnceLock<Query> = OnceLock::new();
-    let cell = if dialect == Dialect::TypeScript { &TYPESCRIPT } else { &TSX };
-    // The query ships with the binary and is tested: failing to compile it is a build bug.
-    cell.get_or_init(|| Query::new(&dialect.language(), ENTRY_POINTS).expect("transforms/entry_points.scm compiles"))
+/// Registration methods: `app.post(...)`, `queue.process(...)`, `consumer.run(...)`, ...
+/// (matched case-insensitively, as the query's `(?i:...)`).
+const MEMBER_NAMES: &[&str] = &[
+    "post",
+    "put",
+    "patch",
+    "all",
+    "route",
+    "process",
+    "run",
+    "consume",
+    "on",
+    "createFunction",
+    "task",
+    "schemaTask",
+    "serve",
+    "send",
+];
+
+/// Bare registration calls: `serve(fn)`, `defineEventHandler(...)`, ...
+const BARE_NAMES: &[&str] = &["serve", "task", "schemaTask", "createFunction", "defineEventHandler", "eventHandler"];
+
+/// Method names that are entry points without a decorator (BullMQ `process`, Cloudflare `queue`).
+const METHOD_NAMES: &[&str] = &["queue", "process"];
+
+/// Kind and field ids of one grammar.
+struct Kinds {
+    call_expression: u16,
+    member_expression: u16,
+    property_identifier: u16,
+    identifier: u16,
+    export_statement: u16,
+    new_expression: u16,
+    method_definition: u16,
+    decorator: u16,
+    expression_statement: u16,
+    assignment_expression: u16,
+    function_field: u16,
+    property_field: u16,
+    constructor_field: u16,
+    name_field: u16,
+    left_field: u16,
+}
+
+impl Kinds {
+    fn of(language: &Language) -> Kinds {
+        let kind = |name: &str| {
+            let id = language.id_for_node_kind(name, true);
+            assert!(id != 0, "the grammar has no node kind {name}");
+            id
+        };
+        let field = |name: &str| language.field_id_for_name(name).map(|f| f.get()).expect("grammar field");
+        Kinds {
+            call_expression: kind("call_expression"),
+            member_expression: kind("member_expression"),
+            property_identifier: kind("property_identifier"),
+            identifier: kind("identifier"),
+            export_statement: kind("export_statement"),
+            new_expression: kind("new_expression"),
+            method_definition: kind("method_definition"),
+            decorator: kind("decorator"),
+            expression_statement: kind("expression_statement"),
+            assignment_expression: kind("assignment_expression"),
+            function_field: field("function"),
+            property_field: field("property"),
+            constructor_field: field("constructor"),
+            name_field: field("name"),
+            left_field: field("left"),
+        }
+    }
+
+    fn for_dialect(dialect: Dialect) -> &'static Kinds {
+        static TYPESCRIPT: OnceLock<Kinds> = OnceLock::new();
+        static TSX: OnceLock<Kinds> = OnceLock::new();
+        let cell = if dialect == Dialect::TypeScript { &TYPESCRIPT } else { &TSX };
+        cell.get_or_init(|| Kinds::of(&dialect.language()))
+    }
+
+    /// What `node` is as the query sees it, if it is a candidate at all.
+    fn candidate(&self, node: Node, src: &[u8]) -> Option<Candidate> {
+        let kind = node.kind_id();
+        let text = |n: Node| &src[n.byte_range()];
+        if kind == self.call_expression {
+            let function = node.child_by_field_id(self.function_field)?;
+            let registers = if function.kind_id() == self.member_expression {
+                let property = function.child_by_field_id(self.property_field)?;
+                property.kind_id() == self.property_identifier
+                    && MEMBER_NAMES.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(text(property)))
+            } else {
+                function.kind_id() == self.identifier && BARE_NAMES.iter().any(|n| n.as_bytes() == text(function))
+            };
+            registers.then_some(Candidate::Call)
+        } else if kind == self.export_statement {
+            Some(Candidate::Export)
+        } else if kind == self.new_expression {
+            let ctor = node.child_by_field_id(self.constructor_field)?;
+            (ctor.kind_id() == self.identifier && text(ctor) == b"Worker").then_some(Candidate::New)
+        } else if kind == self.method_definition {
+            let named = node.child_by_field_id(self.name_field).is_some_and(|n| {
+                n.kind_id() == self.property_identifier && METHOD_NAMES.iter().any(|m| m.as_bytes() == text(n))
+            });
+            let decorated = node.prev_named_sibling().is_some_and(|p| p.kind_id() == self.decorator);
+            (named || decorated).then_some(Candidate::Method)
+        } else if kind == self.expression_statement {
+            let mut cursor = node.walk();
+            let exports = node.named_children(&mut cursor).any(|c| {
+                c.kind_id() == self.assignment_expression
+                    && c.child_by_field_id(self.left_field)
+                        .is_some_and(|l| l.kind_id() == self.member_expression && names_exports(text(l)))
+            });
+            exports.then_some(Candidate::Assignment)
+        } else {
+            None
+        }
+    }
+
+    /// The node a token proposes: the smallest node at the token, climbed to where the
+    /// candidate shape it belongs to would start.
+    fn proposed<'t>(&self, root: Node<'t>, start: usize, end: usize) -> Option<Node<'t>> {
+        let leaf = root.descendant_for_byte_range(start, end)?;
+        let parent = leaf.parent()?;
+        let kind = parent.kind_id();
+        if kind == self.member_expression {
+            // `app.post(...)` (property of the callee), `module.exports.x = ...` (any depth)
+            let mut top = parent;
+            while let Some(up) = top.parent().filter(|u| u.kind_id() == self.member_expression) {
+                top = up;
+            }
+            let above = top.parent()?;
+            if above.kind_id() == self.assignment_expression {
+                return above.parent();
+            }
+            return Some(above);
+        }
+        if kind == self.assignment_expression {
+            // `exports = ...` is no candidate, but the statement says so itself
+            return parent.parent();
+        }
+        if kind == self.decorator {
+            let mut next = parent.next_named_sibling();
+            while let Some(n) = next.filter(|n| n.kind_id() == self.decorator) {
+                next = n.next_named_sibling();
+            }
+            return next;
+        }
+        Some(parent)
+    }
+}
+
+/// `module.exports`, `exports.handler`, `module.exports.handler` (the query's `#match?`).
+fn names_exports(left: &[u8]) -> bool {
+    let rest = match left.strip_prefix(b"module") {
+        Some(after) => {
+            let after = after.trim_ascii_start();
+            match after.strip_prefix(b".") {
+                Some(after) => after.trim_ascii_start(),
+                None => left,
+            }
+        }
+        None => left,
+    };
+    rest.strip_prefix(b"exports")
+        .is_some_and(|after| after.first().is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'_')))
 }
 
 /// Entry-point candidates of a file, parents before children, in source order.
 pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
-    let query = entry_points(file.dialect);
-    let mut cursor = QueryCursor::new();
-    let mut out = Vec::new();
-    let mut matches = cursor.matches(query, file.root(), file.text.as_bytes());
-    while let Some(m) = matches.next() {
-        for capture in m.captures {
-            let kind = match query.capture_names()[capture.index as usize] {
-                "call" => Candidate::Call,
-                "export" => Candidate::Export,
-                "new" => Candidate::New,
-                "method" => Candidate::Method,
-                "assignment" => Candidate::Assignment,
-                _ => continue,
-            };
-            out.push((kind, capture.node));
+    let kinds = Kinds::for_dialect(file.dialect);
+    let src = file.text.as_bytes();
+    let root = file.root();
+    let tokens = crate::regex!(
+        r"(?x)
+        \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send)(?-u:\b)
+        | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler
+                    |export|Worker|queue|process|exports)(?-u:\b)
+        | @"
+    );
+    let mut out: Vec<(Candidate, Node)> = Vec::new();
+    for m in tokens.find_iter(&file.text) {
+        let mut start = m.start();
+        if src[start] == b'.' {
+            start += 1;
+            while src[start].is_ascii_whitespace() {
+                start += 1;
+            }
+        }
+        if let Some(node) = kinds.proposed(root, start, m.end())
+            && let Some(candidate) = kinds.candidate(node, src)
+        {
+            out.push((candidate, node));
         }
     }
     out.sort_by_key(|(_, n)| (n.start_byte(), std::cmp::Reverse(n.end_byte())));
@@ -49,17 +222,79 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
+    use tree_sitter::{Query, QueryCursor, StreamingIterator};
+
+    /// The candidates as the query in `transforms/` finds them.
+    pub fn by_query(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
+        static TYPESCRIPT: OnceLock<Query> = OnceLock::new();
+        static TSX: OnceLock<Query> = OnceLock::new();
+        let cell = if file.dialect == Dialect::TypeScript { &TYPESCRIPT } else { &TSX };
+        let query = cell.get_or_init(|| {
+            Query::new(&file.dialect.language(), ENTRY_POINTS).expect("transforms/entry_points.scm compiles")
+        });
+        let mut cursor = QueryCursor::new();
+        let mut out = Vec::new();
+        let mut matches = cursor.matches(query, file.root(), file.text.as_bytes());
+        while let Some(m) = matches.next() {
+            for capture in m.captures {
+                let kind = match query.capture_names()[capture.index as usize] {
+                    "call" => Candidate::Call,
+                    "export" => Candidate::Export,
+                    "new" => Candidate::New,
+                    "method" => Candidate::Method,
+                    "assignment" => Candidate::Assignment,
+                    _ => continue,
+                };
+                out.push((kind, capture.node));
+            }
+        }
+        out.sort_by_key(|(_, n)| (n.start_byte(), std::cmp::Reverse(n.end_byte())));
+        out.dedup_by_key(|(_, n)| n.id());
+        out
+    }
 
     #[test]
-    fn queries_compile_for_both_grammars_and_find_registrations() {
-        let text =
-            "app.post('/webhooks/x', h);\nfoo.bar(1);\nexport const handler = async () => {};\nnew Worker('q', p);\n";
+    fn traversal_finds_registrations() {
+        let text = "app.post('/webhooks/x', h);\nfoo.bar(1);\nexport const handler = async () => {};\nnew Worker('q', p);\nx.POST(y);\nserve(h);\nnew Map();\nmodule.exports.handler = h;\nx.postMessage(1);\n";
         for dialect in [Dialect::TypeScript, Dialect::Tsx] {
             let file = SourceFile::new("a.ts".into(), text.into(), dialect).unwrap();
             let kinds: Vec<Candidate> = entry_point_candidates(&file).into_iter().map(|(k, _)| k).collect();
-            assert_eq!(kinds, vec![Candidate::Call, Candidate::Export, Candidate::New], "{dialect:?}");
+            assert_eq!(
+                kinds,
+                vec![
+                    Candidate::Call,
+                    Candidate::Export,
+                    Candidate::New,
+                    Candidate::Call,
+                    Candidate::Call,
+                    Candidate::Assignment
+                ],
+                "{dialect:?}"
+            );
         }
+    }
+
+    /// The traversal and the query agree on every fixture and example file.
+    #[test]
+    fn traversal_equals_the_query_on_every_fixture_and_example() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut checked = 0;
+        for dir in ["tests/fixtures", "examples"] {
+            for entry in ignore::WalkBuilder::new(root.join(dir)).hidden(false).build().flatten() {
+                let path = entry.path();
+                let Some(dialect) = Dialect::for_path(path).filter(|d| *d != Dialect::Text) else {
+                    continue;
+                };
+                let Ok(text) = std::fs::read_to_string(path) else { continue };
+                let file = SourceFile::new(path.to_path_buf(), text, dialect).unwrap();
+                let fast: Vec<_> = entry_point_candidates(&file).into_iter().map(|(k, n)| (k, n.id())).collect();
+                let spec: Vec<_> = by_query(&file).into_iter().map(|(k, n)| (k, n.id())).collect();
+                assert_eq!(fast, spec, "{}", path.display());
+                checked += 1;
+            }
+        }
+        assert!(checked > 200, "only {checked} files compared");
     }
 }
