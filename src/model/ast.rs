@@ -27,24 +27,31 @@ pub fn named_children(node: Node) -> Vec<Node> {
 
 /// Pre-order walk of `node`'s subtree. `visit` returns false to skip a node's children.
 pub fn walk<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
+    if let Some(index) = super::node_index::for_node(node)
+        && index.walk(node, visit)
+    {
+        return;
+    }
     let mut cursor = node.walk();
     let mut descend = visit(node);
+    // Depth below `node`, so ascending needs no node comparison.
+    let mut depth = 0usize;
     loop {
         if descend && cursor.goto_first_child() {
+            depth += 1;
             descend = visit(cursor.node());
             continue;
         }
         loop {
-            if cursor.node() == node {
+            if depth == 0 {
                 return;
             }
             if cursor.goto_next_sibling() {
                 descend = visit(cursor.node());
                 break;
             }
-            if !cursor.goto_parent() {
-                return;
-            }
+            cursor.goto_parent();
+            depth -= 1;
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod guards;
 pub mod handlers;
 pub mod keys;
 pub mod markers;
+pub mod node_index;
 pub mod providers;
 pub mod queries;
 pub mod reach;

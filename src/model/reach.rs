@@ -68,6 +68,7 @@ thread_local! {
 /// Forgets remembered call resolutions (the engine calls it around each analysed file).
 pub fn forget_resolutions() {
     RESOLVED.with(|m| m.borrow_mut().clear());
+    super::node_index::forget();
 }
 
 fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Option<FunctionDef> {

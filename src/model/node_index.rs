@@ -1,0 +1,171 @@
+//! Pre-order node lists of the trees under analysis. The rules walk the same handler scopes
+//! many times; iterating a vector costs a fraction of moving a tree cursor, which was the
+//! largest single cost of analysing a handler.
+//!
+//! A list is built for a tree on its third walk within one analysis (a file walked once or
+//! twice is cheaper to walk with a cursor) and dropped by `forget`, which the engine calls
+//! before and after analysing each file.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use tree_sitter::{Node, Tree, ffi};
+
+/// Walks of one tree before its node list pays for itself.
+const WALKS_BEFORE_INDEXING: u32 = 2;
+
+pub struct NodeIndex {
+    /// A reference-counted copy of the tree: it keeps every subtree the nodes point into
+    /// alive for as long as this index is.
+    _tree: Tree,
+    root_id: usize,
+    nodes: Vec<Node<'static>>,
+    /// For each node, the position just past its subtree.
+    ends: Vec<u32>,
+}
+
+enum Entry {
+    Counting(u32),
+    Built(Rc<NodeIndex>),
+}
+
+thread_local! {
+    static INDEXES: RefCell<HashMap<usize, Entry>> = RefCell::new(HashMap::new());
+}
+
+/// Drops every node list of this thread.
+pub fn forget() {
+    INDEXES.with(|m| m.borrow_mut().clear());
+}
+
+/// The node list of `node`'s tree, once that tree has been walked often enough.
+pub fn for_node(node: Node) -> Option<Rc<NodeIndex>> {
+    let tree = node.into_raw().tree;
+    // SAFETY: `node` borrows a live tree, so its tree pointer is valid.
+    let root_id = unsafe { ffi::ts_tree_root_node(tree) }.id as usize;
+    INDEXES.with(|m| {
+        let mut map = m.borrow_mut();
+        let entry = map.entry(tree as usize).or_insert(Entry::Counting(0));
+        match entry {
+            // The index holds its own copy of the tree, so a freed tree's address reused by
+            // another tree shows as a different root.
+            Entry::Built(index) if index.root_id == root_id => return Some(index.clone()),
+            Entry::Built(_) => *entry = Entry::Counting(0),
+            Entry::Counting(n) if *n < WALKS_BEFORE_INDEXING => {
+                *n += 1;
+                return None;
+            }
+            Entry::Counting(_) => {}
+        }
+        // SAFETY: `tree` is live (see above); the copy is released when the index drops.
+        let copy = unsafe { Tree::from_raw(ffi::ts_tree_copy(tree)) };
+        let index = Rc::new(NodeIndex::build(copy, root_id));
+        let copy_key = index.nodes[0].into_raw().tree as usize;
+        *entry = Entry::Built(index.clone());
+        // Nodes handed out belong to the copy; walks starting from them find the same list.
+        map.insert(copy_key, Entry::Built(index.clone()));
+        Some(index)
+    })
+}
+
+impl NodeIndex {
+    fn build(tree: Tree, root_id: usize) -> NodeIndex {
+        // SAFETY: the nodes point into `tree`'s subtrees, which this index keeps alive by
+        // owning `tree`; they are never handed out beyond the index's lifetime because
+        // `forget` runs only between analyses, when no node of an analysis is held.
+        let root: Node<'static> = unsafe { std::mem::transmute::<Node<'_>, Node<'static>>(tree.root_node()) };
+        let mut nodes = Vec::new();
+        let mut ends = Vec::new();
+        let mut open: Vec<usize> = Vec::new();
+        let mut cursor = root.walk();
+        loop {
+            let node = cursor.node();
+            open.push(nodes.len());
+            nodes.push(node);
+            ends.push(0);
+            if cursor.goto_first_child() {
+                continue;
+            }
+            loop {
+                let closed = open.pop().expect("an open node");
+                ends[closed] = nodes.len() as u32;
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+                if !cursor.goto_parent() {
+                    return NodeIndex { _tree: tree, root_id, nodes, ends };
+                }
+            }
+        }
+    }
+
+    fn position(&self, node: Node) -> Option<usize> {
+        let start = node.start_byte();
+        let first = self.nodes.partition_point(|n| n.start_byte() < start);
+        self.nodes[first..]
+            .iter()
+            .take_while(|n| n.start_byte() == start)
+            .position(|n| n.id() == node.id())
+            .map(|i| first + i)
+    }
+
+    /// Pre-order walk of `node`'s subtree; `visit` returns false to skip a node's children.
+    /// False when `node` is not in this tree.
+    pub fn walk<'t>(&self, node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) -> bool {
+        let Some(at) = self.position(node) else {
+            return false;
+        };
+        let end = self.ends[at] as usize;
+        let mut i = at;
+        while i < end {
+            i = if visit(self.nodes[i]) { i + 1 } else { self.ends[i] as usize };
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::ast;
+    use crate::source::{Dialect, SourceFile};
+
+    fn visited(file: &SourceFile, skip: &str) -> Vec<(usize, &'static str)> {
+        let mut out = Vec::new();
+        ast::walk(file.root(), &mut |n| {
+            out.push((n.id(), n.kind()));
+            n.kind() != skip
+        });
+        out
+    }
+
+    #[test]
+    fn indexed_walks_visit_what_cursor_walks_visit() {
+        let text = "export async function POST(req: Request) {\n  const e = await req.json();\n  for (const x of e.items) { await db.insert(x); }\n  return new Response('ok');\n}\nclass A { m() { return () => 1; } }\n";
+        let file = SourceFile::new("a.ts".into(), text.into(), Dialect::TypeScript).unwrap();
+        super::forget();
+        let by_cursor = visited(&file, "statement_block");
+        // the third walk builds the index; later walks use it
+        for _ in 0..super::WALKS_BEFORE_INDEXING {
+            assert_eq!(visited(&file, "statement_block"), by_cursor);
+        }
+        assert!(super::for_node(file.root()).is_some());
+        assert_eq!(visited(&file, "statement_block"), by_cursor);
+        // a walk of an inner node, from a node the index handed out
+        let mut inner = None;
+        ast::walk(file.root(), &mut |n| {
+            if inner.is_none() && n.kind() == "for_in_statement" {
+                inner = Some(n);
+            }
+            true
+        });
+        let inner = inner.unwrap();
+        let mut kinds = Vec::new();
+        ast::walk(inner, &mut |n| {
+            kinds.push(n.kind());
+            true
+        });
+        assert_eq!(kinds.first(), Some(&"for_in_statement"));
+        assert!(kinds.contains(&"call_expression") && !kinds.contains(&"return_statement"));
+        super::forget();
+    }
+}
