@@ -112,28 +112,28 @@ pub fn member_path(node: Node, src: &str) -> Vec<String> {
             vec![text(node, src).to_string()]
         }
         "member_expression" => {
-            let mut path = node.child_by_field_name("object").map(|o| member_path(o, src)).unwrap_or_default();
-            if let Some(p) = node.child_by_field_name("property") {
+            let mut path = field(node, "object").map(|o| member_path(o, src)).unwrap_or_default();
+            if let Some(p) = field(node, "property") {
                 path.push(text(p, src).to_string());
             }
             path
         }
         "subscript_expression" => {
-            let mut path = node.child_by_field_name("object").map(|o| member_path(o, src)).unwrap_or_default();
-            if let Some(index) = node.child_by_field_name("index") {
+            let mut path = field(node, "object").map(|o| member_path(o, src)).unwrap_or_default();
+            if let Some(index) = field(node, "index") {
                 path.push(string_value(index, src).unwrap_or_else(|| "[]".into()));
             }
             path
         }
         "call_expression" => {
-            let mut path = node.child_by_field_name("function").map(|f| member_path(f, src)).unwrap_or_default();
+            let mut path = field(node, "function").map(|f| member_path(f, src)).unwrap_or_default();
             if let Some(last) = path.last_mut() {
                 last.push_str("()");
             }
             path
         }
         "new_expression" => {
-            let mut path = node.child_by_field_name("constructor").map(|f| member_path(f, src)).unwrap_or_default();
+            let mut path = field(node, "constructor").map(|f| member_path(f, src)).unwrap_or_default();
             if let Some(last) = path.last_mut() {
                 last.push_str("()");
             }
@@ -145,7 +145,7 @@ pub fn member_path(node: Node, src: &str) -> Vec<String> {
 
 /// The callee path of a call expression (see `member_path`).
 pub fn callee_path(call: Node, src: &str) -> Vec<String> {
-    call.child_by_field_name("function").map(|f| member_path(f, src)).unwrap_or_default()
+    field(call, "function").map(|f| member_path(f, src)).unwrap_or_default()
 }
 
 /// The last name of a callee: `a.b.create(...)` → "create".
@@ -154,7 +154,7 @@ pub fn callee_name(call: Node, src: &str) -> Option<String> {
 }
 
 pub fn arguments(call: Node) -> Vec<Node> {
-    call.child_by_field_name("arguments").map(named_children).unwrap_or_default()
+    field(call, "arguments").map(named_children).unwrap_or_default()
 }
 
 /// The literal value of a string or a template without substitutions.
@@ -183,15 +183,15 @@ pub fn object_property<'t>(object: Node<'t>, key: &str, src: &str) -> Option<Nod
     for child in named_children(object) {
         match child.kind() {
             "pair" => {
-                let k = child.child_by_field_name("key")?;
+                let k = field(child, "key")?;
                 let name = string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
                 if name == key {
-                    return child.child_by_field_name("value");
+                    return field(child, "value");
                 }
             }
             "shorthand_property_identifier" if text(child, src) == key => return Some(child),
             "method_definition" => {
-                if child.child_by_field_name("name").is_some_and(|n| text(n, src) == key) {
+                if field(child, "name").is_some_and(|n| text(n, src) == key) {
                     return Some(child);
                 }
             }
@@ -203,18 +203,44 @@ pub fn object_property<'t>(object: Node<'t>, key: &str, src: &str) -> Option<Nod
 
 /// The nearest ancestor that is a function.
 pub fn enclosing_function(node: Node) -> Option<Node> {
-    let mut cur = node.parent();
-    while let Some(n) = cur {
-        if is_function(n) {
-            return Some(n);
-        }
-        cur = n.parent();
-    }
-    None
+    ancestors(node).find(|n| is_function(*n))
 }
 
 pub fn ancestors(node: Node) -> impl Iterator<Item = Node> {
-    std::iter::successors(node.parent(), |n| n.parent())
+    std::iter::successors(parent(node), |n| parent(*n))
+}
+
+/// `node.parent()`, from the tree's node list where one is built: tree-sitter finds a
+/// parent by descending from the root, which the rules' many upward climbs multiply.
+pub fn parent(node: Node) -> Option<Node> {
+    match super::node_index::existing(node).and_then(|index| index.parent(node)) {
+        Some(parent) => parent,
+        None => node.parent(),
+    }
+}
+
+/// `node.child_by_field_name(name)` with the field id looked up once per grammar: the name
+/// lookup compares strings against every field of the grammar, on every call.
+pub fn field<'t>(node: Node<'t>, name: &'static str) -> Option<Node<'t>> {
+    thread_local! {
+        static FIELD_IDS: std::cell::RefCell<Vec<(usize, usize, Option<std::num::NonZeroU16>)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    // SAFETY: a node's language pointer is valid while the node is.
+    let language = unsafe { tree_sitter::ffi::ts_node_language(node.into_raw()) } as usize;
+    let key = name.as_ptr() as usize;
+    let id = FIELD_IDS.with(|ids| {
+        let mut ids = ids.borrow_mut();
+        match ids.iter().find(|(l, n, _)| *l == language && *n == key) {
+            Some((_, _, id)) => *id,
+            None => {
+                let id = node.language().field_id_for_name(name);
+                ids.push((language, key, id));
+                id
+            }
+        }
+    })?;
+    node.child_by_field_id(id.get())
 }
 
 pub fn contains(outer: Node, inner: Node) -> bool {
@@ -223,19 +249,19 @@ pub fn contains(outer: Node, inner: Node) -> bool {
 
 /// The body of a function node (a statement block or an expression for concise arrows).
 pub fn function_body(func: Node) -> Option<Node> {
-    func.child_by_field_name("body")
+    field(func, "body")
 }
 
 /// Names bound by a function's parameters, in order; destructured names are flattened.
 pub fn parameter_names(func: Node, src: &str) -> Vec<String> {
     let mut names = Vec::new();
-    if let Some(single) = func.child_by_field_name("parameter") {
+    if let Some(single) = field(func, "parameter") {
         names.push(text(single, src).to_string());
         return names;
     }
-    if let Some(params) = func.child_by_field_name("parameters") {
+    if let Some(params) = field(func, "parameters") {
         for p in named_children(params) {
-            let pattern = p.child_by_field_name("pattern").unwrap_or(p);
+            let pattern = field(p, "pattern").unwrap_or(p);
             bound_names(pattern, src, &mut names);
         }
     }
@@ -244,19 +270,19 @@ pub fn parameter_names(func: Node, src: &str) -> Vec<String> {
 
 /// The pattern node of the n-th parameter.
 pub fn parameter(func: Node, index: usize) -> Option<Node> {
-    if let Some(single) = func.child_by_field_name("parameter") {
+    if let Some(single) = field(func, "parameter") {
         return (index == 0).then_some(single);
     }
-    let params = func.child_by_field_name("parameters")?;
+    let params = field(func, "parameters")?;
     let p = named_children(params).into_iter().filter(|n| n.kind() != "comment").nth(index)?;
-    Some(p.child_by_field_name("pattern").unwrap_or(p))
+    Some(field(p, "pattern").unwrap_or(p))
 }
 
 /// The type annotation text of the n-th parameter, if any.
 pub fn parameter_type<'a>(func: Node, index: usize, src: &'a str) -> Option<&'a str> {
-    let params = func.child_by_field_name("parameters")?;
+    let params = field(func, "parameters")?;
     let p = named_children(params).into_iter().filter(|n| n.kind() != "comment").nth(index)?;
-    let ty = p.child_by_field_name("type")?;
+    let ty = field(p, "type")?;
     Some(text(ty, src).trim_start_matches(':').trim())
 }
 
@@ -264,12 +290,12 @@ pub fn bound_names(pattern: Node, src: &str, out: &mut Vec<String>) {
     match pattern.kind() {
         "identifier" | "shorthand_property_identifier_pattern" => out.push(text(pattern, src).to_string()),
         "assignment_pattern" | "object_assignment_pattern" => {
-            if let Some(left) = pattern.child_by_field_name("left").or_else(|| pattern.named_child(0)) {
+            if let Some(left) = field(pattern, "left").or_else(|| pattern.named_child(0)) {
                 bound_names(left, src, out);
             }
         }
         "pair_pattern" => {
-            if let Some(value) = pattern.child_by_field_name("value") {
+            if let Some(value) = field(pattern, "value") {
                 bound_names(value, src, out);
             }
         }
@@ -317,10 +343,10 @@ pub fn find_binding_init<'t>(scope: Node<'t>, name: &str, src: &str, before: usi
             return false;
         }
         if n.kind() == "variable_declarator"
-            && let Some(nm) = n.child_by_field_name("name")
+            && let Some(nm) = field(n, "name")
             && nm.kind() == "identifier"
             && text(nm, src) == name
-            && let Some(v) = n.child_by_field_name("value")
+            && let Some(v) = field(n, "value")
         {
             best = Some(v);
         }

@@ -22,6 +22,8 @@ pub struct NodeIndex {
     nodes: Vec<Node<'static>>,
     /// For each node, the position just past its subtree.
     ends: Vec<u32>,
+    /// For each node, its parent's position (the root's is its own).
+    parents: Vec<u32>,
 }
 
 enum Entry {
@@ -36,6 +38,20 @@ thread_local! {
 /// Drops every node list of this thread.
 pub fn forget() {
     INDEXES.with(|m| m.borrow_mut().clear());
+}
+
+/// The node list of `node`'s tree if one is built (does not count as a walk).
+pub fn existing(node: Node) -> Option<Rc<NodeIndex>> {
+    let key = node.into_raw().tree as usize;
+    INDEXES.with(|m| match m.borrow().get(&key) {
+        Some(Entry::Built(index)) if index.nodes[0].into_raw().id == root_of(node) => Some(index.clone()),
+        _ => None,
+    })
+}
+
+fn root_of(node: Node) -> *const std::ffi::c_void {
+    // SAFETY: `node` borrows a live tree, so its tree pointer is valid.
+    unsafe { ffi::ts_tree_root_node(node.into_raw().tree) }.id
 }
 
 /// The node list of `node`'s tree, once that tree has been walked often enough.
@@ -76,10 +92,12 @@ impl NodeIndex {
         let root: Node<'static> = unsafe { std::mem::transmute::<Node<'_>, Node<'static>>(tree.root_node()) };
         let mut nodes = Vec::new();
         let mut ends = Vec::new();
+        let mut parents = Vec::new();
         let mut open: Vec<usize> = Vec::new();
         let mut cursor = root.walk();
         loop {
             let node = cursor.node();
+            parents.push(open.last().copied().unwrap_or(0) as u32);
             open.push(nodes.len());
             nodes.push(node);
             ends.push(0);
@@ -93,7 +111,7 @@ impl NodeIndex {
                     break;
                 }
                 if !cursor.goto_parent() {
-                    return NodeIndex { _tree: tree, root_id, nodes, ends };
+                    return NodeIndex { _tree: tree, root_id, nodes, ends, parents };
                 }
             }
         }
@@ -107,6 +125,12 @@ impl NodeIndex {
             .take_while(|n| n.start_byte() == start)
             .position(|n| n.id() == node.id())
             .map(|i| first + i)
+    }
+
+    /// `node`'s parent; None at the root, or when `node` is not in this tree.
+    pub fn parent<'t>(&self, node: Node<'t>) -> Option<Option<Node<'t>>> {
+        let at = self.position(node)?;
+        Some((at != 0).then(|| self.nodes[self.parents[at] as usize]))
     }
 
     /// Pre-order walk of `node`'s subtree; `visit` returns false to skip a node's children.
