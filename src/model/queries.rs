@@ -9,7 +9,7 @@
 
 use crate::source::{Dialect, SourceFile};
 use std::sync::OnceLock;
-use tree_sitter::{Language, Node};
+use tree_sitter::{Language, Node, Query, QueryCursor, StreamingIterator};
 
 /// The query the token scan implements (used by the equivalence tests).
 pub const ENTRY_POINTS: &str = include_str!("../../transforms/entry_points.scm");
@@ -189,6 +189,78 @@ fn names_exports(left: &[u8]) -> bool {
         .is_some_and(|after| after.first().is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'_')))
 }
 
+/// A query file of `transforms/` that locates the candidates of one rule family inside a
+/// handler's scopes, compiled once per grammar.
+pub struct QueryFile {
+    pub name: &'static str,
+    source: &'static str,
+    typescript: OnceLock<Query>,
+    tsx: OnceLock<Query>,
+}
+
+/// Retry loops and retry-library calls (model::retry_loops).
+pub static RETRY_LOOPS: QueryFile = QueryFile::new("retry_loops", include_str!("../../transforms/retry_loops.scm"));
+
+/// Every query file but the entry points (which the token scan implements).
+pub static FAMILIES: &[&QueryFile] = &[&RETRY_LOOPS];
+
+impl QueryFile {
+    const fn new(name: &'static str, source: &'static str) -> QueryFile {
+        QueryFile { name, source, typescript: OnceLock::new(), tsx: OnceLock::new() }
+    }
+
+    /// The compiled query for `dialect`. The files ship with the binary and are tested:
+    /// failing to compile one is a build bug.
+    pub fn query(&self, dialect: Dialect) -> &Query {
+        let cell = if dialect == Dialect::TypeScript { &self.typescript } else { &self.tsx };
+        cell.get_or_init(|| {
+            Query::new(&dialect.language(), self.source)
+                .unwrap_or_else(|e| panic!("transforms/{}.scm does not compile: {e}", self.name))
+        })
+    }
+
+    /// Every match inside `within` (inclusive), in source order: the captures of each match
+    /// by name.
+    pub fn matches<'t>(&'static self, within: Node<'t>, src: &str) -> Vec<Match<'t>> {
+        let query = self.query(dialect_of(within));
+        let names = query.capture_names();
+        let mut cursor = QueryCursor::new();
+        cursor.set_byte_range(within.byte_range());
+        let mut out = Vec::new();
+        let mut matches = cursor.matches(query, within, src.as_bytes());
+        while let Some(m) = matches.next() {
+            let captures: Vec<(&'static str, Node<'t>)> =
+                m.captures.iter().map(|c| (names[c.index as usize], c.node)).collect();
+            if captures.iter().all(|(_, n)| within.start_byte() <= n.start_byte() && n.end_byte() <= within.end_byte())
+            {
+                out.push(Match { pattern: m.pattern_index, captures });
+            }
+        }
+        out
+    }
+}
+
+/// One match of a query file.
+pub struct Match<'t> {
+    pub pattern: usize,
+    captures: Vec<(&'static str, Node<'t>)>,
+}
+
+impl<'t> Match<'t> {
+    pub fn get(&self, capture: &str) -> Option<Node<'t>> {
+        self.captures.iter().find(|(name, _)| *name == capture).map(|(_, n)| *n)
+    }
+}
+
+/// The grammar a node was parsed with.
+fn dialect_of(node: Node) -> Dialect {
+    static TYPESCRIPT: OnceLock<usize> = OnceLock::new();
+    let typescript = *TYPESCRIPT.get_or_init(|| Dialect::TypeScript.language().into_raw() as usize);
+    // SAFETY: a node's language pointer is valid while the node is.
+    let language = unsafe { tree_sitter::ffi::ts_node_language(node.into_raw()) } as usize;
+    if language == typescript { Dialect::TypeScript } else { Dialect::Tsx }
+}
+
 /// Entry-point candidates of a file, parents before children, in source order.
 pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
     let kinds = Kinds::for_dialect(file.dialect);
@@ -224,7 +296,6 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use tree_sitter::{Query, QueryCursor, StreamingIterator};
 
     /// The candidates as the query in `transforms/` finds them.
     pub fn by_query(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
@@ -253,6 +324,17 @@ pub mod tests {
         out.sort_by_key(|(_, n)| (n.start_byte(), std::cmp::Reverse(n.end_byte())));
         out.dedup_by_key(|(_, n)| n.id());
         out
+    }
+
+    #[test]
+    fn every_query_file_compiles_for_both_grammars() {
+        for family in FAMILIES {
+            for dialect in [Dialect::TypeScript, Dialect::Tsx] {
+                assert!(family.query(dialect).pattern_count() > 0, "{}", family.name);
+            }
+        }
+        let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/transforms")).unwrap().count();
+        assert_eq!(files, FAMILIES.len() + 1, "a query file in transforms/ that no code loads");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! functions that call themselves again from their own `catch`.
 
 use super::ast::{self, text};
+use super::queries;
 use tree_sitter::Node;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,22 +53,17 @@ const LIBRARIES: &[&str] = &[
 /// Retry loops written in `func` (nested callbacks included).
 pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {
     let mut out = Vec::new();
-    ast::walk(func, &mut |n| {
-        match n.kind() {
-            "for_statement" | "while_statement" | "do_statement" if is_retry_loop(n, src) => {
-                if let Some(body) = n.child_by_field_name("body") {
-                    out.push(RetryLoop { kind: RetryKind::Loop, node: n, body });
-                }
+    for m in queries::RETRY_LOOPS.matches(func, src) {
+        if let (Some(node), Some(body)) = (m.get("loop"), m.get("body")) {
+            if is_retry_loop(node, src) {
+                out.push(RetryLoop { kind: RetryKind::Loop, node, body });
             }
-            "call_expression" => {
-                if let Some(body) = library_callback(n, src) {
-                    out.push(RetryLoop { kind: RetryKind::Library, node: n, body });
-                }
+        } else if let (Some(node), Some(callee), Some(body)) = (m.get("library"), m.get("callee"), m.get("callback")) {
+            if is_retry_library(node, text(callee, src), src) {
+                out.push(RetryLoop { kind: RetryKind::Library, node, body });
             }
-            _ => {}
         }
-        true
-    });
+    }
     if let Some(name) = function_name(func, src)
         && recurses_on_failure(func, &name, src)
     {
@@ -76,14 +72,9 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {
     out
 }
 
-/// The attempt callback of a retry-library call.
-fn library_callback<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
-    let path = ast::callee_path(call, src);
-    let name = path.last()?;
-    if !(LIBRARIES.contains(&name.as_str()) || retry_helper_name(name)) || path.len() > 2 {
-        return None;
-    }
-    ast::arguments(call).into_iter().next().filter(|a| ast::is_function(*a))
+/// A retry library or project retry helper called as `name(...)` or `object.name(...)`.
+fn is_retry_library(call: Node, name: &str, src: &str) -> bool {
+    (LIBRARIES.contains(&name) || retry_helper_name(name)) && ast::callee_path(call, src).len() <= 2
 }
 
 /// A project helper named for retrying its callback: `retryStripeCall(fn)`, `withRetryPolicy(fn)`,
