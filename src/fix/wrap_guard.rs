@@ -158,6 +158,21 @@ fn plan(
             container = inner;
             continue;
         }
+        // `if (req.method === "POST") { verify; work } else { answer 405 }`: the same, one level down.
+        if let Some(v) = stmts.iter().rev().find(|s| verifies(cx, file, **s)).copied()
+            && v.kind() == "if_statement"
+            && let Some(inner) = v.child_by_field_name("consequence").filter(|c| c.kind() == "statement_block")
+            && statements(inner).iter().any(|s| verifies(cx, file, *s))
+            && statements(inner).iter().any(|s| markers::contains_work(cx.project, file, *s, func, key_fn))
+            && v.child_by_field_name("alternative")
+                .is_none_or(|a| !markers::contains_work(cx.project, file, a, func, key_fn))
+            && !stmts
+                .iter()
+                .any(|s| s.start_byte() > v.end_byte() && markers::contains_work(cx.project, file, *s, func, key_fn))
+        {
+            container = inner;
+            continue;
+        }
         let preamble_end = statements(container)
             .into_iter()
             .filter(|s| verifies(cx, file, *s))
@@ -180,6 +195,21 @@ fn plan(
             && let Some(inner) = first.child_by_field_name("body")
         {
             container = inner;
+            continue;
+        }
+        // `if (req.method === "POST") { verify; work } else { answer 405 }`, `if (relevant.has(type))
+        // { work } else { answer }`: the work is the branch; the other deliveries do nothing worth
+        // recording (and an answer of theirs inside the guard would be recorded as processed).
+        if first.id() == last.id()
+            && first.kind() == "if_statement"
+            && let Some(branch) = first.child_by_field_name("consequence").filter(|c| c.kind() == "statement_block")
+            && let Some(other) = first.child_by_field_name("alternative")
+            && !markers::contains_work(cx.project, file, other, func, key_fn)
+            && first
+                .child_by_field_name("condition")
+                .is_none_or(|c| !markers::contains_work(cx.project, file, c, func, key_fn))
+        {
+            container = branch;
             continue;
         }
         break (first, last);

@@ -298,6 +298,17 @@ pub fn resolve<'t>(node: Node<'t>, src: &str) -> Node<'t> {
 
 /// The expression and, transitively, the initializers of the local identifiers it reads.
 pub fn expand<'t>(node: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    expand_inner(node, src, false)
+}
+
+/// `expand`, stopping at the call that parses or verifies the delivery: the verify call an
+/// event variable comes from passes the delivery headers (`wh.verify(body, { "svix-id": id })`),
+/// and a field of that event does not read them.
+pub fn expand_to_delivery<'t>(node: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    expand_inner(node, src, true)
+}
+
+fn expand_inner<'t>(node: Node<'t>, src: &str, stop_at_delivery: bool) -> Vec<Node<'t>> {
     let mut out = vec![node];
     let mut next = 0;
     while next < out.len() && out.len() < 16 {
@@ -320,6 +331,7 @@ pub fn expand<'t>(node: Node<'t>, src: &str) -> Vec<Node<'t>> {
             if let Some((init, _)) = lookup(id, text(id, src), src)
                 && !out.contains(&init)
                 && !ast::contains(init, cur)
+                && !(stop_at_delivery && parses_delivery(text(init, src)))
             {
                 out.push(init);
             }
@@ -550,7 +562,7 @@ pub fn reads_event_key(node: Node, key: &super::providers::EventKey, src: &str) 
     let parts = key_parts(key);
     let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>().replace('\'', "\"");
     let parts: Vec<String> = parts.iter().map(|p| squash(p)).collect();
-    expand(node, src).iter().any(|n| {
+    expand_to_delivery(node, src).iter().any(|n| {
         let t = squash(text(*n, src));
         parts.iter().any(|p| !p.is_empty() && t.contains(p.as_str()))
     })

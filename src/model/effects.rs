@@ -247,6 +247,23 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         if ctor.starts_with("ReceiveMessage") || ctor.starts_with("DeleteMessage") || ctor.starts_with("Get") {
             return None;
         }
+        if let Some(kind) = dynamo_command(ctor, input, src) {
+            return kind.and_then(|kind| effect(kind, Sdk::Other, None));
+        }
+    }
+    // `const cmd = new PutCommand({...}); await ddb.send(cmd)`
+    if last == "send"
+        && let Some(var) = args.first().filter(|a| a.kind() == "identifier")
+        && let Some(init) = ast::enclosing_function(call)
+            .and_then(|f| ast::find_binding_init(f, text(*var, src), src, call.start_byte()))
+            .map(ast::unwrap_expr)
+            .filter(|i| i.kind() == "new_expression")
+    {
+        let ctor = init.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
+        let input = init.child_by_field_name("arguments").and_then(|a| a.named_child(0));
+        if let Some(kind) = dynamo_command(ctor, input, src) {
+            return kind.and_then(|kind| effect(kind, Sdk::Other, None));
+        }
     }
     // `const command = new ReceiveMessageCommand(...); await sqs.send(command)`
     if last == "send"
@@ -410,6 +427,52 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         }
     }
     None
+}
+
+/// A DynamoDB command sent through the AWS SDK v3 (`Some(None)`: a read). A `Put` replaces the
+/// item under its key (an upsert) unless the key is generated per delivery; a conditional put
+/// (`attribute_not_exists`) fails on a replay; an `Update` is relative when it `ADD`s or sets
+/// `x = x + :n` / `list_append`.
+fn dynamo_command(ctor: &str, input: Option<Node>, src: &str) -> Option<Option<EffectKind>> {
+    let input_text = input.map(|i| text(i, src)).unwrap_or("");
+    Some(match ctor {
+        "QueryCommand"
+        | "ScanCommand"
+        | "BatchGetCommand"
+        | "BatchGetItemCommand"
+        | "TransactGetCommand"
+        | "TransactGetItemsCommand" => None,
+        "PutCommand" | "PutItemCommand" => {
+            let item = input.and_then(|i| object_prop(i, "Item", src)).map(|i| text(i, src)).unwrap_or("");
+            let lower = item.to_ascii_lowercase();
+            let generated = ["uuid", "random", "nanoid", "ulid", "cuid", "date.now"].iter().any(|g| lower.contains(g));
+            if generated && !input_text.contains("attribute_not_exists") {
+                Some(EffectKind::DbInsert)
+            } else {
+                Some(EffectKind::DbUpsert)
+            }
+        }
+        "UpdateCommand" | "UpdateItemCommand" => {
+            let expr = input
+                .and_then(|i| object_prop(i, "UpdateExpression", src))
+                .map(|e| text(e, src).to_ascii_uppercase())
+                .unwrap_or_default();
+            let add = crate::regex!(r"(?:^|\W)ADD\s").is_match(&expr);
+            let same_column = crate::regex!(r"(#?\w+)\s*=\s*(#?\w+)\s*[+\-]")
+                .captures_iter(&expr)
+                .any(|c| c[1] == c[2] || c[2].starts_with("IF_NOT_EXISTS"));
+            if add || same_column || expr.contains("LIST_APPEND") {
+                Some(EffectKind::DbIncrement)
+            } else {
+                Some(EffectKind::DbUpdate)
+            }
+        }
+        "DeleteCommand" | "DeleteItemCommand" => Some(EffectKind::DbDelete),
+        "TransactWriteCommand" | "TransactWriteItemsCommand" | "BatchWriteCommand" | "BatchWriteItemCommand" => {
+            Some(EffectKind::DbUpdate)
+        }
+        _ => return None,
+    })
 }
 
 fn is_response_call(lower: &[String]) -> bool {
@@ -648,10 +711,40 @@ pub fn sql_text(call: Node, args: &[Node], src: &str) -> Option<String> {
         };
         return looks_like_sql(&t).then_some(t);
     }
+    // Prepared statements: Cloudflare D1 `env.DB.prepare(sql).bind(...).run()`, better-sqlite3
+    // `db.prepare(sql).run(...)`.
+    if matches!(last, "run" | "all" | "first" | "raw" | "bind" | "prepare")
+        && let Some(prepare) = prepare_call(call, src)
+        && let Some(first) = ast::arguments(prepare).first()
+    {
+        let t = match first.kind() {
+            "string" | "template_string" => text(*first, src).to_string(),
+            _ => return None,
+        };
+        return looks_like_sql(&t).then_some(t);
+    }
     // tagged templates: sql`...`, prisma.$executeRaw`...`
     if let Some(tpl) = call.child_by_field_name("arguments").filter(|a| a.kind() == "template_string") {
         let t = text(tpl, src).to_string();
         return looks_like_sql(&t).then_some(t);
+    }
+    None
+}
+
+/// The `prepare(...)` call a statement chain starts from: `x.prepare(sql)`, `.bind(...)` and
+/// one executing call (`run`/`all`/`first`/`raw`) at most.
+fn prepare_call<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let mut current = call;
+    for _ in 0..3 {
+        let callee = current.child_by_field_name("function")?;
+        if callee.kind() != "member_expression" {
+            return None;
+        }
+        let name = callee.child_by_field_name("property").map(|p| text(p, src)).unwrap_or("");
+        if name == "prepare" {
+            return Some(current);
+        }
+        current = callee.child_by_field_name("object").filter(|o| o.kind() == "call_expression")?;
     }
     None
 }
@@ -666,7 +759,12 @@ fn looks_like_sql(t: &str) -> bool {
 pub fn classify_sql(sql: &str) -> Option<EffectKind> {
     let u = sql.trim_start_matches(['`', '"', '\'']).trim_start().to_ascii_uppercase();
     if u.starts_with("INSERT") || (u.starts_with("WITH") && u.contains("INSERT")) {
-        if u.contains("ON CONFLICT") || u.contains("ON DUPLICATE KEY") || u.starts_with("INSERT IGNORE") {
+        if u.contains("ON CONFLICT")
+            || u.contains("ON DUPLICATE KEY")
+            || u.starts_with("INSERT IGNORE")
+            || u.starts_with("INSERT OR IGNORE")
+            || u.starts_with("INSERT OR REPLACE")
+        {
             return Some(EffectKind::DbUpsert);
         }
         return Some(EffectKind::DbInsert);
@@ -773,6 +871,24 @@ mod real_calls {
             ("await db.collection('users').doc(uid).update({ credits: FieldValue.increment(5) })", Some(DbIncrement)),
             ("await db.collection('orders').add({ total: 1 })", Some(DbInsert)),
             ("crypto.createHash('sha256').update(body)", None),
+            ("await env.DB.prepare('INSERT INTO orders (id) VALUES (?)').bind(id).run()", Some(DbInsert)),
+            ("await env.DB.prepare(`INSERT OR IGNORE INTO seen (id) VALUES (?)`).bind(id).run()", Some(DbUpsert)),
+            ("await env.DB.prepare('SELECT * FROM orders WHERE id = ?').bind(id).first()", None),
+            (
+                "await c.env.DB.prepare('UPDATE wallets SET balance = balance + ? WHERE id = ?').bind(n, id).run()",
+                Some(DbIncrement),
+            ),
+            ("db.prepare('INSERT INTO logs (msg) VALUES (?)').run(msg)", Some(DbInsert)),
+            ("await ddb.send(new UpdateCommand({ Key: k, UpdateExpression: 'SET #s = :s' }))", Some(DbUpdate)),
+            ("await ddb.send(new UpdateCommand({ Key: k, UpdateExpression: 'ADD credits :n' }))", Some(DbIncrement)),
+            (
+                "await ddb.send(new UpdateCommand({ Key: k, UpdateExpression: 'SET total = total + :n' }))",
+                Some(DbIncrement),
+            ),
+            ("await ddb.send(new PutCommand({ TableName: t, Item: { pk: evt.id, status } }))", Some(DbUpsert)),
+            ("await ddb.send(new PutCommand({ TableName: t, Item: { pk: randomUUID(), status } }))", Some(DbInsert)),
+            ("await ddb.send(new QueryCommand({ TableName: t }))", None),
+            ("await ddb.send(new DeleteCommand({ TableName: t, Key: k }))", Some(DbDelete)),
             ("crypto.createHmac('sha256', secret).update(body).digest('hex')", None),
         ];
         for (code, want) in cases {

@@ -121,6 +121,13 @@ const MARKERS: &[(&str, Provider)] = &[
     ("stripe-signature", Provider::Stripe),
     ("parseeventnotification", Provider::Stripe),
     ("stripe.event", Provider::Stripe),
+    // Stripe event names compared as string literals (an unverified receiver still handles them).
+    ("\"checkout.session.", Provider::Stripe),
+    ("'checkout.session.", Provider::Stripe),
+    ("\"customer.subscription.", Provider::Stripe),
+    ("'customer.subscription.", Provider::Stripe),
+    ("\"payment_intent.", Provider::Stripe),
+    ("'payment_intent.", Provider::Stripe),
     ("x-github-delivery", Provider::Github),
     ("x-hub-signature", Provider::Github),
     ("x-github-event", Provider::Github),

@@ -121,6 +121,13 @@ fn enclosing_class(node: Node) -> Option<Node> {
 
 /// The class named `name` as seen from `file`: declared there or imported from a project file.
 fn class_named(project: &Project, file: &Arc<SourceFile>, name: &str) -> Option<ClassDef> {
+    // `billing.BillingService` through `import * as billing from "./billing.service"`.
+    if let Some((ns, class)) = name.split_once('.') {
+        let import = project::imports(file).iter().find(|i| i.local == ns && i.imported == "*")?;
+        let target = project.resolve(&file.path, &import.source)?;
+        let target = project.load(&target).ok()?;
+        return project.exported_class(&target, class, 0);
+    }
     if let Some(class) = project::local_class(file, name) {
         return Some(class);
     }
@@ -257,7 +264,15 @@ fn constructed_class(node: Node, src: &str) -> Option<String> {
         return None;
     }
     let ctor = node.child_by_field_name("constructor")?;
-    (ctor.kind() == "identifier").then(|| text(ctor, src).to_string())
+    match ctor.kind() {
+        "identifier" => Some(text(ctor, src).to_string()),
+        // `new billing.BillingService()`: a namespace import's class.
+        "member_expression" => match ast::member_path(ctor, src).as_slice() {
+            [ns, class] => Some(format!("{ns}.{class}")),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The class a type annotation names: `: X` or `: X<T>`.
@@ -265,9 +280,12 @@ fn type_name(ty: Node, src: &str) -> Option<String> {
     let ty = if ty.kind() == "type_annotation" { ty.named_child(0)? } else { ty };
     match ty.kind() {
         "type_identifier" => Some(text(ty, src).to_string()),
-        "generic_type" => {
-            ty.child_by_field_name("name").filter(|n| n.kind() == "type_identifier").map(|n| text(n, src).to_string())
-        }
+        // `billing.BillingService` (a namespace import's class): resolved by `class_named`.
+        "nested_type_identifier" => Some(text(ty, src).split_whitespace().collect()),
+        "generic_type" => ty
+            .child_by_field_name("name")
+            .filter(|n| matches!(n.kind(), "type_identifier" | "nested_type_identifier"))
+            .map(|n| text(n, src).split_whitespace().collect()),
         _ => None,
     }
 }

@@ -28,7 +28,8 @@ second email, a second charge.
   (`schema.prisma` is looked up next to the project), Mongo inserts that set `_id`, and
   inserts whose row sets `id` from the delivery (`data: { id: user.id }`; a generated
   `randomUUID()`/`cuid()` id does not count): the primary key rejects a replay;
-- `save()` calls (usually an update of a loaded record);
+- `save()` calls on a loaded record (an update); `new Model({...}).save()` and `doc.save()`
+  where `doc = new Model({...})` are inserts and are reported;
 - effects that carry a provider idempotency key or a `jobId` (their correctness is the
   business of `nondeterministic-key` and `wrong-event-field-as-key`);
 - Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless);
@@ -155,7 +156,10 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
             let call_text = text(effect.call, src);
             // Mongo `_id: ...` (a key of its own, not `user_id:`).
             let sets_mongo_id = crate::regex!(r#"(?:^|[\s{,'"])_id['"]?\s*:"#);
-            if last == "save" || sets_mongo_id.is_match(call_text) || sets_primary_id(effect.call, src) {
+            if last == "save" {
+                return saves_new_document(effect.call, src) && !sets_mongo_id.is_match(call_text);
+            }
+            if sets_mongo_id.is_match(call_text) || sets_primary_id(effect.call, src) {
                 return false;
             }
             !prisma_create_sets_unique(effect.call, src, path)
@@ -166,6 +170,36 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
                 && !(effect.sdk == Sdk::Stripe && matches!(last.as_str(), "update" | "del" | "cancel" | "detach"))
         }
         _ => effect.key.is_none(),
+    }
+}
+
+/// `new Order({...}).save()` or `order.save()` where `order` was built with `new Order(...)`
+/// (Mongoose, TypeORM active records): a new document, inserted again on every replay. Any
+/// other `save()` (a loaded record) is an update; a constructor that sets `_id` makes a replay
+/// fail instead of duplicating.
+fn saves_new_document(call: Node, src: &str) -> bool {
+    let Some(receiver) = call
+        .child_by_field_name("function")
+        .filter(|f| f.kind() == "member_expression")
+        .and_then(|f| f.child_by_field_name("object"))
+        .map(ast::unwrap_expr)
+    else {
+        return false;
+    };
+    let constructed = |n: Node| {
+        let n = ast::unwrap_expr(n);
+        n.kind() == "new_expression"
+            && n.child_by_field_name("constructor").is_some_and(|c| {
+                text(c, src).rsplit('.').next().is_some_and(|l| l.starts_with(|ch: char| ch.is_ascii_uppercase()))
+            })
+            && !crate::regex!(r#"(?:^|[\s{,'"])_id['"]?\s*:"#).is_match(text(n, src))
+    };
+    match receiver.kind() {
+        "new_expression" => constructed(receiver),
+        "identifier" => ast::enclosing_function(call)
+            .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
+            .is_some_and(constructed),
+        _ => false,
     }
 }
 

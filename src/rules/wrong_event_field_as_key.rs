@@ -91,11 +91,21 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                         "no event key is known in this function: use the provider's event id (RULES.md section 2)",
                     ),
                     Some(event_key) => {
-                        let edit = if ast::contains(key.value, wrong.node) {
+                        let mut edit = if ast::contains(key.value, wrong.node) {
                             dedupe_keys::key_replacement(wrong.node, event_key)
                         } else {
                             replace_site(&key, event_key, src)
                         };
+                        // A header read is typed `string | string[] | undefined` (Node) or
+                        // `string | null` (fetch): a key option wants a string.
+                        let as_string = format!("`{}`", event_key.template);
+                        if let Some((name, value)) = edit.replacement.split_once(": ")
+                            && is_header_read(value)
+                        {
+                            edit.replacement = format!("{name}: {as_string}");
+                        } else if is_header_read(&edit.replacement) {
+                            edit.replacement = as_string;
+                        }
                         Fix::unsafe_(format!("key on `{}`", dedupe_keys::bare_key(event_key)), vec![edit]).with_note(
                             "events already recorded under the old key are no longer recognised as duplicates",
                         )
@@ -110,6 +120,10 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+fn is_header_read(expr: &str) -> bool {
+    !expr.starts_with('`') && expr.to_ascii_lowercase().contains("header")
 }
 
 /// Report at the key itself when the wrong field is in an initializer elsewhere.
@@ -274,7 +288,7 @@ fn wrong_path(path: &[String], provider: Option<Provider>, names_event: bool) ->
 
 /// A key that reads the provider's real event key as well (an item within an event) is fine.
 fn reads_right_field(node: Node, provider: Option<Provider>, src: &str) -> bool {
-    dedupe_keys::expand(node, src).iter().any(|n| {
+    dedupe_keys::expand_to_delivery(node, src).iter().any(|n| {
         dedupe_keys::paths_in(*n, src).iter().any(|(_, p)| {
             let last = p.last().map(String::as_str).unwrap_or("");
             matches!(last, "event_id" | "eventId" | "messageId" | "MessageId" | "offset")
