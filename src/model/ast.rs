@@ -212,7 +212,8 @@ pub fn ancestors(node: Node) -> impl Iterator<Item = Node> {
 
 /// `node.parent()`, from the tree's node list where one is built: tree-sitter finds a
 /// parent by descending from the root, which the rules' many upward climbs multiply.
-pub fn parent(node: Node) -> Option<Node> {
+pub fn parent<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> Option<Node<'t>> {
+    let node = *node.borrow();
     match super::node_index::existing(node).and_then(|index| index.parent(node)) {
         Some(parent) => parent,
         None => node.parent(),
@@ -221,7 +222,8 @@ pub fn parent(node: Node) -> Option<Node> {
 
 /// `node.child_by_field_name(name)` with the field id looked up once per grammar: the name
 /// lookup compares strings against every field of the grammar, on every call.
-pub fn field<'t>(node: Node<'t>, name: &'static str) -> Option<Node<'t>> {
+pub fn field<'t>(node: impl std::borrow::Borrow<Node<'t>>, name: &'static str) -> Option<Node<'t>> {
+    let node = *node.borrow();
     thread_local! {
         static FIELD_IDS: std::cell::RefCell<Vec<(usize, usize, Option<std::num::NonZeroU16>)>> =
             const { std::cell::RefCell::new(Vec::new()) };
