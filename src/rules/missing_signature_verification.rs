@@ -69,6 +69,8 @@ fn mentions_verification(code: &str) -> bool {
         || ["signature", "verif", "hmac", "useguards", "authenticate", "x-hub-", "svix"]
             .iter()
             .any(|w| lower.contains(w))
+        // `isValidStripeWebhook(event)` (nuxt-webhook-validators), `validateWebhook(req)`
+        || crate::regex!(r"\b(?:isValid|validate)\w*(?:Webhook|Signature|Hmac|Request)\w*\s*\(").is_match(src)
 }
 
 /// A shared-secret check: `req.query.token !== process.env.WEBHOOK_SECRET`.
@@ -83,11 +85,10 @@ fn compares_secret(root: tree_sitter::Node, src: &str) -> bool {
 
 /// `express()`, `new Hono()`, `Fastify()` / `fastify()`, `new Koa()` in this file.
 fn creates_app(src: &str) -> bool {
-    let re = regex::Regex::new(
-        r#"(\bexpress\s*\(\s*\)|new\s+Hono\s*(<[^>]*>)?\s*\(|\b[Ff]astify\s*\(|new\s+Koa\s*\(|require\(\s*['"](fastify|express)['"]\s*\)\s*\()"#,
+    crate::regex!(
+        r#"(\bexpress\s*\(\s*\)|new\s+Hono\s*(<[^>]*>)?\s*\(|\b[Ff]astify\s*\(|new\s+Koa\s*\(|require\(\s*['"](fastify|express)['"]\s*\)\s*\()"#
     )
-    .unwrap();
-    re.is_match(src)
+    .is_match(src)
 }
 
 fn help_for(provider: Option<Provider>) -> &'static str {
