@@ -295,7 +295,11 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     if ast::arguments(reg).iter().any(|a| express_app::is_raw_parser(*a, src)) {
         return;
     }
-    let Some(mount) = json_mount_before(root, reg, src) else { return };
+    let mount = json_mount_before(root, reg, src);
+    let remote = if mount.is_none() { mounted_after_json(cx, reg) } else { None };
+    if mount.is_none() && remote.is_none() {
+        return;
+    }
     // The verification: in the handler, or in a helper the handler passes `req` to.
     let helpers = req_helpers(cx, func, req);
     let mut site: Option<(&Arc<SourceFile>, Node, bool)> = None;
@@ -314,18 +318,31 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
         }
     }
     let Some((file, payload, helper_clean)) = site else { return };
-    let (line, _) = cx.file.line_col(mount.use_call.start_byte());
-    let at = if Arc::ptr_eq(file, cx.file) {
-        format!("line {line}")
-    } else {
-        let name = cx.file.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        format!("{name} line {line}")
+    let (parser, at) = match (mount, &remote) {
+        (Some(mount), _) => {
+            let (line, _) = cx.file.line_col(mount.use_call.start_byte());
+            let at = if Arc::ptr_eq(file, cx.file) {
+                format!("line {line}")
+            } else {
+                let name = cx.file.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                format!("{name} line {line}")
+            };
+            (text(mount.parser, src).to_string(), at)
+        }
+        (None, Some((parser, at))) => (parser.clone(), at.clone()),
+        (None, None) => return,
     };
     let message = format!(
-        "`{}` parses the body before this webhook route ({at}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled",
-        text(mount.parser, src)
+        "`{parser}` parses the body before this webhook route ({at}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled"
     );
-    let fix = if helper_clean {
+    let fix = if remote.is_some() {
+        Fix::display_only(
+            "verify the raw request bytes",
+            format!(
+                "in {at}, mount this router (with `express.raw({{ type: 'application/json' }})` on the route) before `{parser}`"
+            ),
+        )
+    } else if helper_clean {
         express_fix(cx, model, func, &format!("{req}.body"), None).unwrap_or_else(manual_fix)
     } else {
         manual_fix()
@@ -340,6 +357,52 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
             .help("register the webhook route before `express.json()` with `express.raw({ type: 'application/json' })`")
             .with_fix(Some(fix)),
     );
+}
+
+/// The app file that mounts this router file after a JSON parser: `app.use(express.json())`
+/// then `app.use("/webhooks", webhookRouter)`, with `webhookRouter` imported from this file.
+/// Looks for `app`/`server`/`index`/`main` files up to three directories up. Returns the
+/// parser's text and where it is mounted.
+fn mounted_after_json(cx: &Context, reg: Node) -> Option<(String, String)> {
+    let route = express_app::route_path(reg, cx.src()).unwrap_or_default();
+    let here = crate::project::normalize(&cx.file.path);
+    let mut dir = here.parent();
+    for _ in 0..3 {
+        let d = dir?;
+        for (path, _) in cx.project.list_dir(d) {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("");
+            if path == here
+                || !matches!(stem, "app" | "server" | "index" | "main")
+                || !matches!(ext, "ts" | "js" | "mjs" | "cjs" | "mts" | "cts")
+            {
+                continue;
+            }
+            let Ok(app_file) = cx.project.load(&path) else { continue };
+            let asrc = &app_file.text;
+            let root = app_file.root();
+            for import in crate::project::imports(&app_file) {
+                if cx.project.resolve(&app_file.path, &import.source).as_deref() != Some(here.as_path()) {
+                    continue;
+                }
+                let Some(use_call) = express_app::router_mount(root, &import.local, asrc) else { continue };
+                let app = ast::callee_path(use_call, asrc).first().cloned().unwrap_or_default();
+                let prefix =
+                    ast::arguments(use_call).first().and_then(|a| ast::string_value(*a, asrc)).unwrap_or_default();
+                let full = format!("{prefix}{route}");
+                let mount = express_app::json_mounts(root, asrc).into_iter().find(|m| {
+                    m.target(asrc) == app
+                        && m.use_call.end_byte() <= use_call.start_byte()
+                        && m.prefix(asrc).is_none_or(|p| full.starts_with(&p))
+                })?;
+                let (line, _) = app_file.line_col(mount.use_call.start_byte());
+                let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                return Some((text(mount.parser, asrc).to_string(), format!("{name} line {line}")));
+            }
+        }
+        dir = d.parent();
+    }
+    None
 }
 
 /// Project functions the handler passes its request to, with the parameter that receives it.
