@@ -92,6 +92,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             Framework::Express => express_order(cx, model, out),
             Framework::NextPagesApi => pages_body_parser(model, out),
             Framework::Fastify => fastify_parser(model, out),
+            Framework::Nest => nest_raw_body(cx, model, out),
             _ => {}
         }
     }
@@ -663,5 +664,81 @@ fn fastify_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 "keep the raw body in Fastify",
                 "register `fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => done(null, body))` in this route's plugin scope (or use `fastify-raw-body` and verify `request.rawBody`)",
             ))),
+    );
+}
+
+/// NestJS sets `req.rawBody` (`RawBodyRequest`, `@RawBody()`) only for an app created with
+/// `NestFactory.create(AppModule, { rawBody: true })`. Judged only when the `main.ts` that
+/// creates the app is found (up to six directories up) and configures no body parsing at all.
+fn nest_raw_body(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let Some(scope) = model.scopes.first() else { return };
+    let Some(func) = scope.node() else { return };
+    let file = scope.file();
+    let src = &file.text;
+    let read = ast::descendants_of_kind(func, "member_expression")
+        .into_iter()
+        .find(|m| m.child_by_field_name("property").is_some_and(|p| text(p, src) == "rawBody"))
+        .or_else(|| {
+            ast::descendants_of_kind(func, "decorator").into_iter().find(|d| text(*d, src).starts_with("@RawBody("))
+        });
+    let Some(read) = read else { return };
+    let here = crate::project::normalize(&file.path);
+    let mut dir = here.parent();
+    let mut main = None;
+    for _ in 0..6 {
+        let Some(d) = dir else { break };
+        if let Some(f) = ["main.ts", "main.js"].iter().find_map(|n| {
+            let p = d.join(n);
+            p.is_file().then(|| cx.project.load(&p).ok()).flatten()
+        }) {
+            main = Some(f);
+            break;
+        }
+        dir = d.parent();
+    }
+    let Some(main) = main else { return };
+    let msrc = &main.text;
+    let code = stmts::code_without_comments(main.root(), msrc).to_ascii_lowercase();
+    if !code.contains("nestfactory.create")
+        || ["rawbody", "bodyparser", "raw(", "verify", "usebodyparser"].iter().any(|w| code.contains(w))
+    {
+        return;
+    }
+    let Some(create) = ast::calls_in(main.root(), false)
+        .into_iter()
+        .find(|c| ast::callee_path(*c, msrc).join(".") == "NestFactory.create")
+    else {
+        return;
+    };
+    let args = ast::arguments(create);
+    let edit = match args.as_slice() {
+        [module] => Some(Edit::insert(module.end_byte(), ", { rawBody: true }".to_string())),
+        [_, opts] | [_, _, opts] if ast::unwrap_expr(*opts).kind() == "object" => Some(
+            super::effect_missing_idempotency_key::merge_property(ast::unwrap_expr(*opts), "rawBody", "true", msrc),
+        ),
+        [_, adapter] if ast::unwrap_expr(*adapter).kind() == "new_expression" => {
+            Some(Edit::insert(adapter.end_byte(), ", { rawBody: true }".to_string()))
+        }
+        _ => None,
+    };
+    let name = main.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let (line, _) = main.line_col(create.start_byte());
+    let fix = match edit {
+        Some(e) => {
+            let mut f = Fix::safe("create the Nest app with `rawBody: true`", vec![e])
+                .with_note(format!("edits {name}: Nest then keeps the raw bytes beside the parsed body"));
+            f.target = Some(main.path.clone());
+            f
+        }
+        None => Fix::display_only(
+            "create the Nest app with `rawBody: true`",
+            format!("pass `{{ rawBody: true }}` to `NestFactory.create` in {name}"),
+        ),
+    };
+    out.push(
+        Diagnostic::new(RULE.id, file, read, format!("the raw body is read, but the app is created without `rawBody: true` ({name} line {line}): `rawBody` is undefined, verification fails for every delivery and the provider retries until the endpoint is disabled"))
+            .in_handler(model, scope)
+            .help("`NestFactory.create(AppModule, { rawBody: true })` and verify `req.rawBody`")
+            .with_fix(Some(fix)),
     );
 }
