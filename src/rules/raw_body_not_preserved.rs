@@ -116,8 +116,11 @@ fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> O
         }
         "call_expression" => {
             let path = ast::callee_path(expr, src);
-            (path.len() >= 2 && path.last().is_some_and(|l| l == "json") && ast::arguments(expr).is_empty())
-                .then_some(expr)
+            let fetch_json =
+                path.len() >= 2 && path.last().is_some_and(|l| l == "json") && ast::arguments(expr).is_empty();
+            // h3 / Nuxt: `await readBody(event)` is the parsed JSON
+            let h3 = path.len() == 1 && matches!(path[0].as_str(), "readBody" | "readValidatedBody");
+            (fetch_json || h3).then_some(expr)
         }
         "identifier" if depth < 2 => {
             if body_decorated_parameter(func, text(expr, src), src) {
@@ -238,7 +241,7 @@ fn stringify_fix(
 fn manual_fix() -> Fix {
     Fix::display_only(
         "verify the raw request bytes",
-        "give the verifier the unparsed body: `express.raw({ type: 'application/json' })` on the route (registered before `express.json()`), `await req.text()` in fetch-style handlers, `bodyParser: false` in the Next.js pages router, a buffer content-type parser in Fastify, `NestFactory.create(AppModule, { rawBody: true })` and `req.rawBody` (from `@Req() req: RawBodyRequest<Request>`) in NestJS",
+        "give the verifier the unparsed body: `express.raw({ type: 'application/json' })` on the route (registered before `express.json()`), `await req.text()` in fetch-style handlers, `await readRawBody(event)` in h3/Nuxt, `bodyParser: false` in the Next.js pages router, a buffer content-type parser in Fastify, `NestFactory.create(AppModule, { rawBody: true })` and `req.rawBody` (from `@Req() req: RawBodyRequest<Request>`) in NestJS",
     )
 }
 

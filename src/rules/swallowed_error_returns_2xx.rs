@@ -303,6 +303,10 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
                         )],
                     )
                 }
+                (None, _) if r.style == Style::Returned => Fix::display_only(
+                    "answer 500 so the provider retries",
+                    "call `setResponseStatus(event, 500)` (imported from h3) before returning, or rethrow",
+                ),
                 (None, _) => Fix::display_only("answer 500 so the provider retries", "the status is not a literal"),
             };
             out.push(diag(
@@ -843,6 +847,16 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         let target = status.filter(|s| *s >= 400).unwrap_or(500);
         let fix = match responses::set_status(&resp, target, src, file.style().eol) {
             Some(e) => Fix::unsafe_(format!("answer {target}"), vec![e]),
+            None if resp.style == Style::Returned && fw == Framework::H3 => Fix::display_only(
+                format!("answer {target}"),
+                format!(
+                    "call `setResponseStatus(event, {target})` (imported from h3) before returning, or throw `createError({{ statusCode: {target} }})`"
+                ),
+            ),
+            None if resp.style == Style::Returned => Fix::display_only(
+                format!("answer {target}"),
+                format!("throw an `HttpException` with status {target} instead of returning"),
+            ),
             None => Fix::display_only(format!("answer {target}"), "the status is not a literal"),
         };
         out.push(diag(
