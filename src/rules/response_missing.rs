@@ -249,6 +249,36 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             }
             true
         });
+        // Fastify: `return reply.code(201)` (or `return reply`) from an async handler means "I
+        // will send later": nothing is sent and the request hangs.
+        let mut unsent = Vec::new();
+        if handler.framework == Framework::Fastify && func.child(0).is_some_and(|k| text(k, src) == "async") {
+            ast::walk(body, &mut |n| {
+                if n != body && ast::is_function(n) {
+                    return false;
+                }
+                if n.kind() == "return_statement"
+                    && let Some(v) = n.named_child(0).map(ast::unwrap_expr)
+                    && unsent_reply(v, c.res, src)
+                {
+                    unsent.push((n, v));
+                }
+                true
+            });
+        }
+        for (r, v) in unsent {
+            if c.answered_before(r, body) {
+                continue;
+            }
+            let fix = Fix::unsafe_("send the reply", vec![Edit::insert(v.end_byte(), ".send()")])
+                .with_note("the status already set is kept; the body is empty");
+            out.push(
+                Diagnostic::new(RULE.id, file, r, format!("returns the reply without sending it: Fastify waits for a `send()` that never comes, so {outcome}"))
+                    .in_handler(model, scope)
+                    .help("call `.send()` on the reply (or return a value) on every path")
+                    .with_fix(Some(fix)),
+            );
+        }
         for r in returns {
             if c.answered_before(r, body) {
                 continue;
@@ -296,6 +326,31 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             .help("answer on every path: 2xx for handled or ignored events, 5xx for failures that must be retried")
             .with_fix(Some(fix)),
         );
+    }
+}
+
+/// `reply`, `reply.code(201)`, `reply.status(200).header(...)`: the reply, configured but not sent.
+fn unsent_reply(v: Node, res: &str, src: &str) -> bool {
+    if res.is_empty() {
+        return false;
+    }
+    let mut cur = v;
+    loop {
+        match cur.kind() {
+            "identifier" => return text(cur, src) == res,
+            "call_expression" => {
+                let Some(f) = cur.child_by_field_name("function").filter(|f| f.kind() == "member_expression") else {
+                    return false;
+                };
+                let prop = f.child_by_field_name("property").map_or("", |p| text(p, src));
+                if !matches!(prop, "code" | "status" | "header" | "headers" | "type") {
+                    return false;
+                }
+                let Some(o) = f.child_by_field_name("object") else { return false };
+                cur = ast::unwrap_expr(o);
+            }
+            _ => return false,
+        }
     }
 }
 
