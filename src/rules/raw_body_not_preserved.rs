@@ -296,12 +296,22 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     let Some(req) = model.handler.request.as_deref() else { return };
     let root = cx.file.root();
     let Some(reg) = express_app::registration(root, func, src) else { return };
-    if ast::arguments(reg).iter().any(|a| express_app::is_raw_parser(*a, src)) {
-        return;
-    }
+    // `express.raw()` on the route does nothing once an earlier `express.json()` has parsed the
+    // body (it skips a request whose body is already read).
+    let raw_on_route = ast::arguments(reg).iter().any(|a| express_app::is_raw_parser(*a, src));
     let mount = json_mount_before(root, reg, src);
     let remote = if mount.is_none() { mounted_after_json(cx, reg) } else { None };
     if mount.is_none() && remote.is_none() {
+        return;
+    }
+    // A JSON parser limited to other content types leaves the route's raw parser in charge.
+    if raw_on_route
+        && mount.is_some_and(|m| {
+            ast::arguments(m.parser)
+                .first()
+                .is_some_and(|o| o.kind() == "object" && ast::object_property(*o, "type", src).is_some())
+        })
+    {
         return;
     }
     // The verification: in the handler, or in a helper the handler passes `req` to.
@@ -339,7 +349,21 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     let message = format!(
         "`{parser}` parses the body before this webhook route ({at}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled"
     );
-    let fix = if remote.is_some() {
+    let message = if raw_on_route {
+        format!(
+            "`express.raw()` on this route comes too late: `{parser}` ({at}) has already parsed the body, so the signature is checked against a parsed object and genuine deliveries fail and are retried until the endpoint is disabled"
+        )
+    } else {
+        message
+    };
+    let fix = if raw_on_route {
+        Fix::display_only(
+            "register the route before the JSON parser",
+            format!(
+                "move this route (or the router it is on) above `{parser}` ({at}): its `express.raw()` then sees the unparsed body"
+            ),
+        )
+    } else if remote.is_some() {
         Fix::display_only(
             "verify the raw request bytes",
             format!(
