@@ -21,7 +21,14 @@ A webhook signature checked over a body that is no longer the bytes the provider
 - a Next.js pages-router API route that verifies a signature without
   `export const config = { api: { bodyParser: false } }`;
 - a Fastify route verifying `request.body` in a file that creates the Fastify instance and
-  registers no raw-body content-type parser or plugin.
+  registers no raw-body content-type parser or plugin;
+- a router file whose route verifies `req.body` while the app (`app`/`server`/`index`/`main`
+  up to three directories up) mounts `express.json()` before that router;
+- `express.raw()` on a route that an earlier `express.json()` reaches first (the raw parser
+  then skips the already-read body);
+- h3/Nuxt `JSON.stringify(await readBody(event))` verified;
+- a NestJS handler reading `req.rawBody` / `@RawBody()` while `main.ts` calls
+  `NestFactory.create` without `rawBody: true` (and configures no body parsing of its own).
 
 It does not fire when the route carries `express.raw({ type: 'application/json' })`, when the
 route is registered before `express.json()`, or when `express.json({ verify })` keeps the raw
@@ -299,21 +306,6 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     // `express.raw()` on the route does nothing once an earlier `express.json()` has parsed the
     // body (it skips a request whose body is already read).
     let raw_on_route = ast::arguments(reg).iter().any(|a| express_app::is_raw_parser(*a, src));
-    let mount = json_mount_before(root, reg, src);
-    let remote = if mount.is_none() { mounted_after_json(cx, reg) } else { None };
-    if mount.is_none() && remote.is_none() {
-        return;
-    }
-    // A JSON parser limited to other content types leaves the route's raw parser in charge.
-    if raw_on_route
-        && mount.is_some_and(|m| {
-            ast::arguments(m.parser)
-                .first()
-                .is_some_and(|o| o.kind() == "object" && ast::object_property(*o, "type", src).is_some())
-        })
-    {
-        return;
-    }
     // The verification: in the handler, or in a helper the handler passes `req` to.
     let helpers = req_helpers(cx, func, req);
     let mut site: Option<(&Arc<SourceFile>, Node, bool)> = None;
@@ -332,6 +324,22 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
         }
     }
     let Some((file, payload, helper_clean)) = site else { return };
+    // Only now (a verification of `req.body` exists) look for the parser, possibly in other files.
+    let mount = json_mount_before(root, reg, src);
+    let remote = if mount.is_none() { mounted_after_json(cx, reg) } else { None };
+    if mount.is_none() && remote.is_none() {
+        return;
+    }
+    // A JSON parser limited to other content types leaves the route's raw parser in charge.
+    if raw_on_route
+        && mount.is_some_and(|m| {
+            ast::arguments(m.parser)
+                .first()
+                .is_some_and(|o| o.kind() == "object" && ast::object_property(*o, "type", src).is_some())
+        })
+    {
+        return;
+    }
     let (parser, at) = match (mount, &remote) {
         (Some(mount), _) => {
             let (line, _) = cx.file.line_col(mount.use_call.start_byte());
