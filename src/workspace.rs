@@ -83,6 +83,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
         // "events", "callback") are deliberately absent.
         let literals = [
             ".post(",
+            // Fastify's typed routes: `fastify.post<{ Body: Buffer }>('/webhook', ...)`
+            ".post<",
             ".put(",
             ".patch(",
             ".all(",

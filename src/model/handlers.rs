@@ -96,13 +96,14 @@ impl Handler {
                 format!("return {}.status({status}).end(){semi}", res?)
             }
             Framework::Fastify => format!("return {}.code({status}).send(){semi}", res?),
-            Framework::Koa => format!("{}.status = {status}{semi} return{semi}", res?),
+            // `;` joins the two statements even in a file without semicolons (one line).
+            Framework::Koa => format!("{}.status = {status}; return{semi}", res?),
             Framework::Hono => format!("return {}.body(null, {status}){semi}", req?),
             // h3 sends what the handler returns with the status set before: one form for every
             // status (a thrown `createError` cannot answer 2xx), and `set_status` can edit it.
             Framework::H3 => {
                 let q = self.file.style().quote;
-                format!("setResponseStatus({}, {status}){semi} return {q}{q}{semi}", req?)
+                format!("setResponseStatus({}, {status}); return {q}{q}{semi}", req?)
             }
             f if f.returns_response() => {
                 format!("return new Response(null, {{ status: {status} }}){semi}")

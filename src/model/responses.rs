@@ -6,6 +6,7 @@
 //! (`setResponseStatus(event, n)`, `sendNoContent(event)`, `throw createError({ statusCode })`;
 //! a returned value is not recognised as a response).
 
+use super::Framework;
 use super::ast::{self, text};
 use crate::fix::Edit;
 use tree_sitter::Node;
@@ -28,6 +29,9 @@ pub enum Style {
     NestThrow,
     /// A redirect: never an error, never a 2xx.
     Redirect,
+    /// h3 / Nest: the handler's `return` (a value, or nothing) is the answer; the node is the
+    /// return statement.
+    Returned,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -68,6 +72,7 @@ impl Response<'_> {
                 args.first().copied().map(ast::unwrap_expr)
             }
             Style::Koa => self.node.child_by_field_name("right"),
+            Style::Returned => self.node.named_child(0).map(ast::unwrap_expr),
             _ => None,
         }
     }
@@ -397,6 +402,46 @@ fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Respon
     Some(Response { node: call, status_node, status, style: Style::Chain })
 }
 
+/// h3 and Nest answer with what the handler's own function returns: a `return` that is not
+/// itself a recognised response answers `default` (h3 200, Nest `@HttpCode` / 201 for `@Post`).
+/// Skipped when a `setResponseStatus(event, n)` precedes it in its block (that call is the
+/// answer). A returned call or variable in h3 may be a `Response` or `sendRedirect(...)`: its
+/// status is unknown.
+pub fn returned_values<'t>(func: Node<'t>, src: &str, names: &[&str], nest: bool) -> Vec<Response<'t>> {
+    let default = if nest { nest_default_status(func, src) } else { 200 };
+    let mut out = Vec::new();
+    for ret in ast::descendants_of_kind(func, "return_statement") {
+        if ast::enclosing_function(ret) != Some(func) {
+            continue;
+        }
+        let value = ret.named_child(0).filter(|v| v.kind() != "comment").map(ast::unwrap_expr);
+        if value.is_some_and(|v| !responses_in(v, src, names, false).is_empty()) {
+            continue;
+        }
+        let mut prev = ret.prev_named_sibling();
+        let mut status_set = false;
+        while let Some(p) = prev {
+            if p.kind() == "expression_statement" && !responses_in(p, src, names, true).is_empty() {
+                status_set = true;
+                break;
+            }
+            prev = p.prev_named_sibling();
+        }
+        if status_set {
+            continue;
+        }
+        let status = match value.map(|v| v.kind()) {
+            _ if nest => Some(default),
+            None => Some(204),
+            Some("object" | "array" | "string" | "template_string" | "number" | "true" | "false") => Some(default),
+            Some("null") => Some(204),
+            _ => None,
+        };
+        out.push(Response { node: ret, status_node: None, status, style: Style::Returned });
+    }
+    out
+}
+
 /// Every response under `node`; nested functions are skipped when `same_function`.
 /// Every response sent by this file's HTTP handlers and the functions they reach, with the
 /// handler, the scope and the scope's function node.
@@ -410,6 +455,12 @@ pub fn of_http_handlers<'a>(
             let names = if i == 0 { handler_names(&model.handler) } else { Vec::new() };
             for resp in responses_in(func, &scope.file().text, &names, false) {
                 out.push((model, scope, func, resp));
+            }
+            if i == 0 && matches!(model.handler.framework, Framework::H3 | Framework::Nest) {
+                let nest = model.handler.framework == Framework::Nest;
+                for resp in returned_values(func, &scope.file().text, &names, nest) {
+                    out.push((model, scope, func, resp));
+                }
             }
         }
     }
@@ -468,6 +519,30 @@ pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<
                 }
                 _ => None,
             }
+        }
+        // h3: `setResponseStatus(event, n)` before the return (Nest cannot: it throws instead).
+        Style::Returned => {
+            let func = ast::enclosing_function(resp.node)?;
+            if func.kind() == "method_definition"
+                || (src.contains("from 'h3'") || src.contains("from \"h3\"")) && !src.contains("setResponseStatus")
+            {
+                return None;
+            }
+            let params = func.child_by_field_name("parameters").map(ast::named_children).unwrap_or_default();
+            let event = params.first().and_then(|p| p.child_by_field_name("pattern").or(Some(*p)))?;
+            if event.kind() != "identifier" {
+                return None;
+            }
+            let line = src[..resp.node.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+            let indent = &src[line..resp.node.start_byte()];
+            if !indent.chars().all(char::is_whitespace) {
+                return None;
+            }
+            let semi = if text(resp.node, src).trim_end().ends_with(';') { ";" } else { "" };
+            Some(Edit::insert(
+                resp.node.start_byte(),
+                format!("setResponseStatus({}, {status}){semi}{eol}{indent}", text(event, src)),
+            ))
         }
         Style::Koa => {
             let left = resp.node.child_by_field_name("left")?;
@@ -563,5 +638,34 @@ mod tests {
         assert_eq!(statuses("throw createError({ statusCode: 400 })"), vec![(Some(400), Style::NestThrow)]);
         assert_eq!(statuses("setResponseStatus(event, 409)"), vec![(Some(409), Style::Koa)]);
         assert_eq!(statuses("return sendNoContent(event)"), vec![(Some(204), Style::Koa)]);
+    }
+
+    fn returned(code: &str, nest: bool) -> Vec<Option<u16>> {
+        let f = SourceFile::new(
+            PathBuf::from("a.ts"),
+            code.to_string(),
+            Dialect::for_path(&PathBuf::from("a.ts")).unwrap(),
+        )
+        .unwrap();
+        let func = ast::descendants_of_kind(f.root(), if nest { "method_definition" } else { "arrow_function" })[0];
+        returned_values(func, &f.text, &["event"], nest).iter().map(|r| r.status).collect()
+    }
+
+    #[test]
+    fn returned_values_are_answers() {
+        let h3 = "export default defineEventHandler(async (event) => {
+            if (a) return
+            if (b) { setResponseStatus(event, 409); return { busy: true } }
+            if (c) return sendRedirect(event, '/x')
+            if (d) return new Response(null, { status: 500 })
+            if (e) return { ok: false }
+            const r = [1].map((x) => { return x })
+            return null
+        })";
+        assert_eq!(returned(h3, false), vec![Some(204), None, Some(200), Some(204)]);
+        let nest = "class C { @Post() @HttpCode(HttpStatus.NO_CONTENT) async m() { if (a) return; return { ok: 1 } } }";
+        assert_eq!(returned(nest, true), vec![Some(204), Some(204)]);
+        let post = "class C { @Post('x') async m() { return { ok: 1 } } }";
+        assert_eq!(returned(post, true), vec![Some(201)]);
     }
 }

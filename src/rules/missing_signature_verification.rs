@@ -69,6 +69,37 @@ fn mentions_verification(code: &str) -> bool {
         || ["signature", "verif", "hmac", "useguards", "authenticate", "x-hub-", "svix"]
             .iter()
             .any(|w| lower.contains(w))
+        // `isValidStripeWebhook(event)` (nuxt-webhook-validators), `validateWebhook(req)`
+        || crate::regex!(r"\b(?:isValid|validate)\w*(?:Webhook|Signature|Hmac|Request)\w*\s*\(").is_match(src)
+}
+
+/// Whether `node`'s code mentions some verification, not counting a signature header read into
+/// a variable that is never used again (`const sig = getHeader(event, 'stripe-signature')`
+/// and nothing verifies it).
+fn verification_mentioned(node: tree_sitter::Node, src: &str, root: tree_sitter::Node) -> bool {
+    let code = code_of(node, src);
+    if !mentions_verification(&code) {
+        return false;
+    }
+    let uses = |name: &str| {
+        ast::descendants_of_kind(root, "identifier")
+            .into_iter()
+            .chain(ast::descendants_of_kind(root, "shorthand_property_identifier"))
+            .filter(|i| &src[i.byte_range()] == name)
+            .count()
+    };
+    let mut rest = code.clone();
+    for decl in ast::descendants_of_kind(node, "variable_declarator") {
+        let t = &src[decl.byte_range()];
+        let dead = decl
+            .child_by_field_name("name")
+            .filter(|n| n.kind() == "identifier")
+            .is_some_and(|n| uses(&src[n.byte_range()]) == 1);
+        if dead && mentions_verification(t) {
+            rest = rest.replacen(t, "", 1);
+        }
+    }
+    mentions_verification(&rest)
 }
 
 /// A shared-secret check: `req.query.token !== process.env.WEBHOOK_SECRET`.
@@ -83,11 +114,10 @@ fn compares_secret(root: tree_sitter::Node, src: &str) -> bool {
 
 /// `express()`, `new Hono()`, `Fastify()` / `fastify()`, `new Koa()` in this file.
 fn creates_app(src: &str) -> bool {
-    let re = regex::Regex::new(
-        r#"(\bexpress\s*\(\s*\)|new\s+Hono\s*(<[^>]*>)?\s*\(|\b[Ff]astify\s*\(|new\s+Koa\s*\(|require\(\s*['"](fastify|express)['"]\s*\)\s*\()"#,
+    crate::regex!(
+        r#"(\bexpress\s*\(\s*\)|new\s+Hono\s*(<[^>]*>)?\s*\(|\b[Ff]astify\s*\(|new\s+Koa\s*\(|require\(\s*['"](fastify|express)['"]\s*\)\s*\()"#
     )
-    .unwrap();
-    re.is_match(src)
+    .is_match(src)
 }
 
 fn help_for(provider: Option<Provider>) -> &'static str {
@@ -124,15 +154,15 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let Some(func) = root_scope.node() else { continue };
         if compares_secret(cx.file.root(), cx.src())
             || compares_secret(root_scope.file().root(), &root_scope.file().text)
-            || mentions_verification(&code_of(cx.file.root(), cx.src()))
-            || mentions_verification(&code_of(root_scope.file().root(), &root_scope.file().text))
+            || verification_mentioned(cx.file.root(), cx.src(), cx.file.root())
+            || verification_mentioned(root_scope.file().root(), &root_scope.file().text, root_scope.file().root())
         {
             continue;
         }
         if model.scopes.iter().any(|s| {
             s.node().is_some_and(|n| {
                 let src = &s.file().text;
-                verify::first_verification(n, src).is_some() || mentions_verification(&code_of(n, src))
+                verify::first_verification(n, src).is_some() || verification_mentioned(n, src, s.file().root())
             })
         }) {
             continue;

@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::responses;
-use crate::model::{EffectKind, effects, guards};
+use crate::model::{EffectKind, Framework, effects, guards};
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -437,7 +437,15 @@ fn dropped(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             if !ast::descendants_of_kind(cons, "throw_statement").is_empty() {
                 continue;
             }
-            let resps = responses::responses_in(cons, src, &names, true);
+            let mut resps = responses::responses_in(cons, src, &names, true);
+            // h3 / Nest: `if (!user) return;` answers 2xx (a returned value is the answer)
+            if i == 0 && matches!(fw, Framework::H3 | Framework::Nest) {
+                resps.extend(
+                    responses::returned_values(func, src, &names, fw == Framework::Nest)
+                        .into_iter()
+                        .filter(|r| ast::contains(cons, r.node)),
+                );
+            }
             let returns: Vec<Node> = if cons.kind() == "return_statement" {
                 vec![cons]
             } else {

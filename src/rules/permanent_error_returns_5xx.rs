@@ -192,10 +192,14 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     if !only && !verify && !is_schema(call, src) {
                         continue;
                     }
-                    let fives: Vec<_> = responses::responses_in(catch_body, src, &names, true)
-                        .into_iter()
-                        .filter(|r| r.is_5xx())
-                        .collect();
+                    let answers = responses::responses_in(catch_body, src, &names, true);
+                    // `if (err instanceof StripeSignatureVerificationError) return reply.code(401)...;
+                    // throw err`: the bad signature already answers 4xx, the rest is not a
+                    // signature failure.
+                    if answers.iter().any(|r| r.status.is_some_and(|st| (400..500).contains(&st))) {
+                        continue;
+                    }
+                    let fives: Vec<_> = answers.into_iter().filter(|r| r.is_5xx()).collect();
                     // A thrown 4xx HTTP exception answers 4xx; any other throw becomes a 500.
                     let remix = model.handler.framework == Framework::Remix;
                     let rethrow = ast::named_children(catch_body).into_iter().find(|s| {

@@ -21,7 +21,14 @@ A webhook signature checked over a body that is no longer the bytes the provider
 - a Next.js pages-router API route that verifies a signature without
   `export const config = { api: { bodyParser: false } }`;
 - a Fastify route verifying `request.body` in a file that creates the Fastify instance and
-  registers no raw-body content-type parser or plugin.
+  registers no raw-body content-type parser or plugin;
+- a router file whose route verifies `req.body` while the app (`app`/`server`/`index`/`main`
+  up to three directories up) mounts `express.json()` before that router;
+- `express.raw()` on a route that an earlier `express.json()` reaches first (the raw parser
+  then skips the already-read body);
+- h3/Nuxt `JSON.stringify(await readBody(event))` verified;
+- a NestJS handler reading `req.rawBody` / `@RawBody()` while `main.ts` calls
+  `NestFactory.create` without `rawBody: true` (and configures no body parsing of its own).
 
 It does not fire when the route carries `express.raw({ type: 'application/json' })`, when the
 route is registered before `express.json()`, or when `express.json({ verify })` keeps the raw
@@ -92,6 +99,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             Framework::Express => express_order(cx, model, out),
             Framework::NextPagesApi => pages_body_parser(model, out),
             Framework::Fastify => fastify_parser(model, out),
+            Framework::Nest => nest_raw_body(cx, model, out),
             _ => {}
         }
     }
@@ -115,8 +123,11 @@ fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> O
         }
         "call_expression" => {
             let path = ast::callee_path(expr, src);
-            (path.len() >= 2 && path.last().is_some_and(|l| l == "json") && ast::arguments(expr).is_empty())
-                .then_some(expr)
+            let fetch_json =
+                path.len() >= 2 && path.last().is_some_and(|l| l == "json") && ast::arguments(expr).is_empty();
+            // h3 / Nuxt: `await readBody(event)` is the parsed JSON
+            let h3 = path.len() == 1 && matches!(path[0].as_str(), "readBody" | "readValidatedBody");
+            (fetch_json || h3).then_some(expr)
         }
         "identifier" if depth < 2 => {
             if body_decorated_parameter(func, text(expr, src), src) {
@@ -237,7 +248,7 @@ fn stringify_fix(
 fn manual_fix() -> Fix {
     Fix::display_only(
         "verify the raw request bytes",
-        "give the verifier the unparsed body: `express.raw({ type: 'application/json' })` on the route (registered before `express.json()`), `await req.text()` in fetch-style handlers, `bodyParser: false` in the Next.js pages router, a buffer content-type parser in Fastify, `NestFactory.create(AppModule, { rawBody: true })` and `req.rawBody` (from `@Req() req: RawBodyRequest<Request>`) in NestJS",
+        "give the verifier the unparsed body: `express.raw({ type: 'application/json' })` on the route (registered before `express.json()`), `await req.text()` in fetch-style handlers, `await readRawBody(event)` in h3/Nuxt, `bodyParser: false` in the Next.js pages router, a buffer content-type parser in Fastify, `NestFactory.create(AppModule, { rawBody: true })` and `req.rawBody` (from `@Req() req: RawBodyRequest<Request>`) in NestJS",
     )
 }
 
@@ -292,10 +303,9 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     let Some(req) = model.handler.request.as_deref() else { return };
     let root = cx.file.root();
     let Some(reg) = express_app::registration(root, func, src) else { return };
-    if ast::arguments(reg).iter().any(|a| express_app::is_raw_parser(*a, src)) {
-        return;
-    }
-    let Some(mount) = json_mount_before(root, reg, src) else { return };
+    // `express.raw()` on the route does nothing once an earlier `express.json()` has parsed the
+    // body (it skips a request whose body is already read).
+    let raw_on_route = ast::arguments(reg).iter().any(|a| express_app::is_raw_parser(*a, src));
     // The verification: in the handler, or in a helper the handler passes `req` to.
     let helpers = req_helpers(cx, func, req);
     let mut site: Option<(&Arc<SourceFile>, Node, bool)> = None;
@@ -314,18 +324,61 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
         }
     }
     let Some((file, payload, helper_clean)) = site else { return };
-    let (line, _) = cx.file.line_col(mount.use_call.start_byte());
-    let at = if Arc::ptr_eq(file, cx.file) {
-        format!("line {line}")
-    } else {
-        let name = cx.file.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        format!("{name} line {line}")
+    // Only now (a verification of `req.body` exists) look for the parser, possibly in other files.
+    let mount = json_mount_before(root, reg, src);
+    let remote = if mount.is_none() { mounted_after_json(cx, reg) } else { None };
+    if mount.is_none() && remote.is_none() {
+        return;
+    }
+    // A JSON parser limited to other content types leaves the route's raw parser in charge.
+    if raw_on_route
+        && mount.is_some_and(|m| {
+            ast::arguments(m.parser)
+                .first()
+                .is_some_and(|o| o.kind() == "object" && ast::object_property(*o, "type", src).is_some())
+        })
+    {
+        return;
+    }
+    let (parser, at) = match (mount, &remote) {
+        (Some(mount), _) => {
+            let (line, _) = cx.file.line_col(mount.use_call.start_byte());
+            let at = if Arc::ptr_eq(file, cx.file) {
+                format!("line {line}")
+            } else {
+                let name = cx.file.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                format!("{name} line {line}")
+            };
+            (text(mount.parser, src).to_string(), at)
+        }
+        (None, Some((parser, at))) => (parser.clone(), at.clone()),
+        (None, None) => return,
     };
     let message = format!(
-        "`{}` parses the body before this webhook route ({at}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled",
-        text(mount.parser, src)
+        "`{parser}` parses the body before this webhook route ({at}): the signature is checked against a re-serialised object, genuine deliveries fail and are retried until the endpoint is disabled"
     );
-    let fix = if helper_clean {
+    let message = if raw_on_route {
+        format!(
+            "`express.raw()` on this route comes too late: `{parser}` ({at}) has already parsed the body, so the signature is checked against a parsed object and genuine deliveries fail and are retried until the endpoint is disabled"
+        )
+    } else {
+        message
+    };
+    let fix = if raw_on_route {
+        Fix::display_only(
+            "register the route before the JSON parser",
+            format!(
+                "move this route (or the router it is on) above `{parser}` ({at}): its `express.raw()` then sees the unparsed body"
+            ),
+        )
+    } else if remote.is_some() {
+        Fix::display_only(
+            "verify the raw request bytes",
+            format!(
+                "in {at}, mount this router (with `express.raw({{ type: 'application/json' }})` on the route) before `{parser}`"
+            ),
+        )
+    } else if helper_clean {
         express_fix(cx, model, func, &format!("{req}.body"), None).unwrap_or_else(manual_fix)
     } else {
         manual_fix()
@@ -340,6 +393,52 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
             .help("register the webhook route before `express.json()` with `express.raw({ type: 'application/json' })`")
             .with_fix(Some(fix)),
     );
+}
+
+/// The app file that mounts this router file after a JSON parser: `app.use(express.json())`
+/// then `app.use("/webhooks", webhookRouter)`, with `webhookRouter` imported from this file.
+/// Looks for `app`/`server`/`index`/`main` files up to three directories up. Returns the
+/// parser's text and where it is mounted.
+fn mounted_after_json(cx: &Context, reg: Node) -> Option<(String, String)> {
+    let route = express_app::route_path(reg, cx.src()).unwrap_or_default();
+    let here = crate::project::normalize(&cx.file.path);
+    let mut dir = here.parent();
+    for _ in 0..3 {
+        let d = dir?;
+        for (path, _) in cx.project.list_dir(d) {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("");
+            if path == here
+                || !matches!(stem, "app" | "server" | "index" | "main")
+                || !matches!(ext, "ts" | "js" | "mjs" | "cjs" | "mts" | "cts")
+            {
+                continue;
+            }
+            let Ok(app_file) = cx.project.load(&path) else { continue };
+            let asrc = &app_file.text;
+            let root = app_file.root();
+            for import in crate::project::imports(&app_file) {
+                if cx.project.resolve(&app_file.path, &import.source).as_deref() != Some(here.as_path()) {
+                    continue;
+                }
+                let Some(use_call) = express_app::router_mount(root, &import.local, asrc) else { continue };
+                let app = ast::callee_path(use_call, asrc).first().cloned().unwrap_or_default();
+                let prefix =
+                    ast::arguments(use_call).first().and_then(|a| ast::string_value(*a, asrc)).unwrap_or_default();
+                let full = format!("{prefix}{route}");
+                let mount = express_app::json_mounts(root, asrc).into_iter().find(|m| {
+                    m.target(asrc) == app
+                        && m.use_call.end_byte() <= use_call.start_byte()
+                        && m.prefix(asrc).is_none_or(|p| full.starts_with(&p))
+                })?;
+                let (line, _) = app_file.line_col(mount.use_call.start_byte());
+                let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+                return Some((text(mount.parser, asrc).to_string(), format!("{name} line {line}")));
+            }
+        }
+        dir = d.parent();
+    }
+    None
 }
 
 /// Project functions the handler passes its request to, with the parameter that receives it.
@@ -600,5 +699,81 @@ fn fastify_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 "keep the raw body in Fastify",
                 "register `fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => done(null, body))` in this route's plugin scope (or use `fastify-raw-body` and verify `request.rawBody`)",
             ))),
+    );
+}
+
+/// NestJS sets `req.rawBody` (`RawBodyRequest`, `@RawBody()`) only for an app created with
+/// `NestFactory.create(AppModule, { rawBody: true })`. Judged only when the `main.ts` that
+/// creates the app is found (up to six directories up) and configures no body parsing at all.
+fn nest_raw_body(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let Some(scope) = model.scopes.first() else { return };
+    let Some(func) = scope.node() else { return };
+    let file = scope.file();
+    let src = &file.text;
+    let read = ast::descendants_of_kind(func, "member_expression")
+        .into_iter()
+        .find(|m| m.child_by_field_name("property").is_some_and(|p| text(p, src) == "rawBody"))
+        .or_else(|| {
+            ast::descendants_of_kind(func, "decorator").into_iter().find(|d| text(*d, src).starts_with("@RawBody("))
+        });
+    let Some(read) = read else { return };
+    let here = crate::project::normalize(&file.path);
+    let mut dir = here.parent();
+    let mut main = None;
+    for _ in 0..6 {
+        let Some(d) = dir else { break };
+        if let Some(f) = ["main.ts", "main.js"].iter().find_map(|n| {
+            let p = d.join(n);
+            p.is_file().then(|| cx.project.load(&p).ok()).flatten()
+        }) {
+            main = Some(f);
+            break;
+        }
+        dir = d.parent();
+    }
+    let Some(main) = main else { return };
+    let msrc = &main.text;
+    let code = stmts::code_without_comments(main.root(), msrc).to_ascii_lowercase();
+    if !code.contains("nestfactory.create")
+        || ["rawbody", "bodyparser", "raw(", "verify", "usebodyparser"].iter().any(|w| code.contains(w))
+    {
+        return;
+    }
+    let Some(create) = ast::calls_in(main.root(), false)
+        .into_iter()
+        .find(|c| ast::callee_path(*c, msrc).join(".") == "NestFactory.create")
+    else {
+        return;
+    };
+    let args = ast::arguments(create);
+    let edit = match args.as_slice() {
+        [module] => Some(Edit::insert(module.end_byte(), ", { rawBody: true }".to_string())),
+        [_, opts] | [_, _, opts] if ast::unwrap_expr(*opts).kind() == "object" => Some(
+            super::effect_missing_idempotency_key::merge_property(ast::unwrap_expr(*opts), "rawBody", "true", msrc),
+        ),
+        [_, adapter] if ast::unwrap_expr(*adapter).kind() == "new_expression" => {
+            Some(Edit::insert(adapter.end_byte(), ", { rawBody: true }".to_string()))
+        }
+        _ => None,
+    };
+    let name = main.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let (line, _) = main.line_col(create.start_byte());
+    let fix = match edit {
+        Some(e) => {
+            let mut f = Fix::safe("create the Nest app with `rawBody: true`", vec![e])
+                .with_note(format!("edits {name}: Nest then keeps the raw bytes beside the parsed body"));
+            f.target = Some(main.path.clone());
+            f
+        }
+        None => Fix::display_only(
+            "create the Nest app with `rawBody: true`",
+            format!("pass `{{ rawBody: true }}` to `NestFactory.create` in {name}"),
+        ),
+    };
+    out.push(
+        Diagnostic::new(RULE.id, file, read, format!("the raw body is read, but the app is created without `rawBody: true` ({name} line {line}): `rawBody` is undefined, verification fails for every delivery and the provider retries until the endpoint is disabled"))
+            .in_handler(model, scope)
+            .help("`NestFactory.create(AppModule, { rawBody: true })` and verify `req.rawBody`")
+            .with_fix(Some(fix)),
     );
 }

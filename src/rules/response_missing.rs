@@ -11,7 +11,8 @@ const DOCS: &str = r#"
 ## What it finds
 A path through an HTTP handler that ends without answering: a bare `return` (or falling off
 the end of the function) in a Next.js pages-router, Express or Fastify handler that answers
-through `res`/`reply`, or in a handler that answers by returning a `Response` (Next.js app
+through `res`/`reply`, in a Koa handler that sets neither `ctx.status` nor `ctx.body` (Koa then
+answers 404), or in a handler that answers by returning a `Response` (Next.js app
 router, SvelteKit, Deno/Supabase `serve`, Hono).
 
 ## Why retries break it
@@ -19,6 +20,10 @@ With `res`/`reply`, nothing is sent: the connection hangs until the provider's t
 (Stripe, Shopify: a few seconds), and the provider retries a delivery that was in fact
 handled, often many times. In the app router (and Hono, SvelteKit) a handler that returns
 nothing is an error, answered 500, so the provider retries it too.
+
+NestJS controllers and h3/Nuxt `defineEventHandler`s are never reported: there, returning a
+value (or nothing) answers 2xx (Nest: 201 for `@Post` or the `@HttpCode`; h3: 200, or 204 for
+nothing), and a thrown `HttpException` / `createError` answers its status.
 
 A path counts as answered when it sends a response (`res.json()`, `res.sendStatus()`,
 `reply.send()`, `res.redirect()`, `res.end()`), calls `next(...)`, hands `res` to another
@@ -72,7 +77,9 @@ struct Cx<'a> {
 
 fn mode(h: &Handler) -> Option<Mode> {
     match h.framework {
-        Framework::Express | Framework::NextPagesApi | Framework::Fastify if h.response.is_some() => Some(Mode::Object),
+        Framework::Express | Framework::NextPagesApi | Framework::Fastify | Framework::Koa if h.response.is_some() => {
+            Some(Mode::Object)
+        }
         Framework::NextAppRouter | Framework::SvelteKit | Framework::DenoServe | Framework::Hono => Some(Mode::Returns),
         _ => None,
     }
@@ -224,7 +231,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             mode,
             bare_ok: false,
         };
-        let outcome = if mode == Mode::Object {
+        let outcome = if handler.framework == Framework::Koa {
+            "Koa answers 404 when nothing sets `ctx.status`/`ctx.body`, and the provider retries a delivery that was handled"
+        } else if mode == Mode::Object {
             "the request hangs until the provider times out and redelivers it, even when the work is done"
         } else {
             "the framework answers 500 and the provider retries"
@@ -240,12 +249,49 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             }
             true
         });
+        // Fastify: `return reply.code(201)` (or `return reply`) from an async handler means "I
+        // will send later": nothing is sent and the request hangs.
+        let mut unsent = Vec::new();
+        if handler.framework == Framework::Fastify && func.child(0).is_some_and(|k| text(k, src) == "async") {
+            ast::walk(body, &mut |n| {
+                if n != body && ast::is_function(n) {
+                    return false;
+                }
+                if n.kind() == "return_statement"
+                    && let Some(v) = n.named_child(0).map(ast::unwrap_expr)
+                    && unsent_reply(v, c.res, src)
+                {
+                    unsent.push((n, v));
+                }
+                true
+            });
+        }
+        for (r, v) in unsent {
+            if c.answered_before(r, body) {
+                continue;
+            }
+            let fix = Fix::unsafe_("send the reply", vec![Edit::insert(v.end_byte(), ".send()")])
+                .with_note("the status already set is kept; the body is empty");
+            out.push(
+                Diagnostic::new(RULE.id, file, r, format!("returns the reply without sending it: Fastify waits for a `send()` that never comes, so {outcome}"))
+                    .in_handler(model, scope)
+                    .help("call `.send()` on the reply (or return a value) on every path")
+                    .with_fix(Some(fix)),
+            );
+        }
         for r in returns {
             if c.answered_before(r, body) {
                 continue;
             }
             let status = status_for(r, func, src);
-            let fix = match handler.respond(status) {
+            // `if (x) return;` → `if (x) { ctx.status = 200; return; }` when the answer is two statements
+            let respond = handler.respond(status).map(|stmt| {
+                let single = r
+                    .parent()
+                    .is_some_and(|p| matches!(p.kind(), "statement_block" | "switch_case" | "switch_default"));
+                if single || !stmt.contains("; return") { stmt } else { format!("{{ {stmt} }}") }
+            });
+            let fix = match respond {
                 Some(stmt) => Fix::unsafe_(
                     format!("answer {status} explicitly"),
                     vec![Edit::replace(r.start_byte(), r.end_byte(), stmt)],
@@ -280,6 +326,31 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             .help("answer on every path: 2xx for handled or ignored events, 5xx for failures that must be retried")
             .with_fix(Some(fix)),
         );
+    }
+}
+
+/// `reply`, `reply.code(201)`, `reply.status(200).header(...)`: the reply, configured but not sent.
+fn unsent_reply(v: Node, res: &str, src: &str) -> bool {
+    if res.is_empty() {
+        return false;
+    }
+    let mut cur = v;
+    loop {
+        match cur.kind() {
+            "identifier" => return text(cur, src) == res,
+            "call_expression" => {
+                let Some(f) = cur.child_by_field_name("function").filter(|f| f.kind() == "member_expression") else {
+                    return false;
+                };
+                let prop = f.child_by_field_name("property").map_or("", |p| text(p, src));
+                if !matches!(prop, "code" | "status" | "header" | "headers" | "type") {
+                    return false;
+                }
+                let Some(o) = f.child_by_field_name("object") else { return false };
+                cur = ast::unwrap_expr(o);
+            }
+            _ => return false,
+        }
     }
 }
 
@@ -333,6 +404,12 @@ fn fall_off_fix(c: &Cx, handler: &Handler, file: &crate::source::SourceFile, bod
         let unreturned = responses::responses_in(body, c.src, &c.names, true)
             .iter()
             .any(|r| ast::ancestors(r.node).all(|a| a.kind() != "return_statement"));
+        if unreturned && handler.framework == Framework::Koa {
+            return Fix::display_only(
+                "answer on the path that reaches the end",
+                "set `ctx.status` on that path: a status appended at the end would override one set earlier",
+            );
+        }
         if unreturned {
             return Fix::display_only(
                 "answer on the path that reaches the end",

@@ -112,11 +112,12 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let Some(root) = model.scopes.first() else { continue };
         let Some(root_fn) = root.node() else { continue };
         let fw = model.handler.framework;
+        let names = responses::handler_names(&model.handler);
         let acks_2xx = !fw.is_http()
             || fw == Framework::Nest
-            || responses::responses_in(root_fn, &root.file().text, &responses::handler_names(&model.handler), false)
-                .iter()
-                .any(|r| r.is_2xx());
+            || responses::responses_in(root_fn, &root.file().text, &names, false).iter().any(|r| r.is_2xx())
+            || fw == Framework::H3
+                && responses::returned_values(root_fn, &root.file().text, &names, false).iter().any(|r| r.is_2xx());
         let c = Cx { cx, model, acks_2xx };
         let mut seen: HashSet<(std::path::PathBuf, usize, usize)> = HashSet::new();
         for (i, scope) in model.scopes.iter().enumerate() {
@@ -273,14 +274,40 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if reads_only(block, src) && !ast::descendants_of_kind(body, "assignment_expression").is_empty() {
             continue;
         }
-        let resps = responses::responses_in(body, src, &names, false);
+        let mut resps = responses::responses_in(body, src, &names, false);
+        let inner_fn = ast::enclosing_function(clause).unwrap_or(func);
+        // h3 / Nest answer with what the handler returns: `catch { return { error } }` is a 2xx.
+        if i == 0 && inner_fn == func && matches!(fw, Framework::H3 | Framework::Nest) {
+            resps.extend(
+                responses::returned_values(func, src, &names, fw == Framework::Nest)
+                    .into_iter()
+                    .filter(|r| ast::contains(body, r.node)),
+            );
+        }
         if resps.iter().any(|r| !r.is_2xx()) {
             continue;
         }
         if let Some(r) = resps.iter().find(|r| r.is_2xx()) {
-            let fix = match responses::set_status(r, 500, src, file.style().eol) {
-                Some(e) => Fix::unsafe_("answer 500 so the provider retries", vec![e]),
-                None => Fix::display_only("answer 500 so the provider retries", "the status is not a literal"),
+            // Nest: a returned value cannot carry a status; rethrowing answers 500.
+            let param = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier");
+            let fix = match (responses::set_status(r, 500, src, file.style().eol), param) {
+                (Some(e), _) => Fix::unsafe_("answer 500 so the provider retries", vec![e]),
+                (None, Some(p)) if r.style == Style::Returned && fw == Framework::Nest => {
+                    let semi = if text(r.node, src).trim_end().ends_with(';') { ";" } else { "" };
+                    Fix::unsafe_(
+                        "rethrow so Nest answers 500 and the provider retries",
+                        vec![Edit::replace(
+                            r.node.start_byte(),
+                            r.node.end_byte(),
+                            format!("throw {}{semi}", text(p, src)),
+                        )],
+                    )
+                }
+                (None, _) if r.style == Style::Returned => Fix::display_only(
+                    "answer 500 so the provider retries",
+                    "call `setResponseStatus(event, 500)` (imported from h3) before returning, or rethrow",
+                ),
+                (None, _) => Fix::display_only("answer 500 so the provider retries", "the status is not a literal"),
             };
             out.push(diag(
                 c,
@@ -292,7 +319,6 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             continue;
         }
         let returns = same_fn_nodes(body, "return_statement");
-        let inner_fn = ast::enclosing_function(clause).unwrap_or(func);
         let http = fw.is_http();
         let swallowed = if http {
             if i == 0 && inner_fn == func {
@@ -789,7 +815,12 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
     let file = scope.file();
     let src = &file.text;
     let names = own_names(c, i);
-    for resp in responses::responses_in(func, src, &names, false) {
+    let mut resps = responses::responses_in(func, src, &names, false);
+    let fw = c.model.handler.framework;
+    if i == 0 && matches!(fw, Framework::H3 | Framework::Nest) {
+        resps.extend(responses::returned_values(func, src, &names, fw == Framework::Nest));
+    }
+    for resp in resps {
         if !resp.is_2xx() || resp.style == Style::Redirect {
             continue;
         }
@@ -816,6 +847,16 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         let target = status.filter(|s| *s >= 400).unwrap_or(500);
         let fix = match responses::set_status(&resp, target, src, file.style().eol) {
             Some(e) => Fix::unsafe_(format!("answer {target}"), vec![e]),
+            None if resp.style == Style::Returned && fw == Framework::H3 => Fix::display_only(
+                format!("answer {target}"),
+                format!(
+                    "call `setResponseStatus(event, {target})` (imported from h3) before returning, or throw `createError({{ statusCode: {target} }})`"
+                ),
+            ),
+            None if resp.style == Style::Returned => Fix::display_only(
+                format!("answer {target}"),
+                format!("throw an `HttpException` with status {target} instead of returning"),
+            ),
             None => Fix::display_only(format!("answer {target}"), "the status is not a literal"),
         };
         out.push(diag(
