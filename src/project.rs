@@ -1,5 +1,6 @@
 //! The module graph: import resolution (relative paths, index files, tsconfig/jsconfig
-//! `paths`) and a lazily filled cache of parsed project files shared by all threads.
+//! `paths`, the packages of an npm/yarn/pnpm workspace) and a lazily filled cache of parsed
+//! project files shared by all threads.
 
 use crate::model::ast::{self, text};
 use crate::source::{Dialect, SourceFile, Span};
@@ -75,10 +76,15 @@ impl FunctionDef {
 /// tsconfig `paths`: pattern → absolute targets, longest pattern first.
 type PathAliases = Vec<(String, Vec<PathBuf>)>;
 
+/// The packages of a monorepo workspace: package name → its directory and package.json.
+type WorkspacePackages = HashMap<String, (PathBuf, serde_json::Value)>;
+
 #[derive(Default)]
 pub struct Project {
     files: Mutex<HashMap<PathBuf, Option<Arc<SourceFile>>>>,
     path_aliases: Mutex<HashMap<PathBuf, Arc<PathAliases>>>,
+    /// Per directory: the packages of the workspace it belongs to (empty outside one).
+    workspaces: Mutex<HashMap<PathBuf, Arc<WorkspacePackages>>>,
     /// Source given on stdin, standing in for this path.
     pub stdin_override: Option<(PathBuf, String)>,
     /// Files a fix would create (a new migration), visible to later fix passes.
@@ -200,7 +206,88 @@ impl Project {
                 }
             }
         }
-        None
+        self.resolve_workspace_package(dir, spec)
+    }
+
+    /// `@acme/billing` or `@acme/billing/webhook/handler` imported from another package of the
+    /// same workspace: the package's entry (`exports["."]`, `types`, `main`, `module`, else
+    /// `src/index`, `index`) or the subpath under the package (or its `src/`). Entries naming
+    /// build output that is not there fall back to the sources.
+    fn resolve_workspace_package(&self, dir: &Path, spec: &str) -> Option<PathBuf> {
+        let mut parts = spec.splitn(if spec.starts_with('@') { 3 } else { 2 }, '/');
+        let name = if spec.starts_with('@') {
+            format!("{}/{}", parts.next()?, parts.next()?)
+        } else {
+            parts.next()?.to_string()
+        };
+        let subpath = parts.next().unwrap_or("");
+        let packages = self.workspace_packages(dir);
+        let (root, manifest) = packages.get(&name)?;
+        if !subpath.is_empty() {
+            return resolve_file(&root.join(subpath)).or_else(|| resolve_file(&root.join("src").join(subpath)));
+        }
+        let exported = manifest.get("exports").and_then(|e| match e {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Object(map) => {
+                let dot = map.get(".").unwrap_or(e);
+                match dot {
+                    serde_json::Value::String(s) => Some(s.clone()),
+                    serde_json::Value::Object(conditions) => ["types", "import", "require", "default"]
+                        .iter()
+                        .find_map(|c| conditions.get(*c).and_then(|v| v.as_str()).map(str::to_string)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        });
+        let fields = ["types", "typings", "main", "module"].iter().filter_map(|f| manifest.get(*f)?.as_str());
+        exported
+            .iter()
+            .map(String::as_str)
+            .chain(fields)
+            .chain(["src/index", "index"])
+            .find_map(|entry| resolve_file(&root.join(entry)))
+    }
+
+    /// The packages of the workspace `dir` belongs to: the nearest ancestor with
+    /// `pnpm-workspace.yaml` or a package.json declaring `workspaces`, and every package.json
+    /// below it (node_modules and ignored directories excepted).
+    fn workspace_packages(&self, dir: &Path) -> Arc<WorkspacePackages> {
+        if let Some(found) = self.workspaces.lock().unwrap().get(dir) {
+            return found.clone();
+        }
+        let root = dir.ancestors().find(|d| {
+            d.join("pnpm-workspace.yaml").is_file()
+                || std::fs::read_to_string(d.join("package.json")).is_ok_and(|t| t.contains("\"workspaces\""))
+        });
+        let cached_root = root.and_then(|r| self.workspaces.lock().unwrap().get(r).cloned());
+        let packages = match (root, cached_root) {
+            (_, Some(found)) => found,
+            (None, None) => Arc::default(),
+            (Some(root), None) => {
+                let mut packages = WorkspacePackages::new();
+                let manifests = ignore::WalkBuilder::new(root)
+                    .max_depth(Some(5))
+                    .filter_entry(|e| e.file_name() != "node_modules")
+                    .build()
+                    .flatten()
+                    .filter(|e| e.file_name() == "package.json");
+                for entry in manifests {
+                    let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+                    let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+                    if let (Some(name), Some(package_dir)) =
+                        (manifest.get("name").and_then(|n| n.as_str()).map(str::to_string), entry.path().parent())
+                    {
+                        packages.entry(name).or_insert_with(|| (normalize(package_dir), manifest));
+                    }
+                }
+                let packages = Arc::new(packages);
+                self.workspaces.lock().unwrap().insert(root.to_path_buf(), packages.clone());
+                packages
+            }
+        };
+        self.workspaces.lock().unwrap().insert(dir.to_path_buf(), packages.clone());
+        packages
     }
 
     /// `paths` of the nearest tsconfig.json / jsconfig.json, made absolute.

@@ -350,8 +350,13 @@ impl<'a> Finder<'a> {
             return;
         }
         let Some(decl) = node.child_by_field_name("declaration") else {
+            // `export { POST } from "@/lib/webhooks/stripe"`, `export { default } from "@acme/billing/webhook"`
+            if let Some(source) = node.child_by_field_name("source").and_then(|s| ast::string_value(s, src)) {
+                self.reexport(node, &source, path, is_route_file || names_webhook(path), is_pages_api);
+                return;
+            }
             // `async function POST(...) {}` ... `export { POST }` (or `export { handler as POST }`)
-            if (is_route_file || names_webhook(path)) && node.child_by_field_name("source").is_none() {
+            if is_route_file || names_webhook(path) {
                 for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
                     for spec in ast::named_children(clause) {
                         let Some(local) = spec.child_by_field_name("name") else { continue };
@@ -444,6 +449,33 @@ impl<'a> Finder<'a> {
 
     /// CommonJS exports: `module.exports = handler` in `pages/api/` (or a `(req, res)` function in
     /// a Vercel `api/` file), and Lambdas: `exports.handler = async (event) => ...`.
+    /// A route module that re-exports its handler from another module.
+    fn reexport(&mut self, node: Node, source: &str, path: &str, is_route: bool, is_pages_api: bool) {
+        let src = self.src();
+        for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
+            for spec in ast::named_children(clause) {
+                let Some(imported) = spec.child_by_field_name("name") else { continue };
+                let exported = text(spec.child_by_field_name("alias").unwrap_or(imported), src);
+                let (name, framework) = match exported {
+                    "default" if is_pages_api => {
+                        (format!("default export ({})", short_path(path)), Framework::NextPagesApi)
+                    }
+                    "POST" | "PUT" | "PATCH" if is_route => {
+                        let framework =
+                            if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
+                        (format!("{exported} {}", short_path(path)), framework)
+                    }
+                    _ => continue,
+                };
+                let Some(target) = self.project.resolve(&self.file.path, source) else { continue };
+                let Ok(target) = self.project.load(&target) else { continue };
+                if let Some(def) = self.project.exported_function(&target, text(imported, src), 0) {
+                    self.push_at(def.span, def.file, name, framework, path);
+                }
+            }
+        }
+    }
+
     fn commonjs_export(&mut self, node: Node, path: &str, is_pages_api: bool, is_function_dir: bool) {
         let src = self.src();
         let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
