@@ -125,11 +125,28 @@ pub fn operation_name(label: &str) -> String {
     let parts: Vec<&str> = label.split('.').map(|p| p.trim_end_matches("()")).collect();
     let last = parts.last().copied().unwrap_or("call");
     let noun = parts.len().checked_sub(2).and_then(|i| parts.get(i)).copied().unwrap_or(last);
+    // Adyen's service objects: `PaymentsApi.payments` is a payment, and the method names
+    // the modification itself (Adyen keys are at most 64 characters).
+    let service = noun.strip_suffix("Api").or_else(|| noun.strip_suffix("API")).filter(|n| !n.is_empty());
+    let noun = service.unwrap_or(noun);
     let noun = noun
         .strip_suffix("ies")
         .map(|s| format!("{s}y"))
         .unwrap_or_else(|| noun.strip_suffix('s').unwrap_or(noun).to_string());
-    if matches!(last, "create" | "send") || noun == last { noun } else { format!("{noun}-{last}") }
+    let (n, l) = (noun.to_ascii_lowercase(), last.to_ascii_lowercase());
+    if matches!(last, "create" | "send") || n == l || l == format!("{n}s") {
+        lower_first(&noun)
+    } else if l.starts_with(&n) || service.is_some() {
+        // `refunds.refundPayment` → "refundPayment", not "refund-refundPayment".
+        last.to_string()
+    } else {
+        format!("{noun}-{last}")
+    }
+}
+
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_ascii_lowercase().to_string() + c.as_str()).unwrap_or_default()
 }
 
 /// Where and how the key goes, per SDK (PROVIDERS.md section B).
@@ -138,10 +155,8 @@ fn key_edit(effect: &Effect, key: &EventKey, op: &str, src: &str) -> Option<Edit
     let value = key.operation_key(op);
     let (prop, position) = match effect.sdk {
         Sdk::Stripe => ("idempotencyKey", Position::LastOptions),
-        Sdk::Resend | Sdk::Adyen => ("idempotencyKey", Position::Nth(1)),
-        Sdk::Svix => ("idempotencyKey", Position::Nth(2)),
-        Sdk::TriggerDev => {
-            ("idempotencyKey", Position::Nth(if ast::callee_path(effect.call, src).len() == 2 { 1 } else { 2 }))
+        Sdk::Resend | Sdk::Adyen | Sdk::Svix | Sdk::TriggerDev => {
+            ("idempotencyKey", Position::Nth(effect.options_index(src)?))
         }
         Sdk::Square | Sdk::Paypal => ("idempotencyKey", Position::Nth(0)),
         Sdk::Inngest => ("id", Position::Nth(0)),
@@ -221,5 +236,8 @@ mod tests {
         assert_eq!(super::operation_name("stripe.paymentIntents.capture"), "paymentIntent-capture");
         assert_eq!(super::operation_name("resend.emails.send"), "email");
         assert_eq!(super::operation_name("stripe.subscriptions.update"), "subscription-update");
+        assert_eq!(super::operation_name("square.refunds.refundPayment"), "refundPayment");
+        assert_eq!(super::operation_name("checkout.PaymentsApi.payments"), "payment");
+        assert_eq!(super::operation_name("checkout.ModificationsApi.refundCapturedPayment"), "refundCapturedPayment");
     }
 }
