@@ -5,6 +5,7 @@ use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::{Effect, EventKey, Sdk, effects};
+use std::sync::Arc;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -65,7 +66,8 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if seen > 0 {
                     op = format!("{op}-{}", seen + 1);
                 }
-                out.push(diagnostic(model, scope, &effect, &op));
+                let looped = in_loop(effect.call, scope) || reached_in_loop(cx, model, scope);
+                out.push(diagnostic(model, scope, &effect, &op, looped));
             }
         }
     }
@@ -76,17 +78,17 @@ fn needs_key(effect: &Effect, src: &str) -> bool {
     effect.sdk != Sdk::Sqs || text(effect.call, src).contains("MessageGroupId")
 }
 
-fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str) -> Diagnostic {
+fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str, looped: bool) -> Diagnostic {
     let file = scope.file();
     let message = format!(
         "`{}` has no idempotency key: a redelivery after a crash or timeout repeats this {}",
         effect.label,
         effect.kind.noun()
     );
-    let fix = match (&scope.event_key, in_loop(effect.call, scope)) {
+    let fix = match (&scope.event_key, looped) {
         (_, true) => Fix::display_only(
             "add an idempotency key that names the event and the item",
-            "the call runs in a loop: the key must include the item's id as well as the event key",
+            "the call runs once per item of a loop (here or in a caller): the key must include the item's id as well as the event key",
         ),
         (None, _) => Fix::display_only(
             "add an idempotency key derived from the event",
@@ -101,6 +103,31 @@ fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str) ->
         .in_handler(model, scope)
         .help("derive the key from the event, e.g. `refund:${event.id}`, so every retry reuses it")
         .with_fix(Some(fix))
+}
+
+/// Whether a function between the handler and `scope` is called from a loop
+/// (`for (const item of items) await refundItem(item, event)`): one event key per call would
+/// make every item after the first replay the first item's response.
+pub fn reached_in_loop(cx: &Context, model: &HandlerModel, scope: &Scope) -> bool {
+    let mut cur = scope;
+    while cur.depth > 0 {
+        let parent_chain = &cur.chain[..cur.chain.len() - 1];
+        let Some(parent) = model.scopes.iter().find(|s| s.depth + 1 == cur.depth && s.chain == parent_chain) else {
+            return false;
+        };
+        let Some(func) = parent.node() else { return false };
+        let file = parent.file();
+        let looped = ast::calls_in(func, false).into_iter().any(|call| {
+            reach::resolve_call(cx.project, file, call)
+                .is_some_and(|def| def.span == cur.function.span && Arc::ptr_eq(&def.file, &cur.function.file))
+                && in_loop(call, parent)
+        });
+        if looped {
+            return true;
+        }
+        cur = parent;
+    }
+    false
 }
 
 fn in_loop(call: Node, scope: &Scope) -> bool {
