@@ -149,7 +149,33 @@ pub fn non_unique_key(columns: &[Column], unique_sets: &[Vec<String>], strength:
 /// The index of the dedupe key column of the table called `names` when the schema does not
 /// make it unique; None for a table that is not a dedupe marker.
 pub fn dedupe_key_gap(names: &[String], columns: &[Column], unique_sets: &[Vec<String>]) -> Option<usize> {
-    non_unique_key(columns, unique_sets, table_strength(names)?)
+    let strength = table_strength(names)?;
+    if strength < Strength::Strong && is_outbound_log(columns) {
+        return None;
+    }
+    non_unique_key(columns, unique_sets, strength)
+}
+
+/// A log of webhooks this app SENDS (`webhook_deliveries`: one event, one row per endpoint and
+/// attempt): its event id repeats by design. Told apart by where the delivery went or what the
+/// receiver answered.
+fn is_outbound_log(columns: &[Column]) -> bool {
+    const OUTBOUND: &[&str] = &[
+        "url",
+        "endpoint",
+        "endpointid",
+        "endpointurl",
+        "webhookendpointid",
+        "targeturl",
+        "destination",
+        "destinationurl",
+        "subscriberid",
+        "responsestatus",
+        "responsecode",
+        "responsebody",
+        "httpstatus",
+    ];
+    columns.iter().any(|c| c.names.iter().any(|n| OUTBOUND.contains(&normalized(n).as_str())))
 }
 
 /// The name of a pair's key (`eventId`, `'event_id'`).
@@ -183,5 +209,17 @@ mod tests {
         assert_eq!(non_unique_key(&[id.clone(), col("externalEventId")], &[], Strength::Bare), None);
         assert_eq!(non_unique_key(&[id.clone(), col("stripeEventId")], &[], Strength::Bare), Some(1));
         assert_eq!(non_unique_key(&[id, col("externalEventId")], &[], Strength::Strong), Some(1));
+    }
+
+    #[test]
+    fn outbound_delivery_logs_repeat_their_event_id() {
+        let col = |n: &str| Column { names: vec![n.to_string()], textual: true, ..Column::default() };
+        let id = Column { primary: true, ..col("id") };
+        let log = [id.clone(), col("event_id"), col("endpoint_id"), col("response_status")];
+        assert_eq!(dedupe_key_gap(&["webhook_deliveries".into()], &log, &[]), None);
+        let inbound = [id.clone(), col("event_id"), col("payload")];
+        assert_eq!(dedupe_key_gap(&["webhook_deliveries".into()], &inbound, &[]), Some(1));
+        // a processed-events table is a marker whatever else it records
+        assert_eq!(dedupe_key_gap(&["processed_webhooks".into()], &log, &[]), Some(1));
     }
 }
