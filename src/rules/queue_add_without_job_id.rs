@@ -173,7 +173,12 @@ fn is_queue_receiver(call: Node, src: &str) -> bool {
     let Some(object) = f.child_by_field_name("object") else { return false };
     let init = dedupe_keys::resolve(object, src);
     let t = text(init, src);
-    !(t.starts_with("new Set") || t.starts_with("new Map") || t.starts_with("new WeakSet") || init.kind() == "array")
+    // p-queue's `queue.add(task)` takes a function, also one passed by name.
+    !(t.starts_with("new Set")
+        || t.starts_with("new Map")
+        || t.starts_with("new WeakSet")
+        || t.starts_with("new PQueue")
+        || init.kind() == "array")
 }
 
 /// Where the options go and the name the job id starts with.
