@@ -70,6 +70,10 @@ migration: there the fix is display-only.
 - A composite unique constraint or primary key that includes the column counts (dedupe per
   provider, `@@unique([provider, eventId])`). A later migration's unique index counts.
 - A Mongoose schema with a custom `_id` is keyed by `_id`, which is always unique.
+- A log of webhooks the app SENDS (a target URL, endpoint or subscriber column, or the
+  receiver's response status) repeats its event id once per endpoint and attempt: not a
+  dedupe marker, unless its name says processed/idempotency/inbox.
+- The schema readers live in `src/model/schema/` (Prisma, SQL migrations, Drizzle, Mongoose).
 - Not read (yet): Knex and TypeORM schemas, and tables whose name does not say what they hold
   even when a handler uses them as its dedupe marker.
 "#;

@@ -41,7 +41,10 @@ await redis.set(`stripe:${event.id}`, "1", "EX", 60 * 60 * 24 * 7, "NX");
 ## Fix (safe)
 Raises the TTL at that call to 7 days (or the config's `dedupeTtlSeconds`; never below the
 provider's window), in the call's unit (milliseconds for `PX`/`psetex`/`pexpire`). A TTL held
-in a `const` is replaced at the call, so other uses of the constant keep their value.
+in a `const` that nothing else reads is raised where it is declared (a same-line comment such as
+`// 24 hours` follows), so no unused constant is left behind; a constant read elsewhere too, or
+named after its duration (`ONE_HOUR_MS`, `DAY`), keeps its value and the call gets the new
+literal; a constant imported from another module gets a display-only fix.
 Not reported: a short in-progress lease that is released (`del`/`unlink`/`release` of the same
 key in the function) or overwritten with a longer completed marker (another `set` of the same
 key).

@@ -33,9 +33,20 @@ await stripe.refunds.create({ charge }, { idempotencyKey: `refund:${event.id}` }
 ## Fix (safe)
 Adds `idempotencyKey: `<operation>:${eventKey}`` in the SDK's exact syntax: Stripe's request
 options as the last argument (merged into an existing options object), Resend's and Adyen's
-second argument, Square's body field, Svix's third argument, Inngest's event `id`, Trigger.dev's
-trigger options. Inside a loop, or where no event key is known, the fix is display-only: the
-key must also name the item, and retrysafe does not guess.
+request options (second argument; third for an Adyen modification that names a PSP reference),
+Square's body field, Svix's third argument, Inngest's event `id`, Trigger.dev's trigger options
+(third argument of `tasks.trigger(id, payload, opts)`, second of `myTask.trigger(payload,
+opts)`). Inside a loop, in a helper that a caller runs once per item, or where no event key is
+known, the fix is display-only: the key must also name the item, and retrysafe does not guess.
+
+## Decisions
+- Stripe DELETE requests (`*.del`, `subscriptions.cancel`, `deleteDiscount`) take no key: they
+  are idempotent by definition. Reads (`retrieve`, `list`, Adyen `paymentMethods`) are not
+  effects.
+- `x.trigger(...)` is a Trigger.dev task only on `tasks` or with a payload first: Pusher's
+  `pusher.trigger(channel, event, data)` and DOM/emitter triggers are not.
+- SDKs without a key (Twilio, SendGrid, Postmark, nodemailer, Slack) are left to
+  `unguarded-side-effect`.
 "#;
 
 pub const RULE: Rule = Rule {
