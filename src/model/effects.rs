@@ -115,6 +115,61 @@ const STRIPE_WRITES: &[&str] = &[
     "apply",
     "incrementAuthorization",
 ];
+/// Adyen calls that create or modify a payment (lower case).
+const ADYEN_WRITES: &[&str] = &[
+    "payments",
+    "paymentsdetails",
+    "sessions",
+    "paymentsession",
+    "cancelauthorisedpayment",
+    "cancelauthorisedpaymentbypspreference",
+    "captureauthorisedpayment",
+    "refundcapturedpayment",
+    "refundorcancelpayment",
+    "updateauthorisedamount",
+];
+
+/// Where Adyen's request options go: after the request, which follows the PSP reference on
+/// the modifications that name one.
+fn adyen_options_index(last_lower: &str) -> usize {
+    let by_reference = ["captureauthorisedpayment", "refundcapturedpayment", "refundorcancelpayment"];
+    if by_reference.contains(&last_lower)
+        || last_lower.ends_with("bypspreference")
+        || last_lower == "updateauthorisedamount"
+    {
+        2
+    } else {
+        1
+    }
+}
+
+/// Where Trigger.dev's trigger options go: third for `tasks.trigger("id", payload, opts)`,
+/// second for a task handle's `myTask.trigger(payload, opts)`.
+pub fn trigger_options_index(call: Node, src: &str) -> usize {
+    let path = ast::callee_path(call, src);
+    let by_id = path.first().is_some_and(|p| p == "tasks")
+        || ast::arguments(call).first().is_some_and(|a| matches!(a.kind(), "string" | "template_string"));
+    if by_id { 2 } else { 1 }
+}
+
+impl Effect<'_> {
+    /// The argument that holds the request options carrying the idempotency key, for SDKs
+    /// that take them at a fixed position (Stripe's are the last argument, Square's and
+    /// Inngest's key is a field of the first).
+    pub fn options_index(&self, src: &str) -> Option<usize> {
+        match self.sdk {
+            Sdk::Resend => Some(1),
+            Sdk::Svix => Some(2),
+            Sdk::Adyen => {
+                let last = ast::callee_path(self.call, src).pop().unwrap_or_default().to_ascii_lowercase();
+                Some(adyen_options_index(&last))
+            }
+            Sdk::TriggerDev => Some(trigger_options_index(self.call, src)),
+            _ => None,
+        }
+    }
+}
+
 const POSSIBLE_PREFIXES: &[&str] = &[
     "send",
     "email",
@@ -186,7 +241,11 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         && STRIPE_WRITES.contains(&last_raw.as_str())
     {
         let key = last_object_property(&args, "idempotencyKey", src);
-        return effect(EffectKind::Payment, Sdk::Stripe, key);
+        // DELETE requests take no idempotency key (they are idempotent by definition).
+        let delete = last_raw == "del"
+            || last_raw == "deleteDiscount"
+            || (last_raw == "cancel" && lower.get(lower.len() - 2).is_some_and(|r| r == "subscriptions"));
+        return effect(EffectKind::Payment, if delete { Sdk::Other } else { Sdk::Stripe }, key);
     }
     // Resend (returns { data, error }, never throws)
     if has("resend") && (has("emails") || has("batch")) && matches!(last.as_str(), "send" | "create") {
@@ -200,10 +259,14 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
             return effect(EffectKind::Payment, Sdk::Square, key);
         }
     }
-    // Adyen
-    if has("paymentsapi") || (has("checkout") && matches!(last.as_str(), "payments" | "refunds" | "captures")) {
-        let key = args.get(1).and_then(|o| object_prop(*o, "idempotencyKey", src));
+    // Adyen: `checkout.PaymentsApi.payments(req, opts)`, `checkout.ModificationsApi.
+    // refundCapturedPayment(pspReference, req, opts)`; `paymentMethods` and the like are reads.
+    if (has("paymentsapi") || has("modificationsapi") || has("checkout")) && ADYEN_WRITES.contains(&last.as_str()) {
+        let key = args.get(adyen_options_index(&last)).and_then(|o| object_prop(*o, "idempotencyKey", src));
         return effect(EffectKind::Payment, Sdk::Adyen, key);
+    }
+    if has("paymentsapi") || has("modificationsapi") {
+        return None;
     }
     // Svix as a sender
     if has("svix") && has("message") && last == "create" {
@@ -215,12 +278,13 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         let key = args.first().and_then(|o| object_prop(*o, "id", src));
         return effect(EffectKind::Enqueue, Sdk::Inngest, key);
     }
-    // Trigger.dev
-    if matches!(last.as_str(), "trigger" | "batchtrigger" | "triggerandwait") && (has("tasks") || lower.len() == 2) {
-        let key = args
-            .get(2)
-            .and_then(|o| object_prop(*o, "idempotencyKey", src))
-            .or_else(|| args.get(1).filter(|_| lower.len() == 2).and_then(|o| object_prop(*o, "idempotencyKey", src)));
+    // Trigger.dev: `tasks.trigger("id", payload, opts)`, `myTask.trigger(payload, opts)`; not
+    // Pusher's `pusher.trigger(channel, event, data)` or a DOM/emitter `trigger("click")`.
+    let task_handle = lower.len() == 2
+        && !args.first().is_some_and(|a| matches!(a.kind(), "string" | "template_string"))
+        && !["pusher", "this", "$", "jquery", "emitter", "events", "socket", "io", "channel"].contains(&root.as_str());
+    if matches!(last.as_str(), "trigger" | "batchtrigger" | "triggerandwait") && (has("tasks") || task_handle) {
+        let key = args.get(trigger_options_index(call, src)).and_then(|o| object_prop(*o, "idempotencyKey", src));
         return effect(EffectKind::Enqueue, Sdk::TriggerDev, key);
     }
     // BullMQ / Bull

@@ -13,6 +13,7 @@ pub mod queries;
 pub mod reach;
 pub mod responses;
 pub mod retry_loops;
+pub mod schema;
 
 pub use effects::{Effect, EffectKind, Sdk};
 pub use guards::GuardKind;

@@ -41,7 +41,10 @@ await redis.set(`stripe:${event.id}`, "1", "EX", 60 * 60 * 24 * 7, "NX");
 ## Fix (safe)
 Raises the TTL at that call to 7 days (or the config's `dedupeTtlSeconds`; never below the
 provider's window), in the call's unit (milliseconds for `PX`/`psetex`/`pexpire`). A TTL held
-in a `const` is replaced at the call, so other uses of the constant keep their value.
+in a `const` that nothing else reads is raised where it is declared (a same-line comment such as
+`// 24 hours` follows), so no unused constant is left behind; a constant read elsewhere too, or
+named after its duration (`ONE_HOUR_MS`, `DAY`), keeps its value and the call gets the new
+literal; a constant imported from another module gets a display-only fix.
 Not reported: a short in-progress lease that is released (`del`/`unlink`/`release` of the same
 key in the function) or overwritten with a longer completed marker (another `set` of the same
 key).
@@ -118,10 +121,18 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                         "the TTL is a cache wrapper's argument whose unit (seconds or milliseconds) is not known",
                     )
                 } else {
-                    Fix::safe(
-                        format!("raise the TTL to {}", human(target)),
-                        vec![Edit::replace(t.ttl.start_byte(), t.ttl.end_byte(), replacement)],
-                    )
+                    let title = format!("raise the TTL to {}", human(target));
+                    match ttl_edit_site(t.ttl, src) {
+                        Some(site) => {
+                            let mut edits = vec![Edit::replace(site.start_byte(), site.end_byte(), replacement)];
+                            edits.extend(stale_duration_comment(site, src, &human(target)));
+                            Fix::safe(title, edits)
+                        }
+                        None => Fix::display_only(
+                            title,
+                            "the TTL is a constant defined elsewhere: raise it where it is defined",
+                        ),
+                    }
                 };
                 out.push(
                     Diagnostic::new(RULE.id, file, t.ttl, message)
@@ -280,6 +291,50 @@ fn is_lease(t: &Ttl, calls: &[Node], ttls: &[Ttl], src: &str) -> bool {
 }
 
 /// A numeric TTL: literals, `60 * 60 * 24`, parentheses, and `const` bindings.
+/// Where the new TTL is written. A constant read only here (`ex: DEDUP_TTL`) is raised where
+/// it is declared: replacing the use would leave an unused declaration (`noUnusedLocals`).
+/// A constant used elsewhere too keeps its value and this use gets the literal; one declared
+/// in another module (imported) has no safe local edit.
+fn ttl_edit_site<'t>(ttl: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let ttl_expr = ast::unwrap_expr(ttl);
+    if ttl_expr.kind() != "identifier" {
+        return Some(ttl);
+    }
+    let name = text(ttl_expr, src);
+    let mut root = ttl_expr;
+    while let Some(p) = root.parent() {
+        root = p;
+    }
+    let mut uses = 0;
+    ast::walk(root, &mut |n| {
+        if matches!(n.kind(), "identifier" | "shorthand_property_identifier") && text(n, src) == name {
+            uses += 1;
+        }
+        true
+    });
+    // `ONE_HOUR_MS`, `DAY`: a name that states its duration must keep meaning it.
+    let states_duration = crate::regex!(r"(?i)hour|day|minute|week|month|\d+_?[hdm](?:_|$)").is_match(name);
+    match dedupe_keys::initializer(ttl_expr, src) {
+        // the declaration's name and this use
+        Some(init) if uses <= 2 && !states_duration => Some(init),
+        Some(_) => Some(ttl),
+        None if uses > 2 => Some(ttl),
+        None => None,
+    }
+}
+
+/// `const DEDUP_TTL = 86400; // 24 hours`: the comment that states the old duration.
+fn stale_duration_comment(site: Node, src: &str, new: &str) -> Option<Edit> {
+    let rest = &src[site.end_byte()..];
+    let line = &rest[..rest.find(['\n', '\r']).unwrap_or(rest.len())];
+    let c = crate::regex!(
+        r"(?i)^\s*;?\s*//\s*((?:\d+(?:[.,]\d+)?|an?|one|two|three|six|twelve|twenty-four|half an?)\s*(?:hours?|hrs?|h|days?|d|minutes?|mins?|seconds?|secs?|s))\b"
+    )
+    .captures(line)?;
+    let m = c.get(1)?;
+    Some(Edit::replace(site.end_byte() + m.start(), site.end_byte() + m.end(), new.to_string()))
+}
+
 fn eval(node: Node, src: &str, depth: usize) -> Option<f64> {
     let node = ast::unwrap_expr(node);
     match node.kind() {

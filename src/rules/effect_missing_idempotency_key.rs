@@ -5,6 +5,7 @@ use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::{Effect, EventKey, Sdk, effects};
+use std::sync::Arc;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -32,9 +33,20 @@ await stripe.refunds.create({ charge }, { idempotencyKey: `refund:${event.id}` }
 ## Fix (safe)
 Adds `idempotencyKey: `<operation>:${eventKey}`` in the SDK's exact syntax: Stripe's request
 options as the last argument (merged into an existing options object), Resend's and Adyen's
-second argument, Square's body field, Svix's third argument, Inngest's event `id`, Trigger.dev's
-trigger options. Inside a loop, or where no event key is known, the fix is display-only: the
-key must also name the item, and retrysafe does not guess.
+request options (second argument; third for an Adyen modification that names a PSP reference),
+Square's body field, Svix's third argument, Inngest's event `id`, Trigger.dev's trigger options
+(third argument of `tasks.trigger(id, payload, opts)`, second of `myTask.trigger(payload,
+opts)`). Inside a loop, in a helper that a caller runs once per item, or where no event key is
+known, the fix is display-only: the key must also name the item, and retrysafe does not guess.
+
+## Decisions
+- Stripe DELETE requests (`*.del`, `subscriptions.cancel`, `deleteDiscount`) take no key: they
+  are idempotent by definition. Reads (`retrieve`, `list`, Adyen `paymentMethods`) are not
+  effects.
+- `x.trigger(...)` is a Trigger.dev task only on `tasks` or with a payload first: Pusher's
+  `pusher.trigger(channel, event, data)` and DOM/emitter triggers are not.
+- SDKs without a key (Twilio, SendGrid, Postmark, nodemailer, Slack) are left to
+  `unguarded-side-effect`.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -65,7 +77,8 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if seen > 0 {
                     op = format!("{op}-{}", seen + 1);
                 }
-                out.push(diagnostic(model, scope, &effect, &op));
+                let looped = in_loop(effect.call, scope) || reached_in_loop(cx, model, scope);
+                out.push(diagnostic(model, scope, &effect, &op, looped));
             }
         }
     }
@@ -76,17 +89,17 @@ fn needs_key(effect: &Effect, src: &str) -> bool {
     effect.sdk != Sdk::Sqs || text(effect.call, src).contains("MessageGroupId")
 }
 
-fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str) -> Diagnostic {
+fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str, looped: bool) -> Diagnostic {
     let file = scope.file();
     let message = format!(
         "`{}` has no idempotency key: a redelivery after a crash or timeout repeats this {}",
         effect.label,
         effect.kind.noun()
     );
-    let fix = match (&scope.event_key, in_loop(effect.call, scope)) {
+    let fix = match (&scope.event_key, looped) {
         (_, true) => Fix::display_only(
             "add an idempotency key that names the event and the item",
-            "the call runs in a loop: the key must include the item's id as well as the event key",
+            "the call runs once per item of a loop (here or in a caller): the key must include the item's id as well as the event key",
         ),
         (None, _) => Fix::display_only(
             "add an idempotency key derived from the event",
@@ -101,6 +114,31 @@ fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str) ->
         .in_handler(model, scope)
         .help("derive the key from the event, e.g. `refund:${event.id}`, so every retry reuses it")
         .with_fix(Some(fix))
+}
+
+/// Whether a function between the handler and `scope` is called from a loop
+/// (`for (const item of items) await refundItem(item, event)`): one event key per call would
+/// make every item after the first replay the first item's response.
+pub fn reached_in_loop(cx: &Context, model: &HandlerModel, scope: &Scope) -> bool {
+    let mut cur = scope;
+    while cur.depth > 0 {
+        let parent_chain = &cur.chain[..cur.chain.len() - 1];
+        let Some(parent) = model.scopes.iter().find(|s| s.depth + 1 == cur.depth && s.chain == parent_chain) else {
+            return false;
+        };
+        let Some(func) = parent.node() else { return false };
+        let file = parent.file();
+        let looped = ast::calls_in(func, false).into_iter().any(|call| {
+            reach::resolve_call(cx.project, file, call)
+                .is_some_and(|def| def.span == cur.function.span && Arc::ptr_eq(&def.file, &cur.function.file))
+                && in_loop(call, parent)
+        });
+        if looped {
+            return true;
+        }
+        cur = parent;
+    }
+    false
 }
 
 fn in_loop(call: Node, scope: &Scope) -> bool {
@@ -125,11 +163,28 @@ pub fn operation_name(label: &str) -> String {
     let parts: Vec<&str> = label.split('.').map(|p| p.trim_end_matches("()")).collect();
     let last = parts.last().copied().unwrap_or("call");
     let noun = parts.len().checked_sub(2).and_then(|i| parts.get(i)).copied().unwrap_or(last);
+    // Adyen's service objects: `PaymentsApi.payments` is a payment, and the method names
+    // the modification itself (Adyen keys are at most 64 characters).
+    let service = noun.strip_suffix("Api").or_else(|| noun.strip_suffix("API")).filter(|n| !n.is_empty());
+    let noun = service.unwrap_or(noun);
     let noun = noun
         .strip_suffix("ies")
         .map(|s| format!("{s}y"))
         .unwrap_or_else(|| noun.strip_suffix('s').unwrap_or(noun).to_string());
-    if matches!(last, "create" | "send") || noun == last { noun } else { format!("{noun}-{last}") }
+    let (n, l) = (noun.to_ascii_lowercase(), last.to_ascii_lowercase());
+    if matches!(last, "create" | "send") || n == l || l == format!("{n}s") {
+        lower_first(&noun)
+    } else if l.starts_with(&n) || service.is_some() {
+        // `refunds.refundPayment` → "refundPayment", not "refund-refundPayment".
+        last.to_string()
+    } else {
+        format!("{noun}-{last}")
+    }
+}
+
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_ascii_lowercase().to_string() + c.as_str()).unwrap_or_default()
 }
 
 /// Where and how the key goes, per SDK (PROVIDERS.md section B).
@@ -138,10 +193,8 @@ fn key_edit(effect: &Effect, key: &EventKey, op: &str, src: &str) -> Option<Edit
     let value = key.operation_key(op);
     let (prop, position) = match effect.sdk {
         Sdk::Stripe => ("idempotencyKey", Position::LastOptions),
-        Sdk::Resend | Sdk::Adyen => ("idempotencyKey", Position::Nth(1)),
-        Sdk::Svix => ("idempotencyKey", Position::Nth(2)),
-        Sdk::TriggerDev => {
-            ("idempotencyKey", Position::Nth(if ast::callee_path(effect.call, src).len() == 2 { 1 } else { 2 }))
+        Sdk::Resend | Sdk::Adyen | Sdk::Svix | Sdk::TriggerDev => {
+            ("idempotencyKey", Position::Nth(effect.options_index(src)?))
         }
         Sdk::Square | Sdk::Paypal => ("idempotencyKey", Position::Nth(0)),
         Sdk::Inngest => ("id", Position::Nth(0)),
@@ -221,5 +274,8 @@ mod tests {
         assert_eq!(super::operation_name("stripe.paymentIntents.capture"), "paymentIntent-capture");
         assert_eq!(super::operation_name("resend.emails.send"), "email");
         assert_eq!(super::operation_name("stripe.subscriptions.update"), "subscription-update");
+        assert_eq!(super::operation_name("square.refunds.refundPayment"), "refundPayment");
+        assert_eq!(super::operation_name("checkout.PaymentsApi.payments"), "payment");
+        assert_eq!(super::operation_name("checkout.ModificationsApi.refundCapturedPayment"), "refundCapturedPayment");
     }
 }

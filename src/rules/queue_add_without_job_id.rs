@@ -1,6 +1,6 @@
 //! queue-add-without-job-id
 
-use super::effect_missing_idempotency_key::merge_property;
+use super::effect_missing_idempotency_key::{merge_property, reached_in_loop};
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
@@ -114,10 +114,12 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                         "give every job a jobId derived from the event and the item",
                         "each job of a bulk/flow add needs its own id: the event key plus the item's id",
                     )
-                } else if dedupe_keys::items_loop(call, func, src, scope.event_key.as_ref()).is_some() {
+                } else if dedupe_keys::items_loop(call, func, src, scope.event_key.as_ref()).is_some()
+                    || reached_in_loop(cx, model, scope)
+                {
                     Fix::display_only(
                         "add a jobId derived from the event and the item",
-                        "the add runs in a loop: the id must name the item as well as the event",
+                        "the add runs once per item of a loop (here or in a caller): the id must name the item as well as the event",
                     )
                 } else {
                     match &scope.event_key {
@@ -171,7 +173,12 @@ fn is_queue_receiver(call: Node, src: &str) -> bool {
     let Some(object) = f.child_by_field_name("object") else { return false };
     let init = dedupe_keys::resolve(object, src);
     let t = text(init, src);
-    !(t.starts_with("new Set") || t.starts_with("new Map") || t.starts_with("new WeakSet") || init.kind() == "array")
+    // p-queue's `queue.add(task)` takes a function, also one passed by name.
+    !(t.starts_with("new Set")
+        || t.starts_with("new Map")
+        || t.starts_with("new WeakSet")
+        || t.starts_with("new PQueue")
+        || init.kind() == "array")
 }
 
 /// Where the options go and the name the job id starts with.

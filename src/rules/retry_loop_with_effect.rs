@@ -346,8 +346,7 @@ fn pass_key(effect: &Effect, prop: &str, name: &str, src: &str) -> Option<Edit> 
                 });
             if options { Some(merge(last)) } else { Some(append(last)) }
         }
-        Sdk::Resend | Sdk::Adyen => nth(1),
-        Sdk::Svix => nth(2),
+        Sdk::Resend | Sdk::Adyen | Sdk::Svix | Sdk::TriggerDev => nth(effect.options_index(src)?),
         Sdk::Square | Sdk::Paypal | Sdk::Inngest => args.first().filter(|a| a.kind() == "object").map(|a| merge(*a)),
         Sdk::Bullmq => {
             let first = args.first()?;

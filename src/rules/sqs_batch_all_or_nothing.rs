@@ -10,8 +10,8 @@ use tree_sitter::Node;
 
 const DOCS: &str = r#"
 ## What it finds
-A Lambda SQS handler that processes `event.Records` (a `for...of` / indexed `for` loop, or
-`Promise.all(event.Records.map(...))`) where one record's failure throws out of the handler: no
+A Lambda SQS handler that processes `event.Records` (a `for...of` / indexed `for` loop,
+`Promise.all(event.Records.map(...))`, or a synchronous `event.Records.forEach(...)` callback) where one record's failure throws out of the handler: no
 `try/catch` per record, or a catch that rethrows. Not reported when the handler returns
 `{ batchItemFailures }`, or when failures are caught and not rethrown (that is a swallowed
 error, another rule's concern).
@@ -140,6 +140,16 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
                         .take(3)
                         .any(|a| a.kind() == "call_expression" && text(a, src).starts_with("Promise.all("))
                     && let Some(cb) = ast::arguments(n).first().filter(|a| ast::is_function(**a))
+                {
+                    found = ast::function_body(*cb).map(|b| (n, b));
+                }
+                // `event.Records.forEach((record) => { ... })`: a synchronous callback's throw
+                // leaves the handler (an async one's is an unhandled rejection instead).
+                if path.len() >= 2
+                    && path[path.len() - 2] == "Records"
+                    && path.last().is_some_and(|m| m == "forEach")
+                    && let Some(cb) = ast::arguments(n).first().filter(|a| ast::is_function(**a))
+                    && !text(*cb, src).starts_with("async")
                 {
                     found = ast::function_body(*cb).map(|b| (n, b));
                 }
@@ -309,7 +319,13 @@ fn is_sqs(func: Node, src: &str) -> bool {
     {
         return false;
     }
-    src.contains("SQS") || t.contains("messageId") || t.contains("receiptHandle") || t.contains(".body")
+    if src.contains("SQS") || t.contains("messageId") || t.contains("receiptHandle") || t.contains(".body") {
+        return true;
+    }
+    // The records may be read only in a helper of the same file (`processMessage(record)` reading
+    // `record.body`), as long as nothing there names another event source.
+    !["Sns", ".s3", ".dynamodb", ".kinesis"].iter().any(|m| src.contains(m))
+        && (src.contains("messageId") || src.contains(".body"))
 }
 
 /// `await Promise.all(event.Records.map(async (record) => ...))` as a statement of the handler:

@@ -1,0 +1,152 @@
+//! Drizzle tables: `pgTable`/`mysqlTable`/`sqliteTable`/`singlestoreTable`, table creators
+//! (`pgTableCreator`) and `schema.table(...)`.
+
+use super::{Column, assigned_name, pair_key};
+use crate::model::ast;
+use crate::source::SourceFile;
+use tree_sitter::Node;
+
+const TABLES: &[&str] = &["pgTable", "mysqlTable", "sqliteTable", "singlestoreTable"];
+const TEXTUAL: &[&str] = &["text", "varchar", "char", "uuid", "citext"];
+
+/// A table definition: its names (SQL name, then the variable), its columns with their
+/// `key: builder` pair and builder node, and its table-level unique column lists.
+pub struct Table<'t> {
+    pub names: Vec<String>,
+    pub columns: Vec<Column>,
+    /// `(pair, value)` per column, in the order of `columns`.
+    pub nodes: Vec<(Node<'t>, Node<'t>)>,
+    pub sets: Vec<Vec<String>>,
+}
+
+fn creators(src: &str) -> Vec<String> {
+    if !src.contains("TableCreator(") {
+        return Vec::new();
+    }
+    crate::regex!(r"(\w+)\s*=\s*(?:pg|mysql|sqlite|singlestore)TableCreator\(")
+        .captures_iter(src)
+        .map(|c| c[1].to_string())
+        .collect()
+}
+
+/// The Drizzle tables defined in `file`.
+pub fn tables(file: &SourceFile) -> Vec<Table<'_>> {
+    let src = file.text.as_str();
+    if !TABLES.iter().any(|t| src.contains(t)) && !src.contains("TableCreator(") && !src.contains(".table(") {
+        return Vec::new();
+    }
+    let creators = creators(src);
+    let schema_lib = src.contains("Schema(");
+    let mut out = Vec::new();
+    for call in ast::descendants_of_kind(file.root(), "call_expression") {
+        let path = ast::callee_path(call, src);
+        let is_table = match path.as_slice() {
+            [name] => TABLES.contains(&name.as_str()) || creators.contains(name),
+            [_, last] => last == "table" && schema_lib,
+            _ => false,
+        };
+        if is_table && let Some(t) = table(call, src) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+fn table<'t>(call: Node<'t>, src: &str) -> Option<Table<'t>> {
+    let args = ast::arguments(call);
+    let name = args.first().and_then(|a| ast::string_value(*a, src))?;
+    let mut names = vec![name];
+    names.extend(assigned_name(call, src));
+    let columns_node = args.get(1).and_then(|a| columns_object(*a))?;
+    let mut nodes = Vec::new();
+    let mut columns = Vec::new();
+    for pair in ast::named_children(columns_node).into_iter().filter(|p| p.kind() == "pair") {
+        let (Some(key), Some(value)) = (pair_key(pair, src), pair.child_by_field_name("value")) else { continue };
+        if value.kind() != "call_expression" {
+            continue;
+        }
+        let chain: Vec<String> =
+            ast::callee_path(value, src).into_iter().map(|s| s.trim_end_matches("()").to_string()).collect();
+        let mut col_names = vec![key];
+        // The base builder's database name: `text('event_id')`.
+        let mut base = value;
+        while let Some(inner) = base
+            .child_by_field_name("function")
+            .and_then(|f| f.child_by_field_name("object"))
+            .filter(|o| o.kind() == "call_expression")
+        {
+            base = inner;
+        }
+        if let Some(db) = ast::arguments(base).first().and_then(|a| ast::string_value(*a, src)) {
+            col_names.push(db);
+        }
+        let base_name = ast::callee_name(base, src).unwrap_or_default();
+        columns.push(Column {
+            names: col_names,
+            unique: chain.iter().any(|c| c == "unique"),
+            primary: chain.iter().any(|c| c == "primaryKey"),
+            foreign: chain.iter().any(|c| c == "references"),
+            textual: TEXTUAL.contains(&base_name.as_str()),
+        });
+        nodes.push((pair, value));
+    }
+    let sets = args.get(2).map(|extra| extra_sets(*extra, src)).unwrap_or_default();
+    Some(Table { names, columns, nodes, sets })
+}
+
+/// The columns object: `{ ... }` or `(t) => ({ ... })`.
+fn columns_object(arg: Node) -> Option<Node> {
+    let arg = ast::unwrap_expr(arg);
+    if arg.kind() == "object" {
+        return Some(arg);
+    }
+    if ast::is_function(arg) {
+        let body = ast::unwrap_expr(arg.child_by_field_name("body")?);
+        if body.kind() == "object" {
+            return Some(body);
+        }
+        if body.kind() == "statement_block" {
+            let ret = ast::named_children(body).into_iter().rev().find(|s| s.kind() == "return_statement")?;
+            let v = ast::unwrap_expr(ret.named_child(0)?);
+            return (v.kind() == "object").then_some(v);
+        }
+    }
+    None
+}
+
+/// Column lists of `primaryKey({ columns })`, `unique().on(..)`, `uniqueIndex().on(..)`.
+fn extra_sets(extra: Node, src: &str) -> Vec<Vec<String>> {
+    // `table.eventId`, also drizzle-kit's introspected `table.eventId.asc().nullsLast()`.
+    let last_prop = |n: Node| {
+        let mut n = ast::unwrap_expr(n);
+        while n.kind() == "call_expression" {
+            n = n.child_by_field_name("function")?.child_by_field_name("object")?;
+        }
+        ast::member_path(n, src).pop()
+    };
+    let mut sets = Vec::new();
+    for call in ast::descendants_of_kind(extra, "call_expression") {
+        let path = ast::callee_path(call, src);
+        let args = ast::arguments(call);
+        match path.last().map(String::as_str) {
+            Some("primaryKey") => {
+                let cols = match args.first() {
+                    Some(o) if o.kind() == "object" => ast::object_property(*o, "columns", src)
+                        .map(|a| ast::named_children(a).into_iter().filter_map(last_prop).collect())
+                        .unwrap_or_default(),
+                    _ => args.iter().filter_map(|a| last_prop(*a)).collect(),
+                };
+                sets.push(cols);
+            }
+            Some("on") if path.iter().any(|p| p == "unique()" || p == "uniqueIndex()") => {
+                sets.push(args.iter().filter_map(|a| last_prop(*a)).collect());
+            }
+            // drizzle-kit introspection: `uniqueIndex("n").using("btree", table.a.asc(), ...)`
+            Some("using") if path.iter().any(|p| p == "uniqueIndex()") => {
+                sets.push(args.iter().skip(1).filter_map(|a| last_prop(*a)).collect());
+            }
+            _ => {}
+        }
+    }
+    sets
+}
