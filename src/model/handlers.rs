@@ -355,13 +355,20 @@ impl<'a> Finder<'a> {
                 self.reexport(node, &source, path, is_route_file || names_webhook(path), is_pages_api);
                 return;
             }
+            // `const handler: SQSHandler = ...` ... `export default handler`
+            if is_default && let Some(local) = node.child_by_field_name("value").filter(|v| v.kind() == "identifier") {
+                self.exported_local_lambda(text(local, src), "default", path);
+            }
             // `async function POST(...) {}` ... `export { POST }` (or `export { handler as POST }`)
-            if is_route_file || names_webhook(path) {
-                for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
-                    for spec in ast::named_children(clause) {
-                        let Some(local) = spec.child_by_field_name("name") else { continue };
-                        let exported = spec.child_by_field_name("alias").unwrap_or(local);
-                        let method = text(exported, src);
+            for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
+                for spec in ast::named_children(clause) {
+                    let Some(local) = spec.child_by_field_name("name") else { continue };
+                    let exported = text(spec.child_by_field_name("alias").unwrap_or(local), src);
+                    if exported == "handler" || exported == "default" || exported.ends_with("Handler") {
+                        self.exported_local_lambda(text(local, src), exported, path);
+                    }
+                    if is_route_file || names_webhook(path) {
+                        let method = exported;
                         if ["POST", "PUT", "PATCH"].contains(&method) {
                             let framework =
                                 if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
@@ -409,6 +416,36 @@ impl<'a> Finder<'a> {
         }
     }
 
+    /// A Lambda declared in the module and exported by name or as the default export.
+    fn exported_local_lambda(&mut self, local: &str, exported: &str, path: &str) {
+        let src = self.src();
+        let root = self.file.root();
+        for statement in ast::named_children(root) {
+            match statement.kind() {
+                "function_declaration"
+                    if statement.child_by_field_name("name").is_some_and(|n| text(n, src) == local) =>
+                {
+                    return self.lambda_candidate(statement, exported, path);
+                }
+                "lexical_declaration" | "variable_declaration" => {
+                    for d in ast::named_children(statement).into_iter().filter(|c| c.kind() == "variable_declarator") {
+                        if !d.child_by_field_name("name").is_some_and(|n| text(n, src) == local) {
+                            continue;
+                        }
+                        let Some(value) = d.child_by_field_name("value") else { return };
+                        let declared_type = d.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
+                        if declared_type.contains("SQSHandler") || declared_type.contains("Handler<SQSEvent") {
+                            let name = format!("Lambda {exported} ({})", short_path(path));
+                            return self.push(value, name, Framework::LambdaSqs, path);
+                        }
+                        return self.lambda_candidate(value, exported, path);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     fn lambda_candidate(&mut self, func: Node, name: &str, path: &str) {
         let mut func = ast::unwrap_expr(func);
         // wrapped: `middy(fn).use(...)`, `withTelemetry(async (event: SQSEvent) => ...)`
@@ -447,8 +484,6 @@ impl<'a> Finder<'a> {
         }
     }
 
-    /// CommonJS exports: `module.exports = handler` in `pages/api/` (or a `(req, res)` function in
-    /// a Vercel `api/` file), and Lambdas: `exports.handler = async (event) => ...`.
     /// A route module that re-exports its handler from another module.
     fn reexport(&mut self, node: Node, source: &str, path: &str, is_route: bool, is_pages_api: bool) {
         let src = self.src();
@@ -476,6 +511,8 @@ impl<'a> Finder<'a> {
         }
     }
 
+    /// CommonJS exports: `module.exports = handler` in `pages/api/` (or a `(req, res)` function in
+    /// a Vercel `api/` file), and Lambdas: `exports.handler = async (event) => ...`.
     fn commonjs_export(&mut self, node: Node, path: &str, is_pages_api: bool, is_function_dir: bool) {
         let src = self.src();
         let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
