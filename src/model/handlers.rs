@@ -429,7 +429,7 @@ impl<'a> Finder<'a> {
                 }
                 "lexical_declaration" | "variable_declaration" => {
                     for d in ast::named_children(statement).into_iter().filter(|c| c.kind() == "variable_declarator") {
-                        if !d.child_by_field_name("name").is_some_and(|n| text(n, src) == local) {
+                        if d.child_by_field_name("name").is_none_or(|n| text(n, src) != local) {
                             continue;
                         }
                         let Some(value) = d.child_by_field_name("value") else { return };
