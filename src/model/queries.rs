@@ -201,8 +201,25 @@ pub struct QueryFile {
 /// Retry loops and retry-library calls (model::retry_loops).
 pub static RETRY_LOOPS: QueryFile = QueryFile::new("retry_loops", include_str!("../../transforms/retry_loops.scm"));
 
+/// In-memory dedupe stores and their checks and inserts (rules::in_memory_dedupe).
+pub static IN_MEMORY_DEDUPE: QueryFile =
+    QueryFile::new("in_memory_dedupe", include_str!("../../transforms/in_memory_dedupe.scm"));
+
 /// Every query file but the entry points (which the token scan implements).
-pub static FAMILIES: &[&QueryFile] = &[&RETRY_LOOPS];
+pub static FAMILIES: &[&QueryFile] = &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE];
+
+/// Nodes in the order a pre-order walk visits them (parents before children), each once:
+/// the order the Rust walks a query replaces produced.
+pub fn tree_order(nodes: &mut Vec<Node>) {
+    // Nodes of one range are nested: the shallower one comes first.
+    let depth = |n: &Node| std::iter::successors(n.parent(), |p| p.parent()).count();
+    nodes.sort_by(|a, b| {
+        (a.start_byte(), std::cmp::Reverse(a.end_byte()))
+            .cmp(&(b.start_byte(), std::cmp::Reverse(b.end_byte())))
+            .then_with(|| depth(a).cmp(&depth(b)))
+    });
+    nodes.dedup_by_key(|n| n.id());
+}
 
 impl QueryFile {
     const fn new(name: &'static str, source: &'static str) -> QueryFile {

@@ -3,7 +3,7 @@
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Applicability, Fix, wrap_guard};
 use crate::model::ast::{self, text};
-use crate::model::guards;
+use crate::model::{guards, queries};
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -73,31 +73,29 @@ enum Store {
 
 /// Module-level and class-field stores of a file: (name as referenced, kind).
 fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
+    let found = queries::IN_MEMORY_DEDUPE.matches(root, src);
+    let group = |capture: &str| {
+        let mut nodes: Vec<Node> = found.iter().filter_map(|m| m.get(capture)).collect();
+        queries::tree_order(&mut nodes);
+        nodes
+    };
     let mut out = Vec::new();
-    for stmt in ast::named_children(root) {
-        let decl = if stmt.kind() == "export_statement" { stmt.child_by_field_name("declaration") } else { Some(stmt) };
-        let Some(decl) = decl else { continue };
-        if matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
-            for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
-                if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value"))
-                    && n.kind() == "identifier"
-                    && let Some(kind) = store_kind(v, src)
-                {
-                    out.push((text(n, src).to_string(), kind));
-                }
-            }
+    // Declarations are the query's first patterns (they name `@name`; fields name `@field`).
+    let mut declared: Vec<(Node, Node)> = found.iter().filter_map(|m| Some((m.get("name")?, m.get("init")?))).collect();
+    declared.sort_by_key(|(n, _)| n.start_byte());
+    for (n, v) in declared {
+        if let Some(kind) = store_kind(v, src) {
+            out.push((text(n, src).to_string(), kind));
         }
     }
     // Process globals: `global.seen = global.seen || new Set()`, `globalThis.seen ??= new Map()`.
-    let mut globals = ast::descendants_of_kind(root, "assignment_expression");
-    globals.extend(ast::descendants_of_kind(root, "augmented_assignment_expression"));
+    let mut globals = group("assign");
+    globals.extend(group("augmented"));
     for a in globals {
         let (Some(left), Some(right)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else {
             continue;
         };
         let target = text(left, src);
-        let on_global = left.kind() == "member_expression"
-            && left.child_by_field_name("object").is_some_and(|o| matches!(text(o, src), "global" | "globalThis"));
         let right = ast::unwrap_expr(right);
         let init = if right.kind() == "binary_expression"
             && right.child_by_field_name("left").is_some_and(|l| text(l, src) == target)
@@ -106,20 +104,18 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
         } else {
             Some(right)
         };
-        if on_global
-            && let Some(kind) = init.and_then(|i| store_kind(i, src))
+        if let Some(kind) = init.and_then(|i| store_kind(i, src))
             && !out.iter().any(|(n, _)| n == target)
         {
             out.push((target.to_string(), kind));
         }
     }
     // Fields of classes (singleton services): `private seen = new Set<string>()`.
-    for field in ast::descendants_of_kind(root, "public_field_definition") {
-        let static_or_instance = field.child_by_field_name("name").map(|n| text(n, src).to_string());
-        if let (Some(name), Some(v)) = (static_or_instance, field.child_by_field_name("value"))
-            && let Some(kind) = store_kind(v, src)
-        {
-            out.push((format!("this.{name}"), kind));
+    let mut fields: Vec<(Node, Node)> = found.iter().filter_map(|m| Some((m.get("field")?, m.get("init")?))).collect();
+    fields.sort_by_key(|(n, _)| n.start_byte());
+    for (name, v) in fields {
+        if let Some(kind) = store_kind(v, src) {
+            out.push((format!("this.{}", text(name, src)), kind));
         }
     }
     out
@@ -166,7 +162,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         for (name, _) in known.iter().filter(|(n, k)| *k == Store::Object && !n.starts_with("this.")) {
             object_store(model, scope, func, name, out);
         }
-        let calls = ast::calls_in(func, false);
+        let mut calls: Vec<Node> =
+            queries::IN_MEMORY_DEDUPE.matches(func, src).iter().filter_map(|m| m.get("call")).collect();
+        queries::tree_order(&mut calls);
         for check_call in &calls {
             let path = ast::callee_path(*check_call, src);
             let Some((method, object)) = path.split_last() else { continue };
@@ -277,25 +275,20 @@ fn object_store(
                 && n.child_by_field_name("operator").is_some_and(|o| text(o, src) == "in")
                 && n.child_by_field_name("right").is_some_and(|r| text(r, src) == name))
     };
-    let mut check: Option<(Node, String)> = None;
-    ast::walk(func, &mut |n| {
-        if check.is_none() && reads(n) && in_if_condition(n).is_some() {
-            let key = n
-                .child_by_field_name("index")
-                .or_else(|| n.child_by_field_name("left"))
-                .map(|k| text(k, src).to_string())
-                .unwrap_or_default();
-            check = Some((n, key));
-        }
-        true
-    });
-    let Some((check, key)) = check else { return };
-    let inserted = ast::descendants_of_kind(func, "assignment_expression").into_iter().any(|a| {
+    let found = queries::IN_MEMORY_DEDUPE.matches(func, src);
+    let mut reads_found: Vec<Node> = found.iter().filter_map(|m| m.get("read")).collect();
+    queries::tree_order(&mut reads_found);
+    let Some(check) = reads_found.into_iter().find(|n| reads(*n) && in_if_condition(*n).is_some()) else { return };
+    let key = check
+        .child_by_field_name("index")
+        .or_else(|| check.child_by_field_name("left"))
+        .map(|k| text(k, src).to_string())
+        .unwrap_or_default();
+    let inserted = found.iter().filter_map(|m| m.get("write")).any(|a| {
         a.start_byte() > check.end_byte()
-            && a.child_by_field_name("left").is_some_and(|l| {
-                l.kind() == "subscript_expression"
-                    && l.child_by_field_name("object").is_some_and(|o| text(o, src) == name)
-            })
+            && a.child_by_field_name("left")
+                .and_then(|l| l.child_by_field_name("object"))
+                .is_some_and(|o| text(o, src) == name)
     });
     if !inserted || !(dedupe_name(name) || key_like(&key)) {
         return;
