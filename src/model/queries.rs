@@ -205,8 +205,12 @@ pub static RETRY_LOOPS: QueryFile = QueryFile::new("retry_loops", include_str!("
 pub static IN_MEMORY_DEDUPE: QueryFile =
     QueryFile::new("in_memory_dedupe", include_str!("../../transforms/in_memory_dedupe.scm"));
 
+/// Dedupe-key properties and random/time sources (model::dedupe_keys).
+pub static DEDUPE_KEYS: QueryFile =
+    QueryFile::new("nondeterministic_key", include_str!("../../transforms/nondeterministic_key.scm"));
+
 /// Every query file but the entry points (which the token scan implements).
-pub static FAMILIES: &[&QueryFile] = &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE];
+pub static FAMILIES: &[&QueryFile] = &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE, &DEDUPE_KEYS];
 
 /// Nodes in the order a pre-order walk visits them (parents before children), each once:
 /// the order the Rust walks a query replaces produced.
