@@ -209,8 +209,12 @@ pub static IN_MEMORY_DEDUPE: QueryFile =
 pub static DEDUPE_KEYS: QueryFile =
     QueryFile::new("nondeterministic_key", include_str!("../../transforms/nondeterministic_key.scm"));
 
+/// Written columns and clock reads (rules::processing_time_write).
+pub static PROCESSING_TIME_WRITE: QueryFile =
+    QueryFile::new("processing_time_write", include_str!("../../transforms/processing_time_write.scm"));
+
 /// Every query file but the entry points (which the token scan implements).
-pub static FAMILIES: &[&QueryFile] = &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE, &DEDUPE_KEYS];
+pub static FAMILIES: &[&QueryFile] = &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE, &DEDUPE_KEYS, &PROCESSING_TIME_WRITE];
 
 /// Nodes in the order a pre-order walk visits them (parents before children), each once:
 /// the order the Rust walks a query replaces produced.
