@@ -464,23 +464,7 @@ pub fn nondeterministic_call<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> 
     let mut sources: Vec<Node<'t>> =
         super::queries::DEDUPE_KEYS.matches(node, src).iter().filter_map(|m| m.get("source")).collect();
     super::queries::tree_order(&mut sources);
-    // The walk this replaces visited `node` and its descendants and skipped functions.
-    let outside_functions = |n: Node| {
-        let mut at = n;
-        loop {
-            if ast::is_function(at) {
-                return false;
-            }
-            if at == node {
-                return true;
-            }
-            match at.parent() {
-                Some(p) => at = p,
-                None => return false,
-            }
-        }
-    };
-    sources.into_iter().find(|n| is_nondeterministic(*n, src) && outside_functions(*n))
+    sources.into_iter().find(|n| is_nondeterministic(*n, src) && super::queries::reached_outside_functions(*n, node))
 }
 
 pub fn is_nondeterministic(n: Node, src: &str) -> bool {

@@ -213,8 +213,31 @@ pub static DEDUPE_KEYS: QueryFile =
 pub static PROCESSING_TIME_WRITE: QueryFile =
     QueryFile::new("processing_time_write", include_str!("../../transforms/processing_time_write.scm"));
 
+/// Header names that are not a delivery's key (rules::wrong_event_field_as_key).
+pub static WRONG_EVENT_FIELD: QueryFile =
+    QueryFile::new("wrong_event_field_as_key", include_str!("../../transforms/wrong_event_field_as_key.scm"));
+
 /// Every query file but the entry points (which the token scan implements).
-pub static FAMILIES: &[&QueryFile] = &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE, &DEDUPE_KEYS, &PROCESSING_TIME_WRITE];
+pub static FAMILIES: &[&QueryFile] =
+    &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE, &DEDUPE_KEYS, &PROCESSING_TIME_WRITE, &WRONG_EVENT_FIELD];
+
+/// Whether a walk from `from` that does not enter functions reaches `n` (a descendant of
+/// `from`, or `from` itself): the walks query matches replace skipped callbacks.
+pub fn reached_outside_functions(n: Node, from: Node) -> bool {
+    let mut at = n;
+    loop {
+        if crate::model::ast::is_function(at) {
+            return false;
+        }
+        if at == from {
+            return true;
+        }
+        match at.parent() {
+            Some(p) => at = p,
+            None => return false,
+        }
+    }
+}
 
 /// Nodes in the order a pre-order walk visits them (parents before children), each once:
 /// the order the Rust walks a query replaces produced.
