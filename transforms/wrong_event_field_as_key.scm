@@ -5,5 +5,5 @@
 
 ; Shared or per-attempt header names, any case: req.headers['x-github-hook-id'],
 ; request.headers.get('svix-timestamp'), c.req.header('X-Shopify-Event-Id')
-((string (string_fragment) @header_name) @header
+((string_fragment) @header_name
   (#match? @header_name "^(?i:x-github-hook-id|x-shopify-event-id|x-shopify-triggered-at|svix-timestamp|webhook-timestamp|paypal-transmission-id|x-slack-retry-num)$"))

@@ -81,8 +81,19 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
             out.push(DedupeKey { site: KeySite::IdempotencyKey, call, value: key });
         }
     }
-    let mut properties: Vec<Node<'t>> =
-        super::queries::DEDUPE_KEYS.matches(func, src).iter().filter_map(|m| m.get("property")).collect();
+    let mut properties: Vec<Node<'t>> = super::queries::DEDUPE_KEYS
+        .matches(func, src)
+        .iter()
+        .filter_map(|m| {
+            if let Some(shorthand) = m.get("property") {
+                return Some(shorthand);
+            }
+            // `idempotencyKey` of `{ idempotencyKey: k }`, the fragment of `{ "Idempotency-Key": k }`
+            let name = m.get("key_name")?;
+            let key = if name.kind() == "string_fragment" { name.parent()? } else { name };
+            key.parent().filter(|p| p.kind() == "pair" && p.child_by_field_name("key") == Some(key))
+        })
+        .collect();
     super::queries::tree_order(&mut properties);
     for n in properties {
         let (key, value) = match n.kind() {
@@ -461,8 +472,12 @@ pub fn paths_in<'t>(node: Node<'t>, src: &str) -> Vec<(Node<'t>, Vec<String>)> {
 /// Calls whose value differs on every evaluation (time, randomness, fresh ids).
 /// The first in tree order, outside nested functions (`node` itself included).
 pub fn nondeterministic_call<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
-    let mut sources: Vec<Node<'t>> =
-        super::queries::DEDUPE_KEYS.matches(node, src).iter().filter_map(|m| m.get("source")).collect();
+    let mut sources: Vec<Node<'t>> = super::queries::DEDUPE_KEYS
+        .matches(node, src)
+        .iter()
+        .filter_map(|m| super::queries::call_of_callee_name(m.get("source_name")?))
+        .filter(|c| ast::contains(node, *c))
+        .collect();
     super::queries::tree_order(&mut sources);
     sources.into_iter().find(|n| is_nondeterministic(*n, src) && super::queries::reached_outside_functions(*n, node))
 }

@@ -239,6 +239,44 @@ pub fn reached_outside_functions(n: Node, from: Node) -> bool {
     }
 }
 
+/// The call (or `new`) a matched callee name belongs to: `uuid` in `uuid()`, `randomUUID` in
+/// `crypto.randomUUID()` or `crypto["randomUUID"]()`, through the wrappers `callee_path`
+/// sees through (`(uuid as any)()`, `uuid!()`). The query files match such names as single
+/// nodes: a pattern with nested nodes costs milliseconds to compile per grammar, a flat one
+/// almost nothing, so the climb to the call is done here.
+pub fn call_of_callee_name(name: Node) -> Option<Node> {
+    let mut callee = name;
+    if name.kind() == "string_fragment" {
+        let string = name.parent().filter(|p| p.kind() == "string")?;
+        callee = string
+            .parent()
+            .filter(|p| p.kind() == "subscript_expression" && p.child_by_field_name("index") == Some(string))?;
+    } else if let Some(member) = name.parent().filter(|p| p.kind() == "member_expression") {
+        if member.child_by_field_name("property") != Some(name) {
+            return None;
+        }
+        callee = member;
+    }
+    loop {
+        let parent = callee.parent()?;
+        match parent.kind() {
+            "await_expression"
+            | "parenthesized_expression"
+            | "non_null_expression"
+            | "as_expression"
+            | "satisfies_expression"
+            | "type_assertion"
+                if parent.named_child(0) == Some(callee) =>
+            {
+                callee = parent
+            }
+            "call_expression" if parent.child_by_field_name("function") == Some(callee) => return Some(parent),
+            "new_expression" if parent.child_by_field_name("constructor") == Some(callee) => return Some(parent),
+            _ => return None,
+        }
+    }
+}
+
 /// Nodes in the order a pre-order walk visits them (parents before children), each once:
 /// the order the Rust walks a query replaces produced.
 pub fn tree_order(nodes: &mut Vec<Node>) {

@@ -80,18 +80,39 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
         nodes
     };
     let mut out = Vec::new();
-    // Declarations are the query's first patterns (they name `@name`; fields name `@field`).
-    let mut declared: Vec<(Node, Node)> = found.iter().filter_map(|m| Some((m.get("name")?, m.get("init")?))).collect();
-    declared.sort_by_key(|(n, _)| n.start_byte());
-    for (n, v) in declared {
-        if let Some(kind) = store_kind(v, src) {
+    let module_level = |d: Node| {
+        d.parent().filter(|p| matches!(p.kind(), "lexical_declaration" | "variable_declaration")).is_some_and(|decl| {
+            decl.parent().is_some_and(|p| {
+                p.kind() == "program"
+                    || (p.kind() == "export_statement"
+                        && p.child_by_field_name("declaration") == Some(decl)
+                        && p.parent().is_some_and(|r| r.kind() == "program"))
+            })
+        })
+    };
+    for d in group("declarator").into_iter().filter(|d| module_level(*d)) {
+        if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value"))
+            && n.kind() == "identifier"
+            && let Some(kind) = store_kind(v, src)
+        {
             out.push((text(n, src).to_string(), kind));
         }
     }
     // Process globals: `global.seen = global.seen || new Set()`, `globalThis.seen ??= new Map()`.
-    let mut globals = group("assign");
-    globals.extend(group("augmented"));
-    for a in globals {
+    let assignments: Vec<Node> = group("global")
+        .into_iter()
+        .filter_map(|g| {
+            let member =
+                g.parent().filter(|m| m.kind() == "member_expression" && m.child_by_field_name("object") == Some(g))?;
+            member.parent().filter(|a| {
+                matches!(a.kind(), "assignment_expression" | "augmented_assignment_expression")
+                    && a.child_by_field_name("left") == Some(member)
+            })
+        })
+        .collect();
+    let (plain, augmented): (Vec<Node>, Vec<Node>) =
+        assignments.into_iter().partition(|a| a.kind() == "assignment_expression");
+    for a in plain.into_iter().chain(augmented) {
         let (Some(left), Some(right)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else {
             continue;
         };
@@ -111,8 +132,9 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
         }
     }
     // Fields of classes (singleton services): `private seen = new Set<string>()`.
-    let mut fields: Vec<(Node, Node)> = found.iter().filter_map(|m| Some((m.get("field")?, m.get("init")?))).collect();
-    fields.sort_by_key(|(n, _)| n.start_byte());
+    let fields = group("field")
+        .into_iter()
+        .filter_map(|f| Some((f.child_by_field_name("name")?, f.child_by_field_name("value")?)));
     for (name, v) in fields {
         if let Some(kind) = store_kind(v, src) {
             out.push((format!("this.{}", text(name, src)), kind));
@@ -152,18 +174,31 @@ fn key_like(key: &str) -> bool {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    // Stores are per file; the scopes of the handlers mostly share a few files.
+    let mut per_file: Vec<(*const crate::source::SourceFile, Vec<(String, Store)>)> = Vec::new();
     for (model, scope, func) in cx.scopes() {
         let file = scope.file();
         let src = &file.text;
-        let known = stores(file.root(), src);
+        let known = match per_file.iter().find(|(f, _)| std::ptr::eq(*f, std::sync::Arc::as_ptr(file))) {
+            Some((_, known)) => known.clone(),
+            None => {
+                let known = stores(file.root(), src);
+                per_file.push((std::sync::Arc::as_ptr(file), known.clone()));
+                known
+            }
+        };
         if known.is_empty() {
             continue;
         }
         for (name, _) in known.iter().filter(|(n, k)| *k == Store::Object && !n.starts_with("this.")) {
             object_store(model, scope, func, name, out);
         }
-        let mut calls: Vec<Node> =
-            queries::IN_MEMORY_DEDUPE.matches(func, src).iter().filter_map(|m| m.get("call")).collect();
+        let mut calls: Vec<Node> = queries::IN_MEMORY_DEDUPE
+            .matches(func, src)
+            .iter()
+            .filter_map(|m| queries::call_of_callee_name(m.get("method")?))
+            .filter(|c| c.kind() == "call_expression" && ast::contains(func, *c))
+            .collect();
         queries::tree_order(&mut calls);
         for check_call in &calls {
             let path = ast::callee_path(*check_call, src);
@@ -286,9 +321,10 @@ fn object_store(
         .unwrap_or_default();
     let inserted = found.iter().filter_map(|m| m.get("write")).any(|a| {
         a.start_byte() > check.end_byte()
-            && a.child_by_field_name("left")
-                .and_then(|l| l.child_by_field_name("object"))
-                .is_some_and(|o| text(o, src) == name)
+            && a.child_by_field_name("left").is_some_and(|l| {
+                l.kind() == "subscript_expression"
+                    && l.child_by_field_name("object").is_some_and(|o| text(o, src) == name)
+            })
     });
     if !inserted || !(dedupe_name(name) || key_like(&key)) {
         return;

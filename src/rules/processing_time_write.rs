@@ -176,7 +176,10 @@ fn credit_name(name: &str) -> bool {
 
 /// Whether an expression reads the clock.
 fn reads_clock(value: Node, src: &str) -> bool {
-    queries::PROCESSING_TIME_WRITE.matches(value, src).iter().filter_map(|m| m.get("clock")).any(|n| match n.kind() {
+    let found = queries::PROCESSING_TIME_WRITE.matches(value, src);
+    let calls = found.iter().filter_map(|m| queries::call_of_callee_name(m.get("clock_name")?));
+    let strings = found.iter().filter_map(|m| m.get("clock"));
+    calls.filter(|c| ast::contains(value, *c)).chain(strings).any(|n| match n.kind() {
         "new_expression" => n.child_by_field_name("arguments").map(|a| a.named_child_count()).unwrap_or(0) == 0,
         "call_expression" => {
             let path = ast::callee_path(n, src);

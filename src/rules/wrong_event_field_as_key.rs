@@ -192,7 +192,7 @@ fn header_read(s: Node) -> Option<Node> {
 /// The header-name strings of a key expression, outside callbacks, in tree order.
 fn strings_in<'t>(node: Node<'t>, src: &str) -> Vec<Node<'t>> {
     let mut out: Vec<Node<'t>> =
-        queries::WRONG_EVENT_FIELD.matches(node, src).iter().filter_map(|m| m.get("header")).collect();
+        queries::WRONG_EVENT_FIELD.matches(node, src).iter().filter_map(|m| m.get("header_name")?.parent()).collect();
     queries::tree_order(&mut out);
     out.retain(|s| queries::reached_outside_functions(*s, node));
     out
