@@ -424,6 +424,23 @@ pub mod tests {
     }
 
     #[test]
+    fn callee_names_climb_to_their_call() {
+        let text = "a.has(k); b['add'](k); (uuid as any)(); new Date(); Date.now; x.get; f(has);\n";
+        let file = SourceFile::new("a.ts".into(), text.into(), Dialect::TypeScript).unwrap();
+        let mut calls = Vec::new();
+        crate::model::ast::walk(file.root(), &mut |n| {
+            if matches!(n.kind(), "property_identifier" | "string_fragment" | "identifier")
+                && let Some(call) = call_of_callee_name(n)
+            {
+                calls.push(&file.text[call.byte_range()]);
+            }
+            true
+        });
+        // `f` is a callee; `has` as an argument, `Date.now` and `x.get` uncalled are not
+        assert_eq!(calls, ["a.has(k)", "b['add'](k)", "(uuid as any)()", "new Date()", "f(has)"]);
+    }
+
+    #[test]
     fn traversal_finds_registrations() {
         let text = "app.post('/webhooks/x', h);\nfoo.bar(1);\nexport const handler = async () => {};\nnew Worker('q', p);\nx.POST(y);\nserve(h);\nnew Map();\nmodule.exports.handler = h;\nx.postMessage(1);\n";
         for dialect in [Dialect::TypeScript, Dialect::Tsx] {

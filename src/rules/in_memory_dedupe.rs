@@ -428,3 +428,28 @@ fn in_if_condition(node: Node) -> Option<Node> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_level_global_and_field_stores() {
+        let text = "export const handled = new Map();\nconst seen: Set<string> = new Set();\nfunction f() { const local = new Set(); }\nglobal.done = global.done || new Set();\nglobalThis.ids ??= [];\nclass S { private processed = new Set<string>(); }\n";
+        for dialect in [crate::source::Dialect::TypeScript, crate::source::Dialect::Tsx] {
+            let file = crate::source::SourceFile::new("a.ts".into(), text.into(), dialect).unwrap();
+            let found = stores(file.root(), &file.text);
+            assert_eq!(
+                found,
+                [
+                    ("handled".to_string(), Store::Map),
+                    ("seen".to_string(), Store::Set),
+                    ("global.done".to_string(), Store::Set),
+                    ("globalThis.ids".to_string(), Store::Array),
+                    ("this.processed".to_string(), Store::Set),
+                ],
+                "{dialect:?}"
+            );
+        }
+    }
+}
