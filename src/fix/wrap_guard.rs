@@ -341,11 +341,16 @@ fn plan(
     let local = spec.local_name();
     let open = format!("const {result_name} = await {local}.run({}, async {param} => {{", key.guard_key());
     let in_progress = format!("{result_name}.status === {q}in-progress{q}");
+    let nest = (model.handler.framework == crate::model::Framework::Nest).then(|| nest_conflict(file, func)).flatten();
     let status_line = match model.handler.framework.is_http().then(|| model.handler.respond(409)).flatten() {
         Some(r) if r.matches(';').count() > 1 || r.matches("return").count() > 1 || !r.starts_with("return") => {
             format!("if ({in_progress}) {{ {r} }}")
         }
         Some(r) => format!("if ({in_progress}) {r}"),
+        None if nest.is_some() => format!(
+            "if ({in_progress}) throw new {}({q}another attempt is still processing this delivery; retry later{q}){semi}",
+            nest.as_ref().map_or("", |(exception, _)| exception.as_str())
+        ),
         None => format!(
             "if ({in_progress}) throw new Error({q}another attempt is still processing this delivery; retry later{q}){semi}"
         ),
@@ -380,6 +385,9 @@ fn plan(
     if let Some(import) = imports::ensure_import(file, spec) {
         edits.push(import);
     }
+    if !answered && let Some((_, Some(import))) = nest {
+        edits.push(import);
+    }
     let mut notes = vec![format!(
         "review: the work now runs once per event key {} (duplicates and in-progress retries skip it)",
         key.guard_key()
@@ -393,6 +401,83 @@ fn plan(
     let mut fix = Fix::unsafe_(TITLE, edits).with_note(notes.join("; "));
     fix.target = Some(file.path.clone());
     Ok(fix)
+}
+
+/// NestJS answers a thrown `ConflictException` with 409 (a plain `Error` is a 500, which
+/// providers count as a failure): the exception as the file names it and the edit that
+/// adds it to the existing `@nestjs/common` named imports. None when the method answers
+/// through `@Res()` or the import cannot be extended in place.
+fn nest_conflict(file: &SourceFile, func: Node) -> Option<(String, Option<Edit>)> {
+    let src = &file.text;
+    const EXCEPTION: &str = "ConflictException";
+    let params = func.child_by_field_name("parameters").map_or("", |p| text(p, src));
+    if params.contains("@Res(") || params.contains("@Response(") {
+        return None;
+    }
+    let root = file.root();
+    let mut named: Option<Node> = None;
+    let mut imported = false;
+    for stmt in ast::named_children(root).into_iter().filter(|s| s.kind() == "import_statement") {
+        let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+        if source.as_deref() != Some("@nestjs/common") || text(stmt, src).starts_with("import type") {
+            continue;
+        }
+        imported = true;
+        let Some(clause) = ast::named_children(stmt).into_iter().find(|c| c.kind() == "import_clause") else {
+            continue;
+        };
+        for part in ast::named_children(clause) {
+            match part.kind() {
+                "namespace_import" => {
+                    let ns = ast::named_children(part).into_iter().find(|n| n.kind() == "identifier")?;
+                    return Some((format!("{}.{EXCEPTION}", text(ns, src)), None));
+                }
+                "named_imports" => {
+                    named = named.or(Some(part));
+                    for spec in ast::named_children(part) {
+                        if spec.child_by_field_name("name").is_some_and(|n| text(n, src) == EXCEPTION) {
+                            let local = spec.child_by_field_name("alias").unwrap_or(spec);
+                            let local = if local == spec { EXCEPTION } else { text(local, src) };
+                            return Some((local.to_string(), None));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    // Another binding of the name, or an import that is not a named-import list.
+    if ast::mentions_identifier(root, src, EXCEPTION) || (imported && named.is_none()) {
+        return None;
+    }
+    let Some(named) = named else {
+        if src.contains("@nestjs/common") {
+            return None; // `require` or `import type` only: no list to extend
+        }
+        let spec = GuardSpec { module: "@nestjs/common".into(), export: EXCEPTION.into() };
+        return Some((EXCEPTION.to_string(), imports::ensure_import(file, &spec)));
+    };
+    // `{ Controller, Post }` → `{ Controller, Post, ConflictException }`, trailing comma and
+    // multi-line lists kept.
+    let close = named.end_byte() - 1;
+    let before = src[named.start_byte()..close].trim_end();
+    let at = named.start_byte() + before.len();
+    let last = ast::named_children(named).into_iter().next_back();
+    let insert = match last {
+        // One name a line: a new line like the last one's.
+        Some(last) if before.contains('\n') => {
+            let indent = file.indent_at(last.start_byte());
+            let comma = if before.ends_with(',') { "," } else { "" };
+            if comma.is_empty() {
+                format!(",{}{indent}{EXCEPTION}", file.style().eol)
+            } else {
+                format!("{}{indent}{EXCEPTION}{comma}", file.style().eol)
+            }
+        }
+        _ if before.ends_with(',') || before.ends_with('{') => format!(" {EXCEPTION}"),
+        _ => format!(", {EXCEPTION}"),
+    };
+    Some((EXCEPTION.to_string(), Some(Edit::insert(at, insert))))
 }
 
 /// Signature verification (inline, or through a project helper): it stays before the work.

@@ -81,13 +81,26 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
             out.push(DedupeKey { site: KeySite::IdempotencyKey, call, value: key });
         }
     }
-    ast::walk(func, &mut |n| {
+    let mut properties: Vec<Node<'t>> = super::queries::DEDUPE_KEYS
+        .matches(func, src)
+        .iter()
+        .filter_map(|m| {
+            if let Some(shorthand) = m.get("property") {
+                return Some(shorthand);
+            }
+            // `idempotencyKey` of `{ idempotencyKey: k }`, the fragment of `{ "Idempotency-Key": k }`
+            let name = m.get("key_name")?;
+            let key = if name.kind() == "string_fragment" { name.parent()? } else { name };
+            key.parent().filter(|p| p.kind() == "pair" && p.child_by_field_name("key") == Some(key))
+        })
+        .collect();
+    super::queries::tree_order(&mut properties);
+    for n in properties {
         let (key, value) = match n.kind() {
             "pair" => (n.child_by_field_name("key"), n.child_by_field_name("value")),
-            "shorthand_property_identifier" => (Some(n), Some(n)),
-            _ => return true,
+            _ => (Some(n), Some(n)),
         };
-        let (Some(key), Some(value)) = (key, value) else { return true };
+        let (Some(key), Some(value)) = (key, value) else { continue };
         let name = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
         let site = if name == "id"
             && n.parent().and_then(|o| o.parent()).is_some_and(|p| {
@@ -97,27 +110,26 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
         } else {
             pair_site(&name)
         };
-        let Some(site) = site else { return true };
+        let Some(site) = site else { continue };
         let Some(call) = ast::ancestors(n).find(|a| a.kind() == "call_expression" || a.kind() == "new_expression")
         else {
-            return true;
+            continue;
         };
         // A `jobId` column written to a database row is not a queue job id; an idempotency
         // key written to a row is the stored copy (read back later), not the key in use.
         if site == KeySite::JobId && !is_queue_call(call, src) {
-            return true;
+            continue;
         }
         if site == KeySite::IdempotencyKey
             && effects::classify(call, src, true).is_some_and(|e| e.kind.is_db())
             && !guards::is_marker_insert(call, src)
         {
-            return true;
+            continue;
         }
         if !out.iter().any(|k| k.value == value) {
             out.push(DedupeKey { site, call, value });
         }
-        true
-    });
+    }
     out.sort_by_key(|k| k.value.start_byte());
     out
 }
@@ -458,19 +470,16 @@ pub fn paths_in<'t>(node: Node<'t>, src: &str) -> Vec<(Node<'t>, Vec<String>)> {
 }
 
 /// Calls whose value differs on every evaluation (time, randomness, fresh ids).
+/// The first in tree order, outside nested functions (`node` itself included).
 pub fn nondeterministic_call<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
-    let mut found = None;
-    ast::walk(node, &mut |n| {
-        if found.is_some() || ast::is_function(n) {
-            return false;
-        }
-        if is_nondeterministic(n, src) {
-            found = Some(n);
-            return false;
-        }
-        true
-    });
-    found
+    let mut sources: Vec<Node<'t>> = super::queries::DEDUPE_KEYS
+        .matches(node, src)
+        .iter()
+        .filter_map(|m| super::queries::call_of_callee_name(m.get("source_name")?))
+        .filter(|c| ast::contains(node, *c))
+        .collect();
+    super::queries::tree_order(&mut sources);
+    sources.into_iter().find(|n| is_nondeterministic(*n, src) && super::queries::reached_outside_functions(*n, node))
 }
 
 pub fn is_nondeterministic(n: Node, src: &str) -> bool {
@@ -664,5 +673,25 @@ mod tests {
         assert_eq!(keys.len(), 2);
         assert!(items_loop(keys[0].value, func, &f.text, Some(&key)).is_none());
         assert!(items_loop(keys[1].value, func, &f.text, Some(&key)).is_some());
+    }
+
+    #[test]
+    fn quoted_and_separated_key_names() {
+        let f = file(
+            "async function h(event) {\n  await fetch(u, { headers: { 'Idempotency-Key': crypto['randomUUID']() } });\n  await q.add('a', {}, { job_id: (uuid as any)() });\n  await q.add('b', {}, { deduplication: { id: Date.now() }, attempts: 3 });\n}\n",
+        );
+        let keys = find(f.root(), &f.text);
+        let sites: Vec<KeySite> = keys.iter().map(|k| k.site).collect();
+        assert_eq!(sites, [KeySite::IdempotencyKey, KeySite::JobId, KeySite::JobId]);
+        let sources: Vec<&str> =
+            keys.iter().map(|k| text(nondeterministic_call(k.value, &f.text).unwrap(), &f.text)).collect();
+        assert_eq!(sources, ["crypto['randomUUID']()", "(uuid as any)()", "Date.now()"]);
+    }
+
+    #[test]
+    fn sources_inside_callbacks_are_not_the_key() {
+        let f = file("const k = memo(() => uuid()) + ':' + new Date();\n");
+        let value = f.root().named_child(0).unwrap().named_child(0).unwrap().child_by_field_name("value").unwrap();
+        assert_eq!(text(nondeterministic_call(value, &f.text).unwrap(), &f.text), "new Date()");
     }
 }

@@ -201,8 +201,94 @@ pub struct QueryFile {
 /// Retry loops and retry-library calls (model::retry_loops).
 pub static RETRY_LOOPS: QueryFile = QueryFile::new("retry_loops", include_str!("../../transforms/retry_loops.scm"));
 
+/// In-memory dedupe stores and their checks and inserts (rules::in_memory_dedupe).
+pub static IN_MEMORY_DEDUPE: QueryFile =
+    QueryFile::new("in_memory_dedupe", include_str!("../../transforms/in_memory_dedupe.scm"));
+
+/// Dedupe-key properties and random/time sources (model::dedupe_keys).
+pub static DEDUPE_KEYS: QueryFile =
+    QueryFile::new("nondeterministic_key", include_str!("../../transforms/nondeterministic_key.scm"));
+
+/// Written columns and clock reads (rules::processing_time_write).
+pub static PROCESSING_TIME_WRITE: QueryFile =
+    QueryFile::new("processing_time_write", include_str!("../../transforms/processing_time_write.scm"));
+
+/// Header names that are not a delivery's key (rules::wrong_event_field_as_key).
+pub static WRONG_EVENT_FIELD: QueryFile =
+    QueryFile::new("wrong_event_field_as_key", include_str!("../../transforms/wrong_event_field_as_key.scm"));
+
 /// Every query file but the entry points (which the token scan implements).
-pub static FAMILIES: &[&QueryFile] = &[&RETRY_LOOPS];
+pub static FAMILIES: &[&QueryFile] =
+    &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE, &DEDUPE_KEYS, &PROCESSING_TIME_WRITE, &WRONG_EVENT_FIELD];
+
+/// Whether a walk from `from` that does not enter functions reaches `n` (a descendant of
+/// `from`, or `from` itself): the walks query matches replace skipped callbacks.
+pub fn reached_outside_functions(n: Node, from: Node) -> bool {
+    let mut at = n;
+    loop {
+        if crate::model::ast::is_function(at) {
+            return false;
+        }
+        if at == from {
+            return true;
+        }
+        match at.parent() {
+            Some(p) => at = p,
+            None => return false,
+        }
+    }
+}
+
+/// The call (or `new`) a matched callee name belongs to: `uuid` in `uuid()`, `randomUUID` in
+/// `crypto.randomUUID()` or `crypto["randomUUID"]()`, through the wrappers `callee_path`
+/// sees through (`(uuid as any)()`, `uuid!()`). The query files match such names as single
+/// nodes: a pattern with nested nodes costs milliseconds to compile per grammar, a flat one
+/// almost nothing, so the climb to the call is done here.
+pub fn call_of_callee_name(name: Node) -> Option<Node> {
+    let mut callee = name;
+    if name.kind() == "string_fragment" {
+        let string = name.parent().filter(|p| p.kind() == "string")?;
+        callee = string
+            .parent()
+            .filter(|p| p.kind() == "subscript_expression" && p.child_by_field_name("index") == Some(string))?;
+    } else if let Some(member) = name.parent().filter(|p| p.kind() == "member_expression") {
+        if member.child_by_field_name("property") != Some(name) {
+            return None;
+        }
+        callee = member;
+    }
+    loop {
+        let parent = callee.parent()?;
+        match parent.kind() {
+            "await_expression"
+            | "parenthesized_expression"
+            | "non_null_expression"
+            | "as_expression"
+            | "satisfies_expression"
+            | "type_assertion"
+                if parent.named_child(0) == Some(callee) =>
+            {
+                callee = parent
+            }
+            "call_expression" if parent.child_by_field_name("function") == Some(callee) => return Some(parent),
+            "new_expression" if parent.child_by_field_name("constructor") == Some(callee) => return Some(parent),
+            _ => return None,
+        }
+    }
+}
+
+/// Nodes in the order a pre-order walk visits them (parents before children), each once:
+/// the order the Rust walks a query replaces produced.
+pub fn tree_order(nodes: &mut Vec<Node>) {
+    // Nodes of one range are nested: the shallower one comes first.
+    let depth = |n: &Node| std::iter::successors(n.parent(), |p| p.parent()).count();
+    nodes.sort_by(|a, b| {
+        (a.start_byte(), std::cmp::Reverse(a.end_byte()))
+            .cmp(&(b.start_byte(), std::cmp::Reverse(b.end_byte())))
+            .then_with(|| depth(a).cmp(&depth(b)))
+    });
+    nodes.dedup_by_key(|n| n.id());
+}
 
 impl QueryFile {
     const fn new(name: &'static str, source: &'static str) -> QueryFile {
@@ -335,6 +421,23 @@ pub mod tests {
         }
         let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/transforms")).unwrap().count();
         assert_eq!(files, FAMILIES.len() + 1, "a query file in transforms/ that no code loads");
+    }
+
+    #[test]
+    fn callee_names_climb_to_their_call() {
+        let text = "a.has(k); b['add'](k); (uuid as any)(); new Date(); Date.now; x.get; f(has);\n";
+        let file = SourceFile::new("a.ts".into(), text.into(), Dialect::TypeScript).unwrap();
+        let mut calls = Vec::new();
+        crate::model::ast::walk(file.root(), &mut |n| {
+            if matches!(n.kind(), "property_identifier" | "string_fragment" | "identifier")
+                && let Some(call) = call_of_callee_name(n)
+            {
+                calls.push(&file.text[call.byte_range()]);
+            }
+            true
+        });
+        // `f` is a callee; `has` as an argument, `Date.now` and `x.get` uncalled are not
+        assert_eq!(calls, ["a.has(k)", "b['add'](k)", "(uuid as any)()", "new Date()", "f(has)"]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Applicability, Fix, wrap_guard};
 use crate::model::ast::{self, text};
-use crate::model::guards;
+use crate::model::{guards, queries};
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -73,31 +73,50 @@ enum Store {
 
 /// Module-level and class-field stores of a file: (name as referenced, kind).
 fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
+    let found = queries::IN_MEMORY_DEDUPE.matches(root, src);
+    let group = |capture: &str| {
+        let mut nodes: Vec<Node> = found.iter().filter_map(|m| m.get(capture)).collect();
+        queries::tree_order(&mut nodes);
+        nodes
+    };
     let mut out = Vec::new();
-    for stmt in ast::named_children(root) {
-        let decl = if stmt.kind() == "export_statement" { stmt.child_by_field_name("declaration") } else { Some(stmt) };
-        let Some(decl) = decl else { continue };
-        if matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
-            for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
-                if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value"))
-                    && n.kind() == "identifier"
-                    && let Some(kind) = store_kind(v, src)
-                {
-                    out.push((text(n, src).to_string(), kind));
-                }
-            }
+    let module_level = |d: Node| {
+        d.parent().filter(|p| matches!(p.kind(), "lexical_declaration" | "variable_declaration")).is_some_and(|decl| {
+            decl.parent().is_some_and(|p| {
+                p.kind() == "program"
+                    || (p.kind() == "export_statement"
+                        && p.child_by_field_name("declaration") == Some(decl)
+                        && p.parent().is_some_and(|r| r.kind() == "program"))
+            })
+        })
+    };
+    for d in group("declarator").into_iter().filter(|d| module_level(*d)) {
+        if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value"))
+            && n.kind() == "identifier"
+            && let Some(kind) = store_kind(v, src)
+        {
+            out.push((text(n, src).to_string(), kind));
         }
     }
     // Process globals: `global.seen = global.seen || new Set()`, `globalThis.seen ??= new Map()`.
-    let mut globals = ast::descendants_of_kind(root, "assignment_expression");
-    globals.extend(ast::descendants_of_kind(root, "augmented_assignment_expression"));
-    for a in globals {
+    let assignments: Vec<Node> = group("global")
+        .into_iter()
+        .filter_map(|g| {
+            let member =
+                g.parent().filter(|m| m.kind() == "member_expression" && m.child_by_field_name("object") == Some(g))?;
+            member.parent().filter(|a| {
+                matches!(a.kind(), "assignment_expression" | "augmented_assignment_expression")
+                    && a.child_by_field_name("left") == Some(member)
+            })
+        })
+        .collect();
+    let (plain, augmented): (Vec<Node>, Vec<Node>) =
+        assignments.into_iter().partition(|a| a.kind() == "assignment_expression");
+    for a in plain.into_iter().chain(augmented) {
         let (Some(left), Some(right)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else {
             continue;
         };
         let target = text(left, src);
-        let on_global = left.kind() == "member_expression"
-            && left.child_by_field_name("object").is_some_and(|o| matches!(text(o, src), "global" | "globalThis"));
         let right = ast::unwrap_expr(right);
         let init = if right.kind() == "binary_expression"
             && right.child_by_field_name("left").is_some_and(|l| text(l, src) == target)
@@ -106,20 +125,19 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
         } else {
             Some(right)
         };
-        if on_global
-            && let Some(kind) = init.and_then(|i| store_kind(i, src))
+        if let Some(kind) = init.and_then(|i| store_kind(i, src))
             && !out.iter().any(|(n, _)| n == target)
         {
             out.push((target.to_string(), kind));
         }
     }
     // Fields of classes (singleton services): `private seen = new Set<string>()`.
-    for field in ast::descendants_of_kind(root, "public_field_definition") {
-        let static_or_instance = field.child_by_field_name("name").map(|n| text(n, src).to_string());
-        if let (Some(name), Some(v)) = (static_or_instance, field.child_by_field_name("value"))
-            && let Some(kind) = store_kind(v, src)
-        {
-            out.push((format!("this.{name}"), kind));
+    let fields = group("field")
+        .into_iter()
+        .filter_map(|f| Some((f.child_by_field_name("name")?, f.child_by_field_name("value")?)));
+    for (name, v) in fields {
+        if let Some(kind) = store_kind(v, src) {
+            out.push((format!("this.{}", text(name, src)), kind));
         }
     }
     out
@@ -156,17 +174,32 @@ fn key_like(key: &str) -> bool {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    // Stores are per file; the scopes of the handlers mostly share a few files.
+    let mut per_file: Vec<(*const crate::source::SourceFile, Vec<(String, Store)>)> = Vec::new();
     for (model, scope, func) in cx.scopes() {
         let file = scope.file();
         let src = &file.text;
-        let known = stores(file.root(), src);
+        let known = match per_file.iter().find(|(f, _)| std::ptr::eq(*f, std::sync::Arc::as_ptr(file))) {
+            Some((_, known)) => known.clone(),
+            None => {
+                let known = stores(file.root(), src);
+                per_file.push((std::sync::Arc::as_ptr(file), known.clone()));
+                known
+            }
+        };
         if known.is_empty() {
             continue;
         }
         for (name, _) in known.iter().filter(|(n, k)| *k == Store::Object && !n.starts_with("this.")) {
             object_store(model, scope, func, name, out);
         }
-        let calls = ast::calls_in(func, false);
+        let mut calls: Vec<Node> = queries::IN_MEMORY_DEDUPE
+            .matches(func, src)
+            .iter()
+            .filter_map(|m| queries::call_of_callee_name(m.get("method")?))
+            .filter(|c| c.kind() == "call_expression" && ast::contains(func, *c))
+            .collect();
+        queries::tree_order(&mut calls);
         for check_call in &calls {
             let path = ast::callee_path(*check_call, src);
             let Some((method, object)) = path.split_last() else { continue };
@@ -277,20 +310,16 @@ fn object_store(
                 && n.child_by_field_name("operator").is_some_and(|o| text(o, src) == "in")
                 && n.child_by_field_name("right").is_some_and(|r| text(r, src) == name))
     };
-    let mut check: Option<(Node, String)> = None;
-    ast::walk(func, &mut |n| {
-        if check.is_none() && reads(n) && in_if_condition(n).is_some() {
-            let key = n
-                .child_by_field_name("index")
-                .or_else(|| n.child_by_field_name("left"))
-                .map(|k| text(k, src).to_string())
-                .unwrap_or_default();
-            check = Some((n, key));
-        }
-        true
-    });
-    let Some((check, key)) = check else { return };
-    let inserted = ast::descendants_of_kind(func, "assignment_expression").into_iter().any(|a| {
+    let found = queries::IN_MEMORY_DEDUPE.matches(func, src);
+    let mut reads_found: Vec<Node> = found.iter().filter_map(|m| m.get("read")).collect();
+    queries::tree_order(&mut reads_found);
+    let Some(check) = reads_found.into_iter().find(|n| reads(*n) && in_if_condition(*n).is_some()) else { return };
+    let key = check
+        .child_by_field_name("index")
+        .or_else(|| check.child_by_field_name("left"))
+        .map(|k| text(k, src).to_string())
+        .unwrap_or_default();
+    let inserted = found.iter().filter_map(|m| m.get("write")).any(|a| {
         a.start_byte() > check.end_byte()
             && a.child_by_field_name("left").is_some_and(|l| {
                 l.kind() == "subscript_expression"
@@ -398,4 +427,29 @@ fn in_if_condition(node: Node) -> Option<Node> {
         child = anc;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_level_global_and_field_stores() {
+        let text = "export const handled = new Map();\nconst seen: Set<string> = new Set();\nfunction f() { const local = new Set(); }\nglobal.done = global.done || new Set();\nglobalThis.ids ??= [];\nclass S { private processed = new Set<string>(); }\n";
+        for dialect in [crate::source::Dialect::TypeScript, crate::source::Dialect::Tsx] {
+            let file = crate::source::SourceFile::new("a.ts".into(), text.into(), dialect).unwrap();
+            let found = stores(file.root(), &file.text);
+            assert_eq!(
+                found,
+                [
+                    ("handled".to_string(), Store::Map),
+                    ("seen".to_string(), Store::Set),
+                    ("global.done".to_string(), Store::Set),
+                    ("globalThis.ids".to_string(), Store::Array),
+                    ("this.processed".to_string(), Store::Set),
+                ],
+                "{dialect:?}"
+            );
+        }
+    }
 }

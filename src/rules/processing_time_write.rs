@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
-use crate::model::{EffectKind, Provider, effects};
+use crate::model::{EffectKind, Provider, effects, queries};
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -176,47 +176,28 @@ fn credit_name(name: &str) -> bool {
 
 /// Whether an expression reads the clock.
 fn reads_clock(value: Node, src: &str) -> bool {
-    let mut found = false;
-    ast::walk(value, &mut |n| {
-        if found {
-            return false;
+    let found = queries::PROCESSING_TIME_WRITE.matches(value, src);
+    let calls = found.iter().filter_map(|m| queries::call_of_callee_name(m.get("clock_name")?));
+    let strings = found.iter().filter_map(|m| m.get("clock"));
+    calls.filter(|c| ast::contains(value, *c)).chain(strings).any(|n| match n.kind() {
+        "new_expression" => n.child_by_field_name("arguments").map(|a| a.named_child_count()).unwrap_or(0) == 0,
+        "call_expression" => {
+            let path = ast::callee_path(n, src);
+            let p: Vec<&str> = path.iter().map(String::as_str).collect();
+            match p.as_slice() {
+                ["Date", "now"] | ["DateTime", "now"] | ["DateTime", "local"] => true,
+                ["dayjs"] | ["moment"] => ast::arguments(n).is_empty(),
+                // knex.fn.now(), sequelize.fn('NOW')
+                [.., "fn", "now"] => true,
+                [.., "fn"] => {
+                    ast::arguments(n).first().is_some_and(|a| text(*a, src).to_ascii_lowercase().contains("now"))
+                }
+                _ => false,
+            }
         }
-        match n.kind() {
-            "new_expression" => {
-                let ctor = n.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
-                let args = n.child_by_field_name("arguments").map(|a| a.named_child_count()).unwrap_or(0);
-                if ctor == "Date" && args == 0 {
-                    found = true;
-                }
-            }
-            "call_expression" => {
-                let path = ast::callee_path(n, src);
-                let p: Vec<&str> = path.iter().map(String::as_str).collect();
-                let clock = match p.as_slice() {
-                    ["Date", "now"] | ["DateTime", "now"] | ["DateTime", "local"] => true,
-                    ["dayjs"] | ["moment"] => ast::arguments(n).is_empty(),
-                    // knex.fn.now(), sequelize.fn('NOW')
-                    [.., "fn", "now"] => true,
-                    [.., "fn"] => {
-                        ast::arguments(n).first().is_some_and(|a| text(*a, src).to_ascii_lowercase().contains("now"))
-                    }
-                    _ => false,
-                };
-                if clock {
-                    found = true;
-                }
-            }
-            "template_string" | "string" => {
-                let t = text(n, src).to_ascii_lowercase();
-                if t.contains("now()") || t.contains("current_timestamp") {
-                    found = true;
-                }
-            }
-            _ => {}
-        }
-        true
-    });
-    found
+        // strings and templates: the query matched `now()` / `current_timestamp`
+        _ => true,
+    })
 }
 
 /// A grant taken from the plan (`plan.credits`, `PLAN_LIMITS[tier]`) or a fixed positive amount.
@@ -316,46 +297,69 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
         .then(|| ast::arguments(call).first().copied())
         .flatten();
     // The whole chain (`db.update(t).set({...}).where(...)`), minus filters.
-    ast::walk(call, &mut |n| {
+    let pruned = |n: Node| {
         if ast::is_function(n) || Some(n) == filter {
-            return false;
+            return true;
         }
         if n.kind() == "arguments"
             && n.parent()
                 .and_then(|c| ast::callee_name(c, src))
                 .is_some_and(|c| matches!(c.as_str(), "where" | "and" | "or" | "eq" | "lt" | "gt" | "lte" | "gte"))
         {
-            return false;
+            return true;
         }
-        if n.kind() == "pair"
-            && n.child_by_field_name("key").is_some_and(|k| matches!(text(k, src), "where" | "filter"))
-        {
-            return false;
-        }
+        let key = || n.child_by_field_name("key").map_or("", |k| text(k, src));
         // A Prisma upsert's `create` branch runs only for a new row.
-        if is_upsert && n.kind() == "pair" && n.child_by_field_name("key").is_some_and(|k| text(k, src) == "create") {
-            return false;
-        }
-        let (key, value) = match n.kind() {
-            "pair" => match (n.child_by_field_name("key"), n.child_by_field_name("value")) {
-                (Some(k), Some(v)) => (ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()), v),
-                _ => return true,
-            },
-            "shorthand_property_identifier" => {
-                let name = text(n, src).to_string();
-                match ast::find_binding_init(func, &name, src, n.start_byte()) {
-                    Some(init) => (name, init),
-                    None => return true,
-                }
-            }
-            _ => return true,
-        };
-        let mut value = ast::unwrap_expr(value);
+        n.kind() == "pair" && (matches!(key(), "where" | "filter") || (is_upsert && key() == "create"))
+    };
+    let resolved = |value: Node<'t>| {
+        let value = ast::unwrap_expr(value);
         if value.kind() == "identifier"
             && let Some(init) = ast::find_binding_init(func, text(value, src), src, value.start_byte())
         {
-            value = ast::unwrap_expr(init);
+            return ast::unwrap_expr(init);
         }
+        value
+    };
+    // Below `call`, a property is written unless it or a node above it is pruned, or a
+    // property above it sets something other than an object.
+    let written = |n: Node<'t>| {
+        if pruned(n) {
+            return false;
+        }
+        let mut at = n;
+        while let Some(up) = at.parent() {
+            if up == call {
+                return true;
+            }
+            if pruned(up)
+                || (up.kind() == "pair"
+                    && up.child_by_field_name("value").is_some_and(|v| resolved(v).kind() != "object"))
+            {
+                return false;
+            }
+            at = up;
+        }
+        false
+    };
+    let mut properties: Vec<Node<'t>> =
+        queries::PROCESSING_TIME_WRITE.matches(call, src).iter().filter_map(|m| m.get("property")).collect();
+    queries::tree_order(&mut properties);
+    for n in properties.into_iter().filter(|n| written(*n)) {
+        let (key, value) = match n.kind() {
+            "pair" => match (n.child_by_field_name("key"), n.child_by_field_name("value")) {
+                (Some(k), Some(v)) => (ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()), v),
+                _ => continue,
+            },
+            _ => {
+                let name = text(n, src).to_string();
+                match ast::find_binding_init(func, &name, src, n.start_byte()) {
+                    Some(init) => (name, init),
+                    None => continue,
+                }
+            }
+        };
+        let value = resolved(value);
         if period_name(&key) && reads_clock(value, src) {
             out.push((n, key, value, Finding::Clock));
         } else if counter_name(&key) && text(value, src) == "0" {
@@ -363,8 +367,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
         } else if credit_name(&key) && !words(&key).iter().any(|w| w == "balance") && plan_value(value, src) {
             out.push((n, key, value, Finding::PlanGrant));
         }
-        n.kind() != "pair" || value.kind() == "object"
-    });
+    }
     // SQL: `SET period_end = now() + interval '1 month'`
     if let Some(sql) = effects::sql_text(call, &ast::arguments(call), src) {
         let re = crate::regex!(r"(?i)\b(\w+)\s*=\s*(now\(\)|current_timestamp)");

@@ -2,9 +2,9 @@
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Edit, Fix};
-use crate::model::Provider;
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys::{self, DedupeKey, KeySite};
+use crate::model::{Provider, queries};
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -189,17 +189,12 @@ fn header_read(s: Node) -> Option<Node> {
     None
 }
 
-fn strings_in<'t>(node: Node<'t>, _src: &str) -> Vec<Node<'t>> {
-    let mut out = Vec::new();
-    ast::walk(node, &mut |n| {
-        if ast::is_function(n) {
-            return false;
-        }
-        if n.kind() == "string" {
-            out.push(n);
-        }
-        true
-    });
+/// The header-name strings of a key expression, outside callbacks, in tree order.
+fn strings_in<'t>(node: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    let mut out: Vec<Node<'t>> =
+        queries::WRONG_EVENT_FIELD.matches(node, src).iter().filter_map(|m| m.get("header_name")?.parent()).collect();
+    queries::tree_order(&mut out);
+    out.retain(|s| queries::reached_outside_functions(*s, node));
     out
 }
 
@@ -333,5 +328,17 @@ mod tests {
     #[test]
     fn queue_payload_ids_are_not_judged() {
         assert!(wrong_path(&p("job.data.id"), Some(Provider::Bullmq), false).is_none());
+    }
+
+    #[test]
+    fn header_names_any_case_outside_callbacks() {
+        let text = "const k = `${req.headers['X-GitHub-Hook-Id']}:${req.headers['x-github-delivery']}:${f(() => h.get('svix-timestamp'))}`;\n";
+        for dialect in [crate::source::Dialect::TypeScript, crate::source::Dialect::Tsx] {
+            let file = crate::source::SourceFile::new("a.ts".into(), text.into(), dialect).unwrap();
+            let value =
+                file.root().named_child(0).unwrap().named_child(0).unwrap().child_by_field_name("value").unwrap();
+            let found: Vec<&str> = strings_in(value, &file.text).iter().map(|s| ast::text(*s, &file.text)).collect();
+            assert_eq!(found, ["'X-GitHub-Hook-Id'"], "{dialect:?}");
+        }
     }
 }
