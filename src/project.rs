@@ -85,6 +85,8 @@ pub struct Project {
     path_aliases: Mutex<HashMap<PathBuf, Arc<PathAliases>>>,
     /// Per directory: the packages of the workspace it belongs to (empty outside one).
     workspaces: Mutex<HashMap<PathBuf, Arc<WorkspacePackages>>>,
+    /// Directory listings (`files_in`).
+    listings: Mutex<HashMap<PathBuf, Arc<Vec<PathBuf>>>>,
     /// Source given on stdin, standing in for this path.
     pub stdin_override: Option<(PathBuf, String)>,
     /// Files a fix would create (a new migration), visible to later fix passes.
@@ -135,7 +137,36 @@ impl Project {
     }
 
     pub fn add_virtual_file(&self, path: PathBuf, text: String) {
-        self.virtual_files.lock().unwrap().insert(normalize(&path), text);
+        let path = normalize(&path);
+        if let Some(dir) = path.parent() {
+            self.listings.lock().unwrap().remove(dir);
+        }
+        self.virtual_files.lock().unwrap().insert(path, text);
+    }
+
+    /// The files of a directory, by path only: what is on disk plus files fixes would create.
+    /// Listings are cached: rules ask for the same directories once per handler.
+    pub fn files_in(&self, dir: &Path) -> Arc<Vec<PathBuf>> {
+        let dir = normalize(dir);
+        if let Some(found) = self.listings.lock().unwrap().get(&dir) {
+            return found.clone();
+        }
+        let mut out: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink()))
+            .map(|e| normalize(&e.path()))
+            .collect();
+        for p in self.virtual_files.lock().unwrap().keys() {
+            if p.parent() == Some(dir.as_path()) && !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out.sort();
+        let out = Arc::new(out);
+        self.listings.lock().unwrap().insert(dir, out.clone());
+        out
     }
 
     /// The files of a directory with their text: what is on disk plus files fixes would create.

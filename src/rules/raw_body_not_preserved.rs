@@ -405,16 +405,16 @@ fn mounted_after_json(cx: &Context, reg: Node) -> Option<(String, String)> {
     let mut dir = here.parent();
     for _ in 0..3 {
         let d = dir?;
-        for (path, _) in cx.project.list_dir(d) {
+        for path in cx.project.files_in(d).iter() {
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
             let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("");
-            if path == here
+            if *path == here
                 || !matches!(stem, "app" | "server" | "index" | "main")
                 || !matches!(ext, "ts" | "js" | "mjs" | "cjs" | "mts" | "cts")
             {
                 continue;
             }
-            let Ok(app_file) = cx.project.load(&path) else { continue };
+            let Ok(app_file) = cx.project.load(path) else { continue };
             let asrc = &app_file.text;
             let root = app_file.root();
             for import in crate::project::imports(&app_file) {
