@@ -221,6 +221,14 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if in_retry_loop {
             continue;
         }
+        // Cleanup inside another catch (`catch (e) { try { markFailed() } catch {} ... }`) runs on
+        // a path that already failed: the outer catch decides what the provider sees, and
+        // rethrowing the cleanup's error would replace the original failure.
+        let in_failure_path =
+            ast::ancestors(try_stmt).take_while(|a| !ast::is_function(*a)).any(|a| a.kind() == "catch_clause");
+        if in_failure_path {
+            continue;
+        }
         // Remix: a thrown `Response` is the answer, not a rethrow (`throw new Response()` is a 200)
         // (not when the try block answers by throwing Responses too: the catch receives those)
         if fw == Framework::Remix
