@@ -853,7 +853,19 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             continue;
         }
         let target = status.filter(|s| *s >= 400).unwrap_or(500);
+        // The same catch answers a bad signature: a 500 there would be retried forever
+        // (permanent-error-returns-5xx), so the verification has to be split out by hand.
+        let catches_verify = responses::in_catch(resp.node, func)
+            .and_then(|cl| cl.parent())
+            .and_then(|t| t.child_by_field_name("body"))
+            .is_some_and(|b| ast::calls_in(b, false).into_iter().any(|call| is_verify(call, src)));
         let fix = match responses::set_status(&resp, target, src, file.style().eol) {
+            _ if catches_verify => Fix::display_only(
+                format!("answer {target}"),
+                format!(
+                    "move the signature check into its own try that answers 400, then answer {target} when the work fails"
+                ),
+            ),
             Some(e) => Fix::unsafe_(format!("answer {target}"), vec![e]),
             None if resp.style == Style::Returned && fw == Framework::H3 => Fix::display_only(
                 format!("answer {target}"),
