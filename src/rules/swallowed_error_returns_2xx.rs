@@ -692,10 +692,22 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                     );
                                     (true, Some(fix))
                                 } else {
+                                    // `if (error) console.error(error)` without braces: fail after
+                                    // it, so the log still runs before the failure.
+                                    let braceless_log = stmt.next_named_sibling().filter(|n| {
+                                        n.kind() == "if_statement"
+                                            && n.child_by_field_name("condition")
+                                                .is_some_and(|c| ast::mentions_identifier(c, src, &name))
+                                            && n.child_by_field_name("alternative").is_none()
+                                            && n.child_by_field_name("consequence")
+                                                .is_some_and(|b| b.kind() == "expression_statement")
+                                    });
+                                    let at = braceless_log
+                                        .map_or(after_stmt, |n| crate::fix::text::line_end(file, n.end_byte()));
                                     let fix = Fix::unsafe_(
                                         "check the returned error",
                                         vec![Edit::insert(
-                                            after_stmt,
+                                            at,
                                             format!("{eol}{indent}{}", fail_stmt(c, i, file, &name, &name)),
                                         )],
                                     );
