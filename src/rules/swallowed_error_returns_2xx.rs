@@ -349,7 +349,14 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             continue;
         }
         let what = if http { "the handler then answers 2xx" } else { "the job/message then completes as a success" };
-        let fix = catch_fix(c, i, file, clause, body, inner_fn == func);
+        let fix = if inner_fn == func && called_without_await(c, i) {
+            Fix::display_only(
+                "rethrow the error",
+                "await the call in the caller first: a rethrow from a call nobody awaits is an unhandled rejection",
+            )
+        } else {
+            catch_fix(c, i, file, clause, body, inner_fn == func)
+        };
         out.push(diag(
             c,
             scope,
@@ -440,6 +447,20 @@ fn flagged_for_later(func: Node, try_stmt: Node, body: Node, src: &str, names: &
                 !ast::descendants_of_kind(cons, "throw_statement").is_empty()
                     || responses::responses_in(cons, src, names, false).iter().any(|r| !r.is_2xx())
             })
+    })
+}
+
+/// Whether the function of scope `i` is called as a bare statement (`notify(data);`, neither
+/// awaited nor returned) by a function before it in the chain.
+fn called_without_await(c: &Cx, i: usize) -> bool {
+    let Some(name) = c.model.scopes.get(i).and_then(|s| s.chain.last()) else { return false };
+    c.model.scopes[..i].iter().any(|s| {
+        let Some(f) = s.node() else { return false };
+        let src = &s.file().text;
+        ast::calls_in(f, false).into_iter().any(|call| {
+            ast::callee_name(call, src).is_some_and(|n| n == *name)
+                && call.parent().is_some_and(|p| p.kind() == "expression_statement")
+        })
     })
 }
 
