@@ -515,3 +515,44 @@ fn dry_run_diff_applies_with_git_and_equals_write() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(dir.path().join("server.ts")).unwrap(), patched);
 }
+
+#[test]
+fn a_fix_inside_a_guard_wrap_is_indented_for_the_wrapped_code() {
+    // The guard wrap re-indents the work; the supabase error check added after an insert inside
+    // that work must follow the new indentation, not the one the line had before the wrap.
+    let handler = r#"import { NextResponse } from "next/server";
+import Stripe from "stripe";
+import { createClient } from "@supabase/supabase-js";
+
+const stripe = new Stripe(process.env.STRIPE_KEY!);
+const supabase = createClient(process.env.SB_URL!, process.env.SB_KEY!);
+
+export async function POST(req: Request) {
+  const body = await req.text();
+  const event = stripe.webhooks.constructEvent(body, req.headers.get("stripe-signature")!, "whsec");
+  if (event.type === "checkout.session.completed") {
+    const session = event.data.object as Stripe.Checkout.Session;
+    await supabase.from("orders").insert({ session_id: session.id, paid: true });
+    console.log("order stored");
+  }
+  return NextResponse.json({ received: true });
+}
+"#;
+    let dir = project(&[("app/api/stripe/route.ts", handler)]);
+    let o = run(
+        &[
+            "fix",
+            ".",
+            "--guard",
+            "@/lib/guard#guard",
+            "--select=unguarded-side-effect,swallowed-error-returns-2xx",
+            "--write",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    let fixed = std::fs::read_to_string(dir.path().join("app/api/stripe/route.ts")).unwrap();
+    assert!(fixed.contains("guard.run(`stripe:${event.id}`"), "{fixed}");
+    assert!(fixed.contains("\n      const { error } = await supabase"), "{fixed}");
+    assert!(fixed.contains("\n      if (error) throw error;\n      console.log"), "{fixed}");
+}

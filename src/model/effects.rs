@@ -541,14 +541,15 @@ fn dynamo_command(ctor: &str, input: Option<Node>, src: &str) -> Option<Option<E
 
 fn is_response_call(lower: &[String]) -> bool {
     let root = lower.first().map(String::as_str).unwrap_or("");
-    matches!(root, "res" | "reply" | "response" | "ctx" | "c" | "h")
+    // `rep` / `resp`: short names teams give the Fastify reply and the Express response
+    matches!(root, "res" | "reply" | "response" | "ctx" | "c" | "h" | "rep" | "resp")
         // h3 response helpers: `sendNoContent(event)`, `sendRedirect(event, url)`
         || (lower.len() == 1
             && matches!(root, "sendnocontent" | "sendredirect" | "senderror" | "sendstream" | "sendwebresponse"))
         || lower.last().is_some_and(|l| {
             matches!(l.as_str(), "send" | "json" | "sendstatus" | "end" | "status")
                 && lower.len() <= 3
-                && matches!(root, "res" | "reply" | "response")
+                && matches!(root, "res" | "reply" | "response" | "rep" | "resp")
         })
 }
 
@@ -928,6 +929,8 @@ mod real_calls {
             ("await sendWelcomeEmail(user)", Some(Possible)),
             ("await send_invoice(user)", Some(Possible)),
             ("await notify(user)", Some(Possible)),
+            ("return rep.status(204).send()", None),
+            ("resp.status(200).json({ ok: true })", None),
             ("shippingCost(order)", None),
             ("refundable(charge)", None),
             ("publishedAt(post)", None),

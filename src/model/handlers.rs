@@ -240,8 +240,14 @@ impl<'a> Finder<'a> {
                 .or_else(|| providers::detect(&self.file.text))
                 .or_else(|| provider_from_words(route_hint)),
         };
+        // `/api/events` is as often an app's own events resource (a calendar, a CRUD API) as a
+        // provider's endpoint: that word alone needs a recognised provider.
+        let events_only = {
+            let lower = route_hint.to_ascii_lowercase();
+            WEBHOOK_WORDS.iter().filter(|w| lower.contains(*w)).all(|w| *w == "events")
+        };
         let is_webhook = !framework.is_http()
-            || names_webhook(route_hint)
+            || (names_webhook(route_hint) && (!events_only || provider.is_some()))
             || verifies
             || (provider.is_some() && providers::detect(body_text).is_some());
         if !is_webhook {

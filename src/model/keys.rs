@@ -75,7 +75,22 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
         Provider::Bullmq => format!("${{{}.id}}", first_param()?),
         Provider::Sqs => {
             let record = loop_variable(func, src, &["Records", "Messages"])?;
-            let field = if handler.framework == Framework::SqsPolling { "MessageId" } else { "messageId" };
+            // `event.Records` of a DynamoDB stream or SNS trigger has no `messageId`: a key on
+            // it would be the same `undefined` for every record. S3 records have no id at all.
+            let body = text(func, src);
+            let reads = |field: &str| body.contains(&format!("{record}.{field}"));
+            if reads("s3") {
+                return None;
+            }
+            let field = if reads("dynamodb") {
+                "eventID"
+            } else if reads("Sns") {
+                "Sns.MessageId"
+            } else if handler.framework == Framework::SqsPolling {
+                "MessageId"
+            } else {
+                "messageId"
+            };
             format!("${{{record}.{field}}}")
         }
         Provider::Kafka => {

@@ -221,6 +221,14 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if in_retry_loop {
             continue;
         }
+        // Cleanup inside another catch (`catch (e) { try { markFailed() } catch {} ... }`) runs on
+        // a path that already failed: the outer catch decides what the provider sees, and
+        // rethrowing the cleanup's error would replace the original failure.
+        let in_failure_path =
+            ast::ancestors(try_stmt).take_while(|a| !ast::is_function(*a)).any(|a| a.kind() == "catch_clause");
+        if in_failure_path {
+            continue;
+        }
         // Remix: a thrown `Response` is the answer, not a rethrow (`throw new Response()` is a 200)
         // (not when the try block answers by throwing Responses too: the catch receives those)
         if fw == Framework::Remix
@@ -341,7 +349,14 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             continue;
         }
         let what = if http { "the handler then answers 2xx" } else { "the job/message then completes as a success" };
-        let fix = catch_fix(c, i, file, clause, body, inner_fn == func);
+        let fix = if inner_fn == func && called_without_await(c, i) {
+            Fix::display_only(
+                "rethrow the error",
+                "await the call in the caller first: a rethrow from a call nobody awaits is an unhandled rejection",
+            )
+        } else {
+            catch_fix(c, i, file, clause, body, inner_fn == func)
+        };
         out.push(diag(
             c,
             scope,
@@ -432,6 +447,20 @@ fn flagged_for_later(func: Node, try_stmt: Node, body: Node, src: &str, names: &
                 !ast::descendants_of_kind(cons, "throw_statement").is_empty()
                     || responses::responses_in(cons, src, names, false).iter().any(|r| !r.is_2xx())
             })
+    })
+}
+
+/// Whether the function of scope `i` is called as a bare statement (`notify(data);`, neither
+/// awaited nor returned) by a function before it in the chain.
+fn called_without_await(c: &Cx, i: usize) -> bool {
+    let Some(name) = c.model.scopes.get(i).and_then(|s| s.chain.last()) else { return false };
+    c.model.scopes[..i].iter().any(|s| {
+        let Some(f) = s.node() else { return false };
+        let src = &s.file().text;
+        ast::calls_in(f, false).into_iter().any(|call| {
+            ast::callee_name(call, src).is_some_and(|n| n == *name)
+                && call.parent().is_some_and(|p| p.kind() == "expression_statement")
+        })
     })
 }
 
@@ -684,10 +713,22 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                     );
                                     (true, Some(fix))
                                 } else {
+                                    // `if (error) console.error(error)` without braces: fail after
+                                    // it, so the log still runs before the failure.
+                                    let braceless_log = stmt.next_named_sibling().filter(|n| {
+                                        n.kind() == "if_statement"
+                                            && n.child_by_field_name("condition")
+                                                .is_some_and(|c| ast::mentions_identifier(c, src, &name))
+                                            && n.child_by_field_name("alternative").is_none()
+                                            && n.child_by_field_name("consequence")
+                                                .is_some_and(|b| b.kind() == "expression_statement")
+                                    });
+                                    let at = braceless_log
+                                        .map_or(after_stmt, |n| crate::fix::text::line_end(file, n.end_byte()));
                                     let fix = Fix::unsafe_(
                                         "check the returned error",
                                         vec![Edit::insert(
-                                            after_stmt,
+                                            at,
                                             format!("{eol}{indent}{}", fail_stmt(c, i, file, &name, &name)),
                                         )],
                                     );
@@ -845,7 +886,19 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             continue;
         }
         let target = status.filter(|s| *s >= 400).unwrap_or(500);
+        // The same catch answers a bad signature: a 500 there would be retried forever
+        // (permanent-error-returns-5xx), so the verification has to be split out by hand.
+        let catches_verify = responses::in_catch(resp.node, func)
+            .and_then(|cl| cl.parent())
+            .and_then(|t| t.child_by_field_name("body"))
+            .is_some_and(|b| ast::calls_in(b, false).into_iter().any(|call| is_verify(call, src)));
         let fix = match responses::set_status(&resp, target, src, file.style().eol) {
+            _ if catches_verify => Fix::display_only(
+                format!("answer {target}"),
+                format!(
+                    "move the signature check into its own try that answers 400, then answer {target} when the work fails"
+                ),
+            ),
             Some(e) => Fix::unsafe_(format!("answer {target}"), vec![e]),
             None if resp.style == Style::Returned && fw == Framework::H3 => Fix::display_only(
                 format!("answer {target}"),
