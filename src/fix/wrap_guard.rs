@@ -9,7 +9,7 @@ use super::{Edit, Fix, GuardSpec, imports, text as ftext};
 use crate::model::ast::{self, text};
 use crate::model::guards::{self, GuardKind};
 use crate::model::markers;
-use crate::model::{EventKey, Scope};
+use crate::model::{EventKey, Framework, Scope};
 use crate::model::{providers, reach};
 use crate::rules::{Context, HandlerModel};
 use crate::source::SourceFile;
@@ -44,6 +44,33 @@ fn merge_deletions(file: &SourceFile, mut deletes: Vec<Edit>) -> Vec<Edit> {
         }
     }
     merged
+}
+
+/// `if (msg)`, `if (msg !== null)`, `if (msg != undefined)`: the condition tests that `name`
+/// holds a value.
+fn tests_presence(condition: Node, src: &str, name: &str) -> bool {
+    let condition = ast::unwrap_expr(condition);
+    let is_name =
+        |n: Option<Node>| n.map(ast::unwrap_expr).is_some_and(|n| n.kind() == "identifier" && text(n, src) == name);
+    match condition.kind() {
+        "identifier" => text(condition, src) == name,
+        "binary_expression" => {
+            let operator = condition.child_by_field_name("operator").map(|o| text(o, src));
+            let (left, right) = (condition.child_by_field_name("left"), condition.child_by_field_name("right"));
+            let nothing = |n: Option<Node>| n.is_some_and(|n| matches!(text(n, src), "null" | "undefined"));
+            matches!(operator, Some("!==" | "!="))
+                && ((is_name(left) && nothing(right)) || (is_name(right) && nothing(left)))
+        }
+        _ => false,
+    }
+}
+
+/// The `x.ack(...)` calls under `node` (manual acknowledgement of a consumed message).
+fn ack_calls_in<'t>(node: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    ast::calls_in(node, false)
+        .into_iter()
+        .filter(|c| ast::callee_path(*c, src).last().is_some_and(|m| m == "ack"))
+        .collect()
 }
 
 /// What the guard module builds, read from its source when it resolves to a project file.
@@ -212,8 +239,45 @@ fn plan(
             container = branch;
             continue;
         }
+        // `if (msg !== null) { work }`: the key reads what the condition tests, so computing
+        // it before the check would throw on the value the check excludes.
+        if first.id() == last.id()
+            && first.kind() == "if_statement"
+            && first.child_by_field_name("alternative").is_none()
+            && let Some(branch) = first.child_by_field_name("consequence").filter(|c| c.kind() == "statement_block")
+            && let Some(condition) = first.child_by_field_name("condition")
+            && !markers::contains_work(cx.project, file, condition, func, key_fn)
+            && key.roots().iter().any(|r| tests_presence(condition, src, r))
+        {
+            container = branch;
+            continue;
+        }
         break (first, last);
     };
+    // Consumers that acknowledge by hand (amqplib, Pub/Sub) must acknowledge a duplicate too,
+    // or the broker redelivers it for ever: the ack has to run after the guard.
+    let manual_ack = matches!(model.handler.framework, Framework::Amqp | Framework::Pubsub);
+    let ack_calls = |n| ack_calls_in(n, src);
+    let handler_ack = if manual_ack { ack_calls(func).first().copied() } else { None };
+    if manual_ack {
+        let siblings = statements(container);
+        let region_acks = siblings
+            .iter()
+            .filter(|s| s.start_byte() >= first.start_byte() && s.end_byte() <= last.end_byte())
+            .flat_map(|s| ack_calls(*s))
+            .count();
+        let last_is_ack =
+            last.kind() == "expression_statement" && ack_calls(last).len() == 1 && first.id() != last.id();
+        if region_acks > 0 {
+            if region_acks == 1 && last_is_ack {
+                let at = siblings.iter().position(|s| s.id() == last.id()).unwrap_or(0);
+                last = siblings[at.saturating_sub(1)];
+            } else {
+                return Err("the work acknowledges the message inside: a duplicate would skip the ack and the broker                             would redeliver it for ever; move the ack after the guard (for processed and duplicate)                             by hand"
+                    .into());
+            }
+        }
+    }
     if in_named_guard_run(first, src, Some(spec)) || guards::guard_at(first, src).is_some_and(GuardKind::dedupes) {
         return Err("the work is already inside a guard run".into());
     }
@@ -341,12 +405,22 @@ fn plan(
     let local = spec.local_name();
     let open = format!("const {result_name} = await {local}.run({}, async {param} => {{", key.guard_key());
     let in_progress = format!("{result_name}.status === {q}in-progress{q}");
-    let nest = (model.handler.framework == crate::model::Framework::Nest).then(|| nest_conflict(file, func)).flatten();
+    let nest = (model.handler.framework == Framework::Nest).then(|| nest_conflict(file, func)).flatten();
     let status_line = match model.handler.framework.is_http().then(|| model.handler.respond(409)).flatten() {
         Some(r) if r.matches(';').count() > 1 || r.matches("return").count() > 1 || !r.starts_with("return") => {
             format!("if ({in_progress}) {{ {r} }}")
         }
         Some(r) => format!("if ({in_progress}) {r}"),
+        // a listener's rejection is nobody's to handle: hand the message back instead
+        None if manual_ack => match handler_ack.and_then(|ack| Some((ack.child_by_field_name("function")?, ack))) {
+            Some((callee, ack)) => {
+                let callee = text(callee, src);
+                let receiver = callee.strip_suffix("ack").unwrap_or(callee);
+                let args = ack.child_by_field_name("arguments").map_or("()", |a| text(a, src));
+                format!("if ({in_progress}) {{ {receiver}nack{args}{semi} return{semi} }}")
+            }
+            None => format!("if ({in_progress}) return{semi}"),
+        },
         None if nest.is_some() => format!(
             "if ({in_progress}) throw new {}({q}another attempt is still processing this delivery; retry later{q}){semi}",
             nest.as_ref().map_or("", |(exception, _)| exception.as_str())
