@@ -111,6 +111,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "eventHandler(",
             // Cloudflare Queues consumers: `async queue(batch, env)`
             "async queue(",
+            // Cloudflare Workers' HTTP entry: `async fetch(request, env, ctx)`
+            "async fetch(",
             "Table(",
             "TableCreator",
             "pgSchema",
@@ -123,6 +125,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
         pattern.push(r"export\s+(?:async\s+)?(?:function\s+|const\s+)(?:POST|PUT|PATCH|action)\b".to_string());
         // Cloudflare Queues consumers written without `async`: `queue(batch, env) {`
         pattern.push(r"\bqueue\s*\(\s*batch\b".to_string());
+        // ... and its `fetch` written without `async`: `fetch(request, env) {`
+        pattern.push(r"\bfetch\s*\(\s*(?:request|req)\b[^)]*\benv\b".to_string());
         // ... or an export clause: `export { POST }`, `export { handler as POST }`.
         pattern.push(r"export\s*\{[^}]*\b(?:POST|PUT|PATCH)\b".to_string());
         regex::bytes::Regex::new(&pattern.join("|")).unwrap()

@@ -32,9 +32,10 @@
   (method_definition) @method)
 
 ; BullMQ `process(job)` of a @Processor class, Cloudflare Workers' `export default { async queue(batch, env) {} }`
+; and `export default { async fetch(request, env, ctx) {} }` (a webhook when it verifies a sender)
 (method_definition
   name: (property_identifier) @method_name
-  (#match? @method_name "^(queue|process)$")) @method
+  (#match? @method_name "^(queue|process|fetch)$")) @method
 
 ; CommonJS: exports.handler = ..., module.exports = handler, module.exports.handler = ...
 (expression_statement

@@ -136,7 +136,7 @@ pub fn names_webhook(s: &str) -> bool {
 
 /// Finds every handler defined in `file`.
 pub fn find_handlers(file: &Arc<SourceFile>, project: &Project, config: &Config) -> Vec<Handler> {
-    let mut finder = Finder { file, project, config, found: Vec::new() };
+    let mut finder = Finder { file, project, config, found: Vec::new(), wrapper_verifies: false };
     finder.scan();
     finder.found
 }
@@ -146,6 +146,8 @@ struct Finder<'a> {
     project: &'a Project,
     config: &'a Config,
     found: Vec<Handler>,
+    /// The handler being pushed is wrapped in a call that verifies its sender.
+    wrapper_verifies: bool,
 }
 
 impl<'a> Finder<'a> {
@@ -206,11 +208,21 @@ impl<'a> Finder<'a> {
             {
                 return self.push(object, name, framework, route_hint);
             }
-            // wrapped: withAuth(async (req) => ...)
-            match ast::arguments(func).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier") {
-                Some(inner) => return self.push(inner, name, framework, route_hint),
-                None => return,
-            }
+            // wrapped: withAuth(async (req) => ...); a wrapper that verifies the sender
+            // (`verifySignatureAppRouter(handler)` of QStash, `withWebhookSignature(fn)`) makes a webhook
+            let Some(inner) =
+                ast::arguments(func).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier")
+            else {
+                return;
+            };
+            let verifies = func
+                .child_by_field_name("function")
+                .is_some_and(|f| crate::regex!(r"(?i)verif|signature|webhook").is_match(text(f, self.src())));
+            let outer = self.wrapper_verifies;
+            self.wrapper_verifies = outer || verifies;
+            self.push(inner, name, framework, route_hint);
+            self.wrapper_verifies = outer;
+            return;
         } else {
             return;
         };
@@ -241,6 +253,7 @@ impl<'a> Finder<'a> {
                 .or_else(|| provider_from_words(route_hint)),
         };
         let is_webhook = !framework.is_http()
+            || self.wrapper_verifies
             || names_webhook(route_hint)
             || verifies
             || (provider.is_some() && providers::detect(body_text).is_some());
@@ -370,8 +383,7 @@ impl<'a> Finder<'a> {
                     if is_route_file || names_webhook(path) {
                         let method = exported;
                         if ["POST", "PUT", "PATCH"].contains(&method) {
-                            let framework =
-                                if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
+                            let framework = self.route_framework(path);
                             self.push(local, format!("{method} {}", short_path(path)), framework, path);
                         }
                     }
@@ -403,7 +415,7 @@ impl<'a> Finder<'a> {
         for (name, func) in candidates {
             let upper = name.as_str();
             if ["POST", "PUT", "PATCH"].contains(&upper) && (is_route_file || names_webhook(path)) {
-                let framework = if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
+                let framework = self.route_framework(path);
                 self.push(func, format!("{upper} {}", short_path(path)), framework, path);
             } else if name == "action" && path.contains("routes") {
                 self.push(func, format!("action ({})", short_path(path)), Framework::Remix, path);
@@ -496,9 +508,7 @@ impl<'a> Finder<'a> {
                         (format!("default export ({})", short_path(path)), Framework::NextPagesApi)
                     }
                     "POST" | "PUT" | "PATCH" if is_route => {
-                        let framework =
-                            if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
-                        (format!("{exported} {}", short_path(path)), framework)
+                        (format!("{exported} {}", short_path(path)), self.route_framework(path))
                     }
                     _ => continue,
                 };
@@ -742,8 +752,29 @@ impl<'a> Finder<'a> {
     /// Cloudflare Workers: `export default { async queue(batch, env, ctx) { ... } }` (also with
     /// `satisfies ExportedHandler<Env>`).
     fn cloudflare_queue(&mut self, method: Node) {
+        let params = ast::parameter_names(method, self.src());
+        if self.exported_by_default(method) && (1..=3).contains(&params.len()) {
+            let name = format!("cloudflare queue consumer ({})", short_path(&self.file.path.to_string_lossy()));
+            self.push(method, name, Framework::CloudflareQueue, "");
+        }
+    }
+
+    /// Cloudflare Workers' HTTP entry: `export default { async fetch(request, env, ctx) { ... } }`.
+    /// It answers every path, so it is a webhook only as any route is: its file names a webhook,
+    /// or it verifies a sender or reads a provider's header.
+    fn cloudflare_fetch(&mut self, method: Node) {
+        let params = ast::parameter_names(method, self.src());
+        if self.exported_by_default(method) && (1..=3).contains(&params.len()) {
+            let path = self.file.path.to_string_lossy().replace('\\', "/");
+            let name = format!("cloudflare fetch ({})", short_path(&path));
+            self.push(method, name, Framework::DenoServe, &path);
+        }
+    }
+
+    /// A method of the object a module exports by default (also `satisfies ExportedHandler<Env>`).
+    fn exported_by_default(&self, method: Node) -> bool {
         let src = self.src();
-        let exported = method
+        method
             .parent()
             .filter(|o| o.kind() == "object")
             .and_then(|o| {
@@ -751,12 +782,7 @@ impl<'a> Finder<'a> {
                     !matches!(a.kind(), "satisfies_expression" | "as_expression" | "parenthesized_expression")
                 })
             })
-            .is_some_and(|e| e.kind() == "export_statement" && text(e, src).starts_with("export default"));
-        let params = ast::parameter_names(method, src);
-        if exported && (1..=3).contains(&params.len()) {
-            let name = format!("cloudflare queue consumer ({})", short_path(&self.file.path.to_string_lossy()));
-            self.push(method, name, Framework::CloudflareQueue, "");
-        }
+            .is_some_and(|e| e.kind() == "export_statement" && text(e, src).starts_with("export default"))
     }
 
     fn new_expr(&mut self, node: Node) {
@@ -821,6 +847,12 @@ impl<'a> Finder<'a> {
         if name == "queue" && decorators.is_empty() {
             return self.cloudflare_queue(method);
         }
+        if name == "fetch" {
+            if decorators.is_empty() {
+                self.cloudflare_fetch(method);
+            }
+            return;
+        }
         let class = ast::ancestors(method).find(|a| matches!(a.kind(), "class_declaration" | "class"));
         let class_decorators: Vec<String> =
             class.map(|c| decorators_of(c).into_iter().map(|d| text(d, src).to_string()).collect()).unwrap_or_default();
@@ -834,6 +866,15 @@ impl<'a> Finder<'a> {
         {
             self.push(method, format!("processor {name}"), Framework::Bullmq, "");
         }
+    }
+
+    /// The framework of a module exporting `POST`: SvelteKit's `+server` files and Astro
+    /// endpoints (`export const POST: APIRoute = async ({ request }) => ...`, the same shape:
+    /// a destructured context whose `request` answers with a `Response`), else Next's app router.
+    fn route_framework(&self, path: &str) -> Framework {
+        let t = &self.file.text;
+        let astro = t.contains("APIRoute") || t.contains("from 'astro'") || t.contains("from \"astro\"");
+        if path.contains("+server") || astro { Framework::SvelteKit } else { Framework::NextAppRouter }
     }
 
     fn http_framework(&self) -> Framework {

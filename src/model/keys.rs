@@ -143,6 +143,8 @@ pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String
             || value_text.contains("unmarshal")
             || value_text.contains(".verify(")
             || value_text.contains("verifyWebhook")
+            // project wrappers: `constructWebhookEvent(body, sig)`, `parseStripeEvent(...)`
+            || crate::regex!(r"(?:construct|parse)\w*Event\s*\(|WebhookEvent\s*\(").is_match(value_text)
         {
             0
         } else if value_text.starts_with("JSON.parse")

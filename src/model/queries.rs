@@ -46,8 +46,9 @@ const MEMBER_NAMES: &[&str] = &[
 /// Bare registration calls: `serve(fn)`, `defineEventHandler(...)`, ...
 const BARE_NAMES: &[&str] = &["serve", "task", "schemaTask", "createFunction", "defineEventHandler", "eventHandler"];
 
-/// Method names that are entry points without a decorator (BullMQ `process`, Cloudflare `queue`).
-const METHOD_NAMES: &[&str] = &["queue", "process"];
+/// Method names that are entry points without a decorator (BullMQ `process`, Cloudflare `queue`
+/// and `fetch`).
+const METHOD_NAMES: &[&str] = &["queue", "process", "fetch"];
 
 /// Kind and field ids of one grammar.
 struct Kinds {
@@ -270,7 +271,7 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
         r"(?x)
         \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send)(?-u:\b)
         | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler
-                    |export|Worker|queue|process|exports)(?-u:\b)
+                    |export|Worker|queue|process|fetch|exports)(?-u:\b)
         | @"
     );
     let mut out: Vec<(Candidate, Node)> = Vec::new();
