@@ -131,7 +131,13 @@ const WEBHOOK_WORDS: &[&str] = &["webhook", "hook", "callback", "events", "ipn"]
 
 pub fn names_webhook(s: &str) -> bool {
     let lower = s.to_ascii_lowercase();
-    WEBHOOK_WORDS.iter().any(|w| lower.contains(w))
+    WEBHOOK_WORDS.iter().any(|w| match *w {
+        // a sign-in redirect (`/auth/apple/callback`, `/api/auth/callback/google`) is no delivery
+        "callback" => lower.contains(w) && !crate::regex!(r"auth|login|sign-?in|sso|saml|oidc|openid").is_match(&lower),
+        // an app's own `/api/events` (a calendar's CRUD) is no delivery; `/slack/events` is
+        "events" => lower.contains(w) && provider_from_words(&lower).is_some(),
+        _ => lower.contains(w),
+    })
 }
 
 /// Finds every handler defined in `file`.
