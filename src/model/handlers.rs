@@ -142,6 +142,9 @@ pub fn names_webhook(s: &str) -> bool {
 
 /// Finds every handler defined in `file`.
 pub fn find_handlers(file: &Arc<SourceFile>, project: &Project, config: &Config) -> Vec<Handler> {
+    if is_test_file(&file.path) {
+        return Vec::new();
+    }
     let mut finder = Finder { file, project, config, found: Vec::new(), wrapper_verifies: false };
     finder.scan();
     finder.found
@@ -895,6 +898,16 @@ impl<'a> Finder<'a> {
             Framework::Express
         }
     }
+}
+
+/// Tests and their doubles (`webhook.test.ts`, `__tests__/`, `__mocks__/`): a receiver a test
+/// starts to record what it is sent is no deployed entry point.
+fn is_test_file(path: &std::path::Path) -> bool {
+    let path = path.to_string_lossy().replace('\\', "/");
+    let name = path.rsplit('/').next().unwrap_or(&path);
+    crate::regex!(r"\.(?:test|spec|e2e-spec|e2e)\.[cm]?[jt]sx?$").is_match(name)
+        || path.contains("__tests__/")
+        || path.contains("__mocks__/")
 }
 
 /// A path as a handler name shows it: from the framework's routing root (`app/`, `pages/`,
