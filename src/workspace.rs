@@ -119,6 +119,14 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "Schema(",
             "Schema<",
             "retrysafe-ignore",
+            // a module that verifies a provider's delivery holds a handler whatever its shape
+            // (`export default handler` in a Vercel `api/` file, a route table elsewhere)
+            "constructEvent",
+            "stripe-signature",
+            "x-hub-signature",
+            "svix-id",
+            "x-shopify-hmac",
+            "authenticate.webhook",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.
@@ -145,5 +153,13 @@ mod tests {
         assert!(may_be_relevant(b"export default { async queue(batch, env) {} }"));
         assert!(may_be_relevant(b"export default { queue(batch, env, ctx) {} }"));
         assert!(!may_be_relevant(b"const queue = []; queue.push(1);"));
+    }
+
+    #[test]
+    fn prefilter_passes_cloudflare_fetch_and_verifying_modules() {
+        assert!(may_be_relevant(b"export default { async fetch(request, env, ctx) {} }"));
+        assert!(may_be_relevant(b"export default { fetch(req, env) { return new Response() } }"));
+        assert!(may_be_relevant(b"const h = async (req, res) => { stripe.webhooks.constructEvent(b, s, k) }"));
+        assert!(!may_be_relevant(b"const r = await fetch(url); const data = await r.json();"));
     }
 }

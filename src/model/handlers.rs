@@ -358,7 +358,14 @@ impl<'a> Finder<'a> {
         // `(req, res)` (Node helpers) or `(request: Request)` answering a Response
         if is_default && (path.contains("/api/") || path.starts_with("api/") || path.contains("netlify/functions/")) {
             let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
-            if let Some(func) = func.map(ast::unwrap_expr).filter(|f| ast::is_function(*f)) {
+            // `const handler = async (req, res) => {...}; export default handler`
+            let func = func.map(ast::unwrap_expr).and_then(|f| match f.kind() {
+                "identifier" => {
+                    project::local_function(self.file, text(f, src)).and_then(|d| self.file.node_at(d.span))
+                }
+                _ => Some(f),
+            });
+            if let Some(func) = func.filter(|f| ast::is_function(*f)) {
                 let params = ast::parameter_names(func, src);
                 let named = |i: usize, names: &[&str]| params.get(i).is_some_and(|p| names.contains(&p.as_str()));
                 // not a plugin or router factory: `(fastify, opts)`, `(app)`
