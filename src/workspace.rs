@@ -127,6 +127,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "svix-id",
             "x-shopify-hmac",
             "authenticate.webhook",
+            // Firebase HTTPS functions: `onRequest(async (req, res) => ...)`
+            "onRequest(",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.

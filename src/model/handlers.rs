@@ -430,6 +430,9 @@ impl<'a> Finder<'a> {
         }
         for (name, func) in candidates {
             let upper = name.as_str();
+            if self.firebase_on_request(func, &name, path) {
+                continue;
+            }
             if ["POST", "PUT", "PATCH"].contains(&upper) && (is_route_file || names_webhook(path)) {
                 let framework = self.route_framework(path);
                 self.push(func, format!("{upper} {}", short_path(path)), framework, path);
@@ -442,6 +445,30 @@ impl<'a> Finder<'a> {
                 self.lambda_candidate(func, &name, path);
             }
         }
+    }
+
+    /// Firebase HTTPS functions: `export const stripeWebhook = onRequest(opts?, async (req, res) => ...)`,
+    /// `exports.hook = functions.region(r).https.onRequest(fn)`: an Express-style handler, a
+    /// webhook as any route is (its export name or file names one, or it verifies a sender).
+    fn firebase_on_request(&mut self, value: Node, name: &str, path: &str) -> bool {
+        let src = self.src();
+        let call = ast::unwrap_expr(value);
+        let on_request = call.kind() == "call_expression"
+            && call.child_by_field_name("function").is_some_and(|f| match f.kind() {
+                "identifier" => text(f, src) == "onRequest",
+                "member_expression" => f.child_by_field_name("property").is_some_and(|p| text(p, src) == "onRequest"),
+                _ => false,
+            });
+        if !on_request {
+            return false;
+        }
+        if let Some(func) =
+            ast::arguments(call).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier")
+        {
+            let hint = format!("{name} {path}");
+            self.push(func, format!("firebase function {name} ({})", short_path(path)), Framework::Express, &hint);
+        }
+        true
     }
 
     /// A Lambda declared in the module and exported by name or as the default export.
@@ -561,6 +588,9 @@ impl<'a> Finder<'a> {
                 || target.get(1).map(String::as_str) == Some("exports"))
         {
             let name = name.clone();
+            if self.firebase_on_request(right, &name, path) {
+                return;
+            }
             self.lambda_candidate(right, &name, path);
         }
     }
