@@ -74,7 +74,13 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
         }
         Provider::Bullmq => format!("${{{}.id}}", first_param()?),
         Provider::Sqs => {
-            let record = loop_variable(func, src, &["Records", "Messages"])?;
+            // a batch of one read by index: `JSON.parse(event.Records[0].body)`
+            let indexed = || {
+                let event = first_param()?;
+                let first = format!("{event}.Records[0]");
+                text(func, src).contains(&first).then_some(first)
+            };
+            let record = loop_variable(func, src, &["Records", "Messages"]).or_else(indexed)?;
             let field = if handler.framework == Framework::SqsPolling { "MessageId" } else { "messageId" };
             format!("${{{record}.{field}}}")
         }
