@@ -204,8 +204,8 @@ impl<'a> Finder<'a> {
                 },
             }
         } else if func.kind() == "member_expression" {
-            // controller.handleWebhook
-            match self.resolve_method(func) {
+            // controller.handleWebhook, this.handleMessage (a method of the enclosing class)
+            match self.this_method(func).or_else(|| self.resolve_method(func)) {
                 Some(def) => (def.span, def.file),
                 None => return,
             }
@@ -294,6 +294,30 @@ impl<'a> Finder<'a> {
         let target = self.project.resolve(&self.file.path, &import.source)?;
         let target = self.project.load(&target).ok()?;
         self.project.exported_function(&target, &import.imported, 0)
+    }
+
+    /// `this.handleMessage` (as in `consumer.run({ eachMessage: this.handleMessage.bind(this) })`):
+    /// a method, or a field holding a function, of the class the registration is written in.
+    fn this_method(&self, member: Node) -> Option<project::FunctionDef> {
+        let src = self.src();
+        member.child_by_field_name("object").filter(|o| o.kind() == "this")?;
+        let name = text(member.child_by_field_name("property")?, src);
+        let class = ast::ancestors(member).find(|a| matches!(a.kind(), "class_declaration" | "class"))?;
+        let body = class.child_by_field_name("body")?;
+        ast::named_children(body).into_iter().find_map(|m| {
+            let (key, func) = match m.kind() {
+                "method_definition" => (m.child_by_field_name("name")?, m),
+                "public_field_definition" | "field_definition" => {
+                    (m.child_by_field_name("name")?, ast::unwrap_expr(m.child_by_field_name("value")?))
+                }
+                _ => return None,
+            };
+            (text(key, src) == name && ast::is_function(func)).then(|| project::FunctionDef {
+                file: self.file.clone(),
+                span: Span::of(func),
+                name: name.to_string(),
+            })
+        })
     }
 
     /// `object.method` as a route handler: a method of the class or object that `object` names
