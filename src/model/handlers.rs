@@ -145,7 +145,8 @@ pub fn find_handlers(file: &Arc<SourceFile>, project: &Project, config: &Config)
     if is_test_file(&file.path) {
         return Vec::new();
     }
-    let mut finder = Finder { file, project, config, found: Vec::new(), wrapper_verifies: false };
+    let path = routing_path(&file.path);
+    let mut finder = Finder { file, project, config, found: Vec::new(), wrapper_verifies: false, path };
     finder.scan();
     finder.found
 }
@@ -157,6 +158,8 @@ struct Finder<'a> {
     found: Vec<Handler>,
     /// The handler being pushed is wrapped in a call that verifies its sender.
     wrapper_verifies: bool,
+    /// The file's path as routing sees it (see `routing_path`), `/`-separated.
+    path: String,
 }
 
 impl<'a> Finder<'a> {
@@ -166,7 +169,7 @@ impl<'a> Finder<'a> {
 
     fn scan(&mut self) {
         let file = self.file.clone();
-        let path = file.path.to_string_lossy().replace('\\', "/");
+        let path = self.path.clone();
         let stem = file.path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
         let is_route_file = stem == "route" || stem.starts_with("+server");
         let is_pages_api = path.contains("/pages/api/") || path.starts_with("pages/api/");
@@ -626,7 +629,7 @@ impl<'a> Finder<'a> {
         let Some(method) = path.last().map(|s| s.to_ascii_lowercase()) else {
             return;
         };
-        let file_path = self.file.path.to_string_lossy().to_string();
+        let file_path = self.path.clone();
         // app.post('/path', ...middleware, handler) — Express, Koa router, Hono, Fastify
         if path.len() >= 2 && HTTP_METHODS.contains(&method.as_str()) && args.len() >= 2 {
             let route = match ast::string_value(args[0], src) {
@@ -835,7 +838,7 @@ impl<'a> Finder<'a> {
     fn cloudflare_fetch(&mut self, method: Node) {
         let params = ast::parameter_names(method, self.src());
         if self.exported_by_default(method) && (1..=3).contains(&params.len()) {
-            let path = self.file.path.to_string_lossy().replace('\\', "/");
+            let path = self.path.clone();
             let name = format!("cloudflare fetch ({})", short_path(&path));
             self.push(method, name, Framework::DenoServe, &path);
         }
@@ -958,6 +961,40 @@ impl<'a> Finder<'a> {
         } else {
             Framework::Express
         }
+    }
+}
+
+/// A file's path from its package root (the nearest directory holding `package.json`,
+/// `deno.json` or `.git`) on, or, in a loose checkout, from its first source directory (`src/`,
+/// `app/`, `pages/`, ...) on: the words of the directories above it (a checkout named
+/// `acme-webhooks/`) say nothing about one of its routes.
+fn routing_path(path: &std::path::Path) -> String {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::sync::{Mutex, OnceLock};
+    static ROOTS: OnceLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> = OnceLock::new();
+    let full = path.to_string_lossy().replace('\\', "/");
+    let Some(dir) = path.parent() else { return full };
+    let cache = ROOTS.get_or_init(Default::default);
+    let cached = cache.lock().unwrap().get(dir).cloned();
+    let root = cached.unwrap_or_else(|| {
+        let found = dir
+            .ancestors()
+            .find(|a| ["package.json", "deno.json", ".git"].iter().any(|m| a.join(m).exists()))
+            .map(|a| a.to_path_buf());
+        cache.lock().unwrap().insert(dir.to_path_buf(), found.clone());
+        found
+    });
+    if let Some(rel) = root.as_deref().and_then(|r| path.strip_prefix(r).ok()) {
+        return rel.to_string_lossy().replace('\\', "/");
+    }
+    let first = ["src/", "app/", "pages/", "routes/", "api/", "server/", "functions/", "lib/", "netlify/", "supabase/"]
+        .iter()
+        .filter_map(|seg| if full.starts_with(seg) { Some(0) } else { full.find(&format!("/{seg}")).map(|i| i + 1) })
+        .min();
+    match first {
+        Some(i) => full[i..].to_string(),
+        None => full,
     }
 }
 
