@@ -647,6 +647,10 @@ impl<'a> Finder<'a> {
                     None => return,
                 },
             };
+            // an outbound call with a completion callback: `request.post("https://hooks.slack.com/...", body, cb)`
+            if crate::regex!(r"^[`'\x22]?(?:https?:)?//").is_match(&route) {
+                return;
+            }
             let mut framework = self.http_framework();
             let mut handler = *args.last().unwrap();
             // fastify.post(path, { config, handler }): only Fastify takes its handler in options
