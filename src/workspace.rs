@@ -129,6 +129,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "authenticate.webhook",
             // Firebase HTTPS functions: `onRequest(async (req, res) => ...)`
             "onRequest(",
+            // @shopify/shopify-api webhook handlers
+            "deliveryMethod",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.

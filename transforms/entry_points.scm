@@ -42,3 +42,10 @@
   (assignment_expression
     left: (member_expression) @left
     (#match? @left "^(module\\s*\\.\\s*)?exports\\b"))) @assignment
+
+; @shopify/shopify-api webhook handlers: `{ deliveryMethod: DeliveryMethod.Http, callback: async (topic, shop, body, webhookId) => {} }`
+; (Rust checks the `deliveryMethod` sibling)
+(pair
+  key: (property_identifier) @key
+  value: [(arrow_function) (function_expression) (identifier)]
+  (#eq? @key "callback")) @pair

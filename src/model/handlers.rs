@@ -39,6 +39,9 @@ pub enum Framework {
     H3,
     /// Cloudflare Queues: `export default { async queue(batch, env, ctx) { ... } }`.
     CloudflareQueue,
+    /// `@shopify/shopify-api` webhook handlers: `{ deliveryMethod: DeliveryMethod.Http, callback:
+    /// async (topic, shop, body, webhookId) => ... }`, called once per verified delivery.
+    ShopifyWebhook,
 }
 
 impl Framework {
@@ -55,6 +58,7 @@ impl Framework {
                 | Framework::TriggerDev
                 | Framework::Octokit
                 | Framework::CloudflareQueue
+                | Framework::ShopifyWebhook
         )
     }
 
@@ -182,6 +186,7 @@ impl<'a> Finder<'a> {
                 Candidate::New => self.new_expr(node),
                 Candidate::Method => self.decorated_method(node),
                 Candidate::Assignment => self.commonjs_export(node, &path, is_pages_api, is_function_dir),
+                Candidate::Pair => self.shopify_webhook_callback(node),
             }
         }
     }
@@ -260,6 +265,7 @@ impl<'a> Finder<'a> {
             Framework::TriggerDev => Some(Provider::Trigger),
             Framework::Octokit => Some(Provider::Github),
             Framework::CloudflareQueue => Some(Provider::CloudflareQueue),
+            Framework::ShopifyWebhook => Some(Provider::Shopify),
             _ => providers::detect(body_text)
                 .or_else(|| providers::detect(&self.file.text))
                 .or_else(|| provider_from_words(route_hint)),
@@ -496,6 +502,26 @@ impl<'a> Finder<'a> {
             self.push(func, format!("firebase function {name} ({})", short_path(path)), Framework::Express, &hint);
         }
         true
+    }
+
+    /// `@shopify/shopify-api` webhook handlers (`shopify.webhooks.addHandlers({...})`, the
+    /// `webhooks` of `shopifyApp({...})`, a handlers module): the `callback` of an object that
+    /// also names a `deliveryMethod`.
+    fn shopify_webhook_callback(&mut self, pair: Node) {
+        let src = self.src();
+        let Some(object) = pair.parent().filter(|o| o.kind() == "object") else { return };
+        if ast::object_property(object, "deliveryMethod", src).is_none() {
+            return;
+        }
+        let Some(callback) = pair.child_by_field_name("value") else { return };
+        // the topic is the key the handler object is filed under: `ORDERS_CREATE: { ... }`
+        let topic = object
+            .parent()
+            .filter(|p| p.kind() == "pair")
+            .and_then(|p| p.child_by_field_name("key"))
+            .map(|k| ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()))
+            .unwrap_or_default();
+        self.push(callback, format!("shopify webhook {topic}"), Framework::ShopifyWebhook, "");
     }
 
     /// A Lambda declared in the module and exported by name or as the default export.

@@ -28,6 +28,11 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
             }
             _ => format!("${{{}.id}}", first_param()?),
         },
+        // `callback: async (topic, shop, body, webhookId)`: the X-Shopify-Webhook-Id
+        Provider::Shopify if handler.framework == Framework::ShopifyWebhook => {
+            let id = ast::parameter(func, 3).filter(|p| p.kind() == "identifier")?;
+            format!("${{{}}}", text(id, src))
+        }
         Provider::Github
         | Provider::Shopify
         | Provider::Svix
