@@ -234,7 +234,7 @@ impl<'a> Finder<'a> {
             };
             let verifies = func
                 .child_by_field_name("function")
-                .is_some_and(|f| crate::regex!(r"(?i)verif|signature|webhook").is_match(text(f, self.src())));
+                .is_some_and(|f| crate::regex!(r"(?i)signature|webhook|hmac").is_match(text(f, self.src())));
             let outer = self.wrapper_verifies;
             self.wrapper_verifies = outer || verifies;
             self.push(inner, name, framework, route_hint);
