@@ -150,7 +150,8 @@ pub fn find_handlers(file: &Arc<SourceFile>, project: &Project, config: &Config)
         return Vec::new();
     }
     let path = routing_path(&file.path);
-    let mut finder = Finder { file, project, config, found: Vec::new(), wrapper_verifies: false, path };
+    let mut finder =
+        Finder { file, project, config, found: Vec::new(), wrapper_verifies: false, path, user_authenticated: false };
     finder.scan();
     finder.found
 }
@@ -164,6 +165,10 @@ struct Finder<'a> {
     wrapper_verifies: bool,
     /// The file's path as routing sees it (see `routing_path`), `/`-separated.
     path: String,
+    /// The route being pushed first authenticates a signed-in user (`requireAuth` middleware,
+    /// `@UseGuards(JwtAuthGuard)`): a provider never carries a user's session, so its name
+    /// alone (`POST /webhooks` registering an endpoint) does not make it a webhook.
+    user_authenticated: bool,
 }
 
 impl<'a> Finder<'a> {
@@ -272,7 +277,7 @@ impl<'a> Finder<'a> {
         };
         let is_webhook = !framework.is_http()
             || self.wrapper_verifies
-            || names_webhook(route_hint)
+            || (names_webhook(route_hint) && !self.user_authenticated)
             || verifies
             || (provider.is_some() && providers::detect(body_text).is_some());
         if !is_webhook {
@@ -687,7 +692,10 @@ impl<'a> Finder<'a> {
                 framework = Framework::Fastify;
             }
             let name = format!("{} {route}", method.to_ascii_uppercase());
+            let middleware = &args[1..args.len() - 1];
+            self.user_authenticated = middleware.iter().any(|m| user_auth(text(*m, src)));
             self.push(handler, name, framework, &format!("{route} {file_path}"));
+            self.user_authenticated = false;
             return;
         }
         // app.route('/path').post(handler)
@@ -963,7 +971,10 @@ impl<'a> Finder<'a> {
             let controller =
                 class_decorators.iter().find(|d| d.starts_with("@Controller")).cloned().unwrap_or_default();
             let hint = format!("{controller} {post}");
+            self.user_authenticated =
+                decorators.iter().chain(&class_decorators).any(|d| d.starts_with("@UseGuards") && user_auth(d));
             self.push(method, format!("{post} {name}"), Framework::Nest, &hint);
+            self.user_authenticated = false;
         } else if (name == "process" || decorators.iter().any(|d| d.starts_with("@Process(") || d == "@Process"))
             && class_decorators.iter().any(|d| d.starts_with("@Processor"))
         {
@@ -1026,6 +1037,15 @@ fn routing_path(path: &std::path::Path) -> String {
         Some(i) => full[i..].to_string(),
         None => full,
     }
+}
+
+/// Middleware or a guard that authenticates a signed-in user (not a sender's signature).
+fn user_auth(text: &str) -> bool {
+    crate::regex!(
+        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|isauthenticated|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticateuser|authenticatetoken"
+    )
+    .is_match(text)
+        && !crate::regex!(r"(?i)signature|webhook|hmac").is_match(text)
 }
 
 /// Tests and their doubles (`webhook.test.ts`, `__tests__/`, `__mocks__/`): a receiver a test
