@@ -111,18 +111,34 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "eventHandler(",
             // Cloudflare Queues consumers: `async queue(batch, env)`
             "async queue(",
+            // Cloudflare Workers' HTTP entry: `async fetch(request, env, ctx)`
+            "async fetch(",
             "Table(",
             "TableCreator",
             "pgSchema",
             "Schema(",
             "Schema<",
             "retrysafe-ignore",
+            // a module that verifies a provider's delivery holds a handler whatever its shape
+            // (`export default handler` in a Vercel `api/` file, a route table elsewhere)
+            "constructEvent",
+            "stripe-signature",
+            "x-hub-signature",
+            "svix-id",
+            "x-shopify-hmac",
+            "authenticate.webhook",
+            // Firebase HTTPS functions: `onRequest(async (req, res) => ...)`
+            "onRequest(",
+            // @shopify/shopify-api webhook handlers
+            "deliveryMethod",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.
         pattern.push(r"export\s+(?:async\s+)?(?:function\s+|const\s+)(?:POST|PUT|PATCH|action)\b".to_string());
         // Cloudflare Queues consumers written without `async`: `queue(batch, env) {`
         pattern.push(r"\bqueue\s*\(\s*batch\b".to_string());
+        // ... and its `fetch` written without `async`: `fetch(request, env) {`
+        pattern.push(r"\bfetch\s*\(\s*(?:request|req)\b[^)]*\benv\b".to_string());
         // ... or an export clause: `export { POST }`, `export { handler as POST }`.
         pattern.push(r"export\s*\{[^}]*\b(?:POST|PUT|PATCH)\b".to_string());
         regex::bytes::Regex::new(&pattern.join("|")).unwrap()
@@ -141,5 +157,13 @@ mod tests {
         assert!(may_be_relevant(b"export default { async queue(batch, env) {} }"));
         assert!(may_be_relevant(b"export default { queue(batch, env, ctx) {} }"));
         assert!(!may_be_relevant(b"const queue = []; queue.push(1);"));
+    }
+
+    #[test]
+    fn prefilter_passes_cloudflare_fetch_and_verifying_modules() {
+        assert!(may_be_relevant(b"export default { async fetch(request, env, ctx) {} }"));
+        assert!(may_be_relevant(b"export default { fetch(req, env) { return new Response() } }"));
+        assert!(may_be_relevant(b"const h = async (req, res) => { stripe.webhooks.constructEvent(b, s, k) }"));
+        assert!(!may_be_relevant(b"const r = await fetch(url); const data = await r.json();"));
     }
 }

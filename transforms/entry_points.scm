@@ -32,12 +32,20 @@
   (method_definition) @method)
 
 ; BullMQ `process(job)` of a @Processor class, Cloudflare Workers' `export default { async queue(batch, env) {} }`
+; and `export default { async fetch(request, env, ctx) {} }` (a webhook when it verifies a sender)
 (method_definition
   name: (property_identifier) @method_name
-  (#match? @method_name "^(queue|process)$")) @method
+  (#match? @method_name "^(queue|process|fetch)$")) @method
 
 ; CommonJS: exports.handler = ..., module.exports = handler, module.exports.handler = ...
 (expression_statement
   (assignment_expression
     left: (member_expression) @left
     (#match? @left "^(module\\s*\\.\\s*)?exports\\b"))) @assignment
+
+; @shopify/shopify-api webhook handlers: `{ deliveryMethod: DeliveryMethod.Http, callback: async (topic, shop, body, webhookId) => {} }`
+; (Rust checks the `deliveryMethod` sibling)
+(pair
+  key: (property_identifier) @key
+  value: [(arrow_function) (function_expression) (identifier)]
+  (#eq? @key "callback")) @pair

@@ -39,6 +39,9 @@ pub enum Framework {
     H3,
     /// Cloudflare Queues: `export default { async queue(batch, env, ctx) { ... } }`.
     CloudflareQueue,
+    /// `@shopify/shopify-api` webhook handlers: `{ deliveryMethod: DeliveryMethod.Http, callback:
+    /// async (topic, shop, body, webhookId) => ... }`, called once per verified delivery.
+    ShopifyWebhook,
 }
 
 impl Framework {
@@ -55,6 +58,7 @@ impl Framework {
                 | Framework::TriggerDev
                 | Framework::Octokit
                 | Framework::CloudflareQueue
+                | Framework::ShopifyWebhook
         )
     }
 
@@ -131,12 +135,23 @@ const WEBHOOK_WORDS: &[&str] = &["webhook", "hook", "callback", "events", "ipn"]
 
 pub fn names_webhook(s: &str) -> bool {
     let lower = s.to_ascii_lowercase();
-    WEBHOOK_WORDS.iter().any(|w| lower.contains(w))
+    WEBHOOK_WORDS.iter().any(|w| match *w {
+        // a sign-in redirect (`/auth/apple/callback`, `/api/auth/callback/google`) is no delivery
+        "callback" => lower.contains(w) && !crate::regex!(r"auth|login|sign-?in|sso|saml|oidc|openid").is_match(&lower),
+        // an app's own `/api/events` (a calendar's CRUD) is no delivery; `/slack/events` is
+        "events" => lower.contains(w) && provider_from_words(&lower).is_some(),
+        _ => lower.contains(w),
+    })
 }
 
 /// Finds every handler defined in `file`.
 pub fn find_handlers(file: &Arc<SourceFile>, project: &Project, config: &Config) -> Vec<Handler> {
-    let mut finder = Finder { file, project, config, found: Vec::new() };
+    if is_test_file(&file.path) {
+        return Vec::new();
+    }
+    let path = routing_path(&file.path);
+    let mut finder =
+        Finder { file, project, config, found: Vec::new(), wrapper_verifies: false, path, user_authenticated: false };
     finder.scan();
     finder.found
 }
@@ -146,6 +161,14 @@ struct Finder<'a> {
     project: &'a Project,
     config: &'a Config,
     found: Vec<Handler>,
+    /// The handler being pushed is wrapped in a call that verifies its sender.
+    wrapper_verifies: bool,
+    /// The file's path as routing sees it (see `routing_path`), `/`-separated.
+    path: String,
+    /// The route being pushed first authenticates a signed-in user (`requireAuth` middleware,
+    /// `@UseGuards(JwtAuthGuard)`): a provider never carries a user's session, so its name
+    /// alone (`POST /webhooks` registering an endpoint) does not make it a webhook.
+    user_authenticated: bool,
 }
 
 impl<'a> Finder<'a> {
@@ -155,7 +178,7 @@ impl<'a> Finder<'a> {
 
     fn scan(&mut self) {
         let file = self.file.clone();
-        let path = file.path.to_string_lossy().replace('\\', "/");
+        let path = self.path.clone();
         let stem = file.path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
         let is_route_file = stem == "route" || stem.starts_with("+server");
         let is_pages_api = path.contains("/pages/api/") || path.starts_with("pages/api/");
@@ -168,6 +191,7 @@ impl<'a> Finder<'a> {
                 Candidate::New => self.new_expr(node),
                 Candidate::Method => self.decorated_method(node),
                 Candidate::Assignment => self.commonjs_export(node, &path, is_pages_api, is_function_dir),
+                Candidate::Pair => self.shopify_webhook_callback(node),
             }
         }
     }
@@ -193,8 +217,8 @@ impl<'a> Finder<'a> {
                 },
             }
         } else if func.kind() == "member_expression" {
-            // controller.handleWebhook
-            match self.resolve_method(func) {
+            // controller.handleWebhook, this.handleMessage (a method of the enclosing class)
+            match self.this_method(func).or_else(|| self.resolve_method(func)) {
                 Some(def) => (def.span, def.file),
                 None => return,
             }
@@ -206,11 +230,21 @@ impl<'a> Finder<'a> {
             {
                 return self.push(object, name, framework, route_hint);
             }
-            // wrapped: withAuth(async (req) => ...)
-            match ast::arguments(func).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier") {
-                Some(inner) => return self.push(inner, name, framework, route_hint),
-                None => return,
-            }
+            // wrapped: withAuth(async (req) => ...); a wrapper that verifies the sender
+            // (`verifySignatureAppRouter(handler)` of QStash, `withWebhookSignature(fn)`) makes a webhook
+            let Some(inner) =
+                ast::arguments(func).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier")
+            else {
+                return;
+            };
+            let verifies = func
+                .child_by_field_name("function")
+                .is_some_and(|f| crate::regex!(r"(?i)signature|webhook|hmac").is_match(text(f, self.src())));
+            let outer = self.wrapper_verifies;
+            self.wrapper_verifies = outer || verifies;
+            self.push(inner, name, framework, route_hint);
+            self.wrapper_verifies = outer;
+            return;
         } else {
             return;
         };
@@ -236,6 +270,7 @@ impl<'a> Finder<'a> {
             Framework::TriggerDev => Some(Provider::Trigger),
             Framework::Octokit => Some(Provider::Github),
             Framework::CloudflareQueue => Some(Provider::CloudflareQueue),
+            Framework::ShopifyWebhook => Some(Provider::Shopify),
             _ => providers::detect(body_text)
                 .or_else(|| providers::detect(&self.file.text))
                 .or_else(|| provider_from_words(route_hint)),
@@ -247,7 +282,8 @@ impl<'a> Finder<'a> {
             WEBHOOK_WORDS.iter().filter(|w| lower.contains(*w)).all(|w| *w == "events")
         };
         let is_webhook = !framework.is_http()
-            || (names_webhook(route_hint) && (!events_only || provider.is_some()))
+            || self.wrapper_verifies
+            || (names_webhook(route_hint) && !self.user_authenticated && (!events_only || provider.is_some()))
             || verifies
             || (provider.is_some() && providers::detect(body_text).is_some());
         if !is_webhook {
@@ -278,6 +314,30 @@ impl<'a> Finder<'a> {
         let target = self.project.resolve(&self.file.path, &import.source)?;
         let target = self.project.load(&target).ok()?;
         self.project.exported_function(&target, &import.imported, 0)
+    }
+
+    /// `this.handleMessage` (as in `consumer.run({ eachMessage: this.handleMessage.bind(this) })`):
+    /// a method, or a field holding a function, of the class the registration is written in.
+    fn this_method(&self, member: Node) -> Option<project::FunctionDef> {
+        let src = self.src();
+        member.child_by_field_name("object").filter(|o| o.kind() == "this")?;
+        let name = text(member.child_by_field_name("property")?, src);
+        let class = ast::ancestors(member).find(|a| matches!(a.kind(), "class_declaration" | "class"))?;
+        let body = class.child_by_field_name("body")?;
+        ast::named_children(body).into_iter().find_map(|m| {
+            let (key, func) = match m.kind() {
+                "method_definition" => (m.child_by_field_name("name")?, m),
+                "public_field_definition" | "field_definition" => {
+                    (m.child_by_field_name("name")?, ast::unwrap_expr(m.child_by_field_name("value")?))
+                }
+                _ => return None,
+            };
+            (text(key, src) == name && ast::is_function(func)).then(|| project::FunctionDef {
+                file: self.file.clone(),
+                span: Span::of(func),
+                name: name.to_string(),
+            })
+        })
     }
 
     /// `object.method` as a route handler: a method of the class or object that `object` names
@@ -342,7 +402,14 @@ impl<'a> Finder<'a> {
         // `(req, res)` (Node helpers) or `(request: Request)` answering a Response
         if is_default && (path.contains("/api/") || path.starts_with("api/") || path.contains("netlify/functions/")) {
             let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
-            if let Some(func) = func.map(ast::unwrap_expr).filter(|f| ast::is_function(*f)) {
+            // `const handler = async (req, res) => {...}; export default handler`
+            let func = func.map(ast::unwrap_expr).and_then(|f| match f.kind() {
+                "identifier" => {
+                    project::local_function(self.file, text(f, src)).and_then(|d| self.file.node_at(d.span))
+                }
+                _ => Some(f),
+            });
+            if let Some(func) = func.filter(|f| ast::is_function(*f)) {
                 let params = ast::parameter_names(func, src);
                 let named = |i: usize, names: &[&str]| params.get(i).is_some_and(|p| names.contains(&p.as_str()));
                 // not a plugin or router factory: `(fastify, opts)`, `(app)`
@@ -376,8 +443,7 @@ impl<'a> Finder<'a> {
                     if is_route_file || names_webhook(path) {
                         let method = exported;
                         if ["POST", "PUT", "PATCH"].contains(&method) {
-                            let framework =
-                                if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
+                            let framework = self.route_framework(path);
                             self.push(local, format!("{method} {}", short_path(path)), framework, path);
                         }
                     }
@@ -408,8 +474,11 @@ impl<'a> Finder<'a> {
         }
         for (name, func) in candidates {
             let upper = name.as_str();
+            if self.firebase_on_request(func, &name, path) {
+                continue;
+            }
             if ["POST", "PUT", "PATCH"].contains(&upper) && (is_route_file || names_webhook(path)) {
-                let framework = if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
+                let framework = self.route_framework(path);
                 self.push(func, format!("{upper} {}", short_path(path)), framework, path);
             } else if name == "action" && path.contains("routes") {
                 self.push(func, format!("action ({})", short_path(path)), Framework::Remix, path);
@@ -420,6 +489,50 @@ impl<'a> Finder<'a> {
                 self.lambda_candidate(func, &name, path);
             }
         }
+    }
+
+    /// Firebase HTTPS functions: `export const stripeWebhook = onRequest(opts?, async (req, res) => ...)`,
+    /// `exports.hook = functions.region(r).https.onRequest(fn)`: an Express-style handler, a
+    /// webhook as any route is (its export name or file names one, or it verifies a sender).
+    fn firebase_on_request(&mut self, value: Node, name: &str, path: &str) -> bool {
+        let src = self.src();
+        let call = ast::unwrap_expr(value);
+        let on_request = call.kind() == "call_expression"
+            && call.child_by_field_name("function").is_some_and(|f| match f.kind() {
+                "identifier" => text(f, src) == "onRequest",
+                "member_expression" => f.child_by_field_name("property").is_some_and(|p| text(p, src) == "onRequest"),
+                _ => false,
+            });
+        if !on_request {
+            return false;
+        }
+        if let Some(func) =
+            ast::arguments(call).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier")
+        {
+            let hint = format!("{name} {path}");
+            self.push(func, format!("firebase function {name} ({})", short_path(path)), Framework::Express, &hint);
+        }
+        true
+    }
+
+    /// `@shopify/shopify-api` webhook handlers (`shopify.webhooks.addHandlers({...})`, the
+    /// `webhooks` of `shopifyApp({...})`, a handlers module): the `callback` of an object that
+    /// also names a `deliveryMethod`.
+    fn shopify_webhook_callback(&mut self, pair: Node) {
+        let src = self.src();
+        let Some(object) = pair.parent().filter(|o| o.kind() == "object") else { return };
+        if ast::object_property(object, "deliveryMethod", src).is_none() {
+            return;
+        }
+        let Some(callback) = pair.child_by_field_name("value") else { return };
+        // the topic is the key the handler object is filed under: `ORDERS_CREATE: { ... }`
+        let topic = object
+            .parent()
+            .filter(|p| p.kind() == "pair")
+            .and_then(|p| p.child_by_field_name("key"))
+            .map(|k| ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()))
+            .unwrap_or_default();
+        self.push(callback, format!("shopify webhook {topic}"), Framework::ShopifyWebhook, "");
     }
 
     /// A Lambda declared in the module and exported by name or as the default export.
@@ -502,9 +615,7 @@ impl<'a> Finder<'a> {
                         (format!("default export ({})", short_path(path)), Framework::NextPagesApi)
                     }
                     "POST" | "PUT" | "PATCH" if is_route => {
-                        let framework =
-                            if path.contains("+server") { Framework::SvelteKit } else { Framework::NextAppRouter };
-                        (format!("{exported} {}", short_path(path)), framework)
+                        (format!("{exported} {}", short_path(path)), self.route_framework(path))
                     }
                     _ => continue,
                 };
@@ -541,6 +652,9 @@ impl<'a> Finder<'a> {
                 || target.get(1).map(String::as_str) == Some("exports"))
         {
             let name = name.clone();
+            if self.firebase_on_request(right, &name, path) {
+                return;
+            }
             self.lambda_candidate(right, &name, path);
         }
     }
@@ -552,7 +666,7 @@ impl<'a> Finder<'a> {
         let Some(method) = path.last().map(|s| s.to_ascii_lowercase()) else {
             return;
         };
-        let file_path = self.file.path.to_string_lossy().to_string();
+        let file_path = self.path.clone();
         // app.post('/path', ...middleware, handler) — Express, Koa router, Hono, Fastify
         if path.len() >= 2 && HTTP_METHODS.contains(&method.as_str()) && args.len() >= 2 {
             let route = match ast::string_value(args[0], src) {
@@ -570,6 +684,10 @@ impl<'a> Finder<'a> {
                     None => return,
                 },
             };
+            // an outbound call with a completion callback: `request.post("https://hooks.slack.com/...", body, cb)`
+            if crate::regex!(r"^[`'\x22]?(?:https?:)?//").is_match(&route) {
+                return;
+            }
             let mut framework = self.http_framework();
             let mut handler = *args.last().unwrap();
             // fastify.post(path, { config, handler }): only Fastify takes its handler in options
@@ -580,7 +698,10 @@ impl<'a> Finder<'a> {
                 framework = Framework::Fastify;
             }
             let name = format!("{} {route}", method.to_ascii_uppercase());
+            let middleware = &args[1..args.len() - 1];
+            self.user_authenticated = middleware.iter().any(|m| user_auth(text(*m, src)));
             self.push(handler, name, framework, &format!("{route} {file_path}"));
+            self.user_authenticated = false;
             return;
         }
         // app.route('/path').post(handler)
@@ -748,8 +869,29 @@ impl<'a> Finder<'a> {
     /// Cloudflare Workers: `export default { async queue(batch, env, ctx) { ... } }` (also with
     /// `satisfies ExportedHandler<Env>`).
     fn cloudflare_queue(&mut self, method: Node) {
+        let params = ast::parameter_names(method, self.src());
+        if self.exported_by_default(method) && (1..=3).contains(&params.len()) {
+            let name = format!("cloudflare queue consumer ({})", short_path(&self.file.path.to_string_lossy()));
+            self.push(method, name, Framework::CloudflareQueue, "");
+        }
+    }
+
+    /// Cloudflare Workers' HTTP entry: `export default { async fetch(request, env, ctx) { ... } }`.
+    /// It answers every path, so it is a webhook only as any route is: its file names a webhook,
+    /// or it verifies a sender or reads a provider's header.
+    fn cloudflare_fetch(&mut self, method: Node) {
+        let params = ast::parameter_names(method, self.src());
+        if self.exported_by_default(method) && (1..=3).contains(&params.len()) {
+            let path = self.path.clone();
+            let name = format!("cloudflare fetch ({})", short_path(&path));
+            self.push(method, name, Framework::DenoServe, &path);
+        }
+    }
+
+    /// A method of the object a module exports by default (also `satisfies ExportedHandler<Env>`).
+    fn exported_by_default(&self, method: Node) -> bool {
         let src = self.src();
-        let exported = method
+        method
             .parent()
             .filter(|o| o.kind() == "object")
             .and_then(|o| {
@@ -757,12 +899,7 @@ impl<'a> Finder<'a> {
                     !matches!(a.kind(), "satisfies_expression" | "as_expression" | "parenthesized_expression")
                 })
             })
-            .is_some_and(|e| e.kind() == "export_statement" && text(e, src).starts_with("export default"));
-        let params = ast::parameter_names(method, src);
-        if exported && (1..=3).contains(&params.len()) {
-            let name = format!("cloudflare queue consumer ({})", short_path(&self.file.path.to_string_lossy()));
-            self.push(method, name, Framework::CloudflareQueue, "");
-        }
+            .is_some_and(|e| e.kind() == "export_statement" && text(e, src).starts_with("export default"))
     }
 
     fn new_expr(&mut self, node: Node) {
@@ -827,6 +964,12 @@ impl<'a> Finder<'a> {
         if name == "queue" && decorators.is_empty() {
             return self.cloudflare_queue(method);
         }
+        if name == "fetch" {
+            if decorators.is_empty() {
+                self.cloudflare_fetch(method);
+            }
+            return;
+        }
         let class = ast::ancestors(method).find(|a| matches!(a.kind(), "class_declaration" | "class"));
         let class_decorators: Vec<String> =
             class.map(|c| decorators_of(c).into_iter().map(|d| text(d, src).to_string()).collect()).unwrap_or_default();
@@ -834,12 +977,24 @@ impl<'a> Finder<'a> {
             let controller =
                 class_decorators.iter().find(|d| d.starts_with("@Controller")).cloned().unwrap_or_default();
             let hint = format!("{controller} {post}");
+            self.user_authenticated =
+                decorators.iter().chain(&class_decorators).any(|d| d.starts_with("@UseGuards") && user_auth(d));
             self.push(method, format!("{post} {name}"), Framework::Nest, &hint);
+            self.user_authenticated = false;
         } else if (name == "process" || decorators.iter().any(|d| d.starts_with("@Process(") || d == "@Process"))
             && class_decorators.iter().any(|d| d.starts_with("@Processor"))
         {
             self.push(method, format!("processor {name}"), Framework::Bullmq, "");
         }
+    }
+
+    /// The framework of a module exporting `POST`: SvelteKit's `+server` files and Astro
+    /// endpoints (`export const POST: APIRoute = async ({ request }) => ...`, the same shape:
+    /// a destructured context whose `request` answers with a `Response`), else Next's app router.
+    fn route_framework(&self, path: &str) -> Framework {
+        let t = &self.file.text;
+        let astro = t.contains("APIRoute") || t.contains("from 'astro'") || t.contains("from \"astro\"");
+        if path.contains("+server") || astro { Framework::SvelteKit } else { Framework::NextAppRouter }
     }
 
     fn http_framework(&self) -> Framework {
@@ -854,6 +1009,59 @@ impl<'a> Finder<'a> {
             Framework::Express
         }
     }
+}
+
+/// A file's path from its package root (the nearest directory holding `package.json`,
+/// `deno.json` or `.git`) on, or, in a loose checkout, from its first source directory (`src/`,
+/// `app/`, `pages/`, ...) on: the words of the directories above it (a checkout named
+/// `acme-webhooks/`) say nothing about one of its routes.
+fn routing_path(path: &std::path::Path) -> String {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::sync::{Mutex, OnceLock};
+    static ROOTS: OnceLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> = OnceLock::new();
+    let full = path.to_string_lossy().replace('\\', "/");
+    let Some(dir) = path.parent() else { return full };
+    let cache = ROOTS.get_or_init(Default::default);
+    let cached = cache.lock().unwrap().get(dir).cloned();
+    let root = cached.unwrap_or_else(|| {
+        let found = dir
+            .ancestors()
+            .find(|a| ["package.json", "deno.json", ".git"].iter().any(|m| a.join(m).exists()))
+            .map(|a| a.to_path_buf());
+        cache.lock().unwrap().insert(dir.to_path_buf(), found.clone());
+        found
+    });
+    if let Some(rel) = root.as_deref().and_then(|r| path.strip_prefix(r).ok()) {
+        return rel.to_string_lossy().replace('\\', "/");
+    }
+    let first = ["src/", "app/", "pages/", "routes/", "api/", "server/", "functions/", "lib/", "netlify/", "supabase/"]
+        .iter()
+        .filter_map(|seg| if full.starts_with(seg) { Some(0) } else { full.find(&format!("/{seg}")).map(|i| i + 1) })
+        .min();
+    match first {
+        Some(i) => full[i..].to_string(),
+        None => full,
+    }
+}
+
+/// Middleware or a guard that authenticates a signed-in user (not a sender's signature).
+fn user_auth(text: &str) -> bool {
+    crate::regex!(
+        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|isauthenticated|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticateuser|authenticatetoken"
+    )
+    .is_match(text)
+        && !crate::regex!(r"(?i)signature|webhook|hmac").is_match(text)
+}
+
+/// Tests and their doubles (`webhook.test.ts`, `__tests__/`, `__mocks__/`): a receiver a test
+/// starts to record what it is sent is no deployed entry point.
+fn is_test_file(path: &std::path::Path) -> bool {
+    let path = path.to_string_lossy().replace('\\', "/");
+    let name = path.rsplit('/').next().unwrap_or(&path);
+    crate::regex!(r"\.(?:test|spec|e2e-spec|e2e)\.[cm]?[jt]sx?$").is_match(name)
+        || path.contains("__tests__/")
+        || path.contains("__mocks__/")
 }
 
 /// A path as a handler name shows it: from the framework's routing root (`app/`, `pages/`,

@@ -28,6 +28,11 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
             }
             _ => format!("${{{}.id}}", first_param()?),
         },
+        // `callback: async (topic, shop, body, webhookId)`: the X-Shopify-Webhook-Id
+        Provider::Shopify if handler.framework == Framework::ShopifyWebhook => {
+            let id = ast::parameter(func, 3).filter(|p| p.kind() == "identifier")?;
+            format!("${{{}}}", text(id, src))
+        }
         Provider::Github
         | Provider::Shopify
         | Provider::Svix
@@ -74,7 +79,13 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
         }
         Provider::Bullmq => format!("${{{}.id}}", first_param()?),
         Provider::Sqs => {
-            let record = loop_variable(func, src, &["Records", "Messages"])?;
+            // a batch of one read by index: `JSON.parse(event.Records[0].body)`
+            let indexed = || {
+                let event = first_param()?;
+                let first = format!("{event}.Records[0]");
+                text(func, src).contains(&first).then_some(first)
+            };
+            let record = loop_variable(func, src, &["Records", "Messages"]).or_else(indexed)?;
             // `event.Records` of a DynamoDB stream or SNS trigger has no `messageId`: a key on
             // it would be the same `undefined` for every record. S3 records have no id at all.
             let body = text(func, src);
@@ -158,6 +169,8 @@ pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String
             || value_text.contains("unmarshal")
             || value_text.contains(".verify(")
             || value_text.contains("verifyWebhook")
+            // project wrappers: `constructWebhookEvent(body, sig)`, `parseStripeEvent(...)`
+            || crate::regex!(r"(?:construct|parse)\w*Event\s*\(|WebhookEvent\s*\(").is_match(value_text)
         {
             0
         } else if value_text.starts_with("JSON.parse")

@@ -22,6 +22,7 @@ pub enum Candidate {
     New,
     Method,
     Assignment,
+    Pair,
 }
 
 /// Registration methods: `app.post(...)`, `queue.process(...)`, `consumer.run(...)`, ...
@@ -46,8 +47,9 @@ const MEMBER_NAMES: &[&str] = &[
 /// Bare registration calls: `serve(fn)`, `defineEventHandler(...)`, ...
 const BARE_NAMES: &[&str] = &["serve", "task", "schemaTask", "createFunction", "defineEventHandler", "eventHandler"];
 
-/// Method names that are entry points without a decorator (BullMQ `process`, Cloudflare `queue`).
-const METHOD_NAMES: &[&str] = &["queue", "process"];
+/// Method names that are entry points without a decorator (BullMQ `process`, Cloudflare `queue`
+/// and `fetch`).
+const METHOD_NAMES: &[&str] = &["queue", "process", "fetch"];
 
 /// Kind and field ids of one grammar.
 struct Kinds {
@@ -61,11 +63,16 @@ struct Kinds {
     decorator: u16,
     expression_statement: u16,
     assignment_expression: u16,
+    pair: u16,
+    arrow_function: u16,
+    function_expression: u16,
     function_field: u16,
     property_field: u16,
     constructor_field: u16,
     name_field: u16,
     left_field: u16,
+    key_field: u16,
+    value_field: u16,
 }
 
 impl Kinds {
@@ -87,11 +94,16 @@ impl Kinds {
             decorator: kind("decorator"),
             expression_statement: kind("expression_statement"),
             assignment_expression: kind("assignment_expression"),
+            pair: kind("pair"),
+            arrow_function: kind("arrow_function"),
+            function_expression: kind("function_expression"),
             function_field: field("function"),
             property_field: field("property"),
             constructor_field: field("constructor"),
             name_field: field("name"),
             left_field: field("left"),
+            key_field: field("key"),
+            value_field: field("value"),
         }
     }
 
@@ -135,6 +147,13 @@ impl Kinds {
                         .is_some_and(|l| l.kind_id() == self.member_expression && names_exports(text(l)))
             });
             exports.then_some(Candidate::Assignment)
+        } else if kind == self.pair {
+            let key = node.child_by_field_id(self.key_field)?;
+            let value = node.child_by_field_id(self.value_field)?.kind_id();
+            let callback = key.kind_id() == self.property_identifier && text(key) == b"callback";
+            let function =
+                value == self.arrow_function || value == self.function_expression || value == self.identifier;
+            (callback && function).then_some(Candidate::Pair)
         } else {
             None
         }
@@ -356,7 +375,7 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
         r"(?x)
         \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send)(?-u:\b)
         | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler
-                    |export|Worker|queue|process|exports)(?-u:\b)
+                    |export|Worker|queue|process|fetch|exports|callback)(?-u:\b)
         | @"
     );
     let mut out: Vec<(Candidate, Node)> = Vec::new();
@@ -402,6 +421,7 @@ pub mod tests {
                     "new" => Candidate::New,
                     "method" => Candidate::Method,
                     "assignment" => Candidate::Assignment,
+                    "pair" => Candidate::Pair,
                     _ => continue,
                 };
                 out.push((kind, capture.node));
