@@ -170,6 +170,16 @@ fn plan(
     // The block whose statements are the work: the handler body, a `for (const record of
     // event.Records)` body that binds the key, or a `try` block around the work.
     let mut container = key_container(func, src, key).unwrap_or(body);
+    // `records.forEach(async (record) => { work })`: nothing awaits the callback, so the guard's
+    // in-progress failure thrown there would be an unhandled rejection, not a retry.
+    if let Some(cb) = ast::enclosing_function(container).filter(|f| f.id() != func.id())
+        && let Some(call) = cb.parent().filter(|a| a.kind() == "arguments").and_then(|a| a.parent())
+        && ast::callee_name(call, src).is_some_and(|n| n == "forEach")
+    {
+        return Err("the work runs in a `forEach` callback nobody awaits: turn it into `for (const ... of ...)` \
+                    first (see ack-timing), then wrap the loop body in the guard"
+            .into());
+    }
     let (first, last) = loop {
         // `try { verify; work } catch { answer 400 }`: the work is inside the try that verifies.
         let stmts = statements(container);
