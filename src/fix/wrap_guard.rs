@@ -498,6 +498,13 @@ fn plan(
     if let Some(n) = rewrite_note {
         notes.push(n);
     }
+    if model.handler.provider == Some(providers::Provider::Amqp) {
+        notes.push(
+            "`properties.messageId` is set only by a publisher that passes `{ messageId }`: without it every \
+             message shares one key and all but the first are skipped as duplicates"
+                .into(),
+        );
+    }
     let mut fix = Fix::unsafe_(TITLE, edits).with_note(notes.join("; "));
     fix.target = Some(file.path.clone());
     Ok(fix)
