@@ -170,7 +170,17 @@ fn plan(
     // The block whose statements are the work: the handler body, a `for (const record of
     // event.Records)` body that binds the key, or a `try` block around the work.
     let mut container = key_container(func, src, key).unwrap_or(body);
-    let (first, mut last) = loop {
+    // `records.forEach(async (record) => { work })`: nothing awaits the callback, so the guard's
+    // in-progress failure thrown there would be an unhandled rejection, not a retry.
+    if let Some(cb) = ast::enclosing_function(container).filter(|f| f.id() != func.id())
+        && let Some(call) = cb.parent().filter(|a| a.kind() == "arguments").and_then(|a| a.parent())
+        && ast::callee_name(call, src).is_some_and(|n| n == "forEach")
+    {
+        return Err("the work runs in a `forEach` callback nobody awaits: turn it into `for (const ... of ...)` \
+                    first (see ack-timing), then wrap the loop body in the guard"
+            .into());
+    }
+    let (first, last) = loop {
         // `try { verify; work } catch { answer 400 }`: the work is inside the try that verifies.
         let stmts = statements(container);
         if let Some(v) = stmts.iter().rev().find(|s| verifies(cx, file, **s)).copied()
@@ -253,6 +263,22 @@ fn plan(
             continue;
         }
         break (first, last);
+    };
+    // A transaction begun and committed by hand around the work (`await conn.beginTransaction()`
+    // ... `await conn.commit()`): with only the work wrapped, the guard would record the event
+    // before the commit (a failed commit is then never retried) and a duplicate would leave the
+    // transaction open. The guard takes the whole begin..commit span.
+    let (first, mut last) = {
+        let siblings = statements(container);
+        let at = |n: Node| siblings.iter().position(|s| s.id() == n.id());
+        let begin = at(first).and_then(|i| siblings[..i].iter().rposition(|s| manual_tx_statement(*s, src, true)));
+        let commit = at(last).and_then(|j| {
+            siblings[j + 1..].iter().position(|s| manual_tx_statement(*s, src, false)).map(|k| j + 1 + k)
+        });
+        match (begin, commit) {
+            (Some(b), Some(c)) => (siblings[b], siblings[c]),
+            _ => (first, last),
+        }
     };
     // Consumers that acknowledge by hand (amqplib, Pub/Sub) must acknowledge a duplicate too,
     // or the broker redelivers it for ever: the ack has to run after the guard.
@@ -471,6 +497,13 @@ fn plan(
     }
     if let Some(n) = rewrite_note {
         notes.push(n);
+    }
+    if model.handler.provider == Some(providers::Provider::Amqp) {
+        notes.push(
+            "`properties.messageId` is set only by a publisher that passes `{ messageId }`: without it every \
+             message shares one key and all but the first are skipped as duplicates"
+                .into(),
+        );
     }
     let mut fix = Fix::unsafe_(TITLE, edits).with_note(notes.join("; "));
     fix.target = Some(file.path.clone());
@@ -756,6 +789,36 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s).trim_end_matches('{').trim()
 }
 
+/// `await conn.beginTransaction()` / `await client.query("BEGIN")` (`begin`), or the matching
+/// `await conn.commit()` / `await client.query("COMMIT")`, as a statement of its own.
+fn manual_tx_statement(stmt: Node, src: &str, begin: bool) -> bool {
+    if stmt.kind() != "expression_statement" {
+        return false;
+    }
+    let t = text(stmt, src);
+    if begin {
+        crate::regex!(r#"^(await\s+)?[\w$.]+\.(beginTransaction|startTransaction)\(\s*\)"#).is_match(t)
+            || crate::regex!(r#"^(await\s+)?[\w$.]+\.query\(\s*['"`](BEGIN|START TRANSACTION)\b"#).is_match(t)
+    } else {
+        crate::regex!(r#"^(await\s+)?[\w$.]+\.commit\(\s*\)"#).is_match(t)
+            || crate::regex!(r#"^(await\s+)?[\w$.]+\.query\(\s*['"`]COMMIT\b"#).is_match(t)
+    }
+}
+
+/// `try { await marker.create(...) } catch (e) { if (e.code !== 11000) log(e) }`: the `try`
+/// exists only for the marker write (its catch tolerates the duplicate-key error), so it goes
+/// with it rather than leaving an empty `try {}` and a catch about a write that is gone.
+fn sole_statement_try(stmt: Node) -> Option<Node> {
+    let block = stmt.parent().filter(|b| b.kind() == "statement_block")?;
+    let try_stmt = block.parent().filter(|t| t.kind() == "try_statement")?;
+    let only = ast::named_children(block).into_iter().all(|n| n.id() == stmt.id());
+    (only
+        && try_stmt.child_by_field_name("body").is_some_and(|b| b.id() == block.id())
+        && try_stmt.child_by_field_name("finalizer").is_none()
+        && try_stmt.parent().is_some_and(|p| p.kind() == "statement_block"))
+    .then_some(try_stmt)
+}
+
 /// The statements to delete for the marker calls in `remove`: the `if (await check) return`
 /// statement, a `const seen = await check` with the `if (seen) return` after it, a marker
 /// write statement. A shape that cannot be removed cleanly is left in place.
@@ -783,7 +846,7 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
                 if expr.is_some_and(|e| {
                     ast::contains(e, call) && text(e, src).starts_with(text(call, src).split('(').next().unwrap_or(""))
                 }) {
-                    out.push(stmt);
+                    out.push(sole_statement_try(stmt).unwrap_or(stmt));
                 }
             }
             "lexical_declaration" | "variable_declaration" => {

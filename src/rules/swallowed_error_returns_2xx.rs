@@ -485,6 +485,11 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
     let indent = file.indent_at(clause.start_byte()).to_string();
     let inner = format!("{indent}{}", style.indent_unit);
     match ast::named_children(body).last() {
+        // the catch ends by returning (a success for a queue, a 2xx for HTTP): the failure
+        // replaces that return, since anything appended after it would never run
+        Some(last) if last.kind() == "return_statement" => {
+            edits.push(Edit::replace(last.start_byte(), last.end_byte(), stmt.clone()))
+        }
         Some(last) => edits
             .push(Edit::insert(last.end_byte(), format!("{}{}{stmt}", style.eol, file.indent_at(last.start_byte())))),
         None => edits.push(Edit::replace(
