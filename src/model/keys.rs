@@ -40,11 +40,9 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
         | Provider::Linear
         | Provider::Twilio => {
             let header = provider.key_header()?;
-            let actual = if provider == Provider::Svix && !src.contains("svix-id") && src.contains("webhook-id") {
-                "webhook-id"
-            } else {
-                header
-            };
+            let standard = src.contains("webhook-id") || src.contains("standardwebhooks");
+            let actual =
+                if provider == Provider::Svix && !src.contains("svix-id") && standard { "webhook-id" } else { header };
             let shopify_context = || (provider == Provider::Shopify).then(|| shopify_webhook_id(func, src)).flatten();
             match nest_header_param(func, src, actual)
                 .or_else(shopify_context)

@@ -138,8 +138,20 @@ const MARKERS: &[(&str, Provider)] = &[
     ("svix-signature", Provider::Svix),
     ("from \"svix\"", Provider::Svix),
     ("from 'svix'", Provider::Svix),
-    ("verifywebhook", Provider::Svix),
+    // Clerk's `verifyWebhook(req)` from `@clerk/<sdk>/webhooks` (a bare `verifyWebhook` is any
+    // gateway's: Swish, PayPal, ...)
+    ("@clerk/nextjs/webhooks", Provider::Svix),
+    ("@clerk/express/webhooks", Provider::Svix),
+    ("@clerk/fastify/webhooks", Provider::Svix),
+    ("@clerk/backend/webhooks", Provider::Svix),
+    ("@clerk/remix/webhooks", Provider::Svix),
+    ("@clerk/astro/webhooks", Provider::Svix),
+    ("@clerk/nuxt/webhooks", Provider::Svix),
+    ("@clerk/react-router/webhooks", Provider::Svix),
+    ("@clerk/tanstack-react-start/webhooks", Provider::Svix),
     ("webhook-id", Provider::Svix),
+    // Standard Webhooks (Svix's open spec: Supabase Auth hooks, ...): `webhook-id` is the key
+    ("standardwebhooks", Provider::Svix),
     ("x-paystack-signature", Provider::Paystack),
     ("verif-hash", Provider::Flutterwave),
     ("paddle-signature", Provider::Paddle),
