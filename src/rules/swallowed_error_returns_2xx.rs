@@ -34,7 +34,9 @@ the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a ret
 checks (see `permanent-error-returns-5xx`); a callee's `catch` that returns a value the
 caller can check; in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` that skips the
 ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catch` around
-reads only (`GetXCommand`, `get*()`) that assigns a fallback value; deliberate best-effort calls: a callee listed in the config's `bestEffort`
+reads only (`GetXCommand`, `get*()`) that assigns a fallback value; a `catch` that keeps the
+failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
+used after the `try`); deliberate best-effort calls: a callee listed in the config's `bestEffort`
 list, a `catch` (or the comment block right above its `try`) saying "best effort" / "non-fatal" /
 "non-critical" / "safe to ignore" / "don't fail ... if" / "do not throw", or a
 `retrysafe-ignore` suppression with the reason.
@@ -198,6 +200,39 @@ fn marked_best_effort(c: &Cx, try_stmt: Node, src: &str) -> bool {
         || comment_block_above(src, start).is_some_and(|c| marked(&c))
 }
 
+/// The failure is the outcome, kept as data: `catch (e) { result = { ok: false, error: e.message } }`
+/// and `result` is read after the `try` (a health check that records "down", a per-item
+/// status). Every statement of the catch assigns, one from the error, to a variable used later.
+fn captures_error(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
+    let Some(param) = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier") else {
+        return false;
+    };
+    let param = text(param, src);
+    let stmts: Vec<Node> = ast::named_children(body).into_iter().filter(|s| s.kind() != "comment").collect();
+    let assigned: Vec<Node> = stmts
+        .iter()
+        .filter_map(|s| {
+            let e = ast::named_children(*s).into_iter().next().filter(|_| s.kind() == "expression_statement")?;
+            (e.kind() == "assignment_expression").then_some(e)
+        })
+        .collect();
+    if stmts.is_empty() || assigned.len() != stmts.len() {
+        return false;
+    }
+    let after = try_stmt.parent().map(|p| &src[try_stmt.end_byte()..p.end_byte()]).unwrap_or("");
+    assigned.iter().any(|a| {
+        let (Some(left), Some(right)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else {
+            return false;
+        };
+        let uses_error = ast::descendants_of_kind(right, "identifier").iter().any(|i| text(*i, src) == param)
+            || (right.kind() == "identifier" && text(right, src) == param);
+        let name = text(left, src);
+        uses_error
+            && left.kind() == "identifier"
+            && crate::regex!(r"[A-Za-z_$][\w$]*").find_iter(after).any(|m| m.as_str() == name)
+    })
+}
+
 /// A lowercased comment that declares the call best-effort ("don't fail silently" says the opposite).
 fn marked(comment: &str) -> bool {
     MARKED.iter().any(|m| comment.contains(m)) && !comment.contains("silent")
@@ -311,6 +346,9 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         }
         // A read with a fallback value (`catch { cached = null }`): no work of the event is lost.
         if reads_only(block, src) && !ast::descendants_of_kind(body, "assignment_expression").is_empty() {
+            continue;
+        }
+        if captures_error(clause, body, try_stmt, src) {
             continue;
         }
         let mut resps = responses::responses_in(body, src, &names, false);
