@@ -308,7 +308,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
             let key = input.and_then(|i| object_prop(i, "MessageDeduplicationId", src));
             return effect(EffectKind::Enqueue, Sdk::Sqs, key);
         }
-        if ctor.starts_with("ReceiveMessage") || ctor.starts_with("DeleteMessage") || ctor.starts_with("Get") {
+        if ctor.starts_with("ReceiveMessage") || ctor.starts_with("DeleteMessage") || read_only_command(ctor) {
             return None;
         }
         if let Some(kind) = dynamo_command(ctor, input, src) {
@@ -491,6 +491,16 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         }
     }
     None
+}
+
+/// An AWS SDK v3 command that reads or computes without changing anything: repeating it on a
+/// redelivery costs a call, not a duplicate (Bedrock `ConverseCommand` / `InvokeModelCommand`,
+/// Comprehend `Detect*`, KMS `Decrypt`, `Get*` / `List*` / `Describe*` / `Head*`).
+fn read_only_command(ctor: &str) -> bool {
+    ["Get", "List", "Describe", "Head", "Converse", "InvokeModel", "Detect", "Decrypt"]
+        .iter()
+        .any(|p| ctor.starts_with(p))
+        && ctor.ends_with("Command")
 }
 
 /// A DynamoDB command sent through the AWS SDK v3 (`Some(None)`: a read). A `Put` replaces the
@@ -955,6 +965,9 @@ mod real_calls {
             ("await ddb.send(new PutCommand({ TableName: t, Item: { pk: evt.id, status } }))", Some(DbUpsert)),
             ("await ddb.send(new PutCommand({ TableName: t, Item: { pk: randomUUID(), status } }))", Some(DbInsert)),
             ("await ddb.send(new QueryCommand({ TableName: t }))", None),
+            ("await bedrock.send(new ConverseCommand({ modelId: m, messages }))", None),
+            ("await bedrock.send(new InvokeModelCommand({ modelId: m, body }))", None),
+            ("await s3.send(new GetObjectCommand({ Bucket: b, Key: k }))", None),
             ("await ddb.send(new DeleteCommand({ TableName: t, Key: k }))", Some(DbDelete)),
             ("crypto.createHmac('sha256', secret).update(body).digest('hex')", None),
         ];

@@ -108,6 +108,12 @@ fn in_exit_branch(call: Node, func: Node) -> bool {
 /// Names of tables/models that hold processed-event markers.
 pub fn is_marker_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase().replace(['_', '-'], "");
+    // An injected TypeORM / Mongoose handle names its table: `eventRepo`, `processedEventsRepository`
+    let lower = ["repository", "repo"]
+        .iter()
+        .find_map(|s| lower.strip_suffix(s).filter(|t| !t.is_empty()))
+        .map(str::to_string)
+        .unwrap_or(lower);
     [
         "processed",
         "handled",

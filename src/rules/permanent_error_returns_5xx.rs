@@ -18,7 +18,11 @@ const DOCS: &str = r#"
   `verifyWebhook`, Paddle `webhooks.unmarshal`, Stripe `parseEventNotification`, Resend
   `webhooks.verify`) or the payload parse (`JSON.parse`, a zod `Schema.parse`) sits in a `try`
   whose `catch` answers 5xx or rethrows, or the throwing check is not in a `try` at all, so
-  the framework answers 500.
+  the framework answers 500 — also in a function the handler calls, when no caller on the
+  way catches it (a Nest controller delegating to `this.service.handleWebhook(raw, sig)`).
+  Not reported: a `catch` that throws the project's own error named for the client's fault
+  (`throw errors.invalidWebhookSignature()`, `new InvalidSignatureError()`) in a framework
+  whose error handler gives it a status (Nest, Express, Fastify, Koa, Hono).
 - A BullMQ / Inngest / Trigger.dev consumer that throws a plain `Error` for a permanent
   failure (a record that is not found, an invalid or missing field, an unknown type), which
   the queue retries with backoff instead of failing once.
@@ -166,7 +170,56 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// For each scope, whether an error thrown in it reaches the framework: the handler itself, and a
+/// callee whose every call site (in a scope that is itself uncaught) is outside a `try`.
+/// A callee reached only through a nested callback has no direct call site and counts as caught.
+fn uncaught_scopes(cx: &Context, model: &HandlerModel) -> Vec<bool> {
+    let n = model.scopes.len();
+    let mut sites: Vec<Vec<(usize, bool)>> = vec![Vec::new(); n];
+    for (k, scope) in model.scopes.iter().enumerate() {
+        let Some(func) = scope.node() else { continue };
+        for call in ast::calls_in(func, true) {
+            let Some(def) = reach::resolve_call(cx.project, scope.file(), call) else { continue };
+            let callee =
+                model.scopes.iter().position(|s| s.function.span == def.span && s.function.file.path == def.file.path);
+            if let Some(j) = callee.filter(|j| *j != k) {
+                // `this.verify(x).catch(...)` handles the rejection itself
+                let chained = call.parent().is_some_and(|p| {
+                    p.kind() == "member_expression"
+                        && p.child_by_field_name("property")
+                            .is_some_and(|q| matches!(text(q, src_of(scope)), "catch" | "then"))
+                });
+                sites[j].push((k, chained || enclosing_try(call, func).is_some()));
+            }
+        }
+    }
+    let mut out = vec![false; n];
+    if n > 0 {
+        out[0] = true;
+    }
+    // Callers come before their callees, but a later caller can still decide: settle in passes.
+    for _ in 0..n {
+        let mut changed = false;
+        for j in 1..n {
+            let now = !sites[j].is_empty() && sites[j].iter().all(|(k, in_try)| out[*k] && !in_try);
+            if now != out[j] {
+                out[j] = now;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    out
+}
+
+fn src_of(scope: &Scope) -> &str {
+    &scope.file().text
+}
+
 fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let mut uncaught: Option<Vec<bool>> = None;
     for (i, scope) in model.scopes.iter().enumerate() {
         let Some(func) = scope.node() else { continue };
         let file = scope.file();
@@ -202,8 +255,14 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     let fives: Vec<_> = answers.into_iter().filter(|r| r.is_5xx()).collect();
                     // A thrown 4xx HTTP exception answers 4xx; any other throw becomes a 500.
                     let remix = model.handler.framework == Framework::Remix;
+                    // Frameworks with an error handler that can give a thrown error its status.
+                    let maps_errors = matches!(
+                        model.handler.framework,
+                        Framework::Nest | Framework::Express | Framework::Fastify | Framework::Koa | Framework::Hono
+                    );
                     let rethrow = ast::named_children(catch_body).into_iter().find(|s| {
                         s.kind() == "throw_statement"
+                            && !(maps_errors && throws_client_error(*s, src))
                             && responses::response_at(*s, src, &names)
                                 .is_none_or(|r| r.status.is_none_or(|st| st >= 500))
                             // Remix answers a thrown `json(..., 400)` / `new Response(...)` as is.
@@ -252,12 +311,23 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     ), fix));
                 }
                 None => {
-                    // Only the handler's own checks: a callee's caller may catch.
                     // JSON.parse of a body the provider signed does not fail in practice.
-                    if i != 0 || !(verify || is_schema(call, src)) {
+                    if !(verify || is_schema(call, src)) {
                         continue;
                     }
-                    let fix = wrap_fix(model, file, call);
+                    // A callee's check: only when no caller on the way catches it (a Nest
+                    // controller calling `this.service.handle(raw, sig)` that verifies bare).
+                    if i != 0 && !uncaught.get_or_insert_with(|| uncaught_scopes(cx, model))[i] {
+                        continue;
+                    }
+                    let fix = if i == 0 {
+                        wrap_fix(model, file, call)
+                    } else {
+                        Fix::display_only(
+                            "catch the check and answer 400",
+                            "the check is in a function the handler calls",
+                        )
+                    };
                     out.push(diag(model, scope, call, format!(
                         "`{}` throws on {what} outside any try: the uncaught error answers 500 (or hangs the request) and the provider retries a delivery that can never succeed",
                         callee(call, src)
@@ -266,6 +336,27 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+/// `throw billingErrors.invalidWebhookSignature()`, `throw new InvalidSignatureError()`: a
+/// project's own error named for the client's fault, which its error handler (Nest filters,
+/// Express error middleware, Fastify / Hono `onError`) maps to a 4xx
+/// (a bare `Error` / `TypeError`, or the caught error itself, still becomes a 500).
+fn throws_client_error(throw: Node, src: &str) -> bool {
+    let Some(value) = throw.named_child(0).map(ast::unwrap_expr) else {
+        return false;
+    };
+    let callee = match value.kind() {
+        "call_expression" => value.child_by_field_name("function"),
+        "new_expression" => value.child_by_field_name("constructor"),
+        _ => None,
+    };
+    let Some(callee) = callee else { return false };
+    let name = text(callee, src).rsplit('.').next().unwrap_or("").to_ascii_lowercase();
+    !matches!(name.as_str(), "error" | "typeerror" | "rangeerror" | "syntaxerror")
+        && ["invalid", "unauthori", "forbidden", "badrequest", "signature", "validation"]
+            .iter()
+            .any(|w| name.contains(w))
 }
 
 fn is_schema(call: Node, src: &str) -> bool {

@@ -34,8 +34,11 @@ the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a ret
 checks (see `permanent-error-returns-5xx`); a callee's `catch` that returns a value the
 caller can check; in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` that skips the
 ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catch` around
-reads only (`GetXCommand`, `get*()`) that assigns a fallback value; deliberate best-effort calls: a callee listed in the config's `bestEffort`
-list, a `catch` commented "best effort" / "non-fatal" / "non-critical" / "safe to ignore", or a
+reads only (`GetXCommand`, `get*()`) that assigns a fallback value; a `catch` that keeps the
+failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
+used after the `try`); deliberate best-effort calls: a callee listed in the config's `bestEffort`
+list, a `catch` (or the comment block right above its `try`) saying "best effort" / "non-fatal" /
+"non-critical" / "safe to ignore" / "don't fail ... if" / "do not throw", or a
 `retrysafe-ignore` suppression with the reason.
 
 ## Why retries break it
@@ -98,6 +101,16 @@ const MARKED: &[&str] = &[
     "safe to ignore",
     "intentionally ignore",
     "deliberately ignore",
+    // "don't fail the order if tracking fails", "do not throw, let the sync complete"
+    "do not throw",
+    "don't throw",
+    "never throw",
+    "do not fail",
+    "don't fail",
+    "must not fail",
+    "should not fail",
+    "shouldn't fail",
+    "must not block",
 ];
 
 struct Cx<'a> {
@@ -183,12 +196,65 @@ fn marked_best_effort(c: &Cx, try_stmt: Node, src: &str) -> bool {
         }
     }
     let start = src[..try_stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1);
-    let prev_line_start = src[..start.saturating_sub(1)].rfind('\n').map_or(0, |i| i + 1);
-    let around = format!("{}{}", &src[prev_line_start..start], text(try_stmt, src)).to_ascii_lowercase();
-    ast::descendants_of_kind(try_stmt, "comment").iter().any(|cm| {
-        let t = text(*cm, src).to_ascii_lowercase();
-        MARKED.iter().any(|m| t.contains(m))
-    }) || around.lines().any(|l| l.trim_start().starts_with("//") && MARKED.iter().any(|m| l.contains(m)))
+    ast::descendants_of_kind(try_stmt, "comment").iter().any(|cm| marked(&text(*cm, src).to_ascii_lowercase()))
+        || comment_block_above(src, start).is_some_and(|c| marked(&c))
+}
+
+/// The failure is the outcome, kept as data: `catch (e) { result = { ok: false, error: e.message } }`
+/// and `result` is read after the `try` (a health check that records "down", a per-item
+/// status). Every statement of the catch assigns, one from the error, to a variable used later.
+fn captures_error(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
+    let Some(param) = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier") else {
+        return false;
+    };
+    let param = text(param, src);
+    let stmts: Vec<Node> = ast::named_children(body).into_iter().filter(|s| s.kind() != "comment").collect();
+    let assigned: Vec<Node> = stmts
+        .iter()
+        .filter_map(|s| {
+            let e = ast::named_children(*s).into_iter().next().filter(|_| s.kind() == "expression_statement")?;
+            (e.kind() == "assignment_expression").then_some(e)
+        })
+        .collect();
+    if stmts.is_empty() || assigned.len() != stmts.len() {
+        return false;
+    }
+    let after = try_stmt.parent().map(|p| &src[try_stmt.end_byte()..p.end_byte()]).unwrap_or("");
+    assigned.iter().any(|a| {
+        let (Some(left), Some(right)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else {
+            return false;
+        };
+        let uses_error = ast::descendants_of_kind(right, "identifier").iter().any(|i| text(*i, src) == param)
+            || (right.kind() == "identifier" && text(right, src) == param);
+        let name = text(left, src);
+        uses_error
+            && left.kind() == "identifier"
+            && crate::regex!(r"[A-Za-z_$][\w$]*").find_iter(after).any(|m| m.as_str() == name)
+    })
+}
+
+/// A lowercased comment that declares the call best-effort ("don't fail silently" says the opposite).
+fn marked(comment: &str) -> bool {
+    MARKED.iter().any(|m| comment.contains(m)) && !comment.contains("silent")
+}
+
+/// The comment lines directly above the line starting at `line_start`, lowercased and joined
+/// with spaces (a marker phrase may wrap onto the next line), up to a non-comment line.
+fn comment_block_above(src: &str, line_start: usize) -> Option<String> {
+    let mut lines = Vec::new();
+    for line in src[..line_start].lines().rev() {
+        let t = line.trim();
+        let comment = t.starts_with("//") || t.starts_with("/*") || t.starts_with('*') || t.ends_with("*/");
+        if !comment || lines.len() >= 12 {
+            break;
+        }
+        lines.push(t.trim_start_matches(['/', '*', ' ']).to_ascii_lowercase());
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    lines.reverse();
+    Some(lines.join(" "))
 }
 
 fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
@@ -280,6 +346,9 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         }
         // A read with a fallback value (`catch { cached = null }`): no work of the event is lost.
         if reads_only(block, src) && !ast::descendants_of_kind(body, "assignment_expression").is_empty() {
+            continue;
+        }
+        if captures_error(clause, body, try_stmt, src) {
             continue;
         }
         let mut resps = responses::responses_in(body, src, &names, false);
