@@ -221,9 +221,19 @@ pub static WRONG_EVENT_FIELD: QueryFile =
 /// Answering statements and calls of HTTP handlers (model::responses).
 pub static RESPONSES: QueryFile = QueryFile::new("responses", include_str!("../../transforms/responses.scm"));
 
+/// Body-parser mounts and route registrations (model::express_app).
+pub static EXPRESS_APP: QueryFile = QueryFile::new("express_app", include_str!("../../transforms/express_app.scm"));
+
 /// Every query file but the entry points (which the token scan implements).
-pub static FAMILIES: &[&QueryFile] =
-    &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE, &DEDUPE_KEYS, &PROCESSING_TIME_WRITE, &WRONG_EVENT_FIELD, &RESPONSES];
+pub static FAMILIES: &[&QueryFile] = &[
+    &RETRY_LOOPS,
+    &IN_MEMORY_DEDUPE,
+    &DEDUPE_KEYS,
+    &PROCESSING_TIME_WRITE,
+    &WRONG_EVENT_FIELD,
+    &RESPONSES,
+    &EXPRESS_APP,
+];
 
 /// Whether a walk from `from` that does not enter functions reaches `n` (a descendant of
 /// `from`, or `from` itself): the walks query matches replace skipped callbacks.
@@ -261,6 +271,17 @@ pub fn call_of_callee_name(name: Node) -> Option<Node> {
         callee = member;
     }
     call_of_callee(callee)
+}
+
+/// `call_of_callee_name`, also through a template index: res[`json`](x) (`callee_path`
+/// reads a template without substitutions as a name).
+pub fn call_of_name(name: Node) -> Option<Node> {
+    if let Some(template) = ast::parent(name).filter(|p| p.kind() == "template_string") {
+        let subscript = ast::parent(template)
+            .filter(|p| p.kind() == "subscript_expression" && ast::field(p, "index") == Some(template))?;
+        return call_of_callee(subscript);
+    }
+    call_of_callee_name(name)
 }
 
 /// The call (or `new`) whose callee is `callee`, through the wrappers `callee_path` sees

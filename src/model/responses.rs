@@ -504,23 +504,13 @@ fn candidates<'t>(node: Node<'t>, src: &str, same_function: bool) -> Vec<Node<'t
 /// The candidate a capture of `transforms/responses.scm` locates.
 fn climb<'t>(capture: &'static str, n: Node<'t>) -> Option<Node<'t>> {
     match capture {
-        "callee_name" => call_of_name(n),
+        "callee_name" => queries::call_of_name(n),
         "constructor" => {
             ast::parent(n).filter(|p| p.kind() == "new_expression" && ast::field(p, "constructor") == Some(n))
         }
         "field" => assignment_of_field(n),
         _ => Some(n),
     }
-}
-
-/// The call of a matched callee name, also through a template index: res[`json`](x).
-fn call_of_name(name: Node) -> Option<Node> {
-    if let Some(template) = ast::parent(name).filter(|p| p.kind() == "template_string") {
-        let subscript = ast::parent(template)
-            .filter(|p| p.kind() == "subscript_expression" && ast::field(p, "index") == Some(template))?;
-        return queries::call_of_callee(subscript);
-    }
-    queries::call_of_callee_name(name)
 }
 
 /// `ctx.status = n` of a matched `status` / `body`, through the wrappers `member_path` sees through.
