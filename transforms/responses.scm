@@ -36,3 +36,8 @@
 
 ; h3 and Nest answer with the handler's return: return { ok: true }
 (return_statement) @return
+
+; Functions, so Rust knows which function a candidate belongs to (nested callbacks answer
+; for themselves): async (req, res) => { ... }, function handler(event) { ... }, async POST() { ... }
+[(function_declaration) (function_expression) (arrow_function) (method_definition)
+ (generator_function_declaration) (generator_function)] @function

@@ -386,7 +386,8 @@ pub fn forget() {
 pub struct Located<'t> {
     pub capture: &'static str,
     pub node: Node<'t>,
-    /// The innermost function around `node` (not `node` itself).
+    /// The innermost function around `node` (not `node` itself) among those the query
+    /// captures as `@function`.
     pub function: Option<Node<'t>>,
 }
 
@@ -427,15 +428,34 @@ impl QueryFile {
                     }
                 }
             }
-            let mut nodes: Vec<Node> = found.iter().map(|(_, n)| *n).collect();
-            tree_order(&mut nodes);
-            let candidates = nodes
-                .into_iter()
-                .map(|n| {
-                    let name = found.iter().find(|(_, f)| *f == n).map_or("", |(name, _)| *name);
-                    (name, n.into_raw(), ast::enclosing_function(n).map(|f| f.into_raw()))
-                })
-                .collect();
+            found.sort_by_key(|(_, n)| (n.start_byte(), std::cmp::Reverse(n.end_byte())));
+            found.dedup_by_key(|(_, n)| n.id());
+            // Equal ranges are nested: the shallower node first, as a walk visits them.
+            let depth = |n: &Node| std::iter::successors(ast::parent(*n), |p| ast::parent(*p)).count();
+            for i in 1..found.len() {
+                let mut j = i;
+                while j > 0
+                    && found[j - 1].1.byte_range() == found[j].1.byte_range()
+                    && depth(&found[j - 1].1) > depth(&found[j].1)
+                {
+                    found.swap(j - 1, j);
+                    j -= 1;
+                }
+            }
+            // The enclosing function of each candidate, from the functions the query captures
+            // (a sweep in tree order instead of a climb per candidate).
+            let mut open: Vec<Node> = Vec::new();
+            let mut candidates = Vec::new();
+            for (name, n) in found {
+                while open.last().is_some_and(|f| !(f.start_byte() <= n.start_byte() && n.end_byte() <= f.end_byte())) {
+                    open.pop();
+                }
+                if name == "function" {
+                    open.push(n);
+                } else {
+                    candidates.push((name, n.into_raw(), open.last().map(|f| f.into_raw())));
+                }
+            }
             let entry = std::rc::Rc::new(TreeCandidates { _tree: tree, first_child, candidates });
             TREE_CANDIDATES.with(|m| m.borrow_mut().insert(key, entry.clone()));
             entry

@@ -767,6 +767,20 @@ mod tests {
         assert!(compared > 1000, "only {compared} scopes compared");
     }
 
+    /// The `@function` pattern names every function kind of both grammars: a missing one
+    /// would let `same_function` searches enter that kind of callback.
+    #[test]
+    fn every_function_kind_is_captured() {
+        let scm = include_str!("../../transforms/responses.scm");
+        for dialect in [Dialect::TypeScript, Dialect::Tsx] {
+            for kind in ast::FUNCTION_KINDS {
+                if dialect.language().id_for_node_kind(kind, true) != 0 {
+                    assert!(scm.contains(&format!("({kind})")), "{kind}");
+                }
+            }
+        }
+    }
+
     fn returned(code: &str, nest: bool) -> Vec<Option<u16>> {
         let f = SourceFile::new(
             PathBuf::from("a.ts"),
