@@ -2,6 +2,7 @@
 //! where a handler's route is registered, so a rule can tell which parser a route sees.
 
 use super::ast::{self, text};
+use super::queries;
 use tree_sitter::Node;
 
 const ROUTE_METHODS: &[&str] = &["post", "put", "patch", "all", "use"];
@@ -57,7 +58,7 @@ pub fn is_raw_parser(node: Node, src: &str) -> bool {
 /// Every `X.use(..., express.json(), ...)` in the file, in source order.
 pub fn json_mounts<'t>(root: Node<'t>, src: &str) -> Vec<JsonMount<'t>> {
     let mut out = Vec::new();
-    for call in ast::calls_in(root, false) {
+    for call in calls(root, src) {
         let path = ast::callee_path(call, src);
         if path.len() != 2 || path[1] != "use" {
             continue;
@@ -72,6 +73,17 @@ pub fn json_mounts<'t>(root: Node<'t>, src: &str) -> Vec<JsonMount<'t>> {
     out
 }
 
+/// The calls under `root` a mount or a registration may be (`X.use(...)`, `X.post(...)`, ...),
+/// in walk order: those `transforms/express_app.scm` locates.
+fn calls<'t>(root: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    queries::EXPRESS_APP
+        .located(root, src, |_, name| queries::call_of_name(name))
+        .into_iter()
+        .map(|l| l.node)
+        .filter(|c| c.kind() == "call_expression")
+        .collect()
+}
+
 /// The `app.post(path, ...middleware, handler)` call that registers `func`, found either as
 /// the call `func` is an argument of, or by the function's name.
 pub fn registration<'t>(root: Node<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
@@ -84,7 +96,7 @@ pub fn registration<'t>(root: Node<'t>, func: Node<'t>, src: &str) -> Option<Nod
         }
     }
     let name = function_name(func, src)?;
-    ast::calls_in(root, false).into_iter().find(|c| {
+    calls(root, src).into_iter().find(|c| {
         is_route_call(*c, src)
             && ast::arguments(*c).last().is_some_and(|a| a.kind() == "identifier" && text(*a, src) == name)
     })
@@ -119,10 +131,50 @@ pub fn route_path(registration: Node, src: &str) -> Option<String> {
 
 /// `app.use(prefix, router)`: where `router` is mounted on `app`.
 pub fn router_mount<'t>(root: Node<'t>, router: &str, src: &str) -> Option<Node<'t>> {
-    ast::calls_in(root, false).into_iter().find(|c| {
+    calls(root, src).into_iter().find(|c| {
         let path = ast::callee_path(*c, src);
         path.len() == 2
             && path[1] == "use"
             && ast::arguments(*c).iter().any(|a| a.kind() == "identifier" && text(*a, src) == router)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Dialect, SourceFile};
+
+    /// The located calls are every mount and registration a walk of all calls finds, in
+    /// every fixture and example file.
+    #[test]
+    fn located_calls_are_every_mount_and_registration() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut compared = 0;
+        for dir in ["tests/fixtures", "examples"] {
+            for entry in ignore::WalkBuilder::new(root.join(dir)).hidden(false).build().flatten() {
+                let path = entry.path();
+                let Some(dialect) = Dialect::for_path(path).filter(|d| *d != Dialect::Text) else { continue };
+                let Ok(text) = std::fs::read_to_string(path) else { continue };
+                let file = SourceFile::new(path.to_path_buf(), text, dialect).unwrap();
+                let src = &file.text;
+                let relevant = |c: &Node| {
+                    let path = ast::callee_path(*c, src);
+                    path.len() == 2 && (path[1] == "use" || is_route_call(*c, src))
+                };
+                let walked: Vec<Node> = ast::calls_in(file.root(), false).into_iter().filter(relevant).collect();
+                let located: Vec<Node> = calls(file.root(), src).into_iter().filter(relevant).collect();
+                assert_eq!(located, walked, "{}", path.display());
+                compared += walked.len();
+            }
+        }
+        assert!(compared > 100, "only {compared} calls compared");
+    }
+
+    #[test]
+    fn quoted_methods_are_located() {
+        let text = "app['use'](express.json());\napp[`post`]('/x', h);\nexpress().use(bodyParser.json());\n";
+        let file = SourceFile::new("a.ts".into(), text.into(), Dialect::TypeScript).unwrap();
+        assert_eq!(json_mounts(file.root(), &file.text).len(), 2);
+        assert_eq!(calls(file.root(), &file.text).len(), 3);
+    }
 }

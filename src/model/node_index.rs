@@ -38,6 +38,7 @@ thread_local! {
 /// Drops every node list of this thread.
 pub fn forget() {
     INDEXES.with(|m| m.borrow_mut().clear());
+    super::queries::forget();
 }
 
 /// The node list of `node`'s tree if one is built (does not count as a walk).

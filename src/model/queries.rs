@@ -7,6 +7,7 @@
 //! the candidate and checks it exactly as the query would; tests prove both agree on every
 //! fixture and example.
 
+use crate::model::ast;
 use crate::source::{Dialect, SourceFile};
 use std::sync::OnceLock;
 use tree_sitter::{Language, Node, Query, QueryCursor, StreamingIterator};
@@ -236,9 +237,22 @@ pub static PROCESSING_TIME_WRITE: QueryFile =
 pub static WRONG_EVENT_FIELD: QueryFile =
     QueryFile::new("wrong_event_field_as_key", include_str!("../../transforms/wrong_event_field_as_key.scm"));
 
+/// Answering statements and calls of HTTP handlers (model::responses).
+pub static RESPONSES: QueryFile = QueryFile::new("responses", include_str!("../../transforms/responses.scm"));
+
+/// Body-parser mounts and route registrations (model::express_app).
+pub static EXPRESS_APP: QueryFile = QueryFile::new("express_app", include_str!("../../transforms/express_app.scm"));
+
 /// Every query file but the entry points (which the token scan implements).
-pub static FAMILIES: &[&QueryFile] =
-    &[&RETRY_LOOPS, &IN_MEMORY_DEDUPE, &DEDUPE_KEYS, &PROCESSING_TIME_WRITE, &WRONG_EVENT_FIELD];
+pub static FAMILIES: &[&QueryFile] = &[
+    &RETRY_LOOPS,
+    &IN_MEMORY_DEDUPE,
+    &DEDUPE_KEYS,
+    &PROCESSING_TIME_WRITE,
+    &WRONG_EVENT_FIELD,
+    &RESPONSES,
+    &EXPRESS_APP,
+];
 
 /// Whether a walk from `from` that does not enter functions reaches `n` (a descendant of
 /// `from`, or `from` itself): the walks query matches replace skipped callbacks.
@@ -266,18 +280,34 @@ pub fn reached_outside_functions(n: Node, from: Node) -> bool {
 pub fn call_of_callee_name(name: Node) -> Option<Node> {
     let mut callee = name;
     if name.kind() == "string_fragment" {
-        let string = name.parent().filter(|p| p.kind() == "string")?;
-        callee = string
-            .parent()
-            .filter(|p| p.kind() == "subscript_expression" && p.child_by_field_name("index") == Some(string))?;
-    } else if let Some(member) = name.parent().filter(|p| p.kind() == "member_expression") {
-        if member.child_by_field_name("property") != Some(name) {
+        let string = ast::parent(name).filter(|p| p.kind() == "string")?;
+        callee = ast::parent(string)
+            .filter(|p| p.kind() == "subscript_expression" && ast::field(p, "index") == Some(string))?;
+    } else if let Some(member) = ast::parent(name).filter(|p| p.kind() == "member_expression") {
+        if ast::field(member, "property") != Some(name) {
             return None;
         }
         callee = member;
     }
+    call_of_callee(callee)
+}
+
+/// `call_of_callee_name`, also through a template index: res[`json`](x) (`callee_path`
+/// reads a template without substitutions as a name).
+pub fn call_of_name(name: Node) -> Option<Node> {
+    if let Some(template) = ast::parent(name).filter(|p| p.kind() == "template_string") {
+        let subscript = ast::parent(template)
+            .filter(|p| p.kind() == "subscript_expression" && ast::field(p, "index") == Some(template))?;
+        return call_of_callee(subscript);
+    }
+    call_of_callee_name(name)
+}
+
+/// The call (or `new`) whose callee is `callee`, through the wrappers `callee_path` sees
+/// through.
+pub fn call_of_callee(mut callee: Node) -> Option<Node> {
     loop {
-        let parent = callee.parent()?;
+        let parent = ast::parent(callee)?;
         match parent.kind() {
             "await_expression"
             | "parenthesized_expression"
@@ -289,8 +319,8 @@ pub fn call_of_callee_name(name: Node) -> Option<Node> {
             {
                 callee = parent
             }
-            "call_expression" if parent.child_by_field_name("function") == Some(callee) => return Some(parent),
-            "new_expression" if parent.child_by_field_name("constructor") == Some(callee) => return Some(parent),
+            "call_expression" if ast::field(parent, "function") == Some(callee) => return Some(parent),
+            "new_expression" if ast::field(parent, "constructor") == Some(callee) => return Some(parent),
             _ => return None,
         }
     }
@@ -342,6 +372,132 @@ impl QueryFile {
             }
         }
         out
+    }
+}
+
+/// Candidates of single-node query files per tree: the handler scopes of a file are searched
+/// many times (every rule, every branch), and a query cursor moving through a subtree, or
+/// tree-sitter climbing to parents, costs more than the node-list walks a query replaces. So
+/// each tree is matched and climbed once.
+struct TreeCandidates {
+    /// Keeps the nodes' subtrees alive, so a later tree at the same address has another
+    /// first child.
+    _tree: tree_sitter::Tree,
+    /// The id of the root's first child (a root's own id is an address inside the tree
+    /// struct, the same for a later tree at the same address), 0 for an empty tree.
+    first_child: usize,
+    /// (capture name, candidate, its enclosing function), in tree order.
+    candidates: Vec<(&'static str, tree_sitter::ffi::TSNode, Option<tree_sitter::ffi::TSNode>)>,
+}
+
+thread_local! {
+    static TREE_CANDIDATES: std::cell::RefCell<std::collections::HashMap<(usize, usize), std::rc::Rc<TreeCandidates>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Drops the candidates cached per tree (with the node lists, between analyses).
+pub fn forget() {
+    TREE_CANDIDATES.with(|m| m.borrow_mut().clear());
+}
+
+/// A candidate a query file located: the node Rust climbed to from a capture.
+#[derive(Clone, Copy, Debug)]
+pub struct Located<'t> {
+    pub capture: &'static str,
+    pub node: Node<'t>,
+    /// The innermost function around `node` (not `node` itself) among those the query
+    /// captures as `@function`.
+    pub function: Option<Node<'t>>,
+}
+
+impl QueryFile {
+    /// The candidates under `within` (inclusive), in tree order, of a query file whose
+    /// patterns are single nodes: `climb` maps a capture (by name) to its candidate, the
+    /// call of a callee name for instance. The whole tree is matched and climbed once per
+    /// analysis; `climb` must be the same function for every call on one query file.
+    pub fn located<'t>(
+        &'static self,
+        within: Node<'t>,
+        src: &str,
+        climb: for<'a> fn(&'static str, Node<'a>) -> Option<Node<'a>>,
+    ) -> Vec<Located<'t>> {
+        let raw = within.into_raw();
+        // SAFETY: `within` borrows a live tree, so its tree pointer is valid.
+        let root = unsafe { tree_sitter::ffi::ts_tree_root_node(raw.tree) };
+        // SAFETY: as above.
+        let first_child = match unsafe { tree_sitter::ffi::ts_node_child_count(root) } {
+            0 => 0,
+            _ => unsafe { tree_sitter::ffi::ts_node_child(root, 0) }.id as usize,
+        };
+        let key = (self as *const QueryFile as usize, raw.tree as usize);
+        let cached = TREE_CANDIDATES.with(|m| m.borrow().get(&key).filter(|t| t.first_child == first_child).cloned());
+        let cached = cached.unwrap_or_else(|| {
+            // SAFETY: the tree is live (see above); the copy is released with the entry.
+            let tree = unsafe { tree_sitter::Tree::from_raw(tree_sitter::ffi::ts_tree_copy(raw.tree)) };
+            let query = self.query(dialect_of(within));
+            let names = query.capture_names();
+            let mut cursor = QueryCursor::new();
+            let mut found: Vec<(&'static str, Node)> = Vec::new();
+            let mut matches = cursor.matches(query, tree.root_node(), src.as_bytes());
+            while let Some(m) = matches.next() {
+                for c in m.captures {
+                    let name = names[c.index as usize];
+                    if let Some(node) = climb(name, c.node) {
+                        found.push((name, node));
+                    }
+                }
+            }
+            found.sort_by_key(|(_, n)| (n.start_byte(), std::cmp::Reverse(n.end_byte())));
+            found.dedup_by_key(|(_, n)| n.id());
+            // Equal ranges are nested: the shallower node first, as a walk visits them.
+            let depth = |n: &Node| std::iter::successors(ast::parent(*n), |p| ast::parent(*p)).count();
+            for i in 1..found.len() {
+                let mut j = i;
+                while j > 0
+                    && found[j - 1].1.byte_range() == found[j].1.byte_range()
+                    && depth(&found[j - 1].1) > depth(&found[j].1)
+                {
+                    found.swap(j - 1, j);
+                    j -= 1;
+                }
+            }
+            // The enclosing function of each candidate, from the functions the query captures
+            // (a sweep in tree order instead of a climb per candidate).
+            let mut open: Vec<Node> = Vec::new();
+            let mut candidates = Vec::new();
+            for (name, n) in found {
+                while open.last().is_some_and(|f| !(f.start_byte() <= n.start_byte() && n.end_byte() <= f.end_byte())) {
+                    open.pop();
+                }
+                if name == "function" {
+                    open.push(n);
+                } else {
+                    candidates.push((name, n.into_raw(), open.last().map(|f| f.into_raw())));
+                }
+            }
+            let entry = std::rc::Rc::new(TreeCandidates { _tree: tree, first_child, candidates });
+            TREE_CANDIDATES.with(|m| m.borrow_mut().insert(key, entry.clone()));
+            entry
+        });
+        // The cached nodes belong to the copy; handed out as nodes of `within`'s tree (the
+        // same subtrees), they live as long as `within` does.
+        // SAFETY: the copy shares the tree's subtrees, which `within`'s tree keeps alive.
+        let node =
+            |n: tree_sitter::ffi::TSNode| unsafe { Node::from_raw(tree_sitter::ffi::TSNode { tree: raw.tree, ..n }) };
+        let (start, end) = (within.start_byte(), within.end_byte());
+        let first = cached.candidates.partition_point(|c| node(c.1).start_byte() < start);
+        cached.candidates[first..]
+            .iter()
+            .map(|&(capture, n, f)| Located { capture, node: node(n), function: f.map(node) })
+            .take_while(|l| l.node.start_byte() <= end)
+            .filter(|l| {
+                l.node.end_byte() <= end
+                    // a node of the same range may be above `within`
+                    && (l.node.byte_range() != within.byte_range()
+                        || l.node == within
+                        || ast::ancestors(l.node).any(|a| a == within))
+            })
+            .collect()
     }
 }
 

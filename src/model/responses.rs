@@ -8,6 +8,7 @@
 
 use super::Framework;
 use super::ast::{self, text};
+use super::queries;
 use crate::fix::Edit;
 use tree_sitter::Node;
 
@@ -410,8 +411,9 @@ fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Respon
 pub fn returned_values<'t>(func: Node<'t>, src: &str, names: &[&str], nest: bool) -> Vec<Response<'t>> {
     let default = if nest { nest_default_status(func, src) } else { 200 };
     let mut out = Vec::new();
-    for ret in ast::descendants_of_kind(func, "return_statement") {
-        if ast::enclosing_function(ret) != Some(func) {
+    for located in queries::RESPONSES.located(func, src, climb) {
+        let ret = located.node;
+        if located.capture != "return" || located.function != Some(func) {
             continue;
         }
         let value = ret.named_child(0).filter(|v| v.kind() != "comment").map(ast::unwrap_expr);
@@ -469,19 +471,74 @@ pub fn of_http_handlers<'a>(
 
 pub fn responses_in<'t>(node: Node<'t>, src: &str, names: &[&str], same_function: bool) -> Vec<Response<'t>> {
     let mut out: Vec<Response> = Vec::new();
-    ast::walk(node, &mut |n| {
-        if same_function && n != node && ast::is_function(n) {
-            return false;
-        }
+    for n in candidates(node, src, same_function) {
         if let Some(r) = response_at(n, src, names) {
             // Only the outermost call of a chain counts.
             if !out.iter().any(|o| ast::contains(o.node, n)) {
                 out.push(r);
             }
         }
-        true
-    });
+    }
     out
+}
+
+/// The nodes under `node` (inclusive) that `response_at` may recognise, in walk order; with
+/// `same_function`, none inside a function nested in `node`.
+fn candidates<'t>(node: Node<'t>, src: &str, same_function: bool) -> Vec<Node<'t>> {
+    let range = node.byte_range();
+    queries::RESPONSES
+        .located(node, src, climb)
+        .into_iter()
+        .filter(|l| l.capture != "return")
+        .filter(|l| {
+            !same_function
+                || l.function.is_none_or(|f| {
+                    // the function is `node` or above it
+                    f == node || !(range.start <= f.start_byte() && f.end_byte() <= range.end)
+                })
+        })
+        .map(|l| l.node)
+        .collect()
+}
+
+/// The candidate a capture of `transforms/responses.scm` locates.
+fn climb<'t>(capture: &'static str, n: Node<'t>) -> Option<Node<'t>> {
+    match capture {
+        "callee_name" => queries::call_of_name(n),
+        "constructor" => {
+            ast::parent(n).filter(|p| p.kind() == "new_expression" && ast::field(p, "constructor") == Some(n))
+        }
+        "field" => assignment_of_field(n),
+        _ => Some(n),
+    }
+}
+
+/// `ctx.status = n` of a matched `status` / `body`, through the wrappers `member_path` sees through.
+fn assignment_of_field(field: Node) -> Option<Node> {
+    let mut left = if field.kind() == "string_fragment" {
+        // ctx['status'] = 400
+        let index = ast::parent(field).filter(|p| matches!(p.kind(), "string" | "template_string"))?;
+        ast::parent(index).filter(|p| p.kind() == "subscript_expression" && ast::field(p, "index") == Some(index))?
+    } else {
+        ast::parent(field).filter(|p| p.kind() == "member_expression" && ast::field(p, "property") == Some(field))?
+    };
+    loop {
+        let parent = ast::parent(left)?;
+        match parent.kind() {
+            "await_expression"
+            | "parenthesized_expression"
+            | "non_null_expression"
+            | "as_expression"
+            | "satisfies_expression"
+            | "type_assertion"
+                if parent.named_child(0) == Some(left) =>
+            {
+                left = parent
+            }
+            "assignment_expression" if ast::field(parent, "left") == Some(left) => return Some(parent),
+            _ => return None,
+        }
+    }
 }
 
 /// The edit that makes `resp` answer `status`, keeping its body and headers.
@@ -638,6 +695,90 @@ mod tests {
         assert_eq!(statuses("throw createError({ statusCode: 400 })"), vec![(Some(400), Style::NestThrow)]);
         assert_eq!(statuses("setResponseStatus(event, 409)"), vec![(Some(409), Style::Koa)]);
         assert_eq!(statuses("return sendNoContent(event)"), vec![(Some(204), Style::Koa)]);
+    }
+
+    /// Every node a walk reaches, as `responses_in` recognised them before the query located
+    /// its candidates.
+    fn by_walk<'t>(node: Node<'t>, src: &str, same_function: bool) -> Vec<Node<'t>> {
+        let mut out: Vec<Node> = Vec::new();
+        ast::walk(node, &mut |n| {
+            if same_function && n != node && ast::is_function(n) {
+                return false;
+            }
+            if response_at(n, src, &["req", "event"]).is_some() && !out.iter().any(|o| ast::contains(*o, n)) {
+                out.push(n);
+            }
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn quoted_and_wrapped_answers() {
+        for code in [
+            "Response['json'](x)",
+            "NextResponse[`json`](x, { status: 503 })",
+            "ctx['status'] = 409",
+            "(ctx.body as any) = 1",
+            "(ctx.status) = 202",
+            "return new Response(null, { status: 204 })",
+            "return c.json({ ok: 1 }, 401)",
+        ] {
+            let f = SourceFile::new(PathBuf::from("a.ts"), code.to_string(), Dialect::TypeScript).unwrap();
+            let found = responses_in(f.root(), &f.text, &[], false);
+            assert_eq!(found.len(), 1, "{code}");
+            assert_eq!(found[0].node, by_walk(f.root(), &f.text, false)[0], "{code}");
+        }
+    }
+
+    /// The query's candidates find what a walk of every node found, in every function of
+    /// every fixture and example, with and without nested functions.
+    #[test]
+    fn candidates_equal_a_walk_on_every_fixture_and_example() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut compared = 0;
+        for dir in ["tests/fixtures", "examples"] {
+            for entry in ignore::WalkBuilder::new(root.join(dir)).hidden(false).build().flatten() {
+                let path = entry.path();
+                let Some(dialect) = Dialect::for_path(path).filter(|d| *d != Dialect::Text) else { continue };
+                let Ok(text) = std::fs::read_to_string(path) else { continue };
+                let file = SourceFile::new(path.to_path_buf(), text, dialect).unwrap();
+                let mut scopes = vec![file.root()];
+                ast::walk(file.root(), &mut |n| {
+                    if ast::is_function(n) || n.kind() == "statement_block" {
+                        scopes.push(n);
+                    }
+                    true
+                });
+                for scope in scopes {
+                    for same_function in [false, true] {
+                        let walked: Vec<usize> =
+                            by_walk(scope, &file.text, same_function).iter().map(|n| n.id()).collect();
+                        let found: Vec<usize> = responses_in(scope, &file.text, &["req", "event"], same_function)
+                            .iter()
+                            .map(|r| r.node.id())
+                            .collect();
+                        assert_eq!(found, walked, "{} at {}", path.display(), scope.start_byte());
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert!(compared > 1000, "only {compared} scopes compared");
+    }
+
+    /// The `@function` pattern names every function kind of both grammars: a missing one
+    /// would let `same_function` searches enter that kind of callback.
+    #[test]
+    fn every_function_kind_is_captured() {
+        let scm = include_str!("../../transforms/responses.scm");
+        for dialect in [Dialect::TypeScript, Dialect::Tsx] {
+            for kind in ast::FUNCTION_KINDS {
+                if dialect.language().id_for_node_kind(kind, true) != 0 {
+                    assert!(scm.contains(&format!("({kind})")), "{kind}");
+                }
+            }
+        }
     }
 
     fn returned(code: &str, nest: bool) -> Vec<Option<u16>> {
