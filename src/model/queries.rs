@@ -1,13 +1,13 @@
-//! Entry-point candidates: the shapes `transforms/entry_points.scm` describes.
+//! The tree-sitter query files of `transforms/`, one per rule family, compiled once per
+//! grammar: each locates candidates inside a handler's scopes, and Rust code decides.
 //!
-//! The query file is the readable specification and the test oracle. Running it (or any
-//! full traversal) on every parsed file costs a large fraction of parsing, while the shapes
-//! it matches all contain a telling token (`export`, `.post`, `Worker`, `@`, `exports`, ...).
-//! So the hot path scans the text for those tokens, looks up the node at each, climbs to
-//! the candidate and checks it exactly as the query would; tests prove both agree on every
-//! fixture and example.
+//! Entry points are the exception: `transforms/entry_points.scm` is their readable
+//! specification and test oracle, but running it (or any full traversal) on every parsed file
+//! costs a large fraction of parsing, while the shapes it matches all contain a telling token
+//! (`export`, `.post`, `Worker`, `@`, `exports`, ...). So the hot path scans the text for
+//! those tokens, looks up the node at each, climbs to the candidate and checks it exactly as
+//! the query would; tests prove both agree on every fixture and example.
 
-use crate::model::ast;
 use crate::source::{Dialect, SourceFile};
 use std::sync::OnceLock;
 use tree_sitter::{Language, Node, Query, QueryCursor, StreamingIterator};
