@@ -8,6 +8,7 @@
 //! those tokens, looks up the node at each, climbs to the candidate and checks it exactly as
 //! the query would; tests prove both agree on every fixture and example.
 
+use crate::model::ast;
 use crate::source::{Dialect, SourceFile};
 use std::sync::OnceLock;
 use tree_sitter::{Language, Node, Query, QueryCursor, StreamingIterator};
