@@ -234,6 +234,23 @@ fn line_starts(text: &str) -> Vec<usize> {
     starts
 }
 
+/// Every JS/TS file of the fixtures and examples, parsed: for tests that prove two ways of
+/// finding the same nodes agree.
+#[cfg(test)]
+pub fn fixture_and_example_files() -> Vec<SourceFile> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["tests/fixtures", "examples"] {
+        for entry in ignore::WalkBuilder::new(root.join(dir)).hidden(false).build().flatten() {
+            let path = entry.path();
+            let Some(dialect) = Dialect::for_path(path).filter(|d| *d != Dialect::Text) else { continue };
+            let Ok(text) = std::fs::read_to_string(path) else { continue };
+            files.push(SourceFile::new(path.to_path_buf(), text, dialect).expect("a fixture parses"));
+        }
+    }
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,22 +84,30 @@ pub fn calls_in<'t>(node: Node<'t>, same_function: bool) -> Vec<Node<'t>> {
     out
 }
 
+/// Wrappers that do not change what an expression denotes.
+const TRANSPARENT_KINDS: &[&str] = &[
+    "await_expression",
+    "parenthesized_expression",
+    "non_null_expression",
+    "as_expression",
+    "satisfies_expression",
+    "type_assertion",
+];
+
 /// Strips wrappers that do not change what an expression denotes.
 pub fn unwrap_expr(mut node: Node) -> Node {
-    loop {
-        match node.kind() {
-            "await_expression"
-            | "parenthesized_expression"
-            | "non_null_expression"
-            | "as_expression"
-            | "satisfies_expression"
-            | "type_assertion" => match node.named_child(0) {
-                Some(inner) => node = inner,
-                None => return node,
-            },
-            _ => return node,
+    while TRANSPARENT_KINDS.contains(&node.kind()) {
+        match node.named_child(0) {
+            Some(inner) => node = inner,
+            None => return node,
         }
     }
+    node
+}
+
+/// `parent` only wraps `child`: `await child`, `(child)`, `child!`, `child as T`.
+pub fn wraps(parent: Node, child: Node) -> bool {
+    TRANSPARENT_KINDS.contains(&parent.kind()) && parent.named_child(0) == Some(child)
 }
 
 /// The dotted path of a callee or member chain: `stripe.refunds.create` → ["stripe", "refunds",

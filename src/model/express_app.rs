@@ -148,24 +148,18 @@ mod tests {
     /// every fixture and example file.
     #[test]
     fn located_calls_are_every_mount_and_registration() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut compared = 0;
-        for dir in ["tests/fixtures", "examples"] {
-            for entry in ignore::WalkBuilder::new(root.join(dir)).hidden(false).build().flatten() {
-                let path = entry.path();
-                let Some(dialect) = Dialect::for_path(path).filter(|d| *d != Dialect::Text) else { continue };
-                let Ok(text) = std::fs::read_to_string(path) else { continue };
-                let file = SourceFile::new(path.to_path_buf(), text, dialect).unwrap();
-                let src = &file.text;
-                let relevant = |c: &Node| {
-                    let path = ast::callee_path(*c, src);
-                    path.len() == 2 && (path[1] == "use" || is_route_call(*c, src))
-                };
-                let walked: Vec<Node> = ast::calls_in(file.root(), false).into_iter().filter(relevant).collect();
-                let located: Vec<Node> = calls(file.root(), src).into_iter().filter(relevant).collect();
-                assert_eq!(located, walked, "{}", path.display());
-                compared += walked.len();
-            }
+        for file in crate::source::fixture_and_example_files() {
+            let path = &file.path;
+            let src = &file.text;
+            let relevant = |c: &Node| {
+                let path = ast::callee_path(*c, src);
+                path.len() == 2 && (path[1] == "use" || is_route_call(*c, src))
+            };
+            let walked: Vec<Node> = ast::calls_in(file.root(), false).into_iter().filter(relevant).collect();
+            let located: Vec<Node> = calls(file.root(), src).into_iter().filter(relevant).collect();
+            assert_eq!(located, walked, "{}", path.display());
+            compared += walked.len();
         }
         assert!(compared > 100, "only {compared} calls compared");
     }

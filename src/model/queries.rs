@@ -310,16 +310,7 @@ pub fn call_of_callee(mut callee: Node) -> Option<Node> {
     loop {
         let parent = ast::parent(callee)?;
         match parent.kind() {
-            "await_expression"
-            | "parenthesized_expression"
-            | "non_null_expression"
-            | "as_expression"
-            | "satisfies_expression"
-            | "type_assertion"
-                if parent.named_child(0) == Some(callee) =>
-            {
-                callee = parent
-            }
+            _ if ast::wraps(parent, callee) => callee = parent,
             "call_expression" if ast::field(parent, "function") == Some(callee) => return Some(parent),
             "new_expression" if ast::field(parent, "constructor") == Some(callee) => return Some(parent),
             _ => return None,
@@ -641,21 +632,13 @@ pub mod tests {
     /// The traversal and the query agree on every fixture and example file.
     #[test]
     fn traversal_equals_the_query_on_every_fixture_and_example() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut checked = 0;
-        for dir in ["tests/fixtures", "examples"] {
-            for entry in ignore::WalkBuilder::new(root.join(dir)).hidden(false).build().flatten() {
-                let path = entry.path();
-                let Some(dialect) = Dialect::for_path(path).filter(|d| *d != Dialect::Text) else {
-                    continue;
-                };
-                let Ok(text) = std::fs::read_to_string(path) else { continue };
-                let file = SourceFile::new(path.to_path_buf(), text, dialect).unwrap();
-                let fast: Vec<_> = entry_point_candidates(&file).into_iter().map(|(k, n)| (k, n.id())).collect();
-                let spec: Vec<_> = by_query(&file).into_iter().map(|(k, n)| (k, n.id())).collect();
-                assert_eq!(fast, spec, "{}", path.display());
-                checked += 1;
-            }
+        for file in crate::source::fixture_and_example_files() {
+            let path = &file.path;
+            let fast: Vec<_> = entry_point_candidates(&file).into_iter().map(|(k, n)| (k, n.id())).collect();
+            let spec: Vec<_> = by_query(&file).into_iter().map(|(k, n)| (k, n.id())).collect();
+            assert_eq!(fast, spec, "{}", path.display());
+            checked += 1;
         }
         assert!(checked > 200, "only {checked} files compared");
     }

@@ -525,16 +525,7 @@ fn assignment_of_field(field: Node) -> Option<Node> {
     loop {
         let parent = ast::parent(left)?;
         match parent.kind() {
-            "await_expression"
-            | "parenthesized_expression"
-            | "non_null_expression"
-            | "as_expression"
-            | "satisfies_expression"
-            | "type_assertion"
-                if parent.named_child(0) == Some(left) =>
-            {
-                left = parent
-            }
+            _ if ast::wraps(parent, left) => left = parent,
             "assignment_expression" if ast::field(parent, "left") == Some(left) => return Some(parent),
             _ => return None,
         }
@@ -735,32 +726,25 @@ mod tests {
     /// every fixture and example, with and without nested functions.
     #[test]
     fn candidates_equal_a_walk_on_every_fixture_and_example() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut compared = 0;
-        for dir in ["tests/fixtures", "examples"] {
-            for entry in ignore::WalkBuilder::new(root.join(dir)).hidden(false).build().flatten() {
-                let path = entry.path();
-                let Some(dialect) = Dialect::for_path(path).filter(|d| *d != Dialect::Text) else { continue };
-                let Ok(text) = std::fs::read_to_string(path) else { continue };
-                let file = SourceFile::new(path.to_path_buf(), text, dialect).unwrap();
-                let mut scopes = vec![file.root()];
-                ast::walk(file.root(), &mut |n| {
-                    if ast::is_function(n) || n.kind() == "statement_block" {
-                        scopes.push(n);
-                    }
-                    true
-                });
-                for scope in scopes {
-                    for same_function in [false, true] {
-                        let walked: Vec<usize> =
-                            by_walk(scope, &file.text, same_function).iter().map(|n| n.id()).collect();
-                        let found: Vec<usize> = responses_in(scope, &file.text, &["req", "event"], same_function)
-                            .iter()
-                            .map(|r| r.node.id())
-                            .collect();
-                        assert_eq!(found, walked, "{} at {}", path.display(), scope.start_byte());
-                        compared += 1;
-                    }
+        for file in crate::source::fixture_and_example_files() {
+            let path = &file.path;
+            let mut scopes = vec![file.root()];
+            ast::walk(file.root(), &mut |n| {
+                if ast::is_function(n) || n.kind() == "statement_block" {
+                    scopes.push(n);
+                }
+                true
+            });
+            for scope in scopes {
+                for same_function in [false, true] {
+                    let walked: Vec<usize> = by_walk(scope, &file.text, same_function).iter().map(|n| n.id()).collect();
+                    let found: Vec<usize> = responses_in(scope, &file.text, &["req", "event"], same_function)
+                        .iter()
+                        .map(|r| r.node.id())
+                        .collect();
+                    assert_eq!(found, walked, "{} at {}", path.display(), scope.start_byte());
+                    compared += 1;
                 }
             }
         }
