@@ -344,6 +344,33 @@ pub fn enclosing_statement(node: Node) -> Option<Node> {
     }
 }
 
+/// The initializer a destructuring declaration binds `name` from (`const { data: user } = ...`,
+/// `const [row] = ...`), the last one before `before`.
+pub fn find_destructured_init<'t>(scope: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
+    let mut best = None;
+    walk(scope, &mut |n| {
+        if n.start_byte() >= before {
+            return false;
+        }
+        if n.kind() == "variable_declarator"
+            && let Some(pattern) = field(n, "name").filter(|p| p.kind() != "identifier")
+        {
+            let mut names = Vec::new();
+            bound_names(pattern, src, &mut names);
+            if names.iter().any(|x| x == name) {
+                best = field(n, "value");
+            }
+        }
+        true
+    });
+    best
+}
+
+/// The named siblings after `node`, in order.
+pub fn following_siblings(node: Node) -> Vec<Node> {
+    std::iter::successors(node.next_named_sibling(), |n| n.next_named_sibling()).collect()
+}
+
 /// The initializer of `const name = <init>` visible in the function scope containing `at`
 /// (a simple, flow-insensitive lookup: the nearest declaration before `at`).
 pub fn find_binding_init<'t>(scope: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {

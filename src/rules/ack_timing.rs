@@ -184,12 +184,7 @@ fn respond_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, ou
         if ast::enclosing_function(resp.node) != Some(func) {
             continue;
         }
-        let mut following = Vec::new();
-        let mut next = stmt.next_named_sibling();
-        while let Some(n) = next {
-            following.push(n);
-            next = n.next_named_sibling();
-        }
+        let following = ast::following_siblings(stmt);
         let work = following.iter().any(|s| {
             !ast::descendants_of_kind(*s, "await_expression")
                 .into_iter()
@@ -241,12 +236,7 @@ fn ack_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &
         let Some(stmt) = ast::enclosing_statement(call).filter(|s| s.kind() == "expression_statement") else {
             continue;
         };
-        let mut following = Vec::new();
-        let mut next = stmt.next_named_sibling();
-        while let Some(n) = next {
-            following.push(n);
-            next = n.next_named_sibling();
-        }
+        let following = ast::following_siblings(stmt);
         if !following.iter().any(|s| c.contains_work(*s)) {
             continue;
         }

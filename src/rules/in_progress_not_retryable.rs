@@ -72,7 +72,7 @@ fn compares_stored_state(cond: Node, func: Node, src: &str) -> bool {
         let path = ast::member_path(m, src);
         let Some(root) = path.first() else { return false };
         let Some(init) = ast::find_binding_init(func, root, src, cond.start_byte())
-            .or_else(|| destructured_init(func, root, src, cond.start_byte()))
+            .or_else(|| ast::find_destructured_init(func, root, src, cond.start_byte()))
         else {
             return false;
         };
@@ -85,26 +85,6 @@ fn compares_stored_state(cond: Node, func: Node, src: &str) -> bool {
                 .iter()
                 .any(|w| t.contains(w))
     })
-}
-
-fn destructured_init<'t>(func: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
-    let mut best = None;
-    ast::walk(func, &mut |n| {
-        if n.start_byte() >= before {
-            return false;
-        }
-        if n.kind() == "variable_declarator"
-            && let Some(p) = n.child_by_field_name("name").filter(|p| p.kind() != "identifier")
-        {
-            let mut names = Vec::new();
-            ast::bound_names(p, src, &mut names);
-            if names.iter().any(|x| x == name) {
-                best = n.child_by_field_name("value");
-            }
-        }
-        true
-    });
-    best
 }
 
 /// What a `SET NX` key means.

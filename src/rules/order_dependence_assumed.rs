@@ -352,26 +352,7 @@ fn diag(model: &HandlerModel, scope: &Scope, node: Node, msg: String, help: &str
 
 /// The initializer of `name`, also when it is destructured (`const { data: user } = ...`).
 fn binding_init<'t>(func: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
-    if let Some(init) = ast::find_binding_init(func, name, src, before) {
-        return Some(init);
-    }
-    let mut best = None;
-    ast::walk(func, &mut |n| {
-        if n.start_byte() >= before {
-            return false;
-        }
-        if n.kind() == "variable_declarator"
-            && let Some(p) = n.child_by_field_name("name").filter(|p| p.kind() == "object_pattern")
-        {
-            let mut names = Vec::new();
-            ast::bound_names(p, src, &mut names);
-            if names.iter().any(|x| x == name) {
-                best = n.child_by_field_name("value");
-            }
-        }
-        true
-    });
-    best
+    ast::find_binding_init(func, name, src, before).or_else(|| ast::find_destructured_init(func, name, src, before))
 }
 
 fn is_lookup(init: Node, src: &str) -> bool {
