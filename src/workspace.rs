@@ -131,10 +131,15 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "onRequest(",
             // @shopify/shopify-api webhook handlers
             "deliveryMethod",
+            // Convex HTTP actions
+            "httpAction(",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.
         pattern.push(r"export\s+(?:async\s+)?(?:function\s+|const\s+)(?:POST|PUT|PATCH|action)\b".to_string());
+        // A function exported under a delivery's name, routed elsewhere:
+        // `export const stripeWebhook = async (request, response) => ...`.
+        pattern.push(r"export\s+(?:async\s+)?(?:function\s+|const\s+)\w*(?i:hook|callback|ipn)".to_string());
         // Cloudflare Queues consumers written without `async`: `queue(batch, env) {`
         pattern.push(r"\bqueue\s*\(\s*batch\b".to_string());
         // ... and its `fetch` written without `async`: `fetch(request, env) {`
@@ -165,5 +170,13 @@ mod tests {
         assert!(may_be_relevant(b"export default { fetch(req, env) { return new Response() } }"));
         assert!(may_be_relevant(b"const h = async (req, res) => { stripe.webhooks.constructEvent(b, s, k) }"));
         assert!(!may_be_relevant(b"const r = await fetch(url); const data = await r.json();"));
+    }
+
+    #[test]
+    fn prefilter_passes_webhook_named_exports_and_convex_actions() {
+        assert!(may_be_relevant(b"export const stripeWebhook = async (request, response) => {}"));
+        assert!(may_be_relevant(b"export async function paypalIpn(req, res) {}"));
+        assert!(may_be_relevant(b"export const hook = httpAction(async (ctx, request) => new Response())"));
+        assert!(!may_be_relevant(b"export const listUsers = async (req, res) => {}"));
     }
 }

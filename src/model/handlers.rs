@@ -42,6 +42,9 @@ pub enum Framework {
     /// `@shopify/shopify-api` webhook handlers: `{ deliveryMethod: DeliveryMethod.Http, callback:
     /// async (topic, shop, body, webhookId) => ... }`, called once per verified delivery.
     ShopifyWebhook,
+    /// Convex HTTP actions: `export const hook = httpAction(async (ctx, request) => ...)`,
+    /// routed by `http.route({ path, method, handler })`; they answer with a fetch `Response`.
+    ConvexHttp,
 }
 
 impl Framework {
@@ -64,7 +67,14 @@ impl Framework {
 
     /// Frameworks whose handlers answer by returning a `Response` (fetch API).
     pub fn returns_response(self) -> bool {
-        matches!(self, Framework::NextAppRouter | Framework::SvelteKit | Framework::Remix | Framework::DenoServe)
+        matches!(
+            self,
+            Framework::NextAppRouter
+                | Framework::SvelteKit
+                | Framework::Remix
+                | Framework::DenoServe
+                | Framework::ConvexHttp
+        )
     }
 }
 
@@ -192,6 +202,11 @@ impl<'a> Finder<'a> {
                 Candidate::Method => self.decorated_method(node),
                 Candidate::Assignment => self.commonjs_export(node, &path, is_pages_api, is_function_dir),
                 Candidate::Pair => self.shopify_webhook_callback(node),
+            }
+        }
+        for (candidate, node) in queries::entry_point_candidates(&file) {
+            if matches!(candidate, Candidate::Export) {
+                self.webhook_named_export(node, &path);
             }
         }
     }
@@ -477,8 +492,16 @@ impl<'a> Finder<'a> {
             if self.firebase_on_request(func, &name, path) {
                 continue;
             }
-            if ["POST", "PUT", "PATCH"].contains(&upper) && (is_route_file || names_webhook(path)) {
-                let framework = self.route_framework(path);
+            if let Some(action) = convex_http_action(func, src) {
+                let hint = format!("{name} {path}");
+                self.push(action, format!("httpAction {name} ({})", short_path(path)), Framework::ConvexHttp, &hint);
+            } else if ["POST", "PUT", "PATCH"].contains(&upper) && (is_route_file || names_webhook(path)) {
+                // a route module whose handler takes `(req, res)` (Medusa's `route.ts`) answers
+                // Express-style, whatever its file name shares with Next.js
+                let framework = match ast::unwrap_expr(func) {
+                    f if ast::is_function(f) && req_res(f, src) => Framework::Express,
+                    _ => self.route_framework(path),
+                };
                 self.push(func, format!("{upper} {}", short_path(path)), framework, path);
             } else if name == "action" && path.contains("routes") {
                 self.push(func, format!("action ({})", short_path(path)), Framework::Remix, path);
@@ -487,6 +510,31 @@ impl<'a> Finder<'a> {
                 || ast::parameter_type(ast::unwrap_expr(func), 0, src).is_some_and(|t| t.contains("SQSEvent"))
             {
                 self.lambda_candidate(func, &name, path);
+            }
+        }
+    }
+
+    /// `export const stripeWebhook = async (request, response, context) => {...}`: an
+    /// Express-style handler whose route is declared elsewhere (Wasp's `main.wasp`, a router
+    /// file, a framework config); its name says it receives deliveries. Runs after every other
+    /// shape, so a route registered in this file names the handler by its route.
+    fn webhook_named_export(&mut self, node: Node, path: &str) {
+        let src = self.src();
+        let Some(decl) = node.child_by_field_name("declaration") else { return };
+        let mut named: Vec<(String, Node)> = Vec::new();
+        if decl.kind() == "function_declaration" {
+            named.extend(decl.child_by_field_name("name").map(|n| (text(n, src).to_string(), decl)));
+        } else {
+            for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
+                if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) {
+                    named.push((text(n, src).to_string(), ast::unwrap_expr(v)));
+                }
+            }
+        }
+        for (name, func) in named {
+            if names_webhook(&name) && ast::is_function(func) && req_res(func, src) {
+                let hint = format!("{name} {path}");
+                self.push(func, format!("export {name} ({})", short_path(path)), Framework::Express, &hint);
             }
         }
     }
@@ -1161,6 +1209,9 @@ fn request_response(
             (first_name, ast::parameter(func, 1).filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string()))
         }
         Framework::Koa => (first_name.clone(), first_name),
+        Framework::ConvexHttp => {
+            (ast::parameter(func, 1).filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string()), None)
+        }
         Framework::Hono => (first_name, None),
         Framework::SvelteKit | Framework::Remix => {
             // ({ request }) => ...
@@ -1175,6 +1226,16 @@ fn request_response(
         _ if framework.is_http() => (first_name, None),
         _ => (None, None),
     }
+}
+
+/// `httpAction(async (ctx, request) => ...)` (Convex): the function it wraps.
+fn convex_http_action<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let call = ast::unwrap_expr(value);
+    (call.kind() == "call_expression")
+        .then_some(())
+        .and_then(|_| call.child_by_field_name("function"))
+        .filter(|f| f.kind() == "identifier" && text(*f, src) == "httpAction")?;
+    ast::arguments(call).into_iter().find(|a| ast::is_function(*a))
 }
 
 /// A function whose first two parameters are named like a Node request and response.
