@@ -30,6 +30,8 @@ pub struct AppConfig {
 
 pub struct App {
     child: Child,
+    addr: SocketAddr,
+    stopped: bool,
     pub trace: PathBuf,
 }
 
@@ -65,7 +67,7 @@ impl App {
         }
         if let Some(preload) = &config.preload {
             let existing = std::env::var("NODE_OPTIONS").unwrap_or_default();
-            command.env("NODE_OPTIONS", format!("{existing} --require {preload}").trim().to_string());
+            command.env("NODE_OPTIONS", format!("{existing} --require {preload}").trim());
         }
         if let Some(f) = fault {
             command
@@ -74,7 +76,7 @@ impl App {
                 .env("RETRYSAFE_VERIFY_FAULT_HIT", f.hit.to_string());
         }
         let child = command.spawn().map_err(|e| format!("cannot run `{}`: {e}", config.start))?;
-        let mut app = App { child, trace: trace.to_path_buf() };
+        let mut app = App { child, addr: config.addr, stopped: false, trace: trace.to_path_buf() };
         let deadline = Instant::now() + config.start_timeout;
         loop {
             if super::deliver::port_open(config.addr) {
@@ -105,6 +107,9 @@ impl App {
 
     /// Kills the whole process group and waits until the port is free again.
     pub fn stop(&mut self) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
         let pgid = self.child.id() as i32;
         // SAFETY: signalling the process group this App created; a group that is already gone
         // only makes kill return ESRCH.
@@ -112,6 +117,12 @@ impl App {
             libc::kill(-pgid, libc::SIGKILL);
         }
         let _ = self.child.wait();
+        // The group's other processes (node under `sh -c` or `npm run`) release the port a
+        // moment after the signal; the next start must not mistake it for a stray server.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while super::deliver::port_open(self.addr) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The preload's trace so far.

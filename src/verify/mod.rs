@@ -185,7 +185,9 @@ fn build_target(args: &VerifyArgs, work_dir: &Path) -> Result<runner::Target, St
             std::env::var(name).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| generated_secret(provider, args.seed))
         }
         (None, None) => {
-            return Err("give --secret-env NAME (the variable the app reads its webhook secret from) or --secret".into());
+            return Err(
+                "give --secret-env NAME (the variable the app reads its webhook secret from) or --secret".into()
+            );
         }
     };
     let cwd = match &args.cwd {
@@ -301,7 +303,6 @@ pub fn run(args: VerifyArgs) -> ExitCode {
         VerifyFormat::Json => println!("{}", report::json(&report)),
         VerifyFormat::Junit => print!("{}", report::junit(&report)),
     }
-    drop(runner);
     let _ = std::fs::remove_dir_all(&work_dir);
     if report.count(runner::Verdict::Fail) > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }

@@ -87,6 +87,9 @@ pub struct Outcome {
     pub points: Vec<String>,
 }
 
+/// What one app run leaves: the state, the provider-side calls, the points reached.
+type RunResult = (Option<String>, Vec<Effect>, Vec<String>);
+
 /// The reference the scenarios are compared with.
 pub struct Reference {
     pub state: Option<String>,
@@ -286,7 +289,7 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    fn finish(&self, app: &mut App) -> Result<(Option<String>, Vec<Effect>, Vec<String>), String> {
+    fn finish(&self, app: &mut App) -> Result<RunResult, String> {
         // The state is read with the app stopped, so nothing still running in the background
         // changes it while it is read.
         let trace = app.trace();
@@ -617,10 +620,7 @@ impl<'a> Runner<'a> {
     }
 
     /// Delivers `events` in order on one app run; returns the attempts and the end state.
-    fn sequence(
-        &mut self,
-        events: &[&Event],
-    ) -> Result<(Vec<Attempt>, (Option<String>, Vec<Effect>, Vec<String>)), String> {
+    fn sequence(&mut self, events: &[&Event]) -> Result<(Vec<Attempt>, RunResult), String> {
         self.reset()?;
         let mut app = self.start(None)?;
         let mut attempts = Vec::new();
