@@ -18,7 +18,7 @@ import { createRequire } from "node:module";
 
 type AnyFn = (...args: any[]) => any;
 
-const DEFAULT_CLAIM = String.raw`^\s*insert\s+into\s+[^\s(]*(processed|idempot|dedup|webhook_?event|claim)`;
+const DEFAULT_CLAIM = String.raw`^\s*insert\s+into\s+[^\s(]*(processed|idempot|dedup|seen|webhook_?event|claim)`;
 
 const env = process.env;
 const traceFile = env.RETRYSAFE_VERIFY_TRACE;

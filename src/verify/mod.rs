@@ -93,7 +93,7 @@ pub struct VerifyArgs {
     #[arg(long, default_value = "@retrysafe/guard/verify-preload")]
     pub preload: String,
     /// A regular expression for the SQL that claims an event (default: inserts into a table
-    /// named like processed/idempotency/dedupe/webhook_events/claims).
+    /// named like processed/idempotency/dedupe/seen/webhook_events/claims).
     #[arg(long)]
     pub claim_pattern: Option<String>,
     /// Seconds to wait for each response.

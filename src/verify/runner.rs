@@ -387,7 +387,7 @@ impl<'a> Runner<'a> {
         Outcome {
             scenario: scenario.name(),
             verdict: if reason.is_some() { Verdict::Fail } else { Verdict::Pass },
-            reason: reason.unwrap_or_default(),
+            reason: reason.unwrap_or_else(|| "the same state and effects as the reference".into()),
             attempts,
             state,
             state_equal,
