@@ -5,6 +5,7 @@
 pub mod app;
 pub mod deliver;
 pub mod fake;
+pub mod html;
 pub mod report;
 pub mod runner;
 pub mod scenario;
@@ -89,6 +90,9 @@ pub struct VerifyArgs {
     pub seed: u64,
     #[arg(long, value_enum, default_value = "text")]
     pub format: VerifyFormat,
+    /// Also write a self-contained HTML report to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
     /// The Node preload to load into the app (`--require`); `none` to run without it.
     #[arg(long, default_value = "@retrysafe/guard/verify-preload")]
     pub preload: String,
@@ -270,6 +274,14 @@ pub fn run(args: VerifyArgs) -> ExitCode {
             return setup_error(e);
         }
     };
+    if let Some(dir) =
+        args.report.as_deref().map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+    {
+        if !dir.is_dir() {
+            let _ = std::fs::remove_dir_all(&work_dir);
+            return setup_error(format!("{}: --report: the directory does not exist", dir.display()));
+        }
+    }
     let scenarios = match scenario::parse(&args.scenarios, target.newer.is_some(), target.other.is_some()) {
         Ok(s) => s,
         Err(e) => return setup_error(format!("--scenarios: {e}")),
@@ -298,6 +310,11 @@ pub fn run(args: VerifyArgs) -> ExitCode {
         event_id: target.event.id.clone(),
         outcomes,
     };
+    if let Some(path) = &args.report {
+        if let Err(e) = crate::fix::write::write_atomic(path, &html::render(&report)) {
+            return setup_error(format!("{}: cannot write the report: {e}", path.display()));
+        }
+    }
     match args.format {
         VerifyFormat::Text => print!("{}", report::text(&report)),
         VerifyFormat::Json => println!("{}", report::json(&report)),
