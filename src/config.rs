@@ -40,6 +40,9 @@ pub struct Config {
     /// Calls that are deliberately best-effort (failures may be swallowed).
     #[serde(default)]
     pub best_effort: Vec<String>,
+    /// `retrysafe verify` targets; validated by the verify command itself.
+    #[serde(default)]
+    pub verify: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]

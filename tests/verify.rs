@@ -221,3 +221,60 @@ fn effects_names_map_to_hosts() {
     assert_eq!(effect_hosts(&["api.example.test".into()]).unwrap(), ["api.example.test"]);
     assert!(effect_hosts(&["nope".into()]).is_err());
 }
+
+fn retrysafe(args: &[&str], cwd: &std::path::Path) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_retrysafe")).args(args).current_dir(cwd).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn help_lists_the_scenarios() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, _) = retrysafe(&["verify", "--help"], dir.path());
+    assert_eq!(code, 0);
+    for s in ["concurrent:N", "crash:POINT", "after-effect:HOST", "lost-response", "out-of-order", "distinct-events", "bad-signature"] {
+        assert!(out.contains(s), "--help does not mention {s}:\n{out}");
+    }
+}
+
+#[test]
+fn setup_errors_are_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = retrysafe(&["verify"], dir.path());
+    assert_eq!(code, 2);
+    assert!(err.contains("verify.targets"), "{err}");
+    let (code, _, err) = retrysafe(
+        &["verify", "POST /hook", "--provider", "stripe", "--event", "missing.json", "--start", "true", "--port", "47999", "--secret-env", "S"],
+        dir.path(),
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("missing.json: cannot read"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (code, _, err) = retrysafe(&["verify", "POST /hook", "--provider", "nope"], dir.path());
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown provider `nope`"), "{err}");
+}
+
+#[test]
+fn config_targets_are_validated_with_the_file_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("retrysafe.json"), r#"{ "verify": { "targets": [ { "route": "POST /x", "prot": 1 } ] } }"#).unwrap();
+    let (code, _, err) = retrysafe(&["verify"], dir.path());
+    assert_eq!(code, 2);
+    assert!(err.contains("retrysafe.json: invalid config: verify:") && err.contains("prot"), "{err}");
+    // A declared target runs as its flags would: here the app never listens, a setup error.
+    std::fs::write(dir.path().join("event.json"), br#"{"id":"evt_1","type":"invoice.paid"}"#).unwrap();
+    std::fs::write(
+        dir.path().join("retrysafe.json"),
+        r#"{ "verify": { "targets": [ { "route": "POST /x", "provider": "stripe", "event": "event.json",
+             "start": "exit 3", "port": 47998, "secretEnv": "S", "preload": "none" } ] } }"#,
+    )
+    .unwrap();
+    let (code, _, err) = retrysafe(&["verify"], dir.path());
+    assert_eq!(code, 2);
+    assert!(err.contains("`exit 3` exited"), "{err}");
+}

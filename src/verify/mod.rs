@@ -16,18 +16,23 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum VerifyFormat {
     Text,
     Json,
     Junit,
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 #[command(after_help = scenario::HELP)]
 pub struct VerifyArgs {
-    /// The route to deliver to: "POST /api/webhooks/stripe".
+    /// The route to deliver to: "POST /api/webhooks/stripe". Without it, every target in the
+    /// `verify.targets` of retrysafe.json is verified.
     pub target: Option<String>,
+    /// The config file with `verify.targets` (default: ./retrysafe.json).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Whose signature to send: stripe, github, standard-webhooks, svix, shopify, paystack, slack.
     #[arg(long)]
     pub provider: Option<String>,
@@ -252,8 +257,120 @@ fn build_target(args: &VerifyArgs, work_dir: &Path) -> Result<runner::Target, St
     })
 }
 
-/// Runs `retrysafe verify`: 0 no divergence, 1 a scenario diverged, 2 a setup error.
+/// One entry of `verify.targets` in retrysafe.json; the command line's flags win over it.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TargetConfig {
+    route: String,
+    provider: Option<String>,
+    event: Option<PathBuf>,
+    newer_event: Option<PathBuf>,
+    other_event: Option<PathBuf>,
+    event_id: Option<String>,
+    event_type: Option<String>,
+    start: Option<String>,
+    port: Option<u16>,
+    host: Option<String>,
+    cwd: Option<PathBuf>,
+    secret_env: Option<String>,
+    reset: Option<String>,
+    state: Option<String>,
+    state_sql: Option<String>,
+    database_url: Option<String>,
+    scenarios: Option<String>,
+    effects: Option<Vec<String>>,
+    preload: Option<String>,
+    claim_pattern: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifySection {
+    targets: Vec<TargetConfig>,
+}
+
+/// The targets declared in the config file, each as the flags it stands for. Relative paths
+/// are taken from the config file's directory.
+fn configured_targets(args: &VerifyArgs) -> Result<Vec<VerifyArgs>, String> {
+    let path = args.config.clone().unwrap_or_else(|| PathBuf::from(crate::config::CONFIG_FILE));
+    if !path.is_file() {
+        return Err(format!(
+            "name the route to verify (retrysafe verify \"POST /api/webhooks/stripe\" ...) or declare `verify.targets` in {}",
+            path.display()
+        ));
+    }
+    let config = crate::config::Config::load(&path).map_err(|e| e.to_string())?;
+    let section = config
+        .verify
+        .ok_or_else(|| format!("{}: no `verify` section (`verify: {{ targets: [...] }}`)", path.display()))?;
+    let section: VerifySection =
+        serde_json::from_value(section).map_err(|e| format!("{}: invalid config: verify: {e}", path.display()))?;
+    if section.targets.is_empty() {
+        return Err(format!("{}: verify.targets is empty", path.display()));
+    }
+    let base = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let rel = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+    Ok(section
+        .targets
+        .into_iter()
+        .map(|t| {
+            let mut a = args.clone();
+            a.target = Some(t.route);
+            a.provider = a.provider.or(t.provider);
+            a.event = a.event.or(t.event.map(rel));
+            a.newer_event = a.newer_event.or(t.newer_event.map(rel));
+            a.other_event = a.other_event.or(t.other_event.map(rel));
+            a.event_id = a.event_id.or(t.event_id);
+            a.event_type = a.event_type.or(t.event_type);
+            a.start = a.start.or(t.start);
+            a.port = a.port.or(t.port);
+            if let Some(h) = t.host {
+                a.host = h;
+            }
+            a.cwd = a.cwd.or(Some(rel(t.cwd.unwrap_or_else(|| PathBuf::from(".")))));
+            a.secret_env = a.secret_env.or(t.secret_env);
+            a.reset = a.reset.or(t.reset);
+            a.state = a.state.or(t.state);
+            a.state_sql = a.state_sql.or(t.state_sql);
+            a.database_url = a.database_url.or(t.database_url);
+            if let (true, Some(s)) = (a.scenarios == "all", t.scenarios) {
+                a.scenarios = s;
+            }
+            if a.effects.is_empty() {
+                a.effects = t.effects.unwrap_or_default();
+            }
+            if let Some(p) = t.preload {
+                a.preload = p;
+            }
+            a.claim_pattern = a.claim_pattern.or(t.claim_pattern);
+            a
+        })
+        .collect())
+}
+
+/// Runs `retrysafe verify`: 0 no divergence, 1 a scenario diverged, 2 a setup error. Without a
+/// route, runs every target of `verify.targets`; the worst outcome is the exit code.
 pub fn run(args: VerifyArgs) -> ExitCode {
+    if args.target.is_some() {
+        return ExitCode::from(run_target(args));
+    }
+    let targets = match configured_targets(&args) {
+        Ok(t) => t,
+        Err(e) => return setup_error(e),
+    };
+    let mut worst = 0;
+    for target in targets {
+        let code = run_target(target);
+        worst = if code == 2 || worst == 2 { 2 } else { worst.max(code) };
+    }
+    ExitCode::from(worst)
+}
+
+fn run_target(args: VerifyArgs) -> u8 {
+    let setup_error = |m: String| {
+        eprintln!("retrysafe verify: {m}");
+        2u8
+    };
     // Kept after a setup error (it holds the app's log and the preload's traces), removed
     // otherwise.
     let work_dir: PathBuf = match tempfile::Builder::new().prefix("retrysafe-verify-").tempdir() {
@@ -321,7 +438,7 @@ pub fn run(args: VerifyArgs) -> ExitCode {
         VerifyFormat::Junit => print!("{}", report::junit(&report)),
     }
     let _ = std::fs::remove_dir_all(&work_dir);
-    if report.count(runner::Verdict::Fail) > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    if report.count(runner::Verdict::Fail) > 0 { 1 } else { 0 }
 }
 
 impl runner::StateSource {
