@@ -236,7 +236,15 @@ fn help_lists_the_scenarios() {
     let dir = tempfile::tempdir().unwrap();
     let (code, out, _) = retrysafe(&["verify", "--help"], dir.path());
     assert_eq!(code, 0);
-    for s in ["concurrent:N", "crash:POINT", "after-effect:HOST", "lost-response", "out-of-order", "distinct-events", "bad-signature"] {
+    for s in [
+        "concurrent:N",
+        "crash:POINT",
+        "after-effect:HOST",
+        "lost-response",
+        "out-of-order",
+        "distinct-events",
+        "bad-signature",
+    ] {
         assert!(out.contains(s), "--help does not mention {s}:\n{out}");
     }
 }
@@ -248,7 +256,20 @@ fn setup_errors_are_one_line_and_exit_2() {
     assert_eq!(code, 2);
     assert!(err.contains("verify.targets"), "{err}");
     let (code, _, err) = retrysafe(
-        &["verify", "POST /hook", "--provider", "stripe", "--event", "missing.json", "--start", "true", "--port", "47999", "--secret-env", "S"],
+        &[
+            "verify",
+            "POST /hook",
+            "--provider",
+            "stripe",
+            "--event",
+            "missing.json",
+            "--start",
+            "true",
+            "--port",
+            "47999",
+            "--secret-env",
+            "S",
+        ],
         dir.path(),
     );
     assert_eq!(code, 2);
@@ -262,7 +283,11 @@ fn setup_errors_are_one_line_and_exit_2() {
 #[test]
 fn config_targets_are_validated_with_the_file_named() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("retrysafe.json"), r#"{ "verify": { "targets": [ { "route": "POST /x", "prot": 1 } ] } }"#).unwrap();
+    std::fs::write(
+        dir.path().join("retrysafe.json"),
+        r#"{ "verify": { "targets": [ { "route": "POST /x", "prot": 1 } ] } }"#,
+    )
+    .unwrap();
     let (code, _, err) = retrysafe(&["verify"], dir.path());
     assert_eq!(code, 2);
     assert!(err.contains("retrysafe.json: invalid config: verify:") && err.contains("prot"), "{err}");
