@@ -428,8 +428,14 @@ fn run_target(args: VerifyArgs) -> u8 {
         outcomes,
     };
     if let Some(path) = &args.report {
+        let existed = path.exists();
         if let Err(e) = crate::fix::write::write_atomic(path, &html::render(&report)) {
             return setup_error(format!("{}: cannot write the report: {e}", path.display()));
+        }
+        if !existed {
+            // A report is for reading and sharing: not the private mode of a temporary file.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644));
         }
     }
     match args.format {
