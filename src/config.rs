@@ -43,6 +43,9 @@ pub struct Config {
     /// Run the preview rules too.
     #[serde(default)]
     pub preview: bool,
+    /// `retrysafe verify` targets; validated by the verify command itself.
+    #[serde(default)]
+    pub verify: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]

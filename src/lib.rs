@@ -12,6 +12,7 @@ pub mod report;
 pub mod rules;
 pub mod source;
 pub mod suppress;
+pub mod verify;
 pub mod workspace;
 
 /// A regex compiled once per process: patterns in rule code run per call node, and compiling

@@ -40,6 +40,9 @@ enum Command {
         #[arg(long)]
         guard: Option<String>,
     },
+    /// Run the app and deliver a signed event again, concurrently and around crashes;
+    /// compare state and provider-side effects with a single delivery.
+    Verify(Box<retrysafe::verify::VerifyArgs>),
     /// Print a file's syntax tree and the handlers found in it (for rule authors).
     #[command(hide = true)]
     DumpTree { file: PathBuf },
@@ -145,6 +148,7 @@ fn main() -> ExitCode {
         "dump-tree",
         "parse-only",
         "lsp",
+        "verify",
         "help",
         "-h",
         "--help",
@@ -166,6 +170,7 @@ fn main() -> ExitCode {
         Command::Check(args) => run_check(args),
         Command::Fix(args) => run_fix(args),
         Command::Rules { format } => list_rules(format),
+        Command::Verify(args) => retrysafe::verify::run(*args),
         Command::DumpTree { file } => dump_tree(&file),
         Command::ParseOnly { paths, threads } => {
             let paths = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths };

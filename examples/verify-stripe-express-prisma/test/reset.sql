@@ -1,0 +1,1 @@
+TRUNCATE orders, seen_events, processed_events;

@@ -1,0 +1,200 @@
+//! The app under test: started from the user's command in its own process group (so a
+//! `npm run start` wrapper and its node child die together), with the preload in
+//! `NODE_OPTIONS` and the fault to inject in the environment; and the preload's trace.
+
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A fault the preload injects at the `hit`-th time the app reaches `point`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// `kill` (SIGKILL the process), `reset` (drop the connection instead of responding),
+    /// `error` (fail the database query with a transient error).
+    pub action: &'static str,
+    pub point: String,
+    pub hit: u32,
+}
+
+pub struct AppConfig {
+    pub start: String,
+    pub cwd: PathBuf,
+    pub addr: SocketAddr,
+    pub env: Vec<(String, String)>,
+    pub preload: Option<String>,
+    pub start_timeout: Duration,
+    pub log: PathBuf,
+}
+
+pub struct App {
+    child: Child,
+    addr: SocketAddr,
+    stopped: bool,
+    pub trace: PathBuf,
+}
+
+impl App {
+    /// Starts the app and waits until it accepts connections on the target port.
+    pub fn start(config: &AppConfig, fault: Option<&Fault>, trace: &Path) -> Result<App, String> {
+        if super::deliver::port_open(config.addr) {
+            return Err(format!(
+                "something already listens on {} before the app was started: stop it, or verify would test that instead",
+                config.addr
+            ));
+        }
+        let _ = std::fs::remove_file(trace);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&config.log)
+            .map_err(|e| format!("{}: cannot open the app log: {e}", config.log.display()))?;
+        let log_err = log.try_clone().map_err(|e| format!("{}: {e}", config.log.display()))?;
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(&config.start)
+            .current_dir(&config.cwd)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .process_group(0)
+            .env("PORT", config.addr.port().to_string())
+            .env("RETRYSAFE_VERIFY_TRACE", trace);
+        for (k, v) in &config.env {
+            command.env(k, v);
+        }
+        if let Some(preload) = &config.preload {
+            let existing = std::env::var("NODE_OPTIONS").unwrap_or_default();
+            command.env("NODE_OPTIONS", format!("{existing} --require {preload}").trim());
+        }
+        if let Some(f) = fault {
+            command
+                .env("RETRYSAFE_VERIFY_FAULT_ACTION", f.action)
+                .env("RETRYSAFE_VERIFY_FAULT_POINT", &f.point)
+                .env("RETRYSAFE_VERIFY_FAULT_HIT", f.hit.to_string());
+        }
+        let child = command.spawn().map_err(|e| format!("cannot run `{}`: {e}", config.start))?;
+        let mut app = App { child, addr: config.addr, stopped: false, trace: trace.to_path_buf() };
+        let deadline = Instant::now() + config.start_timeout;
+        loop {
+            if super::deliver::port_open(config.addr) {
+                return Ok(app);
+            }
+            if let Ok(Some(status)) = app.child.try_wait() {
+                app.stop();
+                return Err(format!(
+                    "`{}` exited ({status}) before listening on {}; its output is in {}",
+                    config.start,
+                    config.addr,
+                    config.log.display()
+                ));
+            }
+            if Instant::now() > deadline {
+                app.stop();
+                return Err(format!(
+                    "`{}` did not listen on {} within {}s; its output is in {}",
+                    config.start,
+                    config.addr,
+                    config.start_timeout.as_secs(),
+                    config.log.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the whole process group and waits until the port is free again.
+    pub fn stop(&mut self) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
+        let pgid = self.child.id() as i32;
+        // SAFETY: signalling the process group this App created; a group that is already gone
+        // only makes kill return ESRCH.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+        // The group's other processes (node under `sh -c` or `npm run`) release the port a
+        // moment after the signal; the next start must not mistake it for a stray server.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while super::deliver::port_open(self.addr) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The preload's trace so far.
+    pub fn trace(&self) -> Trace {
+        Trace::read(&self.trace)
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What the preload wrote: request starts and ends, points reached, faults injected.
+#[derive(Default, Debug)]
+pub struct Trace {
+    pub events: Vec<serde_json::Value>,
+}
+
+impl Trace {
+    pub fn read(path: &Path) -> Trace {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        Trace { events: text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect() }
+    }
+
+    pub fn present(&self) -> bool {
+        self.events.iter().any(|e| e["ev"] == "start")
+    }
+
+    /// The fault the preload injected, if it did.
+    pub fn fault(&self) -> Option<&serde_json::Value> {
+        self.events.iter().find(|e| e["ev"] == "fault")
+    }
+
+    pub fn faults(&self) -> usize {
+        self.events.iter().filter(|e| e["ev"] == "fault").count()
+    }
+
+    pub fn hits(&self, point: &str) -> usize {
+        self.events.iter().filter(|e| e["ev"] == "hit" && e["point"] == point).count()
+    }
+
+    /// The points reached, in order, without repeats.
+    pub fn points(&self) -> Vec<String> {
+        let mut seen = Vec::new();
+        for e in &self.events {
+            if e["ev"] == "hit" {
+                if let Some(p) = e["point"].as_str() {
+                    if !seen.iter().any(|s: &String| s == p) {
+                        seen.push(p.to_string());
+                    }
+                }
+            }
+        }
+        seen
+    }
+
+    /// The most requests the app handled at the same time; `None` without a preload trace.
+    pub fn max_in_flight(&self) -> Option<usize> {
+        if !self.present() {
+            return None;
+        }
+        let (mut now, mut max) = (0usize, 0usize);
+        for e in &self.events {
+            if e["ev"] == "req-start" {
+                now += 1;
+                max = max.max(now);
+            } else if e["ev"] == "req-end" {
+                now = now.saturating_sub(1);
+            }
+        }
+        Some(max)
+    }
+}
