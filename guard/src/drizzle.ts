@@ -1,5 +1,6 @@
 import type { Guard, GuardResult } from "./types.js";
-import { checkKey, DuplicateClaim, isUniqueViolation, loadDrizzleSql, quoteTable } from "./util.js";
+import { GuardCommitError } from "./errors.js";
+import { checkKey, ClaimConflict, DuplicateClaim, isRetryableConflict, isUniqueViolation, loadDrizzleSql, quoteTable, retryClaimConflicts } from "./util.js";
 
 /** The part of a Drizzle database the guard uses. */
 export interface DrizzleLike {
@@ -36,24 +37,34 @@ export function drizzleGuard<D extends DrizzleLike>(db: D, options: DrizzleGuard
     async run<T>(key: string, fn: (tx: DrizzleTx<D>) => Promise<T> | T): Promise<GuardResult<T>> {
       checkKey(key);
       const sql = options.sql ?? (await loadDrizzleSql());
-      try {
-        return await db.transaction(async (tx: any) => {
-          let rows: unknown[];
-          try {
-            const r = await tx.execute(sql`INSERT INTO ${sql.raw(table)} (key) VALUES (${key}) ON CONFLICT DO NOTHING RETURNING key`);
-            rows = Array.isArray(r) ? r : (r?.rows ?? []);
-          } catch (err) {
-            if (isUniqueViolation(err)) throw new DuplicateClaim();
-            throw err;
-          }
-          if (rows.length === 0) throw new DuplicateClaim(); // rolls back this transaction
-          const result = await fn(tx as DrizzleTx<D>);
-          return { status: "processed", result } as GuardResult<T>;
-        }, options.transaction);
-      } catch (err) {
-        if (err instanceof DuplicateClaim) return { status: "duplicate" };
-        throw err;
-      }
+      const rowsOf = (r: any): unknown[] => (Array.isArray(r) ? r : (r?.rows ?? []));
+      return retryClaimConflicts(async () => {
+        try {
+          return await db.transaction(async (tx: any) => {
+            let rows: unknown[];
+            try {
+              rows = rowsOf(await tx.execute(sql`INSERT INTO ${sql.raw(table)} (key) VALUES (${key}) ON CONFLICT DO NOTHING RETURNING key`));
+            } catch (err) {
+              if (isRetryableConflict(err)) throw new ClaimConflict(err);
+              if (isUniqueViolation(err)) throw new DuplicateClaim();
+              throw err;
+            }
+            if (rows.length === 0) throw new DuplicateClaim(); // rolls back this transaction
+            const result = await fn(tx as DrizzleTx<D>);
+            let held: unknown[];
+            try {
+              held = rowsOf(await tx.execute(sql`SELECT key FROM ${sql.raw(table)} WHERE key = ${key}`));
+            } catch (err) {
+              throw new GuardCommitError(key, "the transaction was aborted by a statement error inside the callback (caught and ignored?)", err);
+            }
+            if (held.length !== 1) throw new GuardCommitError(key, "the claim is gone from the transaction");
+            return { status: "processed", result } as GuardResult<T>;
+          }, options.transaction);
+        } catch (err) {
+          if (err instanceof DuplicateClaim) return { status: "duplicate" } as GuardResult<T>;
+          throw err;
+        }
+      });
     },
   };
 }
