@@ -51,52 +51,54 @@ describe("defect 1: a transaction aborted by a swallowed error is never reported
 });
 
 describe("defect 1 on MySQL / MariaDB", () => {
-  it("a swallowed duplicate-key error does not abort an InnoDB transaction: processed is true and the work committed", async () => {
-    const s = await makeSubject("mysql");
-    try {
-      const key = uniq("mysql-swallow");
-      const taken = uniq("taken");
-      await s.guard.run(uniq("setup"), async (tx) => s.exec!(tx, `INSERT INTO unique_things (id) VALUES ('${taken}')`));
-      const r = await s.guard.run(key, async (tx) => {
-        await s.write(tx, key);
-        await s.exec!(tx, `INSERT INTO unique_things (id) VALUES ('${taken}')`).catch(() => {});
-        return "ok";
-      });
-      expect(r).toEqual({ status: "processed", result: "ok" });
-      expect(await s.claimed(key)).toBe(true);
-      expect(await s.effects(key)).toBe(1);
-    } finally {
-      await s.close();
-    }
-  });
+  for (const kind of MYSQL_KINDS) {
+    it(`${kind}: a swallowed duplicate-key error does not abort an InnoDB transaction: processed is true and the work committed`, async () => {
+      const s = await makeSubject(kind);
+      try {
+        const key = uniq("mysql-swallow");
+        const taken = uniq("taken");
+        await s.guard.run(uniq("setup"), async (tx) => s.exec!(tx, `INSERT INTO unique_things (id) VALUES ('${taken}')`));
+        const r = await s.guard.run(key, async (tx) => {
+          await s.write(tx, key);
+          await s.exec!(tx, `INSERT INTO unique_things (id) VALUES ('${taken}')`).catch(() => {});
+          return "ok";
+        });
+        expect(r).toEqual({ status: "processed", result: "ok" });
+        expect(await s.claimed(key)).toBe(true);
+        expect(await s.effects(key)).toBe(1);
+      } finally {
+        await s.close();
+      }
+    });
 
-  it("a callback that ends the transaction itself (ROLLBACK) is a GuardCommitError, and nothing is claimed", async () => {
-    const s = await makeSubject("mysql");
-    try {
-      const key = uniq("mysql-rollback");
-      const attempt = s.guard.run(key, async (tx) => {
-        await s.write(tx, key);
-        await s.exec!(tx, "ROLLBACK");
-      });
-      await expect(attempt).rejects.toBeInstanceOf(GuardCommitError);
-      await expect(attempt).rejects.toThrow(/claim is gone/);
-      expect(await s.claimed(key)).toBe(false);
-      expect(await s.effects(key)).toBe(0);
-    } finally {
-      await s.close();
-    }
-  });
+    it(`${kind}: a callback that ends the transaction itself (ROLLBACK) is a GuardCommitError, and nothing is claimed`, async () => {
+      const s = await makeSubject(kind);
+      try {
+        const key = uniq("mysql-rollback");
+        const attempt = s.guard.run(key, async (tx) => {
+          await s.write(tx, key);
+          await s.exec!(tx, "ROLLBACK");
+        });
+        await expect(attempt).rejects.toBeInstanceOf(GuardCommitError);
+        await expect(attempt).rejects.toThrow(/claim is gone/);
+        expect(await s.claimed(key)).toBe(false);
+        expect(await s.effects(key)).toBe(0);
+      } finally {
+        await s.close();
+      }
+    });
 
-  it("keys differing only in case or trailing spaces stay distinct (VARBINARY keys)", async () => {
-    const s = await makeSubject("mysql");
-    try {
-      const base = uniq("Case");
-      for (const k of [base, base.toLowerCase(), `${base} `]) expect(await s.guard.run(k, async () => k)).toMatchObject({ status: "processed" });
-      expect(await s.guard.run(base, async () => 1)).toEqual({ status: "duplicate" });
-    } finally {
-      await s.close();
-    }
-  });
+    it(`${kind}: keys differing only in case or trailing spaces stay distinct (VARBINARY keys)`, async () => {
+      const s = await makeSubject(kind);
+      try {
+        const base = uniq("Case");
+        for (const k of [base, base.toLowerCase(), `${base} `]) expect(await s.guard.run(k, async () => k)).toMatchObject({ status: "processed" });
+        expect(await s.guard.run(base, async () => 1)).toEqual({ status: "duplicate" });
+      } finally {
+        await s.close();
+      }
+    });
+  }
 });
 
 describe("defect 2: REPEATABLE READ and SERIALIZABLE give duplicate, not 40001, to concurrent claimers", () => {

@@ -22,7 +22,7 @@ describe("npm pack", () => {
     const listing = execFileSync("tar", ["-tzf", path.join(tmp, tgz!)], { encoding: "utf8" });
     for (const f of [
       "package/dist/esm/index.js", "package/dist/esm/index.d.ts", "package/dist/cjs/index.js", "package/dist/cjs/index.d.ts",
-      "package/dist/cjs/package.json", "package/sql/processed_events.sql", "package/sql/outbox.sql", "package/sql/inbox.sql", "package/prisma/models.prisma",
+      "package/dist/cjs/package.json", "package/sql/processed_events.sql", "package/sql/outbox.sql", "package/sql/inbox.sql", "package/sql/mysql.sql", "package/prisma/models.prisma",
       "package/README.md", "package/package.json",
     ]) expect(listing).toContain(f);
     expect(listing).not.toContain("package/test/");
@@ -38,7 +38,7 @@ describe("npm pack", () => {
 
     const names = [
       "createInbox", "createOutbox", "drizzleGuard", "eventKey", "postgresGuard", "prismaGuard", "redisGuard",
-      "GuardCommitError", "GuardKeyError", "GuardTimeoutError", "statusFor", "toResponse",
+      "GuardCommitError", "GuardKeyError", "GuardTimeoutError", "statusFor", "toResponse", "mysqlGuard", "reconcile",
     ];
     const cjs = execFileSync(
       process.execPath,

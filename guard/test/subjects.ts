@@ -19,7 +19,7 @@ export const counters = pgTable("counters", {
 
 export const DB_KINDS = ["prisma", "pg", "drizzle"] as const;
 /** Guards over MySQL / MariaDB. */
-export const MYSQL_KINDS = ["mysql"] as const;
+export const MYSQL_KINDS = ["mysql", "drizzle-mysql"] as const;
 export const REDIS_KINDS = ["ioredis", "ioredis-v5", "node-redis-v6", "node-redis-v5", "node-redis-v4"] as const;
 export type Kind = (typeof DB_KINDS)[number] | (typeof MYSQL_KINDS)[number] | (typeof REDIS_KINDS)[number];
 /** Database guards (the claim commits with the work): PostgreSQL and MySQL. */
@@ -137,6 +137,34 @@ export async function makeSubject(kind: Kind, redisOptions: RedisGuardOptions = 
       async write(tx, key) {
         await tx.query("INSERT INTO ledger (event_key, amount) VALUES (?, 1)", [key]);
         await tx.query("INSERT INTO counters (name, value) VALUES (?, 1) ON DUPLICATE KEY UPDATE value = value + 1", [key]);
+      },
+      effects: async (key) => Number(((await count.query("SELECT count(*) AS n FROM ledger WHERE event_key = ?", [key])) as any)[0][0].n),
+      claimed: async (key) => ((await count.query("SELECT 1 FROM processed_events WHERE `key` = ?", [key])) as any)[0].length === 1,
+      close: async () => {
+        await pool.end();
+        await count.end();
+      },
+    };
+  }
+  if (kind === "drizzle-mysql") {
+    const mysql = (await import("mysql2/promise")).default;
+    const { drizzle } = await import("drizzle-orm/mysql2");
+    const { sql } = await import("drizzle-orm");
+    const { int, mysqlTable, varchar, varbinary } = await import("drizzle-orm/mysql-core");
+    const mysqlLedger = mysqlTable("ledger", { id: int("id").autoincrement().primaryKey(), eventKey: varchar("event_key", { length: 600 }).notNull(), amount: int("amount").notNull() });
+    const mysqlCounters = mysqlTable("counters", { name: varbinary("name", { length: 512 }).primaryKey(), value: int("value").notNull().default(0) });
+    const pool = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 10 });
+    const count = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 2 });
+    const db = drizzle({ client: pool });
+    return {
+      kind, lease: false,
+      guard: drizzleGuard(db),
+      withOptions: (o) => drizzleGuard(db, o),
+      exec: (tx: typeof db, text) => tx.execute(sql.raw(text)),
+      withIsolation: (level) => drizzleGuard(db, { transaction: { isolationLevel: level } }),
+      async write(tx: typeof db, key) {
+        await tx.insert(mysqlLedger).values({ eventKey: key, amount: 1 });
+        await tx.insert(mysqlCounters).values({ name: key, value: 1 }).onDuplicateKeyUpdate({ set: { value: sql`${mysqlCounters.value} + 1` } });
       },
       effects: async (key) => Number(((await count.query("SELECT count(*) AS n FROM ledger WHERE event_key = ?", [key])) as any)[0][0].n),
       claimed: async (key) => ((await count.query("SELECT 1 FROM processed_events WHERE `key` = ?", [key])) as any)[0].length === 1,
