@@ -1,5 +1,7 @@
 import type { Guard, GuardResult } from "./types.js";
-import { checkKey, DuplicateClaim, isUniqueViolation, loadDrizzleSql, quoteTable } from "./util.js";
+import { describeKey, GuardCommitError, GuardError } from "./errors.js";
+import { quoteMysqlTable } from "./mysql.js";
+import { checkKey, ClaimConflict, DuplicateClaim, isRetryableConflict, isUniqueViolation, loadDrizzleSql, quoteTable, retryClaimConflicts } from "./util.js";
 
 /** The part of a Drizzle database the guard uses. */
 export interface DrizzleLike {
@@ -19,6 +21,14 @@ export interface DrizzleGuardOptions {
    * (an optional peer dependency); pass it when a bundler cannot resolve that.
    */
   sql?: any;
+  /** `"postgresql"` or `"mysql"` (MySQL / MariaDB through drizzle-orm/mysql2). Default: read from the db's dialect. */
+  dialect?: "postgresql" | "mysql";
+}
+
+/** Drizzle marks its classes with a static entity kind ("MySqlDialect", "PgDialect", ...). */
+function dialectOf(db: any): "postgresql" | "mysql" {
+  const kind = db?.dialect?.constructor?.[Symbol.for("drizzle:entityKind")];
+  return typeof kind === "string" && kind.startsWith("MySql") ? "mysql" : "postgresql";
 }
 
 
@@ -30,30 +40,74 @@ export function drizzleGuard<D extends DrizzleLike>(db: D, options: DrizzleGuard
   if (!db || typeof (db as any).transaction !== "function") {
     throw new TypeError("@retrysafe/guard: drizzleGuard(db) needs a Drizzle database (an object with transaction())");
   }
-  const table = quoteTable(options.table ?? "processed_events");
+  const mysql = (options.dialect ?? dialectOf(db)) === "mysql";
+  const table = mysql ? quoteMysqlTable(options.table ?? "processed_events") : quoteTable(options.table ?? "processed_events");
+
+  // drizzle-orm/mysql2: execute() resolves to mysql2's [result, fields]
+  async function runMysql<T>(sql: any, key: string, fn: (tx: DrizzleTx<D>) => Promise<T> | T): Promise<GuardResult<T>> {
+    const first = (r: any): any => (Array.isArray(r) ? r[0] : r);
+    return retryClaimConflicts(async () => {
+      try {
+        return await db.transaction(async (tx: any) => {
+          try {
+            const header = first(await tx.execute(sql`INSERT IGNORE INTO ${sql.raw(table)} (\`key\`) VALUES (${key})`));
+            if (Number(header?.affectedRows) !== 1) throw new DuplicateClaim(); // rolls back this transaction
+            if (Number(header?.warningStatus ?? 0) > 0) {
+              throw new GuardError(`@retrysafe/guard: the claim for key ${describeKey(key)} was stored with warnings (is the key column narrower than VARBINARY(512)?)`, key);
+            }
+          } catch (err) {
+            if (err instanceof DuplicateClaim || err instanceof GuardError) throw err;
+            if (isRetryableConflict(err)) throw new ClaimConflict(err);
+            if (isUniqueViolation(err)) throw new DuplicateClaim();
+            throw err;
+          }
+          const result = await fn(tx as DrizzleTx<D>);
+          const held = first(await tx.execute(sql`SELECT \`key\` FROM ${sql.raw(table)} WHERE \`key\` = ${key}`));
+          if (!Array.isArray(held) || held.length !== 1) {
+            throw new GuardCommitError(key, "the claim is gone from the transaction (a deadlock or ROLLBACK inside the callback rolled it back)");
+          }
+          return { status: "processed", result } as GuardResult<T>;
+        }, options.transaction);
+      } catch (err) {
+        if (err instanceof DuplicateClaim) return { status: "duplicate" } as GuardResult<T>;
+        throw err;
+      }
+    });
+  }
 
   return {
     async run<T>(key: string, fn: (tx: DrizzleTx<D>) => Promise<T> | T): Promise<GuardResult<T>> {
       checkKey(key);
       const sql = options.sql ?? (await loadDrizzleSql());
-      try {
-        return await db.transaction(async (tx: any) => {
-          let rows: unknown[];
-          try {
-            const r = await tx.execute(sql`INSERT INTO ${sql.raw(table)} (key) VALUES (${key}) ON CONFLICT DO NOTHING RETURNING key`);
-            rows = Array.isArray(r) ? r : (r?.rows ?? []);
-          } catch (err) {
-            if (isUniqueViolation(err)) throw new DuplicateClaim();
-            throw err;
-          }
-          if (rows.length === 0) throw new DuplicateClaim(); // rolls back this transaction
-          const result = await fn(tx as DrizzleTx<D>);
-          return { status: "processed", result } as GuardResult<T>;
-        }, options.transaction);
-      } catch (err) {
-        if (err instanceof DuplicateClaim) return { status: "duplicate" };
-        throw err;
-      }
+      if (mysql) return runMysql(sql, key, fn);
+      const rowsOf = (r: any): unknown[] => (Array.isArray(r) ? r : (r?.rows ?? []));
+      return retryClaimConflicts(async () => {
+        try {
+          return await db.transaction(async (tx: any) => {
+            let rows: unknown[];
+            try {
+              rows = rowsOf(await tx.execute(sql`INSERT INTO ${sql.raw(table)} (key) VALUES (${key}) ON CONFLICT DO NOTHING RETURNING key`));
+            } catch (err) {
+              if (isRetryableConflict(err)) throw new ClaimConflict(err);
+              if (isUniqueViolation(err)) throw new DuplicateClaim();
+              throw err;
+            }
+            if (rows.length === 0) throw new DuplicateClaim(); // rolls back this transaction
+            const result = await fn(tx as DrizzleTx<D>);
+            let held: unknown[];
+            try {
+              held = rowsOf(await tx.execute(sql`SELECT key FROM ${sql.raw(table)} WHERE key = ${key}`));
+            } catch (err) {
+              throw new GuardCommitError(key, "the transaction was aborted by a statement error inside the callback (caught and ignored?)", err);
+            }
+            if (held.length !== 1) throw new GuardCommitError(key, "the claim is gone from the transaction");
+            return { status: "processed", result } as GuardResult<T>;
+          }, options.transaction);
+        } catch (err) {
+          if (err instanceof DuplicateClaim) return { status: "duplicate" } as GuardResult<T>;
+          throw err;
+        }
+      });
     },
   };
 }

@@ -1,7 +1,19 @@
 import { randomBytes } from "node:crypto";
-import { loadDrizzleSql, quoteTable } from "./util.js";
+import { checkKey, loadDrizzleSql, quoteTable } from "./util.js";
 
-export type OutboxState = "pending" | "leased" | "completed" | "terminal_failure";
+export type OutboxState = "pending" | "leased" | "completed" | "terminal_failure" | "manual_review";
+
+/**
+ * How a kind of effect may be retried after an ambiguous outcome (the request may have
+ * taken effect: a lost response, or a dispatcher that died mid-send):
+ * - `idempotent`: send again with the same key (the provider deduplicates, or repeating is harmless);
+ * - `reconcilable`: ask `checkRemote(row)` first: done -> completed, not-done -> send again, unknown -> manual_review;
+ * - `manual`: park the row in `manual_review` for a person; never resend blindly.
+ */
+export type EffectPolicy = "idempotent" | "reconcilable" | "manual";
+
+/** What the provider says about a row whose outcome was ambiguous. */
+export type RemoteState = "done" | "not-done" | "unknown";
 
 export interface OutboxMessage {
   /** What to do, e.g. "send_receipt". */
@@ -22,6 +34,8 @@ export interface OutboxRow {
   attempts: number;
   last_error: string | null;
 }
+
+const IN_FLIGHT = "in flight: attempt ";
 
 export type FailureClass = "transient" | "permanent" | "ambiguous";
 
@@ -46,13 +60,25 @@ export interface DispatchOptions {
   random?: () => number;
   /** Stop after this many rounds of leasing (default: until no row is due). */
   maxRounds?: number;
+  /** Per-kind retry policy after an ambiguous outcome (default `idempotent` for every kind). */
+  policies?: Record<string, EffectPolicy>;
+  /** For `reconcilable` kinds: look the effect up at the provider before sending again. */
+  checkRemote?: (row: OutboxRow) => Promise<RemoteState> | RemoteState;
 }
 
 export interface DispatchStats {
+  /** Rows this call reserved. */
   leased: number;
+  /** Sent and recorded as completed by this call. */
   completed: number;
+  /** Failed and rescheduled (transient or ambiguous). */
   retried: number;
+  /** Moved to terminal_failure by this call. */
   failed: number;
+  /** Reserved but taken over by another dispatcher before this one could start or record it (never counted above). */
+  lost: number;
+  /** Moved to manual_review (ambiguous outcome of a `manual` kind, or a `reconcilable` one the check could not settle). */
+  manual: number;
 }
 
 /** pg Pool/Client/PoolClient (`query`), Prisma client or tx (`$queryRawUnsafe`), Drizzle db or tx (`execute`). */
@@ -67,9 +93,9 @@ export interface OutboxOptions {
   sql?: any;
 }
 
-type Query = (sql: string, params: unknown[]) => Promise<any[]>;
+export type Query = (sql: string, params: unknown[]) => Promise<any[]>;
 
-function queryOf(db: any, what: string, drizzleSql?: any): Query {
+export function queryOf(db: any, what: string, drizzleSql?: any): Query {
   if (db && typeof db.$queryRawUnsafe === "function") {
     return (sql, params) => db.$queryRawUnsafe(sql, ...params);
   }
@@ -149,7 +175,7 @@ export function backoffMs(attempt: number, baseDelayMs: number, maxDelayMs: numb
   return Math.floor(random() * ceiling);
 }
 
-function describe(err: unknown): string {
+export function describeError(err: unknown): string {
   if (err instanceof Error) {
     const status = statusOf(err);
     const code = (err as any).code;
@@ -198,13 +224,20 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
     const batchSize = opts.batchSize ?? 10;
     const classify = opts.classify ?? classifyError;
     const random = opts.random ?? Math.random;
-    const stats: DispatchStats = { leased: 0, completed: 0, retried: 0, failed: 0 };
+    const stats: DispatchStats = { leased: 0, completed: 0, retried: 0, failed: 0, lost: 0, manual: 0 };
+    const policyOf = (kind: string): EffectPolicy => opts.policies?.[kind] ?? "idempotent";
+    for (const [kind, p] of Object.entries(opts.policies ?? {})) {
+      if (p !== "idempotent" && p !== "reconcilable" && p !== "manual") throw new TypeError(`@retrysafe/guard: outbox policy for ${JSON.stringify(kind)} must be idempotent, reconcilable or manual, got ${JSON.stringify(p)}`);
+      if (p === "reconcilable" && typeof opts.checkRemote !== "function") throw new TypeError(`@retrysafe/guard: kind ${JSON.stringify(kind)} is reconcilable: dispatch needs { checkRemote }`);
+    }
     const kinds = opts.kinds && opts.kinds.length > 0 ? opts.kinds : null;
 
     for (let round = 0; opts.maxRounds === undefined || round < opts.maxRounds; round++) {
       const token = randomBytes(12).toString("hex");
+      // The batch only reserves rows; each row's attempt (and a fresh lease) starts when its
+      // own send starts, so a row waiting behind slow sends is never sent by two dispatchers.
       const rows = await q(
-        `UPDATE ${table} SET state = 'leased', attempts = attempts + 1, lease_token = $1,
+        `UPDATE ${table} SET state = 'leased', lease_token = $1,
            lease_until = now() + ($2::bigint * interval '1 millisecond'), updated_at = now()
          WHERE id IN (
            SELECT id FROM ${table}
@@ -213,57 +246,117 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
            ORDER BY available_at, id
            LIMIT $3
            FOR UPDATE SKIP LOCKED)
-         RETURNING id::text AS id, kind, key, payload, state, attempts, last_error`,
+         RETURNING id::text AS id`,
         [token, leaseMs, batchSize, kinds],
       );
       if (rows.length === 0) break;
       stats.leased += rows.length;
 
       // UPDATE ... RETURNING gives no order: send oldest first
-      rows.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : BigInt(a.id) > BigInt(b.id) ? 1 : 0));
-      for (const raw of rows) {
-        const row: OutboxRow = { ...raw, id: String(raw.id), attempts: Number(raw.attempts) };
-        if (row.attempts > maxAttempts) {
-          // the previous holder's lease expired (it crashed or hung) and the budget is spent
-          await q(
-            `UPDATE ${table} SET state = 'terminal_failure', lease_until = NULL, lease_token = NULL, updated_at = now(),
-               last_error = $3 WHERE id = $1::bigint AND lease_token = $2`,
-            [row.id, token, `attempts exhausted (${maxAttempts}); last: ${row.last_error ?? "lease expired (dispatcher crashed or timed out)"}`],
-          );
-          stats.failed++;
+      const ids = rows.map((r) => String(r.id)).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
+      for (const id of ids) {
+        // last_error says "in flight" until an outcome is recorded: a later dispatcher that
+        // finds it knows this attempt died mid-send, an ambiguous outcome
+        const started = await q(
+          `UPDATE ${table} AS t SET attempts = t.attempts + 1, updated_at = now(),
+             lease_until = now() + ($3::bigint * interval '1 millisecond'),
+             last_error = '${IN_FLIGHT}' || (t.attempts + 1)::text
+           FROM (SELECT id, last_error AS previous_error FROM ${table} WHERE id = $1::bigint) AS old
+           WHERE t.id = old.id AND t.lease_token = $2 AND t.state = 'leased'
+           RETURNING t.id::text AS id, t.kind, t.key, t.payload, t.state, t.attempts, old.previous_error AS last_error`,
+          [id, token, leaseMs],
+        );
+        if (started.length === 0) {
+          stats.lost++; // our reservation expired and another dispatcher has the row
           continue;
         }
+        const raw = started[0];
+        const row: OutboxRow = { ...raw, id: String(raw.id), attempts: Number(raw.attempts) };
+        const diedMidSend = typeof row.last_error === "string" && row.last_error.startsWith(IN_FLIGHT);
+        if (diedMidSend) row.last_error = `ambiguous: the dispatcher of attempt ${row.last_error!.slice(IN_FLIGHT.length)} died or timed out mid-send (lease expired)`;
+        const record = async (sql: string, params: unknown[], counter: "completed" | "retried" | "failed" | "manual") => {
+          const updated = await q(sql, params);
+          if (updated.length === 1) stats[counter]++;
+          else stats.lost++; // fenced: another dispatcher took the row over while we sent
+        };
+        if (row.attempts > maxAttempts) {
+          // the previous holder's lease expired (it crashed or hung) and the budget is spent
+          await record(
+            `UPDATE ${table} SET state = 'terminal_failure', lease_until = NULL, lease_token = NULL, updated_at = now(),
+               last_error = $3 WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
+            [row.id, token, `attempts exhausted (${maxAttempts}); last: ${row.last_error ?? "lease expired (dispatcher crashed or timed out)"}`],
+            "failed",
+          );
+          continue;
+        }
+        const park = (why: string) =>
+          record(
+            `UPDATE ${table} SET state = 'manual_review', lease_until = NULL, lease_token = NULL, updated_at = now(),
+               last_error = $3 WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
+            [row.id, token, why.slice(0, 2000)],
+            "manual",
+          );
+        const markCompleted = () =>
+          record(
+            `UPDATE ${table} SET state = 'completed', completed_at = now(), lease_until = NULL, lease_token = NULL,
+               last_error = NULL, updated_at = now() WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
+            [row.id, token],
+            "completed",
+          );
+        /** After an ambiguous outcome: may this row be sent (again)? Parks or completes it otherwise. */
+        const settleAmbiguous = async (why: string): Promise<"send" | "settled"> => {
+          const policy = policyOf(row.kind);
+          if (policy === "idempotent") return "send";
+          if (policy === "manual") {
+            await park(`manual_review: ${why}`);
+            return "settled";
+          }
+          let remote: RemoteState;
+          try {
+            remote = await opts.checkRemote!(row);
+          } catch (err) {
+            await park(`manual_review: ${why}; checkRemote failed: ${describeError(err)}`);
+            return "settled";
+          }
+          if (remote === "done") {
+            await markCompleted();
+            return "settled";
+          }
+          if (remote === "not-done") return "send";
+          await park(`manual_review: ${why}; checkRemote could not tell`);
+          return "settled";
+        };
+        if (diedMidSend && (await settleAmbiguous(row.last_error!)) === "settled") continue;
         try {
           await opts.send(row, { idempotencyKey: row.key, attempt: row.attempts });
         } catch (err) {
           const cls = classify(err);
-          const message = `${cls}: ${describe(err)}`;
+          const message = `${cls}: ${describeError(err)}`;
+          if (cls === "ambiguous" && policyOf(row.kind) !== "idempotent") {
+            if ((await settleAmbiguous(message)) === "settled") continue;
+            // checkRemote says it did not happen: an ordinary retry below
+          }
           if (cls === "permanent" || row.attempts >= maxAttempts) {
-            await q(
+            await record(
               `UPDATE ${table} SET state = 'terminal_failure', lease_until = NULL, lease_token = NULL, updated_at = now(),
-                 last_error = $3 WHERE id = $1::bigint AND lease_token = $2`,
+                 last_error = $3 WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
               [row.id, token, message],
+              "failed",
             );
-            stats.failed++;
           } else {
             const after = retryAfterMs(err);
             const delay = after !== undefined ? after : backoffMs(row.attempts, baseDelayMs, maxDelayMs, random);
-            await q(
+            await record(
               `UPDATE ${table} SET state = 'pending', lease_until = NULL, lease_token = NULL, updated_at = now(),
                  available_at = now() + ($3::bigint * interval '1 millisecond'), last_error = $4
-               WHERE id = $1::bigint AND lease_token = $2`,
+               WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
               [row.id, token, delay, message],
+              "retried",
             );
-            stats.retried++;
           }
           continue;
         }
-        await q(
-          `UPDATE ${table} SET state = 'completed', completed_at = now(), lease_until = NULL, lease_token = NULL,
-             last_error = NULL, updated_at = now() WHERE id = $1::bigint AND lease_token = $2`,
-          [row.id, token],
-        );
-        stats.completed++;
+        await markCompleted();
       }
     }
     return stats;
@@ -273,9 +366,7 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
     table,
     async enqueue(tx, message) {
       if (!message || typeof message.kind !== "string" || !message.kind) throw new TypeError("@retrysafe/guard: outbox.enqueue needs a kind");
-      if (typeof message.key !== "string" || !message.key || message.key === "undefined") {
-        throw new TypeError("@retrysafe/guard: outbox.enqueue needs a stable string key");
-      }
+      checkKey(message.key);
       const q = queryOf(tx, "enqueue()", options.sql);
       const rows = await q(
         `INSERT INTO ${table} (kind, key, payload) VALUES ($1, $2, $3::jsonb) ON CONFLICT (key) DO NOTHING RETURNING id::text AS id`,

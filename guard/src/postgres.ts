@@ -1,5 +1,6 @@
 import type { Guard, GuardResult } from "./types.js";
-import { checkKey, isUniqueViolation, quoteTable } from "./util.js";
+import { GuardCommitError } from "./errors.js";
+import { checkKey, claimStillHeldSql, ClaimConflict, isRetryableConflict, isUniqueViolation, quoteTable, retryClaimConflicts } from "./util.js";
 
 /** The part of a node-postgres client the guard uses. */
 export interface PgClientLike {
@@ -49,39 +50,60 @@ export function postgresGuard<P extends PgPoolLike>(pool: P, options: PostgresGu
     throw new Error(`@retrysafe/guard: invalid isolationLevel ${JSON.stringify(options.isolationLevel)}`);
   }
 
+  const probeSql = claimStillHeldSql(table, "$1");
+
+  async function attempt<T>(key: string, fn: (tx: PoolClientOf<P>) => Promise<T> | T): Promise<GuardResult<T>> {
+    const client = (await pool.connect()) as PgClientLike;
+    let broken: Error | undefined;
+    try {
+      await client.query(begin);
+      let claimed: boolean;
+      try {
+        const r = await client.query(claimSql, [key]);
+        claimed = (r.rowCount ?? r.rows.length) > 0;
+      } catch (err) {
+        if (isRetryableConflict(err)) throw new ClaimConflict(err);
+        if (!isUniqueViolation(err)) throw err;
+        claimed = false;
+      }
+      if (!claimed) {
+        await client.query("ROLLBACK");
+        return { status: "duplicate" };
+      }
+      const result = await fn(client as PoolClientOf<P>);
+      let held: { rows: unknown[] };
+      try {
+        held = await client.query(probeSql, [key]);
+      } catch (err) {
+        throw new GuardCommitError(key, "the transaction was aborted by a statement error inside the callback (caught and ignored?)", err);
+      }
+      if (held.rows.length !== 1) throw new GuardCommitError(key, "the claim is gone from the transaction (did the callback run COMMIT or ROLLBACK?)");
+      let committed: { command?: string };
+      try {
+        committed = (await client.query("COMMIT")) as { command?: string };
+      } catch (err) {
+        throw new GuardCommitError(key, "COMMIT failed", err);
+      }
+      // PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK and no error
+      if (committed?.command === "ROLLBACK") throw new GuardCommitError(key, "PostgreSQL rolled the transaction back at COMMIT");
+      return { status: "processed", result };
+    } catch (err) {
+      try {
+        await client.query("ROLLBACK");
+      } catch (rollbackErr) {
+        // the connection is unusable: destroy it instead of returning it to the pool
+        broken = rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
+      }
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+
   return {
     async run<T>(key: string, fn: (tx: PoolClientOf<P>) => Promise<T> | T): Promise<GuardResult<T>> {
       checkKey(key);
-      const client = (await pool.connect()) as PgClientLike;
-      let broken: Error | undefined;
-      try {
-        await client.query(begin);
-        let claimed: boolean;
-        try {
-          const r = await client.query(claimSql, [key]);
-          claimed = (r.rowCount ?? r.rows.length) > 0;
-        } catch (err) {
-          if (!isUniqueViolation(err)) throw err;
-          claimed = false;
-        }
-        if (!claimed) {
-          await client.query("ROLLBACK");
-          return { status: "duplicate" };
-        }
-        const result = await fn(client as PoolClientOf<P>);
-        await client.query("COMMIT");
-        return { status: "processed", result };
-      } catch (err) {
-        try {
-          await client.query("ROLLBACK");
-        } catch (rollbackErr) {
-          // the connection is unusable: destroy it instead of returning it to the pool
-          broken = rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
-        }
-        throw err;
-      } finally {
-        client.release(broken);
-      }
+      return retryClaimConflicts(() => attempt(key, fn));
     },
   };
 }

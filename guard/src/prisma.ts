@@ -1,5 +1,6 @@
 import type { Guard, GuardResult } from "./types.js";
-import { checkKey, DuplicateClaim, isUniqueViolation, quoteTable } from "./util.js";
+import { GuardCommitError } from "./errors.js";
+import { checkKey, claimStillHeldSql, ClaimConflict, DuplicateClaim, isRetryableConflict, isUniqueViolation, quoteTable, retryClaimConflicts } from "./util.js";
 
 /** The part of a Prisma client the guard uses (interactive `$transaction`). */
 export interface PrismaLike {
@@ -28,27 +29,38 @@ export function prismaGuard<P extends PrismaLike>(prisma: P, options: PrismaGuar
   const table = quoteTable(options.table ?? "processed_events");
   const claimSql = `INSERT INTO ${table} (key) VALUES ($1) ON CONFLICT DO NOTHING`;
   const txOptions = options.transaction;
+  const probeSql = claimStillHeldSql(table, "$1");
 
   return {
     async run<T>(key: string, fn: (tx: PrismaTx<P>) => Promise<T> | T): Promise<GuardResult<T>> {
       checkKey(key);
-      try {
-        return await prisma.$transaction(async (tx: any) => {
-          let inserted: number;
-          try {
-            inserted = Number(await tx.$executeRawUnsafe(claimSql, key));
-          } catch (err) {
-            if (isUniqueViolation(err)) throw new DuplicateClaim();
-            throw err;
-          }
-          if (inserted === 0) throw new DuplicateClaim(); // rolls back this transaction
-          const result = await fn(tx as PrismaTx<P>);
-          return { status: "processed", result } as GuardResult<T>;
-        }, txOptions);
-      } catch (err) {
-        if (err instanceof DuplicateClaim) return { status: "duplicate" };
-        throw err;
-      }
+      return retryClaimConflicts(async () => {
+        try {
+          return await prisma.$transaction(async (tx: any) => {
+            let inserted: number;
+            try {
+              inserted = Number(await tx.$executeRawUnsafe(claimSql, key));
+            } catch (err) {
+              if (isRetryableConflict(err)) throw new ClaimConflict(err);
+              if (isUniqueViolation(err)) throw new DuplicateClaim();
+              throw err;
+            }
+            if (inserted === 0) throw new DuplicateClaim(); // rolls back this transaction
+            const result = await fn(tx as PrismaTx<P>);
+            let held: unknown[];
+            try {
+              held = await tx.$queryRawUnsafe(probeSql, key);
+            } catch (err) {
+              throw new GuardCommitError(key, "the transaction was aborted by a statement error inside the callback (caught and ignored?)", err);
+            }
+            if (!Array.isArray(held) || held.length !== 1) throw new GuardCommitError(key, "the claim is gone from the transaction");
+            return { status: "processed", result } as GuardResult<T>;
+          }, txOptions);
+        } catch (err) {
+          if (err instanceof DuplicateClaim) return { status: "duplicate" } as GuardResult<T>;
+          throw err;
+        }
+      });
     },
   };
 }

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Guard, GuardResult } from "./types.js";
+import { describeKey, GuardError, GuardTimeoutError } from "./errors.js";
 import { checkKey } from "./util.js";
 
 export interface RedisGuardOptions {
@@ -13,6 +14,12 @@ export interface RedisGuardOptions {
   prefix?: string;
   /** Called when this attempt finds its lease was taken over (renewal or completion failed). */
   onLeaseLost?: (key: string) => void;
+  /**
+   * How long one Redis command may take before `run()` gives up with a GuardTimeoutError
+   * (default 5000 ms). Without it, a client's own reconnect policy decides: ioredis and
+   * node-redis v4 queue commands during an outage for a minute or more.
+   */
+  commandTimeoutMs?: number;
 }
 
 /** ioredis (`Redis`, `Cluster`) or node-redis v4/v5/v6 (`createClient()`), connected. */
@@ -30,19 +37,32 @@ end
 redis.call('SET', KEYS[1], 'lease:' .. ARGV[1], 'NX', 'PX', ARGV[2])
 return 'acquired'`;
 
-// compare-and-set: extend the lease only if we still own it
+// compare-and-set: extend the lease if we still own it (1); if it expired and nobody took
+// it (the event loop was blocked past the lease), take it back (2); else it is lost (0)
 const RENEW = `
-if redis.call('GET', KEYS[1]) == 'lease:' .. ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if v == 'lease:' .. ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
+if not v then
+  redis.call('SET', KEYS[1], 'lease:' .. ARGV[1], 'PX', ARGV[2])
+  return 2
+end
 return 0`;
 
-// compare-and-set: lease:token -> done:token for ttl ms, only if we still own the lease
+// compare-and-set: lease:token -> done:token for ttl ms if we still own the lease (1), or
+// if the lease expired and nobody took over (2): the callback did finish, so the next
+// delivery must see it as done. Another owner's lease or marker is left alone (0).
 const COMPLETE = `
-if redis.call('GET', KEYS[1]) == 'lease:' .. ARGV[1] then
+local v = redis.call('GET', KEYS[1])
+if v == 'lease:' .. ARGV[1] then
   redis.call('SET', KEYS[1], 'done:' .. ARGV[1], 'PX', ARGV[2])
   return 1
+end
+if not v then
+  redis.call('SET', KEYS[1], 'done:' .. ARGV[1], 'PX', ARGV[2])
+  return 2
 end
 return 0`;
 
@@ -95,16 +115,36 @@ export function redisGuard(redis: RedisLike, options: RedisGuardOptions = {}): G
   const leaseMs = Math.max(1, Math.round(positive("leaseSeconds", options.leaseSeconds ?? 30) * 1000));
   const prefix = options.prefix ?? "retrysafe:";
   const renew = options.renew ?? true;
+  const commandTimeoutMs = options.commandTimeoutMs ?? 5000;
+  if (typeof commandTimeoutMs !== "number" || !Number.isFinite(commandTimeoutMs) || commandTimeoutMs <= 0) {
+    throw new RangeError(`@retrysafe/guard: redisGuard commandTimeoutMs must be a positive number of milliseconds, got ${commandTimeoutMs}`);
+  }
+
+  /** One script call, bounded by commandTimeoutMs; client errors keep their message or get one. */
+  function call(operation: string, key: string, script: string, rkey: string, args: string[]): Promise<unknown> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new GuardTimeoutError(key, `Redis: ${operation}`, commandTimeoutMs)), commandTimeoutMs);
+    });
+    const reply = Promise.resolve()
+      .then(() => evalScript(script, rkey, args))
+      .catch((err: any) => {
+        if (/timeout/i.test(String(err?.name)) || err?.code === "ETIMEDOUT") throw new GuardTimeoutError(key, `Redis: ${operation}`, undefined, err);
+        const why = err instanceof Error && err.message ? err.message : `${err?.name ?? typeof err} with no message`;
+        throw new GuardError(`@retrysafe/guard: Redis failed to ${operation} for key ${describeKey(key)}: ${why}`, key, { cause: err });
+      });
+    return Promise.race([reply, timeout]).finally(() => clearTimeout(timer));
+  }
 
   return {
     async run<T>(key: string, fn: (tx: undefined) => Promise<T> | T): Promise<GuardResult<T>> {
       checkKey(key);
       const rkey = prefix + key;
       const token = randomBytes(16).toString("hex");
-      const got = String(await evalScript(ACQUIRE, rkey, [token, String(leaseMs)]));
+      const got = String(await call("acquire the lease", key, ACQUIRE, rkey, [token, String(leaseMs)]));
       if (got === "duplicate") return { status: "duplicate" };
       if (got === "in-progress") return { status: "in-progress" };
-      if (got !== "acquired") throw new Error(`@retrysafe/guard: unexpected reply from Redis: ${got}`);
+      if (got !== "acquired") throw new GuardError(`@retrysafe/guard: unexpected reply from Redis for key ${describeKey(key)}: ${got}`, key);
 
       let lost = false;
       const markLost = () => {
@@ -119,9 +159,9 @@ export function redisGuard(redis: RedisLike, options: RedisGuardOptions = {}): G
         timer = setInterval(() => {
           if (renewing || lost) return;
           renewing = true;
-          evalScript(RENEW, rkey, [token, String(leaseMs)])
+          call("renew the lease", key, RENEW, rkey, [token, String(leaseMs)])
             .then((r) => {
-              if (Number(r) !== 1) markLost();
+              if (Number(r) === 0) markLost();
             })
             .catch(() => {
               /* a transient Redis error: try again on the next tick */
@@ -139,15 +179,21 @@ export function redisGuard(redis: RedisLike, options: RedisGuardOptions = {}): G
       } catch (err) {
         if (timer) clearInterval(timer);
         try {
-          await evalScript(RELEASE, rkey, [token]);
+          await call("release the lease", key, RELEASE, rkey, [token]);
         } catch {
           /* the lease will expire on its own */
         }
         throw err;
       }
       if (timer) clearInterval(timer);
-      const done = Number(await evalScript(COMPLETE, rkey, [token, String(ttlMs)]));
-      if (done !== 1) markLost();
+      let done: number;
+      try {
+        done = Number(await call("record completion", key, COMPLETE, rkey, [token, String(ttlMs)]));
+      } catch {
+        // the callback ran; only its marker is missing, and a redelivery may run it again
+        return { status: "processed", result, unrecorded: true };
+      }
+      if (done === 0) markLost();
       return lost ? { status: "processed", result, leaseLost: true } : { status: "processed", result };
     },
   };

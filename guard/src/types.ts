@@ -1,6 +1,13 @@
 /** The result of `guard.run(key, fn)`. Every guard returns the same union. */
 export type GuardResult<T> =
-  | { status: "processed"; result: T; /** lease guards only: the lease was lost while the callback ran */ leaseLost?: boolean }
+  | {
+      status: "processed";
+      result: T;
+      /** lease guards only: another attempt took the lease over while the callback ran */
+      leaseLost?: boolean;
+      /** lease guards only: the callback ran but Redis did not take the completed marker; a redelivery may run it again */
+      unrecorded?: boolean;
+    }
   | { status: "duplicate" }
   | { status: "in-progress" };
 

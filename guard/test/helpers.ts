@@ -5,6 +5,7 @@ import path from "node:path";
 import pg from "pg";
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:55432/retrysafe_test";
+export const MYSQL_URL = process.env.MYSQL_URL ?? "mysql://root@127.0.0.1:53306/retrysafe_test";
 export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:56379";
 export const GUARD_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -16,6 +17,9 @@ CREATE TABLE IF NOT EXISTS processed_events (key text PRIMARY KEY, processed_at 
 CREATE TABLE IF NOT EXISTS custom_claims (key text PRIMARY KEY, processed_at timestamptz NOT NULL DEFAULT now());
 CREATE TABLE IF NOT EXISTS ledger (id serial PRIMARY KEY, event_key text NOT NULL, amount integer NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (name text PRIMARY KEY, value integer NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS unique_things (id text PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS entitlements (event_key text PRIMARY KEY, account text NOT NULL, plan text NOT NULL);
+CREATE TABLE IF NOT EXISTS entitlement_log (id serial PRIMARY KEY, event_key text NOT NULL, account text NOT NULL, plan text NOT NULL);
 `;
 
 /** Create the test tables (idempotent, serialised with an advisory lock). */
@@ -23,6 +27,7 @@ export async function ensureSchema(): Promise<void> {
   const { readFileSync } = await import("node:fs");
   const outboxSql = readFileSync(path.join(GUARD_DIR, "sql", "outbox.sql"), "utf8");
   const claimSql = readFileSync(path.join(GUARD_DIR, "sql", "processed_events.sql"), "utf8");
+  const inboxSql = readFileSync(path.join(GUARD_DIR, "sql", "inbox.sql"), "utf8");
   const c = new pg.Client({ connectionString: DATABASE_URL });
   await c.connect();
   try {
@@ -30,7 +35,35 @@ export async function ensureSchema(): Promise<void> {
     await c.query(claimSql);
     await c.query(SCHEMA);
     await c.query(outboxSql);
+    // a database created by 0.1's suite has the old state check (no manual_review)
+    await c.query("ALTER TABLE retrysafe_outbox DROP CONSTRAINT IF EXISTS retrysafe_outbox_state_check");
+    await c.query("ALTER TABLE retrysafe_outbox ADD CONSTRAINT retrysafe_outbox_state_check CHECK (state IN ('pending', 'leased', 'completed', 'terminal_failure', 'manual_review'))");
+    await c.query(inboxSql);
     await c.query("SELECT pg_advisory_unlock(4242)");
+  } finally {
+    await c.end();
+  }
+  await ensureMysqlSchema();
+}
+
+export const MYSQL_SCHEMA = [
+  "CREATE TABLE IF NOT EXISTS custom_claims (`key` VARBINARY(512) NOT NULL PRIMARY KEY, processed_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))",
+  "CREATE TABLE IF NOT EXISTS ledger (id INT AUTO_INCREMENT PRIMARY KEY, event_key VARCHAR(600) NOT NULL, amount INT NOT NULL)",
+  "CREATE TABLE IF NOT EXISTS counters (name VARBINARY(512) NOT NULL PRIMARY KEY, value INT NOT NULL DEFAULT 0)",
+  "CREATE TABLE IF NOT EXISTS unique_things (id VARCHAR(200) NOT NULL PRIMARY KEY)",
+];
+
+/** The MariaDB tables: the shipped sql/mysql.sql plus the test's business tables. */
+export async function ensureMysqlSchema(): Promise<void> {
+  const { readFileSync } = await import("node:fs");
+  const mysql = (await import("mysql2/promise")).default;
+  const shipped = readFileSync(path.join(GUARD_DIR, "sql", "mysql.sql"), "utf8")
+    .split(";")
+    .map((st) => st.replace(/^\s*--.*$/gm, "").trim())
+    .filter(Boolean);
+  const c = await mysql.createConnection({ uri: MYSQL_URL });
+  try {
+    for (const st of [...shipped, ...MYSQL_SCHEMA]) await c.query(st);
   } finally {
     await c.end();
   }
@@ -48,7 +81,7 @@ export interface Child {
 export function spawnTs(script: string, args: string[], env: Record<string, string> = {}): Child {
   const proc = spawn(process.execPath, ["--import", "tsx", script, ...args], {
     cwd: GUARD_DIR,
-    env: { ...process.env, DATABASE_URL, REDIS_URL, ...env },
+    env: { ...process.env, DATABASE_URL, REDIS_URL, MYSQL_URL, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -72,7 +105,7 @@ export function spawnTs(script: string, args: string[], env: Record<string, stri
     proc,
     exited,
     output: () => `stdout:\n${out}\nstderr:\n${err}`,
-    waitFor(marker, timeoutMs = 20_000) {
+    waitFor(marker, timeoutMs = 90_000) {
       const line = out.split("\n").find((l) => l.includes(marker));
       if (line !== undefined) return Promise.resolve(line);
       return new Promise<string>((resolve, reject) => {

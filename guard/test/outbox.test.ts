@@ -88,7 +88,7 @@ describe("outbox.enqueue inside the guard's transaction", () => {
       ).rejects.toThrow("nope");
       expect(await rowOf(`receipt:${event}-b`)).toBeUndefined();
       const stats = await ob.dispatch({ send: makeSend(provider.url) });
-      expect(stats).toEqual({ leased: 1, completed: 1, retried: 0, failed: 0 });
+      expect(stats).toEqual({ leased: 1, completed: 1, retried: 0, failed: 0, lost: 0, manual: 0 });
       expect(provider.effects.get(`receipt:${event}`)).toBe(1);
       expect(await rowOf(`receipt:${event}`)).toMatchObject({ state: "completed", attempts: 1 });
     } finally {
@@ -116,7 +116,7 @@ describe("outbox.enqueue inside the guard's transaction", () => {
     const payloads: unknown[] = [];
     const send = makeSend(provider.url);
     const stats = await ob.dispatch({ send: (row, ctx) => (payloads.push(row.payload), send(row, ctx)) });
-    expect(stats).toEqual({ leased: 1, completed: 1, retried: 0, failed: 0 });
+    expect(stats).toEqual({ leased: 1, completed: 1, retried: 0, failed: 0, lost: 0, manual: 0 });
     expect(payloads).toEqual([{ quote: "it's $1" }]);
     expect(await rowOf(`receipt:${event}`)).toMatchObject({ state: "completed", attempts: 1 });
   });
@@ -140,7 +140,7 @@ describe("outbox.dispatch", () => {
     expect(await ob.dispatch({ send, leaseMs: 5000 })).toMatchObject({ leased: 0 });
     await sleep(1800); // the dead dispatcher's 1500 ms lease has expired
     const stats = await ob.dispatch({ send, leaseMs: 5000 });
-    expect(stats).toEqual({ leased: 3, completed: 3, retried: 0, failed: 0 });
+    expect(stats).toEqual({ leased: 3, completed: 3, retried: 0, failed: 0, lost: 0, manual: 0 });
 
     for (const k of keys) {
       expect((await rowOf(k)).state).toBe("completed");
@@ -169,7 +169,7 @@ describe("outbox.dispatch", () => {
     const send = makeSend(provider.url);
     // random() = 0.5 -> half of the ceiling: 5000 ms after attempt 1
     let stats = await ob.dispatch({ send, maxAttempts: 3, baseDelayMs: 10_000, random: () => 0.5 });
-    expect(stats).toEqual({ leased: 1, completed: 0, retried: 1, failed: 0 });
+    expect(stats).toEqual({ leased: 1, completed: 0, retried: 1, failed: 0, lost: 0, manual: 0 });
     let row = await rowOf(key);
     expect(row).toMatchObject({ state: "pending", attempts: 1 });
     expect(row.last_error).toMatch(/transient.*503/);
@@ -180,7 +180,7 @@ describe("outbox.dispatch", () => {
     // make it due; jitter 0 -> immediate retries until the budget is spent
     await pool.query("UPDATE retrysafe_outbox SET available_at = now() WHERE key = $1", [key]);
     stats = await ob.dispatch({ send, maxAttempts: 3, baseDelayMs: 10_000, random: () => 0 });
-    expect(stats).toEqual({ leased: 2, completed: 0, retried: 1, failed: 1 });
+    expect(stats).toEqual({ leased: 2, completed: 0, retried: 1, failed: 1, lost: 0, manual: 0 });
     row = await rowOf(key);
     expect(row).toMatchObject({ state: "terminal_failure", attempts: 3, lease_until: null });
     expect(row.last_error).toMatch(/503/);
@@ -193,7 +193,7 @@ describe("outbox.dispatch", () => {
     await enqueueKeys([key]);
     provider.script(key, { status: 422 });
     const stats = await outbox().dispatch({ send: makeSend(provider.url), maxAttempts: 5, random: () => 0 });
-    expect(stats).toEqual({ leased: 1, completed: 0, retried: 0, failed: 1 });
+    expect(stats).toEqual({ leased: 1, completed: 0, retried: 0, failed: 1, lost: 0, manual: 0 });
     const row = await rowOf(key);
     expect(row).toMatchObject({ state: "terminal_failure", attempts: 1 });
     expect(row.last_error).toMatch(/permanent.*422/);
@@ -209,7 +209,7 @@ describe("outbox.dispatch", () => {
     const ob = outbox();
     const send = makeSend(provider.url);
     const stats = await ob.dispatch({ send, random: () => 0, baseDelayMs: 1 });
-    expect(stats).toEqual({ leased: 2, completed: 0, retried: 2, failed: 0 });
+    expect(stats).toEqual({ leased: 2, completed: 0, retried: 2, failed: 0, lost: 0, manual: 0 });
     const r1 = await rowOf(k1);
     expect(r1.due_in_ms).toBeGreaterThan(700);
     expect(r1.due_in_ms).toBeLessThanOrEqual(1000);
@@ -218,7 +218,7 @@ describe("outbox.dispatch", () => {
     expect(r2.due_in_ms).toBeLessThanOrEqual(31_000);
     expect(await ob.dispatch({ send })).toMatchObject({ leased: 0 });
     await sleep(1200);
-    expect(await ob.dispatch({ send })).toEqual({ leased: 1, completed: 1, retried: 0, failed: 0 });
+    expect(await ob.dispatch({ send })).toEqual({ leased: 1, completed: 1, retried: 0, failed: 0, lost: 0, manual: 0 });
     expect((await rowOf(k1)).state).toBe("completed");
     expect((await rowOf(k2)).state).toBe("pending");
   });
@@ -229,7 +229,7 @@ describe("outbox.dispatch", () => {
     provider.script(key, "apply-then-drop");
     const ob = outbox();
     const stats = await ob.dispatch({ send: makeSend(provider.url), random: () => 0 });
-    expect(stats).toEqual({ leased: 2, completed: 1, retried: 1, failed: 0 });
+    expect(stats).toEqual({ leased: 2, completed: 1, retried: 1, failed: 0, lost: 0, manual: 0 });
     expect(provider.calls.get(key)).toBe(2);
     expect(provider.effects.get(key)).toBe(1);
     expect(await rowOf(key)).toMatchObject({ state: "completed", attempts: 2, last_error: null });
@@ -269,7 +269,7 @@ describe("outbox.dispatch", () => {
       [key],
     );
     const stats = await outbox().dispatch({ send: makeSend(provider.url), maxAttempts: 3 });
-    expect(stats).toEqual({ leased: 1, completed: 0, retried: 0, failed: 1 });
+    expect(stats).toEqual({ leased: 1, completed: 0, retried: 0, failed: 1, lost: 0, manual: 0 });
     const row = await rowOf(key);
     expect(row).toMatchObject({ state: "terminal_failure", attempts: 4 });
     expect(row.last_error).toMatch(/attempts exhausted \(3\).*lease expired/);

@@ -1,6 +1,7 @@
 // npm pack -> install the tarball into a temp app -> require() and import() it,
 // and type-check both module kinds against the shipped declarations.
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
+import { promisify } from "node:util";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -10,19 +11,22 @@ import { GUARD_DIR } from "./helpers.ts";
 const tmp = mkdtempSync(path.join(os.tmpdir(), "retrysafe-guard-pack-"));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-const npm = (args: string[], cwd: string) =>
-  execFileSync("npm", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" } });
+// async, so the test worker's event loop keeps answering vitest while npm and tsc run
+// (a minute-long execFileSync makes vitest's worker RPC time out on a loaded machine)
+const run = promisify(execFile);
+const npm = async (args: string[], cwd: string) =>
+  (await run("npm", args, { cwd, encoding: "utf8", env: { ...process.env, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" } })).stdout;
 
 describe("npm pack", () => {
-  it("produces a tarball that installs, require()s, import()s and type-checks", { timeout: 120_000 }, () => {
+  it("produces a tarball that installs, require()s, import()s and type-checks", { timeout: 240_000 }, async () => {
     // --ignore-scripts: dist/ is built by `npm test` before this runs
-    npm(["pack", "--ignore-scripts", "--pack-destination", tmp], GUARD_DIR);
+    await npm(["pack", "--ignore-scripts", "--pack-destination", tmp], GUARD_DIR);
     const tgz = readdirSync(tmp).find((f) => f.endsWith(".tgz"));
     expect(tgz).toBeDefined();
     const listing = execFileSync("tar", ["-tzf", path.join(tmp, tgz!)], { encoding: "utf8" });
     for (const f of [
       "package/dist/esm/index.js", "package/dist/esm/index.d.ts", "package/dist/cjs/index.js", "package/dist/cjs/index.d.ts",
-      "package/dist/cjs/package.json", "package/sql/processed_events.sql", "package/sql/outbox.sql", "package/prisma/models.prisma",
+      "package/dist/cjs/package.json", "package/sql/processed_events.sql", "package/sql/outbox.sql", "package/sql/inbox.sql", "package/sql/mysql.sql", "package/prisma/models.prisma",
       "package/README.md", "package/package.json",
     ]) expect(listing).toContain(f);
     expect(listing).not.toContain("package/test/");
@@ -31,12 +35,15 @@ describe("npm pack", () => {
     const app = path.join(tmp, "app");
     execFileSync("mkdir", ["-p", app]);
     writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "app", version: "1.0.0", private: true }));
-    npm(["install", "--no-package-lock", "--ignore-scripts", path.join(tmp, tgz!)], app);
+    await npm(["install", "--no-package-lock", "--ignore-scripts", path.join(tmp, tgz!)], app);
     expect(existsSync(path.join(app, "node_modules/@retrysafe/guard/dist/esm/index.js"))).toBe(true);
     // no runtime dependencies came along
     expect(readdirSync(path.join(app, "node_modules")).filter((d) => !d.startsWith("."))).toEqual(["@retrysafe"]);
 
-    const names = ["createOutbox", "drizzleGuard", "eventKey", "postgresGuard", "prismaGuard", "redisGuard"];
+    const names = [
+      "createInbox", "createOutbox", "drizzleGuard", "eventKey", "postgresGuard", "prismaGuard", "redisGuard",
+      "GuardCommitError", "GuardKeyError", "GuardTimeoutError", "statusFor", "toResponse", "mysqlGuard", "reconcile",
+    ];
     const cjs = execFileSync(
       process.execPath,
       ["-e", `const g = require("@retrysafe/guard"); console.log(JSON.stringify([Object.keys(g).sort(), g.eventKey.stripe({ id: "evt_1" })]))`],
@@ -80,7 +87,7 @@ export async function handler(): Promise<number> {
       }),
     );
     try {
-      execFileSync(process.execPath, [tsc, "-p", "."], { cwd: app, encoding: "utf8" });
+      await run(process.execPath, [tsc, "-p", "."], { cwd: app, encoding: "utf8" });
     } catch (err: any) {
       throw new Error(`tsc failed on the installed package:\n${err.stdout}${err.stderr}`);
     }

@@ -1,0 +1,8 @@
+-- @retrysafe/guard on MySQL 8 / MariaDB 10.5+: the claim, outbox and inbox tables.
+-- Keys are VARBINARY: compared byte for byte (the default collations are case- and
+-- trailing-space-insensitive, which would make different keys collide). 512 bytes is the
+-- guard's key limit.
+CREATE TABLE IF NOT EXISTS processed_events (
+  `key`        VARBINARY(512) NOT NULL PRIMARY KEY,
+  processed_at TIMESTAMP(6)   NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) ENGINE = InnoDB;
