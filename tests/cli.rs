@@ -350,12 +350,12 @@ fn shipped_schema_lists_every_rule_and_config_field() {
     // Every field the schema documents is accepted by the loader.
     let dir = project(&[(
         "retrysafe.json",
-        r#"{ "$schema": "x", "select": [], "ignore": [], "severity": { "ack-timing": "warning" },
+        r#"{ "$schema": "x", "root": true, "extends": [], "select": [], "ignore": [], "severity": { "ack-timing": "warning" },
              "providers": { "shopify": { "keyHeader": "x-shopify-event-id" } }, "retryWindows": { "stripe": 259200 },
              "dedupeTtlSeconds": 604800, "guard": "@/lib/guard#guard", "effectWrappers": ["sendInvoice"], "bestEffort": ["track"] }"#,
     )]);
     let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-    assert_eq!(props.len(), 10);
+    assert_eq!(props.len(), 12);
     assert!(retrysafe::config::Config::load(&dir.path().join("retrysafe.json")).is_ok());
 }
 
