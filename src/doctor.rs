@@ -99,7 +99,7 @@ pub fn diagnose(engine: &Engine) -> Diagnosis {
                             out,
                             "    guard: {shown} does not resolve to a project file from {} (a package import, or no \
                              tsconfig `paths` entry maps it); database calls will not be moved onto the transaction",
-                            display_path(files[0])
+                            display_path(files[0]).trim_start_matches("./")
                         );
                     }
                 }

@@ -488,7 +488,10 @@ fn run_fix(args: FixArgs) -> ExitCode {
     } else if args.write {
         // A `--write` killed mid-rename leaves its temporary file behind; clear old ones.
         for stale in retrysafe::fix::write::remove_stale_temp_files(engine.files()) {
-            eprintln!("note: removed {}, left by an interrupted write", report::display_path(&stale));
+            eprintln!(
+                "note: removed {}, left by an interrupted write",
+                report::display_path(&stale).trim_start_matches("./")
+            );
         }
         for f in &changed {
             if let Err(e) = retrysafe::fix::write::write_atomic(&f.path, &f.fixed) {

@@ -16,10 +16,12 @@ fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// The candidate closest to `word`, if it is close enough to be what the user meant: within
-/// a third of its length (at least two edits), or one that starts with what they typed.
+/// The candidate closest to `word`, if it is close enough to be what the user meant: one
+/// edit for a short word, a third of its length (at least two) for a longer one, or a
+/// candidate that starts with what they typed.
 pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = (word.chars().count() / 3).max(2);
+    let len = word.chars().count();
+    let limit = if len <= 4 { 1 } else { (len / 3).max(2) };
     let mut best: Option<(usize, &str)> = None;
     for c in candidates {
         let d = if word.len() >= 3 && c.starts_with(word) { 1 } else { distance(word, c) };
@@ -41,6 +43,7 @@ mod tests {
         assert_eq!(closest("docter", commands), Some("doctor"));
         assert_eq!(closest("expl", commands), Some("explain"));
         assert_eq!(closest("src", commands), None);
+        assert_eq!(closest("app", ["lsp", "fix"]), None);
         assert_eq!(closest("ack-timming", ["ack-timing", "response-missing"]), Some("ack-timing"));
     }
 }
