@@ -649,6 +649,11 @@ fn config_allows_comments_and_trailing_commas() {
     let o = run(&["check", ".", SELECT], dir.path());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("No issues found."));
+    // An error after a block comment still names its own line.
+    let dir = project(&[("server.ts", STRIPE_HANDLER), ("retrysafe.json", "{\n/* one\ntwo\n*/\n \"ignore\": [\n}\n")]);
+    let o = run(&["check", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("line 6"), "{}", stderr(&o));
 }
 
 #[test]
