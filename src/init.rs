@@ -85,8 +85,32 @@ pub struct Outcome {
 struct Planned {
     path: PathBuf,
     text: String,
-    /// Appends to a file the user owns (schema.prisma): compared by presence, not equality.
-    append: bool,
+    kind: Kind,
+}
+
+#[derive(PartialEq)]
+enum Kind {
+    /// A file of ours: present with exactly this text, or absent.
+    Exact,
+    /// Appended to a file the user owns (schema.prisma): compared by presence, not equality.
+    Append,
+    /// retrysafe.json: one that parses and names the same guard (or we have none) is kept.
+    Config(Option<String>),
+    /// The guard module: one that imports @retrysafe/guard and exports `guard` is kept.
+    GuardModule,
+}
+
+/// Whether an existing file already does what the planned one would.
+fn already_set_up(kind: &Kind, existing: &str) -> bool {
+    match kind {
+        Kind::Exact | Kind::Append => false,
+        Kind::Config(guard) => serde_json::from_str::<Value>(&jsonc_to_json(existing))
+            .is_ok_and(|v| v.is_object() && guard.as_ref().is_none_or(|g| v["guard"] == g.as_str())),
+        Kind::GuardModule => {
+            existing.contains("@retrysafe/guard")
+                && crate::regex!(r"export\s+const\s+guard\b|module\.exports\s*=\s*\{[^}]*\bguard\b").is_match(existing)
+        }
+    }
 }
 
 /// Where the guard module goes and how handlers import it.
@@ -135,10 +159,10 @@ pub fn run(opts: &Options) -> Result<Outcome, String> {
     plan.push(Planned {
         path: opts.dir.join(crate::config::CONFIG_FILE),
         text: config_text(&opts.dir, guard_spec.as_deref()),
-        append: false,
+        kind: Kind::Config(guard_spec.clone()),
     });
     if let Some(text) = guard_module {
-        plan.push(Planned { path: place.file.clone(), text, append: false });
+        plan.push(Planned { path: place.file.clone(), text, kind: Kind::GuardModule });
     }
     if let Some(claim) = claim_table(&opts.dir, &manifest, &detected, &mut outcome.notes)? {
         plan.push(claim);
@@ -149,7 +173,7 @@ pub fn run(opts: &Options) -> Result<Outcome, String> {
     let own_model = crate::regex!(r"(?m)^\s*model\s+ProcessedEvent\s*\{");
     for p in plan {
         match std::fs::read_to_string(&p.path) {
-            Ok(existing) if p.append => {
+            Ok(existing) if p.kind == Kind::Append => {
                 if existing.contains("@@map(\"processed_events\")") {
                     outcome.unchanged.push(p.path);
                 } else {
@@ -163,7 +187,9 @@ pub fn run(opts: &Options) -> Result<Outcome, String> {
                     writes.push((p.path, format!("{existing}{sep}{text}")));
                 }
             }
-            Ok(existing) if existing == p.text => outcome.unchanged.push(p.path),
+            Ok(existing) if existing == p.text || (!opts.force && already_set_up(&p.kind, &existing)) => {
+                outcome.unchanged.push(p.path)
+            }
             Ok(_) if opts.force => writes.push((p.path, p.text)),
             Ok(_) => conflicts.push(p.path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => writes.push((p.path, p.text)),
@@ -436,7 +462,7 @@ fn claim_table(
         let folder = ["migrations", "db/migrations", "sql"].iter().map(|d| dir.join(d)).find(|d| d.is_dir());
         let path = folder.unwrap_or_else(|| dir.join("sql")).join("retrysafe_processed_events.sql");
         notes.push(format!("apply {} with your migration tool", display(dir, &path)));
-        Planned { path, text: text.to_string(), append: false }
+        Planned { path, text: text.to_string(), kind: Kind::Exact }
     };
     Ok(match detected.database {
         Some(Database::Prisma) => {
@@ -449,11 +475,11 @@ fn claim_table(
                 Some(Planned {
                     path: schema.join("retrysafe.prisma"),
                     text: PROCESSED_EVENTS_MODEL.into(),
-                    append: false,
+                    kind: Kind::Exact,
                 })
             } else if schema.is_file() {
                 notes.push("then create the table: `npx prisma migrate dev --name retrysafe_processed_events`".into());
-                Some(Planned { path: schema, text: PROCESSED_EVENTS_MODEL.into(), append: true })
+                Some(Planned { path: schema, text: PROCESSED_EVENTS_MODEL.into(), kind: Kind::Append })
             } else {
                 notes.push(format!("{}: not found; the ProcessedEvent model was not added", display(dir, &schema)));
                 None

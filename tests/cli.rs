@@ -873,6 +873,27 @@ fn init_sets_up_a_pg_project_once_and_refuses_to_overwrite() {
 }
 
 #[test]
+fn init_keeps_a_project_that_is_already_set_up() {
+    // The bundled example has its own guard module and no retrysafe.json.
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/stripe-express-prisma");
+    let dir = tempfile::tempdir().unwrap();
+    for rel in ["package.json", "tsconfig.json", "prisma/schema.prisma", "src/lib/guard.ts", "src/lib/clients.ts"] {
+        let to = dir.path().join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(example.join(rel), &to).unwrap();
+    }
+    let own_guard = std::fs::read_to_string(dir.path().join("src/lib/guard.ts")).unwrap();
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("unchanged src/lib/guard.ts"), "{}", stdout(&o));
+    assert_eq!(std::fs::read_to_string(dir.path().join("src/lib/guard.ts")).unwrap(), own_guard);
+    // The example's ProcessedEvent model is another table: the claim table gets its own name.
+    let schema = std::fs::read_to_string(dir.path().join("prisma/schema.prisma")).unwrap();
+    assert!(schema.contains("model RetrysafeProcessedEvent {"), "{schema}");
+    assert_eq!(schema.matches("@@map(\"processed_events\")").count(), 1, "{schema}");
+}
+
+#[test]
 fn init_without_an_alias_or_a_client_says_what_it_could_not_do() {
     let dir = project(&[("package.json", r#"{ "name": "app", "dependencies": { "ioredis": "^5" } }"#)]);
     let o = run(&["init"], dir.path());
