@@ -49,6 +49,9 @@ pub struct Config {
     /// Calls that are deliberately best-effort (failures may be swallowed).
     #[serde(default)]
     pub best_effort: Vec<String>,
+    /// Run the preview rules too.
+    #[serde(default)]
+    pub preview: bool,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -185,11 +188,18 @@ impl Config {
         Ok(())
     }
 
-    pub fn rule_enabled(&self, id: &str) -> bool {
+    /// Whether the config lets rule `id` run; `preview` is the `--preview` flag, and a
+    /// preview rule also runs when this config or the command line selects it by id.
+    pub fn rule_enabled(&self, id: &str, preview: bool, selected_by_id: bool) -> bool {
         if self.severity.get(id) == Some(&Severity::Off) || self.ignore.iter().any(|r| r == id) {
             return false;
         }
-        self.select.is_empty() || self.select.iter().any(|r| r == id)
+        let named = self.select.iter().any(|r| r == id);
+        let is_preview = crate::rules::find(id).is_some_and(|r| r.preview);
+        if is_preview && !(preview || self.preview || named || selected_by_id) {
+            return false;
+        }
+        self.select.is_empty() || named
     }
 
     pub fn severity(&self, id: &str) -> Severity {

@@ -27,6 +27,8 @@ pub struct Options {
     /// Parse and analyse every discovered file, as if the byte prefilter let all of them
     /// through (the benchmark's "every file is relevant" case).
     pub no_prefilter: bool,
+    /// Run the preview rules too (`--preview`).
+    pub preview: bool,
 }
 
 #[derive(Debug)]
@@ -106,8 +108,9 @@ impl Engine {
     }
 
     fn rule_enabled(&self, config: &Config, id: &str) -> bool {
-        config.rule_enabled(id)
-            && (self.options.select.is_empty() || self.options.select.iter().any(|r| r == id))
+        let selected = self.options.select.iter().any(|r| r == id);
+        config.rule_enabled(id, self.options.preview, selected)
+            && (self.options.select.is_empty() || selected)
             && !self.options.ignore.iter().any(|r| r == id)
     }
 

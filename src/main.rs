@@ -84,6 +84,9 @@ struct Common {
     /// Analyse every file, skipping none by the byte prefilter (for the benchmark).
     #[arg(long, hide = true)]
     no_prefilter: bool,
+    /// Also run the preview rules (see `retrysafe rules`).
+    #[arg(long)]
+    preview: bool,
 }
 
 #[derive(Args)]
@@ -268,13 +271,14 @@ fn list_rules(format: RulesFormat) -> ExitCode {
     match format {
         RulesFormat::Text => {
             for r in rules::registry() {
-                println!("{:<34} {:<10} {}", r.id, fix_label(r.fix), r.summary);
+                let group = if r.preview { "preview" } else { "default" };
+                println!("{:<34} {:<10} {:<8} {}", r.id, fix_label(r.fix), group, r.summary);
             }
         }
         RulesFormat::Json => {
             let items: Vec<_> = rules::registry()
                 .iter()
-                .map(|r| serde_json::json!({ "id": r.id, "summary": r.summary, "fix": r.fix }))
+                .map(|r| serde_json::json!({ "id": r.id, "summary": r.summary, "fix": r.fix, "preview": r.preview }))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&items).unwrap_or_default());
         }
@@ -301,6 +305,7 @@ fn options(common: &Common, guard: Option<GuardSpec>) -> Result<Options, String>
         stdin,
         guard,
         no_prefilter: common.no_prefilter,
+        preview: common.preview,
     })
 }
 

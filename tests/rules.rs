@@ -39,6 +39,7 @@ fn engine(paths: Vec<PathBuf>, rule: &str) -> Engine {
         select: vec![rule.to_string()],
         threads: 1,
         guard: GuardSpec::parse(GUARD),
+        preview: true,
         ..Options::default()
     })
     .unwrap()
@@ -237,4 +238,152 @@ fn walk_files(p: &Path) -> Vec<PathBuf> {
         out.extend(walk_files(&e.path()));
     }
     out
+}
+
+fn engine_with(paths: Vec<PathBuf>, select: &[&str], ignore: &[&str]) -> Engine {
+    Engine::new(Options {
+        paths,
+        select: select.iter().map(|s| s.to_string()).collect(),
+        ignore: ignore.iter().map(|s| s.to_string()).collect(),
+        threads: 1,
+        guard: GuardSpec::parse(GUARD),
+        preview: true,
+        ..Options::default()
+    })
+    .unwrap()
+}
+
+/// A finding as selection must leave it: rule, file, and the reported source text (offsets
+/// shift when a suppression comment is inserted; the text does not).
+fn finding_keys(diags: &[Diagnostic], root: &Path, keep: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let mut keys: Vec<String> = diags
+        .iter()
+        .filter(|d| keep(d.rule) && !d.rule.ends_with("-suppression"))
+        .map(|d| {
+            let reported: Vec<&str> = d.file.text[d.start..d.end]
+                .split('\n')
+                .filter(|line| !line.trim_start().starts_with("// retrysafe-ignore"))
+                .collect();
+            format!("{} {} {:?}", d.rule, rel(&d.file.path, root), reported.join("\n"))
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Enabling, disabling or suppressing one rule never adds or removes another rule's
+/// findings (RULES.md, "Selection never changes findings"); and with every rule enabled at
+/// once, the fixes still converge, add no syntax error and are idempotent.
+#[test]
+fn all_rules_at_once_and_selection_independence() {
+    let mut failures = Vec::new();
+    let filter = std::env::var("FIXTURE").ok();
+    for (rule, path) in fixtures() {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if filter.as_ref().is_some_and(|f| !format!("{rule}/{name}").contains(f.as_str())) {
+            continue;
+        }
+        if let Err(e) = std::panic::catch_unwind(|| check_independence(&rule, &path)) {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            failures.push(format!("{rule}/{name}: {msg}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} fixture(s) failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+fn check_independence(fixture_rule: &str, path: &Path) {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join(path.file_name().unwrap());
+    copy_tree(path, &work, false);
+    let root = tmp.path();
+    let all = engine_with(vec![work.clone()], &[], &[]).check().diagnostics;
+    let mut rules: Vec<&'static str> = all.iter().map(|d| d.rule).filter(|r| !r.ends_with("-suppression")).collect();
+    rules.extend(retrysafe::rules::find(fixture_rule).map(|r| r.id));
+    rules.sort();
+    rules.dedup();
+    for &toggled in &rules {
+        let only = engine_with(vec![work.clone()], &[toggled], &[]).check().diagnostics;
+        assert_eq!(
+            finding_keys(&only, root, &|r| r == toggled),
+            finding_keys(&all, root, &|r| r == toggled),
+            "--select {toggled} changed its findings"
+        );
+        let without = engine_with(vec![work.clone()], &[], &[toggled]).check().diagnostics;
+        assert_eq!(
+            finding_keys(&without, root, &|r| r != toggled),
+            finding_keys(&all, root, &|r| r != toggled),
+            "--ignore {toggled} changed another rule's findings"
+        );
+    }
+
+    // Suppress each rule's findings in turn; the others stay as they were.
+    for &suppressed in &rules {
+        let sup_tmp = tempfile::tempdir().unwrap();
+        let sup_work = sup_tmp.path().join(path.file_name().unwrap());
+        copy_tree(path, &sup_work, false);
+        let mut by_file: std::collections::BTreeMap<PathBuf, Vec<usize>> = Default::default();
+        for d in all.iter().filter(|d| d.rule == suppressed) {
+            let moved = sup_work.join(d.file.path.strip_prefix(&work).unwrap_or(Path::new("")));
+            let target = if work.is_dir() { moved } else { sup_work.clone() };
+            by_file.entry(target).or_default().push(d.line_col().0);
+        }
+        if by_file.is_empty() {
+            continue;
+        }
+        for (p, mut lines) in by_file {
+            lines.sort();
+            lines.dedup();
+            let text = std::fs::read_to_string(&p).unwrap();
+            let mut out: Vec<String> = text.split('\n').map(String::from).collect();
+            for line in lines.into_iter().rev() {
+                let indent: String = out[line - 1].chars().take_while(|c| c.is_whitespace()).collect();
+                out.insert(line - 1, format!("{indent}// retrysafe-ignore {suppressed}: independence test"));
+            }
+            std::fs::write(&p, out.join("\n")).unwrap();
+        }
+        let after = engine_with(vec![sup_work.clone()], &[], &[]).check().diagnostics;
+        assert_eq!(
+            finding_keys(&after, sup_tmp.path(), &|r| r != suppressed),
+            finding_keys(&all, root, &|r| r != suppressed),
+            "suppressing {suppressed} changed another rule's findings"
+        );
+    }
+
+    // Every rule's fixes together: converge, parse, idempotent.
+    let originals: Vec<(PathBuf, String)> =
+        walk_files(&work).into_iter().map(|p| (p.clone(), std::fs::read_to_string(&p).unwrap())).collect();
+    let fix_all = |work: &Path| {
+        let report = engine_with(vec![work.to_path_buf()], &[], &[]).fix(&|a| a != Applicability::DisplayOnly);
+        let mut changed = Vec::new();
+        for f in &report.files {
+            assert!(f.problems.is_empty(), "fix problems with all rules: {:?}", f.problems);
+            if f.original != f.fixed {
+                std::fs::write(&f.path, &f.fixed).unwrap();
+                changed.push((f.path.clone(), f.fixed.clone()));
+            }
+        }
+        for (p, t) in &report.new_files {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, t).unwrap();
+        }
+        changed
+    };
+    let fixed = fix_all(&work);
+    for (p, text) in &fixed {
+        let dialect = Dialect::for_path(p).unwrap_or(Dialect::Text);
+        let before = originals.iter().find(|(q, _)| q == p).map(|(_, t)| error_count(t, dialect)).unwrap_or(0);
+        assert!(error_count(text, dialect) <= before, "all-rules fix added syntax errors in {}:\n{text}", p.display());
+    }
+    if !fixed.is_empty() {
+        let again = fix_all(&work);
+        assert!(
+            again.is_empty(),
+            "all-rules fix is not idempotent: {:?}",
+            again.iter().map(|c| &c.0).collect::<Vec<_>>()
+        );
+    }
 }

@@ -407,6 +407,26 @@ pub enum PatternKind {
     EffectBeforeRecord,
 }
 
+impl PatternKind {
+    /// Lower is more specific. A handler shows one kind of racy dedupe: a check-then-insert
+    /// also writes its marker after the work, which is the whole of the defect, not a second one.
+    fn specificity(self) -> u8 {
+        match self {
+            PatternKind::CheckThenInsert => 0,
+            PatternKind::RecordBeforeEffect => 1,
+            PatternKind::EffectBeforeRecord => 2,
+        }
+    }
+}
+
+/// The patterns of `kind` when it is the most specific kind among `patterns` (one handler's),
+/// else none: which rule describes a handler's hand-written dedupe is a fact of the handler,
+/// decided here once, whichever rules are enabled.
+pub fn most_specific(patterns: &[Pattern], kind: PatternKind) -> impl Iterator<Item = &Pattern> {
+    let top = patterns.iter().map(|p| p.kind.specificity()).min();
+    patterns.iter().filter(move |p| p.kind == kind && top == Some(kind.specificity()))
+}
+
 /// A racy hand-written dedupe found in one scope.
 #[derive(Clone, Debug)]
 pub struct Pattern {

@@ -1,8 +1,6 @@
 //! check-then-insert-race (and the reporting shared by the three hand-written-dedupe rules)
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
-use crate::fix::wrap_guard;
-use crate::model::ast::text;
 use crate::model::markers::PatternKind;
 
 const DOCS: &str = r#"
@@ -54,61 +52,16 @@ pub const RULE: Rule = Rule {
     summary: "processed check, then work, then marker insert: concurrent duplicates both pass the check",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    preview: false,
     check,
 };
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    report(cx, out, PatternKind::CheckThenInsert, RULE.id, &|call| {
+    super::report_dedupe_patterns(cx, out, PatternKind::CheckThenInsert, RULE.id, &|call| {
         format!(
             "check-then-insert: `{call}` reads the processed marker, the work runs, and only then is the marker \
              written: two concurrent deliveries both pass the check and both do the work (concurrent duplicate), \
              and a crash before the marker repeats it"
         )
     });
-}
-
-fn priority(kind: PatternKind) -> u8 {
-    match kind {
-        PatternKind::CheckThenInsert => 0,
-        PatternKind::RecordBeforeEffect => 1,
-        PatternKind::EffectBeforeRecord => 2,
-    }
-}
-
-/// Reports the handlers whose most specific hand-written-dedupe pattern is `kind`.
-pub(crate) fn report(
-    cx: &Context,
-    out: &mut Vec<Diagnostic>,
-    kind: PatternKind,
-    rule: &'static str,
-    message: &dyn Fn(&str) -> String,
-) {
-    for model in cx.handlers {
-        let patterns = model.dedupe_patterns(cx.project);
-        let Some(top) = patterns.iter().map(|p| priority(p.kind)).min() else { continue };
-        if priority(kind) != top {
-            continue;
-        }
-        for p in patterns.iter().filter(|p| p.kind == kind) {
-            let scope = &model.scopes[p.scope];
-            let file = scope.file();
-            let Some(node) = file.root().descendant_for_byte_range(p.at.0, p.at.1) else { continue };
-            let shown = text(node, &file.text).lines().next().unwrap_or("").trim_end_matches(['(', '{']);
-            let remove: Vec<(usize, usize)> = if p.scope == 0 { p.calls.clone() } else { Vec::new() };
-            let mut fix = wrap_guard::wrap_fix(cx, model, &remove, &[]);
-            if p.scope != 0 && fix.applicability != crate::fix::Applicability::DisplayOnly {
-                let note = fix.note.take().unwrap_or_default();
-                fix.note = Some(format!(
-                    "{note}; the hand-written marker code in `{}` is now redundant: delete it",
-                    scope.function.name
-                ));
-            }
-            out.push(
-                Diagnostic::new(rule, file, node, message(shown))
-                    .in_handler(model, scope)
-                    .help("let one guard `run` claim the event and do the work, instead of a hand-written marker")
-                    .with_fix(Some(fix)),
-            );
-        }
-    }
 }

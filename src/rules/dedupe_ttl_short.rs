@@ -55,6 +55,7 @@ pub const RULE: Rule = Rule {
     summary: "dedupe key expires before the provider stops retrying: a late retry is processed again",
     docs: DOCS,
     fix: FixAvailability::Always,
+    preview: false,
     check,
 };
 

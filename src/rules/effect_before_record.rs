@@ -1,6 +1,6 @@
 //! effect-before-record
 
-use super::{Context, Diagnostic, FixAvailability, Rule, check_then_insert_race};
+use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::model::markers::PatternKind;
 
 const DOCS: &str = r#"
@@ -47,11 +47,12 @@ pub const RULE: Rule = Rule {
     summary: "work runs before the processed marker is written: a crash or concurrent duplicate repeats it",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    preview: false,
     check,
 };
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    check_then_insert_race::report(cx, out, PatternKind::EffectBeforeRecord, RULE.id, &|call| {
+    super::report_dedupe_patterns(cx, out, PatternKind::EffectBeforeRecord, RULE.id, &|call| {
         format!(
             "the work runs before the processed marker `{call}` is written, not in one transaction: a crash in \
              between repeats the work on retry (crash part-way), and nothing stops a concurrent duplicate"

@@ -54,6 +54,9 @@ pub struct Rule {
     /// Markdown: what it finds, why retries break it, a bad and a good example, the fix.
     pub docs: &'static str,
     pub fix: FixAvailability,
+    /// Off unless preview is on (`--preview`, `"preview": true`) or the rule is selected by
+    /// id: a rule stays in preview until its precision on real code earns it a default place.
+    pub preview: bool,
     pub check: fn(&Context, &mut Vec<Diagnostic>),
 }
 
@@ -231,5 +234,41 @@ impl Diagnostic {
 
     pub fn line_col(&self) -> (usize, usize) {
         self.file.line_col(self.start)
+    }
+}
+
+/// Reports each hand-written dedupe pattern of `kind` in the handlers where it is the most
+/// specific kind, with the guard wrap that replaces it. Shared by the three rules that name
+/// the kinds (check-then-insert-race, effect-before-record, record-before-effect-no-tx).
+pub(crate) fn report_dedupe_patterns(
+    cx: &Context,
+    out: &mut Vec<Diagnostic>,
+    kind: crate::model::markers::PatternKind,
+    rule: &'static str,
+    message: &dyn Fn(&str) -> String,
+) {
+    for model in cx.handlers {
+        for p in crate::model::markers::most_specific(model.dedupe_patterns(cx.project), kind) {
+            let scope = &model.scopes[p.scope];
+            let file = scope.file();
+            let Some(node) = file.root().descendant_for_byte_range(p.at.0, p.at.1) else { continue };
+            let shown =
+                crate::model::ast::text(node, &file.text).lines().next().unwrap_or("").trim_end_matches(['(', '{']);
+            let remove: Vec<(usize, usize)> = if p.scope == 0 { p.calls.clone() } else { Vec::new() };
+            let mut fix = crate::fix::wrap_guard::wrap_fix(cx, model, &remove, &[]);
+            if p.scope != 0 && fix.applicability != crate::fix::Applicability::DisplayOnly {
+                let note = fix.note.take().unwrap_or_default();
+                fix.note = Some(format!(
+                    "{note}; the hand-written marker code in `{}` is now redundant: delete it",
+                    scope.function.name
+                ));
+            }
+            out.push(
+                Diagnostic::new(rule, file, node, message(shown))
+                    .in_handler(model, scope)
+                    .help("let one guard `run` claim the event and do the work, instead of a hand-written marker")
+                    .with_fix(Some(fix)),
+            );
+        }
     }
 }

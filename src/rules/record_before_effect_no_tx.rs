@@ -1,6 +1,6 @@
 //! record-before-effect-no-tx
 
-use super::{Context, Diagnostic, FixAvailability, Rule, check_then_insert_race};
+use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::model::markers::PatternKind;
 
 const DOCS: &str = r#"
@@ -46,11 +46,12 @@ pub const RULE: Rule = Rule {
     summary: "marker written before the work, outside a transaction, never released: a failed attempt loses the event",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    preview: false,
     check,
 };
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    check_then_insert_race::report(cx, out, PatternKind::RecordBeforeEffect, RULE.id, &|call| {
+    super::report_dedupe_patterns(cx, out, PatternKind::RecordBeforeEffect, RULE.id, &|call| {
         format!(
             "the marker `{call}` is written before the work, outside a transaction with it, and is not released \
              on failure: if the work fails or crashes part-way, every retry is skipped as a duplicate and the \

@@ -1,6 +1,6 @@
 //! unguarded-side-effect
 
-use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule, incrementing_write_unguarded};
+use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
@@ -39,8 +39,10 @@ second email, a second charge.
   `effect-missing-idempotency-key` still applies there);
 - handlers with hand-written dedupe (a processed-event check or marker): those are
   reported by `check-then-insert-race`, `effect-before-record` or
-  `record-before-effect-no-tx`; handlers with an unguarded relative write are reported
-  by `incrementing-write-unguarded` (the fix is the same: one finding per handler).
+  `record-before-effect-no-tx`. Relative writes (increments, appends) are not effects of
+  this rule: `incrementing-write-unguarded` reports them, and a handler with both an email
+  and an increment gets both findings (each rule reports its own defect, whichever rules
+  are enabled; the two fixes are the same guard wrap and apply once).
 
 ## Bad
 ```ts
@@ -79,6 +81,7 @@ pub const RULE: Rule = Rule {
     summary: "non-idempotent effect with no guard: a retry or concurrent duplicate repeats it",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    preview: false,
     check,
 };
 
@@ -89,7 +92,7 @@ struct Found<'t> {
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
-        if model.has_hand_written_dedupe(cx.project) || !incrementing_write_unguarded::findings(cx, model).is_empty() {
+        if model.has_hand_written_dedupe(cx.project) {
             continue;
         }
         let found = unguarded_effects(cx, model);
