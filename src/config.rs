@@ -173,6 +173,7 @@ impl Config {
         self.guard = over.guard.or(self.guard);
         self.effect_wrappers.extend(over.effect_wrappers);
         self.best_effort.extend(over.best_effort);
+        self.preview |= over.preview;
         self
     }
 

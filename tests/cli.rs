@@ -352,10 +352,10 @@ fn shipped_schema_lists_every_rule_and_config_field() {
         "retrysafe.json",
         r#"{ "$schema": "x", "root": true, "extends": [], "select": [], "ignore": [], "severity": { "ack-timing": "warning" },
              "providers": { "shopify": { "keyHeader": "x-shopify-event-id" } }, "retryWindows": { "stripe": 259200 },
-             "dedupeTtlSeconds": 604800, "guard": "@/lib/guard#guard", "effectWrappers": ["sendInvoice"], "bestEffort": ["track"] }"#,
+             "dedupeTtlSeconds": 604800, "guard": "@/lib/guard#guard", "effectWrappers": ["sendInvoice"], "bestEffort": ["track"], "preview": true }"#,
     )]);
     let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-    assert_eq!(props.len(), 12);
+    assert_eq!(props.len(), 13);
     assert!(retrysafe::config::Config::load(&dir.path().join("retrysafe.json")).is_ok());
 }
 
