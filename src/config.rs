@@ -1,5 +1,8 @@
 //! `retrysafe.json`: the nearest one above each file applies, so each package of a monorepo
-//! can differ. The schema ships as `retrysafe.schema.json`.
+//! can differ. Comments and trailing commas are allowed (JSONC). A config may `extend` others
+//! (paths relative to it, or `"//"` for the workspace root: the nearest `"root": true` config
+//! above it); fields it sets win, lists add up, maps merge per key. The schema ships as
+//! `retrysafe.schema.json`.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -13,6 +16,12 @@ pub const CONFIG_FILE: &str = "retrysafe.json";
 pub struct Config {
     #[serde(rename = "$schema", default)]
     pub schema: Option<String>,
+    /// Marks the workspace root: `"extends": "//"` in a package's config inherits it.
+    #[serde(default)]
+    pub root: bool,
+    /// Configs merged beneath this one: paths relative to it, or `"//"` for the root.
+    #[serde(default)]
+    pub extends: Extends,
     /// Rule ids to run (all when empty).
     #[serde(default)]
     pub select: Vec<String>,
@@ -48,6 +57,28 @@ pub struct Config {
     pub verify: Option<serde_json::Value>,
 }
 
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Extends {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Extends {
+    fn paths(&self) -> Vec<&str> {
+        match self {
+            Extends::None => Vec::new(),
+            Extends::One(p) => vec![p.as_str()],
+            Extends::Many(ps) => ps.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// The `extends` name of the workspace root config.
+pub const ROOT_CONFIG: &str = "//";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -80,21 +111,78 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl Config {
+    /// Reads one config file and everything it extends.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError { path: path.to_path_buf(), message: e.to_string() })?;
-        let config: Config = serde_json::from_str(&text)
-            .map_err(|e| ConfigError { path: path.to_path_buf(), message: e.to_string() })?;
-        config.validate().map_err(|message| ConfigError { path: path.to_path_buf(), message })?;
+        Config::load_chain(path, &mut Vec::new())
+    }
+
+    fn load_chain(path: &Path, seen: &mut Vec<PathBuf>) -> Result<Config, ConfigError> {
+        let err = |message: String| ConfigError { path: path.to_path_buf(), message };
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if seen.contains(&canonical) {
+            return Err(err("`extends` forms a cycle".into()));
+        }
+        seen.push(canonical);
+        if path.is_dir() {
+            return Err(err(format!("is a directory; the config is a file named {CONFIG_FILE}")));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&crate::project::jsonc_to_json(&text)).map_err(|e| err(e.to_string()))?;
+        if !value.is_object() {
+            let kind = match value {
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::Bool(_) => "a boolean",
+                _ => "null",
+            };
+            return Err(err(format!("must be a JSON object ({{ ... }}), not {kind}")));
+        }
+        let mut config: Config = serde_json::from_value(value).map_err(|e| err(e.to_string()))?;
+        config.validate().map_err(err)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut merged = Config::default();
+        for base in config.extends.paths() {
+            let base_path = if base == ROOT_CONFIG {
+                root_config_above(dir).ok_or_else(|| {
+                    err(format!("`extends: \"//\"`: no {CONFIG_FILE} with `\"root\": true` in a directory above"))
+                })?
+            } else {
+                dir.join(base)
+            };
+            if !base_path.is_file() {
+                return Err(err(format!("`extends`: {} does not exist", base_path.display())));
+            }
+            merged = merged.overlaid_by(Config::load_chain(&base_path, seen)?);
+        }
+        config = merged.overlaid_by(config);
         Ok(config)
     }
 
+    /// `self` with `over`'s settings on top: fields `over` sets win, lists add up, maps merge.
+    fn overlaid_by(mut self, over: Config) -> Config {
+        self.schema = over.schema.or(self.schema);
+        self.root = over.root;
+        self.extends = Extends::None;
+        if !over.select.is_empty() {
+            self.select = over.select;
+        }
+        self.ignore.extend(over.ignore);
+        self.severity.extend(over.severity);
+        self.providers.extend(over.providers);
+        self.retry_windows.extend(over.retry_windows);
+        self.dedupe_ttl_seconds = over.dedupe_ttl_seconds.or(self.dedupe_ttl_seconds);
+        self.guard = over.guard.or(self.guard);
+        self.effect_wrappers.extend(over.effect_wrappers);
+        self.best_effort.extend(over.best_effort);
+        self.preview |= over.preview;
+        self
+    }
+
     fn validate(&self) -> Result<(), String> {
-        let known = |id: &str| crate::rules::registry().iter().any(|r| r.id == id);
         for id in self.select.iter().chain(&self.ignore).chain(self.severity.keys()) {
-            if !known(id) {
-                return Err(format!("unknown rule `{id}` (see `retrysafe rules`)"));
-            }
+            crate::rules::check_id(id)?;
         }
         if let Some(guard) = &self.guard
             && crate::fix::GuardSpec::parse(guard).is_none()
@@ -147,12 +235,34 @@ impl ConfigResolver {
         if let Some(c) = self.cache.lock().unwrap().get(dir) {
             return Ok(c.clone());
         }
-        let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-        let config = match absolute.ancestors().map(|d| d.join(CONFIG_FILE)).find(|p| p.is_file()) {
+        let config = match nearest_config(dir) {
             Some(path) => Arc::new(Config::load(&path)?),
             None => Arc::new(Config::default()),
         };
         self.cache.lock().unwrap().insert(dir.to_path_buf(), config.clone());
         Ok(config)
     }
+
+    /// The nearest config file above `file` (None: the defaults apply).
+    pub fn source_for(&self, file: &Path) -> Option<PathBuf> {
+        nearest_config(file.parent().unwrap_or(Path::new(".")))
+    }
+}
+
+/// The first `retrysafe.json` in `dir` or above it. A directory of that name counts too, so
+/// that loading it reports the mistake instead of skipping it silently.
+fn nearest_config(dir: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    absolute.ancestors().map(|d| d.join(CONFIG_FILE)).find(|p| p.exists())
+}
+
+/// The nearest config strictly above `dir` that says `"root": true`.
+fn root_config_above(dir: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    absolute.ancestors().skip(1).map(|d| d.join(CONFIG_FILE)).filter(|p| p.is_file()).find(|p| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&crate::project::jsonc_to_json(&t)).ok())
+            .is_some_and(|v| v["root"] == true)
+    })
 }

@@ -64,14 +64,15 @@ pub struct Engine {
     /// Set while fixing: edited texts live only in the project cache.
     keep_parsed: AtomicBool,
     discovery_errors: Vec<String>,
+    /// Files holding a handler analysed in this run, or a function one reaches: only there
+    /// can a run over a few files tell that a suppression suppresses nothing.
+    reached: std::sync::Mutex<HashSet<PathBuf>>,
 }
 
 impl Engine {
     pub fn new(mut options: Options) -> Result<Engine, Fatal> {
         for id in options.select.iter().chain(&options.ignore) {
-            if rules::find(id).is_none() {
-                return Err(Fatal::Usage(format!("unknown rule `{id}` (see `retrysafe rules`)")));
-            }
+            rules::check_id(id).map_err(Fatal::Usage)?;
         }
         let explicit = match &options.config {
             Some(path) => Some(Config::load(path).map_err(Fatal::Config)?),
@@ -98,6 +99,7 @@ impl Engine {
             files,
             discovery_errors,
             keep_parsed: AtomicBool::new(false),
+            reached: std::sync::Mutex::default(),
         })
     }
 
@@ -122,9 +124,10 @@ impl Engine {
         let mut report = Report { errors: self.discovery_errors.clone(), ..Report::default() };
         for result in results {
             match result {
-                Outcome::Checked(diags) => {
+                Outcome::Checked(diags, syntax) => {
                     report.files_checked += 1;
                     report.diagnostics.extend(diags);
+                    report.notes.extend(syntax);
                 }
                 Outcome::Skipped => {}
                 Outcome::Note(n) => report.notes.push(n),
@@ -132,6 +135,11 @@ impl Engine {
             }
         }
         report.diagnostics = self.finish(report.diagnostics);
+        // The source from stdin is the one file asked about: findings its handlers reach in
+        // files on disk belong to those files' own runs.
+        if let Some((path, _)) = &self.options.stdin {
+            report.diagnostics.retain(|d| &d.file.path == path);
+        }
         report
     }
 
@@ -167,10 +175,17 @@ impl Engine {
                 by_file.entry(file.path.clone()).or_insert_with(|| (file.clone(), Vec::new()));
             }
         }
+        // Checking a few files alone, a finding in a callee appears only when its handler's
+        // file is among them; elsewhere "suppresses nothing" cannot be known.
+        let partial = self.options.stdin.is_some() || self.options.paths.iter().all(|p| p.is_file());
+        let reached = self.reached.lock().unwrap();
         let mut out = Vec::new();
         for (_, (file, mut diags)) in by_file {
             let config = self.configs.for_file(&file.path).unwrap_or_default();
             suppress::apply(&file, &mut diags, &|id| self.rule_enabled(&config, id));
+            if partial && file.dialect != Dialect::Text && !reached.contains(&file.path) {
+                diags.retain(|d| d.rule != suppress::UNUSED);
+            }
             out.extend(diags);
         }
         out
@@ -181,6 +196,27 @@ impl Engine {
             Ok(c) => c,
             Err(e) => return Outcome::Error(e.to_string()),
         };
+        let file = match self.load_if_relevant(path) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Outcome::Skipped,
+            Err(outcome) => return outcome,
+        };
+        let diagnostics = self.analyse(&file, &config);
+        let syntax = syntax_error_note(&file);
+        // A checked file nobody imported need not stay parsed: trees are large, and a handler
+        // that imports it later parses it again. The fix loop keeps its edited texts.
+        if diagnostics.is_empty()
+            && !self.keep_parsed.load(Ordering::Relaxed)
+            && !file.text.contains("retrysafe-ignore")
+        {
+            self.project.evict(path);
+        }
+        Outcome::Checked(diagnostics, syntax)
+    }
+
+    /// The parsed file, or None when the byte prefilter shows it can hold nothing a rule
+    /// reads (it is parsed later only if a handler imports it).
+    fn load_if_relevant(&self, path: &Path) -> Result<Option<Arc<SourceFile>>, Outcome> {
         let explicit = self.options.paths.iter().any(|p| p == path) || self.options.stdin.is_some();
         // A pages-router API file is a route by its path, whatever its text contains.
         let slashed = path.to_string_lossy().replace('\\', "/");
@@ -192,31 +228,59 @@ impl Engine {
             // The prefilter reads bytes only; a file failing it is parsed only if imported.
             let bytes = match project::read_bytes(path) {
                 Ok(b) => b,
-                Err(e @ project::LoadError::Io(..)) => return Outcome::Error(e.to_string()),
-                Err(e) => return Outcome::Note(e.to_string()),
+                Err(e @ project::LoadError::Io(..)) => return Err(Outcome::Error(e.to_string())),
+                Err(e) => return Err(Outcome::Note(e.to_string())),
             };
             if !workspace::may_be_relevant(&bytes) {
                 return match project::decode(path, bytes) {
-                    Ok(_) => Outcome::Skipped,
-                    Err(e) => Outcome::Note(e.to_string()),
+                    Ok(_) => Ok(None),
+                    Err(e) => Err(Outcome::Note(e.to_string())),
                 };
             }
         }
-        let file = match self.project.load(path) {
-            Ok(f) => f,
-            Err(e @ project::LoadError::Io(..)) => return Outcome::Error(e.to_string()),
-            Err(e) => return Outcome::Note(e.to_string()),
-        };
-        let diagnostics = self.analyse(&file, &config);
-        // A checked file nobody imported need not stay parsed: trees are large, and a handler
-        // that imports it later parses it again. The fix loop keeps its edited texts.
-        if diagnostics.is_empty()
-            && !self.keep_parsed.load(Ordering::Relaxed)
-            && !file.text.contains("retrysafe-ignore")
-        {
-            self.project.evict(path);
+        match self.project.load(path) {
+            Ok(f) => Ok(Some(f)),
+            Err(e @ project::LoadError::Io(..)) => Err(Outcome::Error(e.to_string())),
+            Err(e) => Err(Outcome::Note(e.to_string())),
         }
-        Outcome::Checked(diagnostics)
+    }
+
+    /// The handlers `check` analyses, file by file (what `doctor` shows), with the files
+    /// that could not be read.
+    pub fn entry_points(&self) -> (Vec<handlers::Handler>, Vec<String>) {
+        let mut found = Vec::new();
+        let mut errors = self.discovery_errors.clone();
+        for path in &self.files {
+            let config = match self.configs.for_file(path) {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(e.to_string());
+                    continue;
+                }
+            };
+            match self.load_if_relevant(path) {
+                Ok(Some(file)) if file.dialect != Dialect::Text => {
+                    found.extend(handlers::find_handlers(&file, &self.project, &config));
+                }
+                Ok(_) | Err(Outcome::Note(_)) => {}
+                Err(Outcome::Error(e)) => errors.push(e),
+                Err(_) => {}
+            }
+        }
+        (found, errors)
+    }
+
+    /// The config file that applies to `file` (None: the defaults).
+    pub fn config_source(&self, file: &Path) -> Option<PathBuf> {
+        match &self.options.config {
+            Some(explicit) => Some(explicit.clone()),
+            None => self.configs.source_for(file),
+        }
+    }
+
+    /// The resolved config for `file`.
+    pub fn config_for(&self, file: &Path) -> Result<Arc<Config>, ConfigError> {
+        self.configs.for_file(file)
     }
 
     /// Every enabled rule on one file (and the callees its handlers reach).
@@ -233,6 +297,13 @@ impl Engine {
                 })
                 .collect()
         };
+        if !handlers.is_empty() {
+            let mut reached = self.reached.lock().unwrap();
+            reached.insert(file.path.clone());
+            for h in &handlers {
+                reached.extend(h.scopes.iter().map(|s| s.function.file.path.clone()));
+            }
+        }
         let guard = self.options.guard.clone().or_else(|| config.guard.as_deref().and_then(GuardSpec::parse));
         let cx = Context { file, project: &self.project, config, handlers: &handlers, guard: guard.as_ref() };
         let mut out = Vec::new();
@@ -252,7 +323,8 @@ impl Engine {
 }
 
 enum Outcome {
-    Checked(Vec<Diagnostic>),
+    /// The findings, and a note when the file does not parse cleanly.
+    Checked(Vec<Diagnostic>, Option<String>),
     Skipped,
     Note(String),
     Error(String),
@@ -425,6 +497,26 @@ impl Engine {
         report.files = files.into_values().collect();
         report
     }
+}
+
+/// Where a file stops parsing: the analysis covers what parses, and a user who sees no
+/// findings there should know why.
+fn syntax_error_note(file: &SourceFile) -> Option<String> {
+    if file.dialect == Dialect::Text || !file.root().has_error() {
+        return None;
+    }
+    let mut first = None;
+    crate::model::ast::walk(file.root(), &mut |node| {
+        if first.is_none() && (node.is_error() || node.is_missing()) {
+            first = Some(node.start_byte());
+        }
+        first.is_none() && node.has_error()
+    });
+    let (line, col) = file.line_col(first.unwrap_or(0));
+    Some(format!(
+        "{}:{line}:{col}: syntax error; the file was analysed as far as it parses",
+        crate::report::display_path(&file.path)
+    ))
 }
 
 fn new_file_fix(file: &SourceFile) -> FileFix {

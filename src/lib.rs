@@ -3,14 +3,17 @@
 
 pub mod bench;
 pub mod config;
+pub mod doctor;
 pub mod engine;
 pub mod fix;
+pub mod init;
 pub mod lsp;
 pub mod model;
 pub mod project;
 pub mod report;
 pub mod rules;
 pub mod source;
+pub mod suggest;
 pub mod suppress;
 pub mod verify;
 pub mod workspace;

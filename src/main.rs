@@ -43,6 +43,13 @@ enum Command {
     /// Run the app and deliver a signed event again, concurrently and around crashes;
     /// compare state and provider-side effects with a single delivery.
     Verify(Box<retrysafe::verify::VerifyArgs>),
+    /// Set a project up: retrysafe.json, the guard module, the claim table (Prisma or SQL).
+    Init(InitArgs),
+    /// Show what a run sees: platform, config per package, guard resolution, handlers found.
+    Doctor {
+        #[command(flatten)]
+        common: Common,
+    },
     /// Print a file's syntax tree and the handlers found in it (for rule authors).
     #[command(hide = true)]
     DumpTree { file: PathBuf },
@@ -94,6 +101,21 @@ struct CheckArgs {
     /// Print findings only, no summary or notes.
     #[arg(long, short)]
     quiet: bool,
+    /// Write the report to this file instead of stdout (notes and errors stay on stderr).
+    #[arg(long, short = 'o')]
+    output_file: Option<PathBuf>,
+    /// Exit 0 even when there are findings (errors still exit 2).
+    #[arg(long)]
+    exit_zero: bool,
+}
+
+#[derive(Args)]
+struct InitArgs {
+    /// The package directory (default: the current directory).
+    dir: Option<PathBuf>,
+    /// Overwrite files that exist with other content.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Args)]
@@ -116,9 +138,15 @@ struct FixArgs {
 #[derive(Clone, Copy, ValueEnum)]
 enum CheckFormat {
     Text,
+    /// One line per finding.
+    Concise,
     Json,
     Sarif,
     Github,
+    /// JUnit XML, one test case per finding.
+    Junit,
+    /// GitLab Code Quality JSON.
+    Gitlab,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -145,6 +173,9 @@ fn main() -> ExitCode {
         "fix",
         "rules",
         "explain",
+        "init",
+        "doctor",
+        "verify",
         "dump-tree",
         "parse-only",
         "lsp",
@@ -156,6 +187,14 @@ fn main() -> ExitCode {
         "--version",
     ];
     if argv.get(1).is_none_or(|a| !known.contains(&a.as_str())) {
+        // `retrysafe chek .` is a typo, not a path to check: say so unless such a path exists.
+        if let Some(word) = argv.get(1).filter(|a| !a.starts_with('-') && !std::path::Path::new(a).exists())
+            && let Some(meant) =
+                retrysafe::suggest::closest(word, known.iter().copied().filter(|k| !k.starts_with('-')))
+        {
+            eprintln!("retrysafe: unknown command `{word}` (did you mean `{meant}`?); see `retrysafe --help`");
+            return ExitCode::from(2);
+        }
         argv.insert(1, "check".into());
     }
     let cli = match Cli::try_parse_from(argv) {
@@ -202,11 +241,27 @@ fn main() -> ExitCode {
                 println!("# {}\n\n{}\n\nFix: {}\n\n{}", r.id, r.summary, fix_label(r.fix), r.docs.trim());
                 ExitCode::SUCCESS
             }
-            None => {
-                eprintln!("retrysafe: unknown rule `{rule}` (see `retrysafe rules`)");
-                ExitCode::from(2)
-            }
+            None => match rules::SUPPRESSION_IDS.iter().find(|(id, _, _)| *id == rule) {
+                Some((id, summary, docs)) => {
+                    println!("# {id}\n\n{summary}\n\nFix: none (edit the comment)\n\n{docs}");
+                    ExitCode::SUCCESS
+                }
+                None => {
+                    eprintln!("retrysafe: {}", rules::check_id(&rule).err().unwrap_or_default());
+                    ExitCode::from(2)
+                }
+            },
         },
+        Command::Init(args) => run_init(args),
+        Command::Doctor { common } => {
+            let engine = match engine(&common, None) {
+                Ok(e) => e,
+                Err(code) => return code,
+            };
+            let diagnosis = retrysafe::doctor::diagnose(&engine);
+            print!("{}", diagnosis.text);
+            if diagnosis.failed { ExitCode::from(2) } else { ExitCode::SUCCESS }
+        }
     }
 }
 
@@ -280,31 +335,94 @@ fn run_check(args: CheckArgs) -> ExitCode {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let report = engine.check();
-    let palette = palette(args.common.no_color);
+    let mut report = engine.check();
+    // One broken config fails every file under it: say it once.
+    report.errors.sort();
+    report.errors.dedup();
+    // A report written to a file has no terminal to colour.
+    let palette = palette(args.common.no_color || args.output_file.is_some());
+    let failed = !report.errors.is_empty();
+    let mut out = String::new();
     match args.format {
-        CheckFormat::Text => {
-            print!("{}", report::text::render(&report.diagnostics, &palette));
+        CheckFormat::Text | CheckFormat::Concise => {
+            if matches!(args.format, CheckFormat::Text) {
+                out.push_str(&report::text::render(&report.diagnostics, &palette));
+            } else {
+                out.push_str(&report::ci::concise(&report.diagnostics));
+            }
             if !args.quiet {
                 for n in &report.notes {
                     eprintln!("note: {n}");
                 }
-                println!("{}", report::text::summary(&report.diagnostics));
+                // With an error the run did not see everything: no all-clear.
+                if !failed || !report.diagnostics.is_empty() {
+                    out.push_str(&report::text::summary(&report.diagnostics));
+                    out.push('\n');
+                }
             }
         }
-        CheckFormat::Json => println!("{}", report::json::render(&report.diagnostics, Some(&engine.project))),
-        CheckFormat::Sarif => println!("{}", report::sarif::render(&report.diagnostics)),
-        CheckFormat::Github => print!("{}", report::github(&report.diagnostics)),
+        CheckFormat::Json => {
+            out.push_str(&report::json::render(&report.diagnostics, Some(&engine.project)));
+            out.push('\n');
+        }
+        CheckFormat::Sarif => {
+            out.push_str(&report::sarif::render(&report.diagnostics));
+            out.push('\n');
+        }
+        CheckFormat::Github => out.push_str(&report::github(&report.diagnostics)),
+        CheckFormat::Junit => out.push_str(&report::ci::junit(&report.diagnostics)),
+        CheckFormat::Gitlab => {
+            out.push_str(&report::ci::gitlab(&report.diagnostics));
+            out.push('\n');
+        }
+    }
+    match &args.output_file {
+        Some(path) => {
+            if let Err(e) = retrysafe::fix::write::write_atomic(path, &out) {
+                eprintln!("retrysafe: {}: cannot write the report: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+        None => print!("{out}"),
     }
     for e in &report.errors {
         eprintln!("error: {e}");
     }
-    if !report.errors.is_empty() {
+    if failed {
         ExitCode::from(2)
-    } else if report.diagnostics.iter().all(|d| d.severity == retrysafe::config::Severity::Warning) {
+    } else if args.exit_zero || report.diagnostics.iter().all(|d| d.severity == retrysafe::config::Severity::Warning) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+fn run_init(args: InitArgs) -> ExitCode {
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
+    // The npm launcher says it started us, so the next command printed is one that works.
+    let command = if std::env::var_os("RETRYSAFE_LAUNCHER").is_some() { "npx retrysafe" } else { "retrysafe" };
+    let opts = retrysafe::init::Options { dir: dir.clone(), force: args.force, command: command.into() };
+    match retrysafe::init::run(&opts) {
+        Ok(outcome) => {
+            for p in &outcome.written {
+                println!("wrote {}", retrysafe::init::display(&dir, p));
+            }
+            for p in &outcome.unchanged {
+                println!("unchanged {}", retrysafe::init::display(&dir, p));
+            }
+            for n in &outcome.notes {
+                println!("note: {n}");
+            }
+            println!("\nNext:");
+            for n in &outcome.next {
+                println!("  {n}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("retrysafe init: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -379,6 +497,13 @@ fn run_fix(args: FixArgs) -> ExitCode {
         let fixed = report.files.iter().find(|f| &f.path == path).map_or(text.as_str(), |f| f.fixed.as_str());
         print!("{fixed}");
     } else if args.write {
+        // A `--write` killed mid-rename leaves its temporary file behind; clear old ones.
+        for stale in retrysafe::fix::write::remove_stale_temp_files(engine.files()) {
+            eprintln!(
+                "note: removed {}, left by an interrupted write",
+                report::display_path(&stale).trim_start_matches("./")
+            );
+        }
         for f in &changed {
             if let Err(e) = retrysafe::fix::write::write_atomic(&f.path, &f.fixed) {
                 eprintln!("error: {}: cannot write: {e}", f.path.display());

@@ -765,6 +765,10 @@ pub fn jsonc_to_json(text: &str) -> String {
                     if prev == '*' && n == '/' {
                         break;
                     }
+                    // Kept, so a parse error after the comment names the right line.
+                    if n == '\n' {
+                        out.push('\n');
+                    }
                     prev = n;
                 }
             }

@@ -7,6 +7,11 @@ use std::sync::{Mutex, OnceLock};
 
 const SKIP_DIRS: &[&str] = &["node_modules", "dist", "build", ".next", "out", "coverage", ".turbo", ".vercel", ".git"];
 
+/// Dependency and build folders no walk of ours descends into.
+pub fn is_skipped_dir_name(name: &str) -> bool {
+    SKIP_DIRS.contains(&name)
+}
+
 #[derive(Default)]
 pub struct Discovery {
     /// Source and schema files, sorted.

@@ -350,12 +350,12 @@ fn shipped_schema_lists_every_rule_and_config_field() {
     // Every field the schema documents is accepted by the loader.
     let dir = project(&[(
         "retrysafe.json",
-        r#"{ "$schema": "x", "select": [], "ignore": [], "severity": { "ack-timing": "warning" },
+        r#"{ "$schema": "x", "root": true, "extends": [], "select": [], "ignore": [], "severity": { "ack-timing": "warning" },
              "providers": { "shopify": { "keyHeader": "x-shopify-event-id" } }, "retryWindows": { "stripe": 259200 },
-             "dedupeTtlSeconds": 604800, "guard": "@/lib/guard#guard", "effectWrappers": ["sendInvoice"], "bestEffort": ["track"] }"#,
+             "dedupeTtlSeconds": 604800, "guard": "@/lib/guard#guard", "effectWrappers": ["sendInvoice"], "bestEffort": ["track"], "preview": true }"#,
     )]);
     let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-    assert_eq!(props.len(), 10);
+    assert_eq!(props.len(), 13);
     assert!(retrysafe::config::Config::load(&dir.path().join("retrysafe.json")).is_ok());
 }
 
@@ -555,4 +555,404 @@ export async function POST(req: Request) {
     assert!(fixed.contains("guard.run(`stripe:${event.id}`"), "{fixed}");
     assert!(fixed.contains("\n      const { error } = await supabase"), "{fixed}");
     assert!(fixed.contains("\n      if (error) throw error;\n      console.log"), "{fixed}");
+}
+
+// ---- CLI conventions (issue 12) ----
+
+fn count(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+#[test]
+fn unknown_subcommands_and_rules_get_a_did_you_mean() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["chek", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown command `chek` (did you mean `check`?)"), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("No issues found"), "{}", stdout(&o));
+    let o = run(&["check", ".", "--select", "ack-timming"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("did you mean `ack-timing`?"), "{}", stderr(&o));
+    let o = run(&["explain", "effect-missing-idempotency"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("did you mean `effect-missing-idempotency-key`?"), "{}", stderr(&o));
+    // A directory that happens to look like a typo is still a path to check.
+    let dir = project(&[("chek/server.ts", STRIPE_HANDLER)]);
+    let o = run(&["chek", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+}
+
+#[test]
+fn suppression_ids_are_rule_ids_for_select_and_explain() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    for id in ["unused-suppression", "invalid-suppression"] {
+        let o = run(&["explain", id], dir.path());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).starts_with(&format!("# {id}")), "{}", stdout(&o));
+        let o = run(&["check", ".", "--select", id], dir.path());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn output_file_and_exit_zero() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["check", ".", SELECT, "--format", "json", "--output-file", "report.json", "--exit-zero"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    // --exit-zero never hides an error.
+    let o = run(&["check", "missing-dir", "--exit-zero"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn concise_junit_and_gitlab_formats() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["check", ".", SELECT, "--format", "concise"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("server.ts:10:11: effect-missing-idempotency-key [fixable] "), "{out}");
+    assert_eq!(lines[1], "Found 1 issue in 1 file (1 fixable).");
+
+    let o = run(&["check", ".", SELECT, "--format", "junit"], dir.path());
+    let xml = stdout(&o);
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert!(xml.contains(r#"<testsuites name="retrysafe" tests="1" failures="1">"#), "{xml}");
+    assert!(xml.contains(r#"<testcase name="effect-missing-idempotency-key 10:11" classname="server.ts""#), "{xml}");
+    assert_eq!(count(&xml, "<failure "), 1);
+
+    let o = run(&["check", ".", SELECT, "--format", "gitlab"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["check_name"], "effect-missing-idempotency-key");
+    assert_eq!(v[0]["location"]["path"], "server.ts");
+    assert_eq!(v[0]["location"]["lines"]["begin"], 10);
+    assert_eq!(v[0]["severity"], "major");
+    let fingerprint = v[0]["fingerprint"].as_str().unwrap().to_string();
+    assert_eq!(fingerprint.len(), 16);
+    // The fingerprint follows the line's text, not its number.
+    std::fs::write(dir.path().join("server.ts"), format!("\n\n{STRIPE_HANDLER}")).unwrap();
+    let o = run(&["check", ".", SELECT, "--format", "gitlab"], dir.path());
+    let moved: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(moved[0]["location"]["lines"]["begin"], 12);
+    assert_eq!(moved[0]["fingerprint"], fingerprint.as_str());
+}
+
+#[test]
+fn config_allows_comments_and_trailing_commas() {
+    let config = "{\n  // why: refunds are keyed upstream\n  \"ignore\": [\"effect-missing-idempotency-key\",],\n  /* a\n block */\n}\n";
+    let dir = project(&[("server.ts", STRIPE_HANDLER), ("retrysafe.json", config)]);
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("No issues found."));
+    // An error after a block comment still names its own line.
+    let dir = project(&[("server.ts", STRIPE_HANDLER), ("retrysafe.json", "{\n/* one\ntwo\n*/\n \"ignore\": [\n}\n")]);
+    let o = run(&["check", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("line 6"), "{}", stderr(&o));
+}
+
+#[test]
+fn extends_and_root_compose_package_configs() {
+    let dir = project(&[
+        ("retrysafe.json", r#"{ "root": true, "ignore": ["effect-missing-idempotency-key"] }"#),
+        ("packages/a/retrysafe.json", r#"{ "extends": "//", "severity": { "ack-timing": "warning" } }"#),
+        ("packages/a/server.ts", STRIPE_HANDLER),
+        ("packages/b/retrysafe.json", r#"{ "severity": { "ack-timing": "warning" } }"#),
+        ("packages/b/server.ts", STRIPE_HANDLER),
+        ("packages/c/retrysafe.json", r#"{ "extends": "../shared.json" }"#),
+        ("packages/c/server.ts", STRIPE_HANDLER),
+        ("packages/shared.json", r#"{ "ignore": ["effect-missing-idempotency-key"] }"#),
+    ]);
+    let o = run(&["check", ".", SELECT, "--format", "json"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let files: Vec<&str> = v.as_array().unwrap().iter().map(|d| d["file"].as_str().unwrap()).collect();
+    // a inherits the root's ignore, c its shared file's; b is the nearest config alone.
+    assert_eq!(files, vec!["packages/b/server.ts"], "{}", stderr(&o));
+
+    let dir = project(&[
+        ("a.json", r#"{ "extends": "b.json" }"#),
+        ("b.json", r#"{ "extends": "a.json" }"#),
+        ("server.ts", STRIPE_HANDLER),
+    ]);
+    let o = run(&["check", ".", "--config", "a.json"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("`extends` forms a cycle"), "{}", stderr(&o));
+    let dir = project(&[("retrysafe.json", r#"{ "extends": "//" }"#), ("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["check", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no retrysafe.json with `\"root\": true`"), "{}", stderr(&o));
+}
+
+// ---- Robustness (issue 12) ----
+
+#[test]
+fn a_broken_config_is_one_error_and_no_all_clear() {
+    let dir = project(&[
+        ("a.ts", STRIPE_HANDLER),
+        ("b.ts", STRIPE_HANDLER),
+        ("c.ts", "export const x = 1;\n"),
+        ("retrysafe.json", r#"{ "ignore": "#),
+    ]);
+    let o = run(&["check", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stdout(&o).contains("No issues found"), "{}", stdout(&o));
+    assert_eq!(count(&stderr(&o), "retrysafe.json: invalid config"), 1, "{}", stderr(&o));
+}
+
+#[test]
+fn a_config_must_be_an_object_in_a_file() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER), ("retrysafe.json", "[]")]);
+    let o = run(&["check", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("retrysafe.json: invalid config: must be a JSON object"), "{}", stderr(&o));
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    std::fs::create_dir(dir.path().join("retrysafe.json")).unwrap();
+    let o = run(&["check", "."], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("retrysafe.json: invalid config: is a directory"), "{}", stderr(&o));
+}
+
+#[test]
+fn stale_temp_files_of_an_interrupted_write_are_removed() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let stale = dir.path().join(".retrysafe-killed.tmp");
+    let live = dir.path().join(".retrysafe-live.tmp");
+    std::fs::write(&stale, "partial").unwrap();
+    std::fs::write(&live, "being written").unwrap();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&stale).unwrap().set_modified(hour_ago).unwrap();
+    let o = run(&["fix", ".", SELECT, "--write"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stale.exists(), "the stale temporary file is still there");
+    assert!(live.exists(), "a fresh temporary file (another run's) was removed");
+    assert!(stderr(&o).contains("removed .retrysafe-killed.tmp"), "{}", stderr(&o));
+}
+
+#[test]
+fn code_frames_of_a_huge_line_are_capped() {
+    let one_line = STRIPE_HANDLER.replace('\n', " ");
+    let text = format!("{one_line} /*{}*/\n", "x".repeat(1_900_000));
+    let dir = project(&[("min.ts", &text)]);
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("effect-missing-idempotency-key"), "{}", &out[..out.len().min(2000)]);
+    assert!(out.len() < 10_000, "{} bytes of output", out.len());
+}
+
+#[test]
+fn github_and_sarif_escape_paths() {
+    let dir = project(&[("a,b:c%d/my dir#1/server.ts", STRIPE_HANDLER)]);
+    let o = run(&["check", ".", SELECT, "--format", "github"], dir.path());
+    assert!(stdout(&o).contains("file=a%2Cb%3Ac%25d/my dir#1/server.ts,line=10,"), "{}", stdout(&o));
+    let o = run(&["check", ".", SELECT, "--format", "sarif"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let uri = &v["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"];
+    assert_eq!(uri, "a%2Cb%3Ac%25d/my%20dir%231/server.ts");
+}
+
+const DELEGATING_HANDLER: &str = r#"import express from "express";
+import Stripe from "stripe";
+import { refund } from "./billing";
+
+const stripe = new Stripe(process.env.STRIPE_KEY!);
+const app = express();
+
+app.post("/webhooks/stripe", express.raw({ type: "application/json" }), async (req, res) => {
+  const event = stripe.webhooks.constructEvent(req.body, req.headers["stripe-signature"] as string, "whsec");
+  await refund(event);
+  res.json({ received: true });
+});
+"#;
+
+const BILLING: &str = r#"import Stripe from "stripe";
+const stripe = new Stripe(process.env.STRIPE_KEY!);
+
+export async function refund(event: Stripe.Event) {
+  // retrysafe-ignore effect-missing-idempotency-key: the charge id keys refunds upstream
+  await stripe.refunds.create({ charge: "ch_1" });
+}
+"#;
+
+#[test]
+fn a_callee_checked_alone_has_no_false_unused_suppression() {
+    let dir = project(&[("server.ts", DELEGATING_HANDLER), ("billing.ts", BILLING)]);
+    let o = run(&["check", ".", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(!stdout(&o).contains("unused-suppression"), "{}", stdout(&o));
+    let o = run(&["check", "billing.ts", SELECT], dir.path());
+    assert!(!stdout(&o).contains("unused-suppression"), "{}", stdout(&o));
+    // With the handler among the files checked, a stale suppression is still reported.
+    let stale = BILLING.replace("await stripe.refunds.create({ charge: \"ch_1\" });", "return;");
+    std::fs::write(dir.path().join("billing.ts"), stale).unwrap();
+    let o = run(&["check", "server.ts", "billing.ts", SELECT], dir.path());
+    assert!(stdout(&o).contains("unused-suppression"), "{}", stdout(&o));
+}
+
+#[test]
+fn stdin_filename_reports_only_the_file_from_stdin() {
+    let unsuppressed = BILLING
+        .replace("  // retrysafe-ignore effect-missing-idempotency-key: the charge id keys refunds upstream\n", "");
+    let dir = project(&[("server.ts", DELEGATING_HANDLER), ("billing.ts", &unsuppressed)]);
+    // Through the handler, the finding is in billing.ts.
+    let o = run(&["check", ".", SELECT, "--format", "json"], dir.path());
+    assert!(stdout(&o).contains("billing.ts"), "{}", stdout(&o));
+    let mut child = bin()
+        .args(["check", "--stdin-filename", "server.ts", SELECT, "--format", "json"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(DELEGATING_HANDLER.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 0, "{v}");
+}
+
+#[test]
+fn a_handler_file_with_a_syntax_error_gets_a_note() {
+    let dir = project(&[("server.ts", &format!("{STRIPE_HANDLER}\nconst = ;\n"))]);
+    let o = run(&["check", ".", "--select=ack-timing"], dir.path());
+    assert!(stdout(&o).contains("No issues found."), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("note: server.ts:15:1: syntax error; the file was analysed as far as it parses"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+// ---- init and doctor (issue 12) ----
+
+#[test]
+fn init_sets_up_a_pg_project_once_and_refuses_to_overwrite() {
+    let dir = project(&[
+        ("package.json", r#"{ "name": "app", "type": "module", "dependencies": { "pg": "^8", "ioredis": "^5" } }"#),
+        (
+            "tsconfig.json",
+            "{ // JSONC\n \"compilerOptions\": { \"baseUrl\": \".\", \"paths\": { \"@/*\": [\"./src/*\"] } } }",
+        ),
+        ("src/db.ts", "import pg from \"pg\";\nexport const pool = new pg.Pool();\n"),
+        ("migrations/001_init.sql", "CREATE TABLE orders (id text PRIMARY KEY);\n"),
+        ("src/server.ts", STRIPE_HANDLER),
+    ]);
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let guard = std::fs::read_to_string(dir.path().join("src/lib/guard.ts")).unwrap();
+    assert!(guard.contains("import { postgresGuard } from \"@retrysafe/guard\";"), "{guard}");
+    assert!(guard.contains("import { pool } from \"../db\";"), "{guard}");
+    assert!(guard.contains("export const guard = postgresGuard(pool);"), "{guard}");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("retrysafe.json")).unwrap()).unwrap();
+    assert_eq!(config["guard"], "@/lib/guard#guard");
+    assert!(config["$schema"].as_str().unwrap().ends_with("retrysafe.schema.json"));
+    let sql = std::fs::read_to_string(dir.path().join("migrations/retrysafe_processed_events.sql")).unwrap();
+    assert!(sql.contains("key          text        PRIMARY KEY"), "{sql}");
+    assert!(stdout(&o).contains("retrysafe check"), "{}", stdout(&o));
+    // The guard the config names is the one `fix` uses.
+    let o = run(&["fix", "src", SELECT], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(count(&stdout(&o), "unchanged "), 3, "{}", stdout(&o));
+    std::fs::write(dir.path().join("retrysafe.json"), "{ \"ignore\": [] }\n").unwrap();
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("retrysafe.json already exists with other content"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(dir.path().join("retrysafe.json")).unwrap(), "{ \"ignore\": [] }\n");
+    let o = run(&["init", "--force"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(dir.path().join("retrysafe.json")).unwrap().contains("@/lib/guard#guard"));
+}
+
+#[test]
+fn init_keeps_a_project_that_is_already_set_up() {
+    // The bundled example has its own guard module and no retrysafe.json.
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/stripe-express-prisma");
+    let dir = tempfile::tempdir().unwrap();
+    for rel in ["package.json", "tsconfig.json", "prisma/schema.prisma", "src/lib/guard.ts", "src/lib/clients.ts"] {
+        let to = dir.path().join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(example.join(rel), &to).unwrap();
+    }
+    let own_guard = std::fs::read_to_string(dir.path().join("src/lib/guard.ts")).unwrap();
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("unchanged src/lib/guard.ts"), "{}", stdout(&o));
+    assert_eq!(std::fs::read_to_string(dir.path().join("src/lib/guard.ts")).unwrap(), own_guard);
+    // The example's ProcessedEvent model is another table: the claim table gets its own name.
+    let schema = std::fs::read_to_string(dir.path().join("prisma/schema.prisma")).unwrap();
+    assert!(schema.contains("model RetrysafeProcessedEvent {"), "{schema}");
+    assert_eq!(schema.matches("@@map(\"processed_events\")").count(), 1, "{schema}");
+}
+
+#[test]
+fn init_without_an_alias_or_a_client_says_what_it_could_not_do() {
+    let dir = project(&[("package.json", r#"{ "name": "app", "dependencies": { "ioredis": "^5" } }"#)]);
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let guard = std::fs::read_to_string(dir.path().join("lib/guard.js")).unwrap();
+    assert!(guard.contains("const { redisGuard } = require(\"@retrysafe/guard\");"), "{guard}");
+    assert!(guard.contains("module.exports = { guard };"), "{guard}");
+    assert!(stdout(&o).contains("no `paths` alias"), "{}", stdout(&o));
+    let config = std::fs::read_to_string(dir.path().join("retrysafe.json")).unwrap();
+    assert!(!config.contains("\"guard\""), "{config}");
+
+    let dir = project(&[("package.json", r#"{ "name": "app", "dependencies": { "drizzle-orm": "^0.36" } }"#)]);
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("no `export const db = drizzle(...)` was found"), "{}", stdout(&o));
+    assert!(!dir.path().join("lib/guard.js").exists());
+
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("package.json: not found"), "{}", stderr(&o));
+    let dir = project(&[("package.json", "{ nope")]);
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("package.json: invalid JSON"), "{}", stderr(&o));
+}
+
+#[test]
+fn doctor_shows_config_guard_platform_and_handlers() {
+    let dir = project(&[
+        ("packages/a/retrysafe.json", r#"{ "guard": "@/lib/guard#guard", "ignore": ["ack-timing"] }"#),
+        ("packages/a/tsconfig.json", r#"{ "compilerOptions": { "paths": { "@/*": ["./src/*"] } } }"#),
+        (
+            "packages/a/src/lib/guard.ts",
+            "import { redisGuard } from \"@retrysafe/guard\";\nexport const guard = redisGuard(r);\n",
+        ),
+        ("packages/a/src/server.ts", STRIPE_HANDLER),
+        ("packages/b/retrysafe.json", r#"{ "guard": "@acme/guard#guard" }"#),
+        ("packages/b/server.ts", DELEGATING_HANDLER),
+        ("packages/b/billing.ts", BILLING),
+    ]);
+    let o = run(&["doctor"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains(&format!("retrysafe {} on ", env!("CARGO_PKG_VERSION"))), "{out}");
+    assert!(out.contains(std::env::consts::OS), "{out}");
+    assert!(out.contains("packages/a/retrysafe.json: 2 files"), "{out}");
+    assert!(out.contains("rules: ignore ack-timing"), "{out}");
+    assert!(out.contains("guard: @/lib/guard#guard -> packages/a/src/lib/guard.ts (redisGuard)"), "{out}");
+    assert!(
+        out.contains("guard: @acme/guard#guard does not resolve to a project file from packages/b/billing.ts"),
+        "{out}"
+    );
+    assert!(out.contains("handlers: 2 in 2 files"), "{out}");
+    assert!(out.contains("packages/a/src/server.ts:7:"), "{out}");
+    assert!(out.contains("POST /webhooks/stripe (Express, stripe"), "{out}");
+
+    let dir = project(&[("server.ts", STRIPE_HANDLER), ("retrysafe.json", "{")]);
+    let o = run(&["doctor"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).contains("retrysafe.json: invalid config"), "{}", stdout(&o));
 }

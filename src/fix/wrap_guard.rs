@@ -1,7 +1,7 @@
 //! The central codemod: wrap a handler's work in `guard.run(key, async (tx) => { ... })`
-//! (RULES.md section 5). Verification, parsing and the final response stay outside; the
-//! statements that do the work move into the callback, re-indented with every comment kept.
-//! Where the move would change what the code means (an early `return res...` inside the
+//! (docs/rules.md, "What a fix may do"). Verification, parsing and the final response stay
+//! outside; the statements that do the work move into the callback, re-indented with every
+//! comment kept. Where the move would change what the code means (an early `return res...` inside the
 //! work, a `break` out of it, a variable the response reads), the fix is display-only and
 //! says why: a wrong rewrite of payment code is worse than none.
 

@@ -79,7 +79,7 @@ pub enum Sdk {
 }
 
 impl Sdk {
-    /// Whether the SDK accepts a provider idempotency key (PROVIDERS.md section B).
+    /// Whether the SDK accepts a provider idempotency key (docs/providers.md, "SDKs that accept an idempotency key").
     pub fn accepts_key(self) -> bool {
         !matches!(self, Sdk::Other | Sdk::Bullmq)
     }

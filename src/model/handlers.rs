@@ -1,5 +1,5 @@
-//! Entry points of at-least-once deliveries (RULES.md section 1): HTTP webhook routes of every
-//! framework, queue workers and stream consumers.
+//! Entry points of at-least-once deliveries (docs/rules.md, "What counts as a handler"):
+//! HTTP webhook routes of every framework, queue workers and stream consumers.
 
 use super::ast::{self, text};
 use super::providers::{self, EventKey, Provider};

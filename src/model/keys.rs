@@ -57,7 +57,7 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
             None => format!("${{{}.id}}", event_variable(func, src, handler)?),
         },
         // Lemon Squeezy sends no event or delivery id: the event name, the object and its
-        // update time together identify one event (PROVIDERS.md section A).
+        // update time together identify one event (docs/providers.md).
         Provider::LemonSqueezy => {
             let var = event_variable(func, src, handler)?;
             format!("${{{var}.meta.event_name}}:${{{var}.data.id}}:${{{var}.data.attributes.updated_at}}")

@@ -1,5 +1,5 @@
 //! Providers, their detection and the event key expression each one dedupes on
-//! (RULES.md section 2, PROVIDERS.md section A).
+//! (docs/providers.md, "The event key").
 
 use serde::Serialize;
 

@@ -1,5 +1,6 @@
 //! Output formats: text (code frames), json, sarif, github annotations, and the fix diff.
 
+pub mod ci;
 pub mod diff;
 pub mod json;
 pub mod sarif;
@@ -30,17 +31,41 @@ pub fn is_fixable(d: &Diagnostic) -> bool {
     })
 }
 
+/// A workflow command's message: `%` and line breaks are escaped.
+fn github_data(s: &str) -> String {
+    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+}
+
+/// A workflow command's property value: also `:` and `,`, which end a value.
+fn github_property(s: &str) -> String {
+    github_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// A path as a URI reference: every byte outside the unreserved set and `/` is
+/// percent-encoded (SARIF requires valid URIs; a space or `#` in a path is not one).
+pub fn uri_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 pub fn github(diags: &[Diagnostic]) -> String {
     let mut out = String::new();
     for d in diags {
         let (line, col) = d.line_col();
         let (end_line, end_col) = end_line_col(d);
         let level = if severity(d) == Severity::Warning { "warning" } else { "error" };
-        let msg = d.message.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
         out.push_str(&format!(
-            "::{level} file={},line={line},col={col},endLine={end_line},endColumn={end_col},title=retrysafe {}::{msg}\n",
-            display_path(&d.file.path),
-            d.rule
+            "::{level} file={},line={line},col={col},endLine={end_line},endColumn={end_col},title={}::{}\n",
+            github_property(&display_path(&d.file.path)),
+            github_property(&format!("retrysafe {}", d.rule)),
+            github_data(&d.message),
         ));
     }
     out

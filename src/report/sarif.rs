@@ -45,7 +45,7 @@ pub fn render(diags: &[Diagnostic]) -> String {
                 "message": { "text": message },
                 "locations": [{
                     "physicalLocation": {
-                        "artifactLocation": { "uri": display_path(&d.file.path) },
+                        "artifactLocation": { "uri": super::uri_path(&display_path(&d.file.path)) },
                         "region": { "startLine": line, "startColumn": col, "endLine": end_line, "endColumn": end_col }
                     }
                 }]

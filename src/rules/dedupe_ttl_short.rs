@@ -20,7 +20,7 @@ counts only when the key says it marks a finished event (`processed`, `dedupe`,
 `idempotency`, `seen`, `handled`); its unit is unknown, so it is read as seconds and the fix is
 display-only. A key assigned after a nullable declaration (`let key = null; key = ...`) is
 read from its latest assignment. TTLs are evaluated from literals, products such as `60 * 60 * 24` and local or
-module `const`s. Windows (PROVIDERS.md): Shopify 4 h, Svix senders 28 h, Razorpay 24 h,
+module `const`s. Windows (docs/providers.md): Shopify 4 h, Svix senders 28 h, Razorpay 24 h,
 Stripe/GitHub/Paystack/Paddle/PayPal/Square and unknown providers 3 days; the config's
 `retryWindows` overrides them.
 

@@ -188,7 +188,7 @@ fn lower_first(s: &str) -> String {
     c.next().map(|f| f.to_ascii_lowercase().to_string() + c.as_str()).unwrap_or_default()
 }
 
-/// Where and how the key goes, per SDK (PROVIDERS.md section B).
+/// Where and how the key goes, per SDK (docs/providers.md, "SDKs that accept an idempotency key").
 fn key_edit(effect: &Effect, key: &EventKey, op: &str, src: &str) -> Option<Edit> {
     let args = ast::arguments(effect.call);
     let value = key.operation_key(op);

@@ -98,6 +98,37 @@ pub fn find(id: &str) -> Option<&'static Rule> {
     registry().iter().find(|r| r.id == id)
 }
 
+/// The ids of the findings about suppression comments themselves, with their summary and
+/// documentation; `--select`, `--ignore`, the config and `explain` accept them like rules.
+pub const SUPPRESSION_IDS: &[(&str, &str, &str)] = &[
+    (
+        crate::suppress::UNUSED,
+        "a retrysafe-ignore comment suppresses nothing",
+        "A `// retrysafe-ignore RULE: reason` comment whose rule reports nothing on its line or the next \
+(or anywhere in the file, for `retrysafe-ignore-file`). Stale suppressions hide the next real finding \
+there; remove the comment. Reported as a warning. When only some files are checked, it is reported only \
+in files that hold a handler or that a checked handler reaches, because elsewhere the finding may come \
+from a handler that was not checked.",
+    ),
+    (
+        crate::suppress::INVALID,
+        "a retrysafe-ignore comment names no rule, an unknown rule, or gives no reason",
+        "A suppression must name the rule ids it silences and say why the code is safe: \
+`// retrysafe-ignore effect-missing-idempotency-key: refunds are keyed by charge upstream`. One without a \
+reason, or naming an id `retrysafe rules` does not list, is reported as an error.",
+    ),
+];
+
+/// Accepts a rule id or a suppression id; otherwise says which id was probably meant.
+pub fn check_id(id: &str) -> Result<(), String> {
+    if find(id).is_some() || SUPPRESSION_IDS.iter().any(|(s, _, _)| *s == id) {
+        return Ok(());
+    }
+    let known = registry().iter().map(|r| r.id).chain(SUPPRESSION_IDS.iter().map(|(s, _, _)| *s));
+    let hint = crate::suggest::closest(id, known).map(|m| format!("did you mean `{m}`? ")).unwrap_or_default();
+    Err(format!("unknown rule `{id}` ({hint}see `retrysafe rules`)"))
+}
+
 /// A handler with the functions it reaches.
 pub struct HandlerModel {
     pub handler: Handler,

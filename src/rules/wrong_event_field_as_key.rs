@@ -39,7 +39,7 @@ await guard.run(`stripe:${event.id}`, async (tx) => { ... });
 ```
 
 ## Fix (unsafe: review)
-Replaces the object field with the provider's event key (RULES.md section 2) in the key
+Replaces the object field with the provider's event key (docs/providers.md) in the key
 expression: inside a template literal only the substitution changes, so a prefix such as
 `refund:` stays. When the object id comes through a local variable that other code also
 reads, the key expression at the site is replaced instead, so the variable keeps its value.
@@ -89,7 +89,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let fix = match &scope.event_key {
                     None => Fix::display_only(
                         "key on the provider's event id",
-                        "no event key is known in this function: use the provider's event id (RULES.md section 2)",
+                        "no event key is known in this function: use the provider's event id (docs/providers.md lists them)",
                     ),
                     Some(event_key) => {
                         let mut edit = if ast::contains(key.value, wrong.node) {

@@ -1,4 +1,4 @@
-// The guard contract the fixes call (RULES.md section 5), as `@retrysafe/guard` types it.
+// The guard contract the fixes call (docs/rules.md, "What a fix may do"), as `@retrysafe/guard` types it.
 type GuardResult<T> = { status: "processed"; result: T } | { status: "duplicate" } | { status: "in-progress" };
 export interface Guard {
   run<T>(key: string, fn: (tx: any) => Promise<T>): Promise<GuardResult<T>>;
