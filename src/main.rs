@@ -175,7 +175,6 @@ fn main() -> ExitCode {
         "explain",
         "init",
         "doctor",
-        "verify",
         "dump-tree",
         "parse-only",
         "lsp",

@@ -38,7 +38,7 @@ mod tests {
 
     #[test]
     fn typos_find_their_word_and_nonsense_finds_none() {
-        let commands = ["check", "fix", "rules", "explain", "init", "doctor"];
+        let commands = ["check", "fix", "rules", "explain", "init", "doctor", "verify"];
         assert_eq!(closest("chek", commands), Some("check"));
         assert_eq!(closest("docter", commands), Some("doctor"));
         assert_eq!(closest("expl", commands), Some("explain"));
