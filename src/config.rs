@@ -74,24 +74,25 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl Config {
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    /// Reads and validates `path`; `known_rule` says which rule ids exist (the registry is
+    /// the engine's, not the config's).
+    pub fn load(path: &Path, known_rule: fn(&str) -> bool) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError { path: path.to_path_buf(), message: e.to_string() })?;
         let config: Config = serde_json::from_str(&text)
             .map_err(|e| ConfigError { path: path.to_path_buf(), message: e.to_string() })?;
-        config.validate().map_err(|message| ConfigError { path: path.to_path_buf(), message })?;
+        config.validate(known_rule).map_err(|message| ConfigError { path: path.to_path_buf(), message })?;
         Ok(config)
     }
 
-    fn validate(&self) -> Result<(), String> {
-        let known = |id: &str| crate::rules::registry().iter().any(|r| r.id == id);
+    fn validate(&self, known_rule: fn(&str) -> bool) -> Result<(), String> {
         for id in self.select.iter().chain(&self.ignore).chain(self.severity.keys()) {
-            if !known(id) {
+            if !known_rule(id) {
                 return Err(format!("unknown rule `{id}` (see `retrysafe rules`)"));
             }
         }
         if let Some(guard) = &self.guard
-            && crate::fix::GuardSpec::parse(guard).is_none()
+            && GuardSpec::parse(guard).is_none()
         {
             return Err(format!("field `guard`: `{guard}` is not of the form MODULE#EXPORT"));
         }
@@ -114,16 +115,44 @@ impl Config {
     }
 }
 
+/// `--guard "MODULE#EXPORT"`: the module and export the fixes import the guard from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuardSpec {
+    pub module: String,
+    /// The exported name, or `default`.
+    pub export: String,
+}
+
+impl GuardSpec {
+    pub fn parse(spec: &str) -> Option<GuardSpec> {
+        let (module, export) = spec.rsplit_once('#')?;
+        let valid_ident = |s: &str| {
+            !s.is_empty()
+                && s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$')
+                && s.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        };
+        if module.is_empty() || !valid_ident(export) {
+            return None;
+        }
+        Some(GuardSpec { module: module.to_string(), export: export.to_string() })
+    }
+
+    /// The local name the fixes call: the export, or `guard` for a default export.
+    pub fn local_name(&self) -> &str {
+        if self.export == "default" { "guard" } else { &self.export }
+    }
+}
+
 /// Finds and caches the nearest config for each directory.
-#[derive(Default)]
 pub struct ConfigResolver {
     explicit: Option<Arc<Config>>,
+    known_rule: fn(&str) -> bool,
     cache: Mutex<BTreeMap<PathBuf, Arc<Config>>>,
 }
 
 impl ConfigResolver {
-    pub fn new(explicit: Option<Config>) -> ConfigResolver {
-        ConfigResolver { explicit: explicit.map(Arc::new), cache: Mutex::default() }
+    pub fn new(explicit: Option<Config>, known_rule: fn(&str) -> bool) -> ConfigResolver {
+        ConfigResolver { explicit: explicit.map(Arc::new), known_rule, cache: Mutex::default() }
     }
 
     pub fn for_file(&self, file: &Path) -> Result<Arc<Config>, ConfigError> {
@@ -136,7 +165,7 @@ impl ConfigResolver {
         }
         let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
         let config = match absolute.ancestors().map(|d| d.join(CONFIG_FILE)).find(|p| p.is_file()) {
-            Some(path) => Arc::new(Config::load(&path)?),
+            Some(path) => Arc::new(Config::load(&path, self.known_rule)?),
             None => Arc::new(Config::default()),
         };
         self.cache.lock().unwrap().insert(dir.to_path_buf(), config.clone());

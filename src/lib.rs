@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod config;
 pub mod engine;
+pub mod facts;
 pub mod fix;
 pub mod lsp;
 pub mod model;
@@ -12,6 +13,7 @@ pub mod report;
 pub mod rules;
 pub mod source;
 pub mod suppress;
+pub mod syntax;
 pub mod workspace;
 
 /// A regex compiled once per process: patterns in rule code run per call node, and compiling

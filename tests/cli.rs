@@ -356,7 +356,10 @@ fn shipped_schema_lists_every_rule_and_config_field() {
     )]);
     let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
     assert_eq!(props.len(), 10);
-    assert!(retrysafe::config::Config::load(&dir.path().join("retrysafe.json")).is_ok());
+    assert!(
+        retrysafe::config::Config::load(&dir.path().join("retrysafe.json"), |id| retrysafe::rules::find(id).is_some())
+            .is_ok()
+    );
 }
 
 #[test]

@@ -38,7 +38,6 @@ thread_local! {
 /// Drops every node list of this thread.
 pub fn forget() {
     INDEXES.with(|m| m.borrow_mut().clear());
-    super::queries::forget();
 }
 
 /// The node list of `node`'s tree if one is built (does not count as a walk).
@@ -143,6 +142,7 @@ impl NodeIndex {
         let end = self.ends[at] as usize;
         let mut i = at;
         while i < end {
+            super::budget::charge();
             i = if visit(self.nodes[i]) { i + 1 } else { self.ends[i] as usize };
         }
         true
@@ -151,8 +151,8 @@ impl NodeIndex {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::ast;
     use crate::source::{Dialect, SourceFile};
+    use crate::syntax::ast;
 
     fn visited(file: &SourceFile, skip: &str) -> Vec<(usize, &'static str)> {
         let mut out = Vec::new();
