@@ -214,6 +214,14 @@ pub fn object_property<'t>(object: Node<'t>, key: &str, src: &str) -> Option<Nod
 
 /// The nearest ancestor that is a function.
 pub fn enclosing_function(node: Node) -> Option<Node> {
+    // A climb per node of a deep nest would cost the square of its depth; a tree walked
+    // often enough to have a node list answers in one lookup.
+    if let Some(index) = super::node_index::existing(node)
+        && let Some(function) = index.enclosing_function(node)
+    {
+        super::budget::charge();
+        return function;
+    }
     ancestors(node).find(|n| is_function(*n))
 }
 
