@@ -110,13 +110,18 @@ impl std::fmt::Display for ConfigError {
     }
 }
 
+/// Accepts a rule id, or says why not (unknown, with the closest known id).
+pub type CheckRule = fn(&str) -> Result<(), String>;
+
 impl Config {
     /// Reads one config file and everything it extends.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        Config::load_chain(path, &mut Vec::new())
+    /// `check_rule` accepts a rule id or says why not: the registry is the engine's, not the
+    /// config's.
+    pub fn load(path: &Path, check_rule: CheckRule) -> Result<Config, ConfigError> {
+        Config::load_chain(path, check_rule, &mut Vec::new())
     }
 
-    fn load_chain(path: &Path, seen: &mut Vec<PathBuf>) -> Result<Config, ConfigError> {
+    fn load_chain(path: &Path, check_rule: CheckRule, seen: &mut Vec<PathBuf>) -> Result<Config, ConfigError> {
         let err = |message: String| ConfigError { path: path.to_path_buf(), message };
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         if seen.contains(&canonical) {
@@ -140,7 +145,7 @@ impl Config {
             return Err(err(format!("must be a JSON object ({{ ... }}), not {kind}")));
         }
         let mut config: Config = serde_json::from_value(value).map_err(|e| err(e.to_string()))?;
-        config.validate().map_err(err)?;
+        config.validate(check_rule).map_err(err)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut merged = Config::default();
         for base in config.extends.paths() {
@@ -154,7 +159,7 @@ impl Config {
             if !base_path.is_file() {
                 return Err(err(format!("`extends`: {} does not exist", base_path.display())));
             }
-            merged = merged.overlaid_by(Config::load_chain(&base_path, seen)?);
+            merged = merged.overlaid_by(Config::load_chain(&base_path, check_rule, seen)?);
         }
         config = merged.overlaid_by(config);
         Ok(config)
@@ -180,12 +185,12 @@ impl Config {
         self
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, check_rule: CheckRule) -> Result<(), String> {
         for id in self.select.iter().chain(&self.ignore).chain(self.severity.keys()) {
-            crate::rules::check_id(id)?;
+            check_rule(id)?;
         }
         if let Some(guard) = &self.guard
-            && crate::fix::GuardSpec::parse(guard).is_none()
+            && GuardSpec::parse(guard).is_none()
         {
             return Err(format!("field `guard`: `{guard}` is not of the form MODULE#EXPORT"));
         }
@@ -215,16 +220,44 @@ impl Config {
     }
 }
 
+/// `--guard "MODULE#EXPORT"`: the module and export the fixes import the guard from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuardSpec {
+    pub module: String,
+    /// The exported name, or `default`.
+    pub export: String,
+}
+
+impl GuardSpec {
+    pub fn parse(spec: &str) -> Option<GuardSpec> {
+        let (module, export) = spec.rsplit_once('#')?;
+        let valid_ident = |s: &str| {
+            !s.is_empty()
+                && s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$')
+                && s.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        };
+        if module.is_empty() || !valid_ident(export) {
+            return None;
+        }
+        Some(GuardSpec { module: module.to_string(), export: export.to_string() })
+    }
+
+    /// The local name the fixes call: the export, or `guard` for a default export.
+    pub fn local_name(&self) -> &str {
+        if self.export == "default" { "guard" } else { &self.export }
+    }
+}
+
 /// Finds and caches the nearest config for each directory.
-#[derive(Default)]
 pub struct ConfigResolver {
     explicit: Option<Arc<Config>>,
+    check_rule: CheckRule,
     cache: Mutex<BTreeMap<PathBuf, Arc<Config>>>,
 }
 
 impl ConfigResolver {
-    pub fn new(explicit: Option<Config>) -> ConfigResolver {
-        ConfigResolver { explicit: explicit.map(Arc::new), cache: Mutex::default() }
+    pub fn new(explicit: Option<Config>, check_rule: CheckRule) -> ConfigResolver {
+        ConfigResolver { explicit: explicit.map(Arc::new), check_rule, cache: Mutex::default() }
     }
 
     pub fn for_file(&self, file: &Path) -> Result<Arc<Config>, ConfigError> {
@@ -236,7 +269,7 @@ impl ConfigResolver {
             return Ok(c.clone());
         }
         let config = match nearest_config(dir) {
-            Some(path) => Arc::new(Config::load(&path)?),
+            Some(path) => Arc::new(Config::load(&path, self.check_rule)?),
             None => Arc::new(Config::default()),
         };
         self.cache.lock().unwrap().insert(dir.to_path_buf(), config.clone());

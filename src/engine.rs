@@ -2,11 +2,13 @@
 //! rules → suppressions. `check` reports; `fix` applies fixes to a fixpoint.
 
 use crate::config::{Config, ConfigError, ConfigResolver};
+use crate::facts::{Context, HandlerModel};
 use crate::fix::{Applicability, GuardSpec, apply};
 use crate::model::{handlers, reach};
 use crate::project::{self, Project};
-use crate::rules::{self, Context, Diagnostic, HandlerModel};
+use crate::rules::{self, Diagnostic};
 use crate::source::{Dialect, SourceFile};
+use crate::syntax::budget;
 use crate::{suppress, workspace};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashSet};
@@ -75,7 +77,7 @@ impl Engine {
             rules::check_id(id).map_err(Fatal::Usage)?;
         }
         let explicit = match &options.config {
-            Some(path) => Some(Config::load(path).map_err(Fatal::Config)?),
+            Some(path) => Some(Config::load(path, rules::check_id).map_err(Fatal::Config)?),
             None => None,
         };
         if options.threads == 0 {
@@ -95,7 +97,7 @@ impl Engine {
         Ok(Engine {
             options,
             project,
-            configs: ConfigResolver::new(explicit),
+            configs: ConfigResolver::new(explicit, rules::check_id),
             files,
             discovery_errors,
             keep_parsed: AtomicBool::new(false),
@@ -201,7 +203,10 @@ impl Engine {
             Ok(None) => return Outcome::Skipped,
             Err(outcome) => return outcome,
         };
-        let diagnostics = self.analyse(&file, &config);
+        let diagnostics = match self.analyse_within_budget(&file, &config) {
+            Ok(diagnostics) => diagnostics,
+            Err(note) => return Outcome::Note(note),
+        };
         let syntax = syntax_error_note(&file);
         // A checked file nobody imported need not stay parsed: trees are large, and a handler
         // that imports it later parses it again. The fix loop keeps its edited texts.
@@ -283,6 +288,23 @@ impl Engine {
         self.configs.for_file(file)
     }
 
+    /// `analyse` with the per-file budget: a file whose analysis visits more nodes than its
+    /// budget allows is reported in a note, without findings, and the run goes on.
+    fn analyse_within_budget(&self, file: &Arc<SourceFile>, config: &Config) -> Result<Vec<Diagnostic>, String> {
+        let visits = analysis_budget(file);
+        budget::run(visits, || self.analyse(file, config)).map_err(|over| {
+            // The unwound analysis may have left this thread's per-tree caches half filled.
+            reach::forget_resolutions();
+            format!(
+                "{}: analysis stopped after {} node visits (the budget for a file of {} syntax nodes); \
+                 its findings are not reported",
+                file.path.display(),
+                over.visits,
+                file.root().descendant_count()
+            )
+        })
+    }
+
     /// Every enabled rule on one file (and the callees its handlers reach).
     pub fn analyse(&self, file: &Arc<SourceFile>, config: &Config) -> Vec<Diagnostic> {
         reach::forget_resolutions();
@@ -320,6 +342,15 @@ impl Engine {
         reach::forget_resolutions();
         out
     }
+}
+
+/// Node visits one file's analysis may spend: linear in the file's size. The analysis of
+/// real handlers visits each node a few dozen times (callees in other files included), so
+/// this catches only work that grows faster than the file.
+pub fn analysis_budget(file: &SourceFile) -> u64 {
+    const VISITS_PER_NODE: u64 = 2_000;
+    const MINIMUM: u64 = 50_000_000;
+    MINIMUM.max(VISITS_PER_NODE.saturating_mul(file.root().descendant_count() as u64))
 }
 
 enum Outcome {

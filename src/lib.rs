@@ -5,6 +5,7 @@ pub mod bench;
 pub mod config;
 pub mod doctor;
 pub mod engine;
+pub mod facts;
 pub mod fix;
 pub mod init;
 pub mod lsp;
@@ -16,6 +17,7 @@ pub mod source;
 pub mod suggest;
 pub mod suppress;
 pub mod verify;
+pub mod syntax;
 pub mod workspace;
 
 /// A regex compiled once per process: patterns in rule code run per call node, and compiling

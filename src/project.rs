@@ -2,8 +2,8 @@
 //! `paths`, the packages of an npm/yarn/pnpm workspace) and a lazily filled cache of parsed
 //! project files shared by all threads.
 
-use crate::model::ast::{self, text};
 use crate::source::{Dialect, SourceFile, Span};
+use crate::syntax::ast::{self, text};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -355,8 +355,8 @@ fn shipped_schema_lists_every_rule_and_config_field() {
              "dedupeTtlSeconds": 604800, "guard": "@/lib/guard#guard", "effectWrappers": ["sendInvoice"], "bestEffort": ["track"], "preview": true }"#,
     )]);
     let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-    assert_eq!(props.len(), 13);
-    assert!(retrysafe::config::Config::load(&dir.path().join("retrysafe.json")).is_ok());
+    assert_eq!(props.len(), 14);
+    assert!(retrysafe::config::Config::load(&dir.path().join("retrysafe.json"), retrysafe::rules::check_id).is_ok());
 }
 
 #[test]

@@ -3,11 +3,13 @@
 //! one applicability.
 
 pub mod apply;
+pub mod edits;
 pub mod imports;
 pub mod text;
 pub mod wrap_guard;
 pub mod write;
 
+pub use crate::config::GuardSpec;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -99,34 +101,6 @@ impl Fix {
     /// Whether the edits overlap one another (a malformed fix, dropped by the engine).
     pub fn is_well_formed(&self) -> bool {
         self.edits.windows(2).all(|w| w[0].end <= w[1].start)
-    }
-}
-
-/// `--guard "MODULE#EXPORT"`: the module and export the fixes import the guard from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GuardSpec {
-    pub module: String,
-    /// The exported name, or `default`.
-    pub export: String,
-}
-
-impl GuardSpec {
-    pub fn parse(spec: &str) -> Option<GuardSpec> {
-        let (module, export) = spec.rsplit_once('#')?;
-        let valid_ident = |s: &str| {
-            !s.is_empty()
-                && s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$')
-                && s.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$')
-        };
-        if module.is_empty() || !valid_ident(export) {
-            return None;
-        }
-        Some(GuardSpec { module: module.to_string(), export: export.to_string() })
-    }
-
-    /// The local name the fixes call: the export, or `guard` for a default export.
-    pub fn local_name(&self) -> &str {
-        if self.export == "default" { "guard" } else { &self.export }
     }
 }
 

@@ -6,12 +6,12 @@
 //! says why: a wrong rewrite of payment code is worse than none.
 
 use super::{Edit, Fix, GuardSpec, imports, text as ftext};
+use crate::facts::{Context, HandlerModel};
 use crate::model::ast::{self, text};
 use crate::model::guards::{self, GuardKind};
 use crate::model::markers;
 use crate::model::{EventKey, Framework, Scope};
 use crate::model::{providers, reach};
-use crate::rules::{Context, HandlerModel};
 use crate::source::SourceFile;
 use std::sync::Arc;
 use tree_sitter::Node;

@@ -517,20 +517,6 @@ pub fn is_nondeterministic(n: Node, src: &str) -> bool {
     }
 }
 
-/// An edit that puts the event key where `node` (a part of a key expression) is: inside a
-/// template substitution that holds only `node`, the key's own substitutions replace it
-/// (`` `refund:${session.id}` `` → `` `refund:${event.id}` ``); elsewhere a single-substitution
-/// key is written as its bare expression, a composite one as a template literal.
-pub fn key_replacement(node: Node, key: &super::providers::EventKey) -> crate::fix::Edit {
-    use crate::fix::Edit;
-    if let Some(sub) = node.parent().filter(|p| p.kind() == "template_substitution")
-        && sub.named_child_count() == 1
-    {
-        return Edit::replace(sub.start_byte(), sub.end_byte(), key.template.clone());
-    }
-    Edit::replace(node.start_byte(), node.end_byte(), bare_key(key))
-}
-
 /// The key as an expression: `event.id` for `${event.id}`, else `` `${a}:${b}` ``.
 pub fn bare_key(key: &super::providers::EventKey) -> String {
     let t = &key.template;

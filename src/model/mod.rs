@@ -1,13 +1,13 @@
 //! The handler model: what each rule reads instead of re-deriving it from the tree.
 
-pub mod ast;
+// The syntax helpers predate the split into layers; this path keeps every user's import.
+pub use crate::syntax::ast;
 pub mod dedupe_keys;
 pub mod effects;
 pub mod guards;
 pub mod handlers;
 pub mod keys;
 pub mod markers;
-pub mod node_index;
 pub mod providers;
 pub mod queries;
 pub mod reach;

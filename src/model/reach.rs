@@ -68,7 +68,8 @@ thread_local! {
 /// Forgets remembered call resolutions (the engine calls it around each analysed file).
 pub fn forget_resolutions() {
     RESOLVED.with(|m| m.borrow_mut().clear());
-    super::node_index::forget();
+    crate::syntax::node_index::forget();
+    super::queries::forget();
 }
 
 fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Option<FunctionDef> {

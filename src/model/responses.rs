@@ -6,10 +6,8 @@
 //! (`setResponseStatus(event, n)`, `sendNoContent(event)`, `throw createError({ statusCode })`;
 //! a returned value is not recognised as a response).
 
-use super::Framework;
 use super::ast::{self, text};
 use super::queries;
-use crate::fix::Edit;
 use tree_sitter::Node;
 
 /// Names a response object usually has when the handler's own name is not known (callees).
@@ -162,7 +160,7 @@ pub fn nest_default_status(method: Node, src: &str) -> u16 {
 
 /// The links of a call chain, innermost first: `res.status(400).json(x)` → root `res`,
 /// [("status", call), ("json", call)].
-fn chain(call: Node) -> Option<(Node, Vec<(Node, Node)>)> {
+pub fn chain(call: Node) -> Option<(Node, Vec<(Node, Node)>)> {
     let mut links = Vec::new();
     let mut cur = call;
     loop {
@@ -445,30 +443,6 @@ pub fn returned_values<'t>(func: Node<'t>, src: &str, names: &[&str], nest: bool
 }
 
 /// Every response under `node`; nested functions are skipped when `same_function`.
-/// Every response sent by this file's HTTP handlers and the functions they reach, with the
-/// handler, the scope and the scope's function node.
-pub fn of_http_handlers<'a>(
-    cx: &'a crate::rules::Context,
-) -> Vec<(&'a crate::rules::HandlerModel, &'a crate::model::Scope, Node<'a>, Response<'a>)> {
-    let mut out = Vec::new();
-    for model in cx.handlers.iter().filter(|m| m.handler.framework.is_http()) {
-        for (i, scope) in model.scopes.iter().enumerate() {
-            let Some(func) = scope.node() else { continue };
-            let names = if i == 0 { handler_names(&model.handler) } else { Vec::new() };
-            for resp in responses_in(func, &scope.file().text, &names, false) {
-                out.push((model, scope, func, resp));
-            }
-            if i == 0 && matches!(model.handler.framework, Framework::H3 | Framework::Nest) {
-                let nest = model.handler.framework == Framework::Nest;
-                for resp in returned_values(func, &scope.file().text, &names, nest) {
-                    out.push((model, scope, func, resp));
-                }
-            }
-        }
-    }
-    out
-}
-
 pub fn responses_in<'t>(node: Node<'t>, src: &str, names: &[&str], same_function: bool) -> Vec<Response<'t>> {
     let mut out: Vec<Response> = Vec::new();
     for n in candidates(node, src, same_function) {
@@ -529,82 +503,6 @@ fn assignment_of_field(field: Node) -> Option<Node> {
             "assignment_expression" if ast::field(parent, "left") == Some(left) => return Some(parent),
             _ => return None,
         }
-    }
-}
-
-/// The edit that makes `resp` answer `status`, keeping its body and headers.
-pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<Edit> {
-    if resp.style == Style::Redirect || resp.style == Style::NestThrow {
-        return None;
-    }
-    if let Some(s) = resp.status_node {
-        let s = ast::unwrap_expr(s);
-        status_value(s, src)?;
-        return Some(Edit::replace(s.start_byte(), s.end_byte(), status.to_string()));
-    }
-    match resp.style {
-        Style::Chain => {
-            let (root, _) = chain(resp.node)?;
-            Some(Edit::insert(root.end_byte(), format!(".status({status})")))
-        }
-        Style::Hono => {
-            let first = ast::arguments(resp.node).first().copied()?;
-            Some(Edit::insert(first.end_byte(), format!(", {status}")))
-        }
-        Style::Fetch => {
-            let args_node = resp.node.child_by_field_name("arguments")?;
-            let args = ast::named_children(args_node);
-            match args.as_slice() {
-                [] => Some(Edit::insert(args_node.end_byte() - 1, format!("null, {{ status: {status} }}"))),
-                [body] => Some(Edit::insert(body.end_byte(), format!(", {{ status: {status} }}"))),
-                [_, init, ..] if ast::unwrap_expr(*init).kind() == "object" => {
-                    Some(crate::rules::effect_missing_idempotency_key::merge_property(
-                        ast::unwrap_expr(*init),
-                        "status",
-                        &status.to_string(),
-                        src,
-                    ))
-                }
-                _ => None,
-            }
-        }
-        // h3: `setResponseStatus(event, n)` before the return (Nest cannot: it throws instead).
-        Style::Returned => {
-            let func = ast::enclosing_function(resp.node)?;
-            if func.kind() == "method_definition"
-                || (src.contains("from 'h3'") || src.contains("from \"h3\"")) && !src.contains("setResponseStatus")
-            {
-                return None;
-            }
-            let params = func.child_by_field_name("parameters").map(ast::named_children).unwrap_or_default();
-            let event = params.first().and_then(|p| p.child_by_field_name("pattern").or(Some(*p)))?;
-            if event.kind() != "identifier" {
-                return None;
-            }
-            let line = src[..resp.node.start_byte()].rfind('\n').map_or(0, |i| i + 1);
-            let indent = &src[line..resp.node.start_byte()];
-            if !indent.chars().all(char::is_whitespace) {
-                return None;
-            }
-            let semi = if text(resp.node, src).trim_end().ends_with(';') { ";" } else { "" };
-            Some(Edit::insert(
-                resp.node.start_byte(),
-                format!("setResponseStatus({}, {status}){semi}{eol}{indent}", text(event, src)),
-            ))
-        }
-        Style::Koa => {
-            let left = resp.node.child_by_field_name("left")?;
-            let root = left.child_by_field_name("object")?;
-            let stmt = ast::enclosing_statement(resp.node)?;
-            let line = src[..stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1);
-            let indent = &src[line..stmt.start_byte()];
-            if !indent.chars().all(char::is_whitespace) {
-                return None;
-            }
-            let semi = if text(stmt, src).trim_end().ends_with(';') { ";" } else { "" };
-            Some(Edit::insert(stmt.start_byte(), format!("{}.status = {status}{semi}{eol}{indent}", text(root, src))))
-        }
-        _ => None,
     }
 }
 

@@ -157,7 +157,7 @@ fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for (model, scope, func, resp) in responses::of_http_handlers(cx) {
+    for (model, scope, func, resp) in crate::facts::http_responses(cx) {
         let file = scope.file();
         let src = &file.text;
         if !resp.is_error() {
@@ -184,7 +184,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 "return normally instead of throwing",
                 "replace the thrown exception with a normal return (2xx)",
             ),
-            _ => match responses::set_status(&resp, 200, src, file.style().eol) {
+            _ => match crate::fix::edits::set_status(&resp, 200, src, file.style().eol) {
                 Some(edit) => Fix::safe("answer 200 for a duplicate", vec![edit]),
                 None => Fix::display_only("answer 200", "the status is not a literal"),
             },

@@ -1,6 +1,7 @@
 //! effect-missing-idempotency-key
 
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
+use crate::fix::edits::merge_property;
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
@@ -246,25 +247,6 @@ fn is_stripe_options(node: Node, src: &str) -> bool {
             KEYS.contains(&key)
         })
         && node.named_child_count() > 0
-}
-
-/// Inserts `prop: value` as the first property of an object literal, in its layout.
-pub fn merge_property(object: Node, prop: &str, value: &str, src: &str) -> Edit {
-    let open = object.start_byte() + 1;
-    let first = ast::named_children(object).into_iter().find(|c| c.kind() != "comment");
-    match first {
-        None => Edit::replace(object.start_byte(), object.end_byte(), format!("{{ {prop}: {value} }}")),
-        Some(first) => {
-            let between = &src[open..first.start_byte()];
-            if between.contains('\n') {
-                let indent = &between[between.rfind('\n').map_or(0, |i| i + 1)..];
-                let eol = if between.contains("\r\n") { "\r\n" } else { "\n" };
-                Edit::insert(first.start_byte(), format!("{prop}: {value},{eol}{indent}"))
-            } else {
-                Edit::insert(first.start_byte(), format!("{prop}: {value}, "))
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -286,7 +286,7 @@ fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for (model, scope, func, resp) in responses::of_http_handlers(cx) {
+    for (model, scope, func, resp) in crate::facts::http_responses(cx) {
         let file = scope.file();
         let src = &file.text;
         if !resp.is_2xx() {
@@ -313,7 +313,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 "the NX key is both the lease and the done marker: read its value and answer 409 \
                  while it is still running, 200 once done",
             ),
-            _ => match responses::set_status(&resp, 409, src, file.style().eol) {
+            _ => match crate::fix::edits::set_status(&resp, 409, src, file.style().eol) {
                 Some(edit) => Fix::safe("answer 409 so the provider retries later", vec![edit]),
                 None => Fix::display_only("answer 409", "the status is not a literal"),
             },

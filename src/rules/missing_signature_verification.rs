@@ -3,6 +3,9 @@
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::model::ast;
 use crate::model::{Framework, Provider, effects, express_app, handlers, providers, reach, stmts, verify};
+use crate::source::SourceFile;
+use std::collections::HashMap;
+use std::path::PathBuf;
 
 const DOCS: &str = r#"
 ## What it finds
@@ -76,31 +79,60 @@ fn mentions_verification(code: &str) -> bool {
 
 /// Whether `node`'s code mentions some verification, not counting a signature header read into
 /// a variable that is never used again (`const sig = getHeader(event, 'stripe-signature')`
-/// and nothing verifies it).
-fn verification_mentioned(node: tree_sitter::Node, src: &str, root: tree_sitter::Node) -> bool {
+/// and nothing verifies it). `uses` counts the names of `node`'s file.
+fn verification_mentioned(node: tree_sitter::Node, src: &str, uses: &HashMap<String, usize>) -> bool {
     let code = code_of(node, src);
     if !mentions_verification(&code) {
         return false;
     }
-    let uses = |name: &str| {
-        ast::descendants_of_kind(root, "identifier")
-            .into_iter()
-            .chain(ast::descendants_of_kind(root, "shorthand_property_identifier"))
-            .filter(|i| &src[i.byte_range()] == name)
-            .count()
-    };
     let mut rest = code.clone();
     for decl in ast::descendants_of_kind(node, "variable_declarator") {
         let t = &src[decl.byte_range()];
         let dead = decl
             .child_by_field_name("name")
             .filter(|n| n.kind() == "identifier")
-            .is_some_and(|n| uses(&src[n.byte_range()]) == 1);
+            .is_some_and(|n| uses.get(&src[n.byte_range()]).copied().unwrap_or(0) == 1);
         if dead && mentions_verification(t) {
             rest = rest.replacen(t, "", 1);
         }
     }
     mentions_verification(&rest)
+}
+
+/// Per-file answers, each computed once per file however many handlers and scopes ask.
+#[derive(Default)]
+struct PerFile {
+    /// How often each identifier (and shorthand property) occurs in the file.
+    uses: HashMap<PathBuf, HashMap<String, usize>>,
+    /// Whether the whole file compares a secret or mentions verification.
+    verifies_somewhere: HashMap<PathBuf, bool>,
+}
+
+impl PerFile {
+    fn uses(&mut self, file: &SourceFile) -> &HashMap<String, usize> {
+        self.uses.entry(file.path.clone()).or_insert_with(|| {
+            let mut counts: HashMap<String, usize> = HashMap::new();
+            ast::walk(file.root(), &mut |n| {
+                if matches!(n.kind(), "identifier" | "shorthand_property_identifier") {
+                    *counts.entry(file.text[n.byte_range()].to_string()).or_default() += 1;
+                }
+                true
+            });
+            counts
+        })
+    }
+
+    fn verifies_somewhere(&mut self, file: &SourceFile) -> bool {
+        if let Some(&known) = self.verifies_somewhere.get(&file.path) {
+            return known;
+        }
+        let answer = compares_secret(file.root(), &file.text) || {
+            let uses = self.uses(file);
+            verification_mentioned(file.root(), &file.text, uses)
+        };
+        self.verifies_somewhere.insert(file.path.clone(), answer);
+        answer
+    }
 }
 
 /// A shared-secret check: `req.query.token !== process.env.WEBHOOK_SECRET`.
@@ -143,6 +175,7 @@ fn help_for(provider: Option<Provider>) -> &'static str {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    let mut per_file = PerFile::default();
     for model in cx.handlers {
         let handler = &model.handler;
         if !handler.framework.is_http() || !handler.is_webhook {
@@ -153,17 +186,13 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         let Some(root_scope) = model.scopes.first() else { continue };
         let Some(func) = root_scope.node() else { continue };
-        if compares_secret(cx.file.root(), cx.src())
-            || compares_secret(root_scope.file().root(), &root_scope.file().text)
-            || verification_mentioned(cx.file.root(), cx.src(), cx.file.root())
-            || verification_mentioned(root_scope.file().root(), &root_scope.file().text, root_scope.file().root())
-        {
+        if per_file.verifies_somewhere(cx.file) || per_file.verifies_somewhere(root_scope.file()) {
             continue;
         }
         if model.scopes.iter().any(|s| {
             s.node().is_some_and(|n| {
                 let src = &s.file().text;
-                verify::first_verification(n, src).is_some() || verification_mentioned(n, src, s.file().root())
+                verify::first_verification(n, src).is_some() || verification_mentioned(n, src, per_file.uses(s.file()))
             })
         }) {
             continue;

@@ -1,9 +1,9 @@
 //! The rule registry. One file per rule: its documentation, metadata, check and fix.
 
-use crate::config::{Config, Severity};
-use crate::fix::{Fix, GuardSpec};
-use crate::model::{Handler, Provider, Scope};
-use crate::project::Project;
+use crate::config::Severity;
+pub use crate::facts::{Context, HandlerModel};
+use crate::fix::Fix;
+use crate::model::{Provider, Scope};
 use crate::source::SourceFile;
 use serde::Serialize;
 use std::sync::Arc;
@@ -127,56 +127,6 @@ pub fn check_id(id: &str) -> Result<(), String> {
     let known = registry().iter().map(|r| r.id).chain(SUPPRESSION_IDS.iter().map(|(s, _, _)| *s));
     let hint = crate::suggest::closest(id, known).map(|m| format!("did you mean `{m}`? ")).unwrap_or_default();
     Err(format!("unknown rule `{id}` ({hint}see `retrysafe rules`)"))
-}
-
-/// A handler with the functions it reaches.
-pub struct HandlerModel {
-    pub handler: Handler,
-    /// `scopes[0]` is the handler itself.
-    pub scopes: Vec<Scope>,
-    /// Hand-written dedupe found in the scopes; several rules read it, so it is computed once.
-    dedupe_patterns: std::sync::OnceLock<Vec<crate::model::markers::Pattern>>,
-    hand_written_dedupe: std::sync::OnceLock<bool>,
-}
-
-impl HandlerModel {
-    pub fn new(handler: Handler, scopes: Vec<Scope>) -> HandlerModel {
-        HandlerModel { handler, scopes, dedupe_patterns: Default::default(), hand_written_dedupe: Default::default() }
-    }
-
-    /// The racy hand-written dedupe patterns of this handler (`markers::patterns`).
-    pub fn dedupe_patterns(&self, project: &Project) -> &[crate::model::markers::Pattern] {
-        self.dedupe_patterns.get_or_init(|| crate::model::markers::patterns(project, &self.scopes))
-    }
-
-    /// Whether any scope checks, claims or writes a processed marker by hand.
-    pub fn has_hand_written_dedupe(&self, project: &Project) -> bool {
-        *self.hand_written_dedupe.get_or_init(|| crate::model::markers::has_hand_written_dedupe(project, &self.scopes))
-    }
-}
-
-/// What a rule sees for one file.
-pub struct Context<'a> {
-    pub file: &'a Arc<SourceFile>,
-    pub project: &'a Project,
-    pub config: &'a Config,
-    /// Handlers defined in this file, each with its reachable scopes.
-    pub handlers: &'a [HandlerModel],
-    /// The guard the fixes call (from `--guard` or the config), if any.
-    pub guard: Option<&'a GuardSpec>,
-}
-
-impl Context<'_> {
-    pub fn src(&self) -> &str {
-        &self.file.text
-    }
-
-    /// Every function this file's handlers reach, with its handler and its syntax node.
-    pub fn scopes(&self) -> impl Iterator<Item = (&HandlerModel, &Scope, Node<'_>)> {
-        self.handlers
-            .iter()
-            .flat_map(|model| model.scopes.iter().filter_map(move |scope| Some((model, scope, scope.node()?))))
-    }
 }
 
 #[derive(Clone, Debug)]

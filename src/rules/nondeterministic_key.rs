@@ -92,7 +92,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 ),
                 Some(k) => Fix::safe(
                     format!("key on `{}`", dedupe_keys::bare_key(k)),
-                    vec![dedupe_keys::key_replacement(random, k)],
+                    vec![crate::fix::edits::key_replacement(random, k)],
                 ),
             };
             out.push(

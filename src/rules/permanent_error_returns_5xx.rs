@@ -288,8 +288,10 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                             "this try also covers the processing work, whose failures should still answer 5xx",
                         )
                     } else if !fives.is_empty() {
-                        let edits: Vec<Edit> =
-                            fives.iter().filter_map(|r| responses::set_status(r, 400, src, file.style().eol)).collect();
+                        let edits: Vec<Edit> = fives
+                            .iter()
+                            .filter_map(|r| crate::fix::edits::set_status(r, 400, src, file.style().eol))
+                            .collect();
                         if edits.len() == fives.len() {
                             Fix::safe("answer 400", edits)
                         } else {

@@ -1,7 +1,8 @@
 //! queue-add-without-job-id
 
-use super::effect_missing_idempotency_key::{merge_property, reached_in_loop};
+use super::effect_missing_idempotency_key::reached_in_loop;
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::edits::merge_property;
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys;

@@ -749,9 +749,9 @@ fn nest_raw_body(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     let args = ast::arguments(create);
     let edit = match args.as_slice() {
         [module] => Some(Edit::insert(module.end_byte(), ", { rawBody: true }".to_string())),
-        [_, opts] | [_, _, opts] if ast::unwrap_expr(*opts).kind() == "object" => Some(
-            super::effect_missing_idempotency_key::merge_property(ast::unwrap_expr(*opts), "rawBody", "true", msrc),
-        ),
+        [_, opts] | [_, _, opts] if ast::unwrap_expr(*opts).kind() == "object" => {
+            Some(crate::fix::edits::merge_property(ast::unwrap_expr(*opts), "rawBody", "true", msrc))
+        }
         [_, adapter] if ast::unwrap_expr(*adapter).kind() == "new_expression" => {
             Some(Edit::insert(adapter.end_byte(), ", { rawBody: true }".to_string()))
         }

@@ -1,7 +1,8 @@
 //! retry-loop-with-effect
 
-use super::effect_missing_idempotency_key::{merge_property, operation_name};
+use super::effect_missing_idempotency_key::operation_name;
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::fix::edits::merge_property;
 use crate::fix::{Edit, Fix, text as fixtext};
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys;

@@ -368,7 +368,7 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if let Some(r) = resps.iter().find(|r| r.is_2xx()) {
             // Nest: a returned value cannot carry a status; rethrowing answers 500.
             let param = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier");
-            let fix = match (responses::set_status(r, 500, src, file.style().eol), param) {
+            let fix = match (crate::fix::edits::set_status(r, 500, src, file.style().eol), param) {
                 (Some(e), _) => Fix::unsafe_("answer 500 so the provider retries", vec![e]),
                 (None, Some(p)) if r.style == Style::Returned && fw == Framework::Nest => {
                     let semi = if text(r.node, src).trim_end().ends_with(';') { ";" } else { "" };
@@ -967,7 +967,7 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             .and_then(|cl| cl.parent())
             .and_then(|t| t.child_by_field_name("body"))
             .is_some_and(|b| ast::calls_in(b, false).into_iter().any(|call| is_verify(call, src)));
-        let fix = match responses::set_status(&resp, target, src, file.style().eol) {
+        let fix = match crate::fix::edits::set_status(&resp, target, src, file.style().eol) {
             _ if catches_verify => Fix::display_only(
                 format!("answer {target}"),
                 format!(

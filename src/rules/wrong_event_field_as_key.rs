@@ -93,7 +93,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     ),
                     Some(event_key) => {
                         let mut edit = if ast::contains(key.value, wrong.node) {
-                            dedupe_keys::key_replacement(wrong.node, event_key)
+                            crate::fix::edits::key_replacement(wrong.node, event_key)
                         } else {
                             replace_site(&key, event_key, src)
                         };

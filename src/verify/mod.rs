@@ -299,7 +299,7 @@ fn configured_targets(args: &VerifyArgs) -> Result<Vec<VerifyArgs>, String> {
             path.display()
         ));
     }
-    let config = crate::config::Config::load(&path).map_err(|e| e.to_string())?;
+    let config = crate::config::Config::load(&path, crate::rules::check_id).map_err(|e| e.to_string())?;
     let section = config
         .verify
         .ok_or_else(|| format!("{}: no `verify` section (`verify: {{ targets: [...] }}`)", path.display()))?;

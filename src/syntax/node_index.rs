@@ -24,7 +24,11 @@ pub struct NodeIndex {
     ends: Vec<u32>,
     /// For each node, its parent's position (the root's is its own).
     parents: Vec<u32>,
+    /// For each node, the position of its nearest function ancestor (`NO_FUNCTION`: none).
+    functions: Vec<u32>,
 }
+
+const NO_FUNCTION: u32 = u32::MAX;
 
 enum Entry {
     Counting(u32),
@@ -38,7 +42,6 @@ thread_local! {
 /// Drops every node list of this thread.
 pub fn forget() {
     INDEXES.with(|m| m.borrow_mut().clear());
-    super::queries::forget();
 }
 
 /// The node list of `node`'s tree if one is built (does not count as a walk).
@@ -94,11 +97,18 @@ impl NodeIndex {
         let mut nodes = Vec::new();
         let mut ends = Vec::new();
         let mut parents = Vec::new();
+        let mut functions = Vec::new();
         let mut open: Vec<usize> = Vec::new();
+        // The open nodes that are functions, innermost last.
+        let mut open_functions: Vec<usize> = Vec::new();
         let mut cursor = root.walk();
         loop {
             let node = cursor.node();
             parents.push(open.last().copied().unwrap_or(0) as u32);
+            functions.push(open_functions.last().map_or(NO_FUNCTION, |&f| f as u32));
+            if super::ast::is_function(node) {
+                open_functions.push(nodes.len());
+            }
             open.push(nodes.len());
             nodes.push(node);
             ends.push(0);
@@ -108,11 +118,14 @@ impl NodeIndex {
             loop {
                 let closed = open.pop().expect("an open node");
                 ends[closed] = nodes.len() as u32;
+                if open_functions.last() == Some(&closed) {
+                    open_functions.pop();
+                }
                 if cursor.goto_next_sibling() {
                     break;
                 }
                 if !cursor.goto_parent() {
-                    return NodeIndex { _tree: tree, root_id, nodes, ends, parents };
+                    return NodeIndex { _tree: tree, root_id, nodes, ends, parents, functions };
                 }
             }
         }
@@ -134,6 +147,13 @@ impl NodeIndex {
         Some((at != 0).then(|| self.nodes[self.parents[at] as usize]))
     }
 
+    /// `node`'s nearest function ancestor; None when `node` is not in this tree.
+    pub fn enclosing_function<'t>(&self, node: Node<'t>) -> Option<Option<Node<'t>>> {
+        let at = self.position(node)?;
+        let function = self.functions[at];
+        Some((function != NO_FUNCTION).then(|| self.nodes[function as usize]))
+    }
+
     /// Pre-order walk of `node`'s subtree; `visit` returns false to skip a node's children.
     /// False when `node` is not in this tree.
     pub fn walk<'t>(&self, node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) -> bool {
@@ -143,6 +163,7 @@ impl NodeIndex {
         let end = self.ends[at] as usize;
         let mut i = at;
         while i < end {
+            super::budget::charge();
             i = if visit(self.nodes[i]) { i + 1 } else { self.ends[i] as usize };
         }
         true
@@ -151,8 +172,8 @@ impl NodeIndex {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::ast;
     use crate::source::{Dialect, SourceFile};
+    use crate::syntax::ast;
 
     fn visited(file: &SourceFile, skip: &str) -> Vec<(usize, &'static str)> {
         let mut out = Vec::new();

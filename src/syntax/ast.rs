@@ -33,12 +33,14 @@ pub fn walk<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
         return;
     }
     let mut cursor = node.walk();
+    super::budget::charge();
     let mut descend = visit(node);
     // Depth below `node`, so ascending needs no node comparison.
     let mut depth = 0usize;
     loop {
         if descend && cursor.goto_first_child() {
             depth += 1;
+            super::budget::charge();
             descend = visit(cursor.node());
             continue;
         }
@@ -47,6 +49,7 @@ pub fn walk<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
                 return;
             }
             if cursor.goto_next_sibling() {
+                super::budget::charge();
                 descend = visit(cursor.node());
                 break;
             }
@@ -211,6 +214,14 @@ pub fn object_property<'t>(object: Node<'t>, key: &str, src: &str) -> Option<Nod
 
 /// The nearest ancestor that is a function.
 pub fn enclosing_function(node: Node) -> Option<Node> {
+    // A climb per node of a deep nest would cost the square of its depth; a tree walked
+    // often enough to have a node list answers in one lookup.
+    if let Some(index) = super::node_index::existing(node)
+        && let Some(function) = index.enclosing_function(node)
+    {
+        super::budget::charge();
+        return function;
+    }
     ancestors(node).find(|n| is_function(*n))
 }
 
@@ -222,6 +233,7 @@ pub fn ancestors(node: Node) -> impl Iterator<Item = Node> {
 /// parent by descending from the root, which the rules' many upward climbs multiply.
 pub fn parent<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> Option<Node<'t>> {
     let node = *node.borrow();
+    super::budget::charge();
     match super::node_index::existing(node).and_then(|index| index.parent(node)) {
         Some(parent) => parent,
         None => node.parent(),

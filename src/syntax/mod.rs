@@ -1,0 +1,6 @@
+//! Syntax helpers over tree-sitter trees that every later layer uses: node navigation,
+//! expression unwrapping, and the per-tree parent index.
+
+pub mod ast;
+pub mod budget;
+pub mod node_index;
