@@ -445,6 +445,27 @@ fn releases_on_failure(steps: &FunctionSteps, src: &str) -> bool {
     })
 }
 
+/// A marker row written in a not-yet-done state: `processed: false`, `status: 'received'`.
+fn records_unfinished(marker: Node, src: &str) -> bool {
+    let t = text(marker, src);
+    crate::regex!(r#"(?i)\b(processed|done|completed|handled)\w*['"]?\s*:\s*false\b"#).is_match(t)
+        || crate::regex!(r#"(?i)\bstatus['"]?\s*:\s*['"](received|pending|processing|started|in_?progress|queued)['"]"#)
+            .is_match(t)
+}
+
+/// The `if` that tests what the check read (`if (existing?.processed) return ...`).
+fn skip_decision<'t>(check: Node<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let declarator = ast::ancestors(check).take_while(|a| *a != func).find(|a| a.kind() == "variable_declarator")?;
+    let mut names = Vec::new();
+    ast::bound_names(declarator.child_by_field_name("name")?, src, &mut names);
+    ast::descendants_of_kind(func, "if_statement").into_iter().find(|i| {
+        i.start_byte() > declarator.end_byte()
+            && i.child_by_field_name("condition").is_some_and(|c| {
+                ast::descendants_of_kind(c, "identifier").iter().any(|id| names.iter().any(|n| n == text(*id, src)))
+            })
+    })
+}
+
 /// The dedupe pattern of each scope of a handler (at most one per scope, most specific first).
 pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
     let mut out = Vec::new();
@@ -473,6 +494,23 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                 scope: index,
                 at: range(check.1),
                 calls: vec![range(check.1), range(write.1)],
+            });
+            continue;
+        }
+        // check → "received" row → work → "processed": the row written first records an
+        // unfinished state and the check skips only finished events, so a failed attempt is
+        // retried (nothing is lost); what stays open is the race between check and row, as in
+        // check-then-insert. Reported at the decision that skips finished events.
+        if let (Some(check), Some(&(Step::Marker(MarkerOp::Write), marker, _))) = (check, claim_before)
+            && check.1.start_byte() < marker.start_byte()
+            && records_unfinished(marker, src)
+        {
+            let decision = skip_decision(check.1, func, src).unwrap_or(check.1);
+            out.push(Pattern {
+                kind: PatternKind::CheckThenInsert,
+                scope: index,
+                at: range(decision),
+                calls: std::iter::once(check.1).chain([marker]).chain(write_after.map(|w| w.1)).map(range).collect(),
             });
             continue;
         }
@@ -527,6 +565,23 @@ pub fn has_hand_written_dedupe(project: &Project, scopes: &[Scope]) -> bool {
             .steps
             .iter()
             .any(|(step, _, _)| matches!(step, Step::Marker(MarkerOp::Check | MarkerOp::Claim | MarkerOp::Write)))
+    })
+}
+
+/// Whether a sequential redelivery of the same event stops before the handler's work: some
+/// scope checks or claims the processed marker, or writes it before its first work (a unique
+/// marker row then fails the replay). What the marker leaves open — the concurrent duplicate,
+/// the crash between marker and work — is the marker rules' to report, not every effect's.
+pub fn stops_sequential_replays(project: &Project, scopes: &[Scope]) -> bool {
+    scopes.iter().any(|scope| {
+        let Some(func) = scope.node() else { return false };
+        let st = steps(project, scope.file(), func, scope.event_key.as_ref());
+        let first_work = st.steps.iter().position(|(step, _, _)| *step == Step::Work).unwrap_or(st.steps.len());
+        st.steps.iter().enumerate().any(|(i, (step, _, _))| match step {
+            Step::Marker(MarkerOp::Check | MarkerOp::Claim) => true,
+            Step::Marker(MarkerOp::Write) => i < first_work,
+            _ => false,
+        })
     })
 }
 
