@@ -551,9 +551,96 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                     calls: vec![range(marker)],
                 });
             }
+            continue;
+        }
+        // The business row is the marker: it is looked up and inserted only when missing
+        // (`const [paid] = select(payments)...; if (!paid) insert(payments)`). Nothing makes
+        // the lookup and the insert atomic, so two concurrent deliveries both insert. The
+        // insert is the handler's work, so the fix keeps it (no marker calls to remove).
+        if !s.iter().any(|(step, _, _)| matches!(step, Step::Marker(_)))
+            && let Some(decision) = existence_checked_insert(func, src)
+        {
+            out.push(Pattern { kind: PatternKind::CheckThenInsert, scope: index, at: range(decision), calls: vec![] });
         }
     }
     out
+}
+
+/// The `if` that lets an insert run only when a lookup of the same table found no row: around
+/// the insert with the lookup negated (`if (!row)`, `if (rows.length === 0)`), or before it
+/// leaving the function when the row exists (`if (row) return`).
+fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let inserts: Vec<(Node, String)> = ast::calls_in(func, false)
+        .into_iter()
+        .filter(|c| effects::classify(*c, src, false).is_some_and(|e| e.kind == effects::EffectKind::DbInsert))
+        .filter_map(|c| Some((c, table_of(c, src)?)))
+        .collect();
+    if inserts.is_empty() {
+        return None;
+    }
+    let ifs = ast::descendants_of_kind(func, "if_statement");
+    for (insert, table) in &inserts {
+        for stmt in ifs.iter().filter(|i| i.start_byte() < insert.start_byte()) {
+            let Some(cond) = stmt.child_by_field_name("condition") else { continue };
+            let Some(cons) = stmt.child_by_field_name("consequence") else { continue };
+            let around = ast::contains(cons, *insert);
+            let leaves = !around && stmt.end_byte() < insert.start_byte() && {
+                let t = text(cons, src).trim_start_matches('{').trim_start();
+                t.starts_with("return") || t.starts_with("continue") || t.starts_with("throw")
+            };
+            if !around && !leaves {
+                continue;
+            }
+            let cond_text = text(cond, src);
+            let tests_lookup = ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
+                let name = text(id, src);
+                let negated = cond_text.contains(&format!("!{name}"))
+                    || crate::regex!(r"(?:==+\s*(?:null|undefined|0)\b)").is_match(cond_text);
+                if negated != around {
+                    return false;
+                }
+                let init = ast::find_binding_init(func, name, src, stmt.start_byte())
+                    .or_else(|| ast::find_destructured_init(func, name, src, stmt.start_byte()));
+                init.map(ast::unwrap_expr).filter(|i| i.kind() == "call_expression").is_some_and(|lookup| {
+                    effects::classify(lookup, src, false).is_none()
+                        && is_row_lookup(lookup, src)
+                        && table_of(lookup, src).as_deref() == Some(table.as_str())
+                })
+            });
+            if tests_lookup {
+                return Some(*stmt);
+            }
+        }
+    }
+    None
+}
+
+/// A read of rows: `findFirst`/`findUnique`/`findOne`, `select(...)...`, `maybeSingle`.
+fn is_row_lookup(call: Node, src: &str) -> bool {
+    ast::callee_path(call, src).iter().any(|p| {
+        let p = p.trim_end_matches("()").to_ascii_lowercase();
+        p.starts_with("find") || matches!(p.as_str(), "select" | "maybesingle" | "single" | "first" | "where")
+    })
+}
+
+/// The table a query builder or ORM call names: the argument of `from`/`insert`/`into`/
+/// `table`/`insertInto` in the chain, or the model of `client.model.op(...)`.
+fn table_of(call: Node, src: &str) -> Option<String> {
+    let mut cur = Some(call);
+    while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
+        let callee = c.child_by_field_name("function")?;
+        let name = ast::callee_name(c, src).unwrap_or_default();
+        if matches!(name.as_str(), "from" | "insert" | "into" | "table" | "insertInto")
+            && let Some(arg) = ast::arguments(c).first()
+        {
+            return Some(ast::string_value(*arg, src).unwrap_or_else(|| text(*arg, src).to_string()));
+        }
+        cur = (callee.kind() == "member_expression").then(|| callee.child_by_field_name("object")).flatten();
+    }
+    let path = ast::callee_path(call, src);
+    (path.len() >= 3 && path.iter().all(|p| !p.ends_with("()")))
+        .then(|| path[path.len() - 2].to_ascii_lowercase())
+        .filter(|m| !m.starts_with('$'))
 }
 
 /// Whether any scope of the handler reads or writes a processed-event marker (hand-written
