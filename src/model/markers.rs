@@ -592,10 +592,10 @@ fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
                 continue;
             }
             let cond_text = text(cond, src);
+            let compares_empty = crate::regex!(r"(?:==+\s*(?:null|undefined|0)\b)").is_match(cond_text);
             let tests_lookup = ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
                 let name = text(id, src);
-                let negated = cond_text.contains(&format!("!{name}"))
-                    || crate::regex!(r"(?:==+\s*(?:null|undefined|0)\b)").is_match(cond_text);
+                let negated = cond_text.contains(&format!("!{name}")) || compares_empty;
                 if negated != around {
                     return false;
                 }
