@@ -566,6 +566,10 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
     out
 }
 
+/// `x == null`, `rows.length === 0`, `row === undefined`.
+static EMPTY_COMPARISON: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"(?:==+\s*(?:null|undefined|0)\b)").unwrap());
+
 /// The `if` that lets an insert run only when a lookup of the same table found no row: around
 /// the insert with the lookup negated (`if (!row)`, `if (rows.length === 0)`), or before it
 /// leaving the function when the row exists (`if (row) return`).
@@ -592,7 +596,7 @@ fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
                 continue;
             }
             let cond_text = text(cond, src);
-            let compares_empty = crate::regex!(r"(?:==+\s*(?:null|undefined|0)\b)").is_match(cond_text);
+            let compares_empty = EMPTY_COMPARISON.is_match(cond_text);
             let tests_lookup = ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
                 let name = text(id, src);
                 let negated = cond_text.contains(&format!("!{name}")) || compares_empty;
