@@ -539,8 +539,19 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
 /// `const sms = twilio(sid, token)`. None for parameters, imports and anything else.
 fn constructed_by<'s>(call: Node, path: &[String], src: &'s str) -> Option<&'s str> {
     let root = path.first().filter(|r| path.len() >= 3 && !r.ends_with("()") && *r != "this")?;
-    let scopes = ast::ancestors(call).filter(|a| ast::is_function(*a) || a.kind() == "program");
-    let init = scopes.into_iter().find_map(|s| ast::find_binding_init(s, root, src, call.start_byte()))?;
+    // The enclosing function's own declarations, then the module's top-level ones: never a
+    // walk of the whole file per call (files of thousands of lines have thousands of calls).
+    let local = ast::enclosing_function(call).and_then(|f| ast::find_binding_init(f, root, src, call.start_byte()));
+    let init = local.or_else(|| {
+        let program = ast::ancestors(call).last()?;
+        ast::named_children(program).into_iter().filter(|n| n.start_byte() < call.start_byte()).find_map(|stmt| {
+            let decl = if stmt.kind() == "export_statement" { stmt.named_child(0)? } else { stmt };
+            if !matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
+                return None;
+            }
+            ast::find_binding_init(decl, root, src, call.start_byte())
+        })
+    })?;
     let init = ast::unwrap_expr(init);
     let callee = match init.kind() {
         "new_expression" => init.child_by_field_name("constructor")?,
