@@ -317,10 +317,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         return effect(EffectKind::Enqueue, Sdk::TriggerDev, key);
     }
     // BullMQ / Bull
-    // `queue.add(async () => work())` schedules a function on an in-process queue (p-queue):
-    // nothing leaves the process, and the work itself is classified where it is defined.
-    let schedules_function = args.first().is_some_and(|a| ast::is_function(ast::unwrap_expr(*a)));
-    if (last == "add" || last == "addbulk") && (has("queue") || has("flow") || has("producer")) && !schedules_function {
+    if (last == "add" || last == "addbulk") && (has("queue") || has("flow") || has("producer")) {
         let key = if last == "add" {
             args.iter()
                 .skip(1)
@@ -1069,7 +1066,6 @@ mod real_calls {
             ("crypto.createHmac('sha256', secret).update(body).digest('hex')", None),
             ("const octokit = await app.getInstallationOctokit(installationId)", None),
             ("await octokit.rest.issues.createComment({ owner, repo, issue_number, body })", Some(Chat)),
-            ("queue.add(async () => handle(message))", None),
             ("await queue.add('sync', { id })", Some(Enqueue)),
             ("const linear = createLinearClient({ apiKey })", None),
             ("const payments = createMollieClient({ apiKey })", None),
