@@ -153,6 +153,28 @@ pub fn trigger_options_index(call: Node, src: &str) -> usize {
 }
 
 impl Effect<'_> {
+    /// A provider call whose replay leaves the world as the first delivery left it, so it
+    /// needs neither a key nor a guard: Stripe `update` requests set absolute values on an
+    /// existing object, and DELETE-like requests (`del`, `cancel`,
+    /// `detach`, `deleteDiscount`) end in the same state however often they run.
+    pub fn replays_harmlessly(&self, src: &str) -> bool {
+        if self.kind != EffectKind::Payment {
+            return false;
+        }
+        let path = ast::callee_path(self.call, src);
+        let last = path.last().map(|l| l.trim_end_matches("()")).unwrap_or_default();
+        let resource = path.len().checked_sub(2).and_then(|i| path.get(i)).map(String::as_str);
+        // Stripe's DELETE requests are classified without a key (`Sdk::Other`), its other
+        // requests as `Sdk::Stripe`.
+        match self.sdk {
+            Sdk::Stripe => matches!(last, "update" | "detach" | "cancel"),
+            Sdk::Other => {
+                matches!(last, "del" | "deleteDiscount") || (last == "cancel" && resource == Some("subscriptions"))
+            }
+            _ => false,
+        }
+    }
+
     /// The argument that holds the request options carrying the idempotency key, for SDKs
     /// that take them at a fixed position (Stripe's are the last argument, Square's and
     /// Inngest's key is a field of the first).
@@ -233,7 +255,11 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
     // Stripe
     // The Stripe client comes before the resource: `stripe.refunds.create`, `this.stripe.x.create`;
     // never `prisma.stripeEvent.create` (a table named after Stripe).
-    let stripe_client = lower.iter().take(lower.len().saturating_sub(2)).any(|s| s.contains("stripe"));
+    // What the receiver was built with (`const payments = new Stripe(key)`, `twilio(sid, token)`):
+    // the client is what its initializer constructs, whatever the variable is called.
+    let built = constructed_by(call, &path, src).map(|c| c.to_ascii_lowercase()).unwrap_or_default();
+    let stripe_client =
+        built == "stripe" || lower.iter().take(lower.len().saturating_sub(2)).any(|s| s.contains("stripe"));
     if stripe_client
         && !is_db_root(&root)
         && lower.len() >= 3
@@ -248,7 +274,10 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         return effect(EffectKind::Payment, if delete { Sdk::Other } else { Sdk::Stripe }, key);
     }
     // Resend (returns { data, error }, never throws)
-    if has("resend") && (has("emails") || has("batch")) && matches!(last.as_str(), "send" | "create") {
+    if (has("resend") || built == "resend")
+        && (has("emails") || has("batch"))
+        && matches!(last.as_str(), "send" | "create")
+    {
         let key = args.get(1).and_then(|o| object_prop(*o, "idempotencyKey", src));
         return effect(EffectKind::Email, Sdk::Resend, key);
     }
@@ -351,7 +380,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
     }
     if (has("messages") || has("calls"))
         && last == "create"
-        && (has("twilio") || root == "client" || root == "this")
+        && (has("twilio") || built == "twilio" || root == "client" || root == "this")
         && !is_db_root(&root)
     {
         return effect(EffectKind::Sms, Sdk::Other, None);
@@ -359,7 +388,10 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
     if has("chat") && matches!(last.as_str(), "postmessage" | "postephemeral" | "update") || last == "uploadv2" {
         return effect(EffectKind::Chat, Sdk::Other, None);
     }
-    if has("octokit")
+    // Getting an authenticated client (`app.getInstallationOctokit(id)`) or reading through it
+    // (`octokit.rest.pulls.get`, `octokit.paginate`) posts nothing.
+    let octokit_read = ["get", "list", "paginate", "auth", "graphql"].iter().any(|r| last.starts_with(r));
+    if (has("octokit") && !octokit_read)
         || (has("issues") && matches!(last.as_str(), "createcomment" | "create"))
         || has("pulls") && last == "create"
     {
@@ -396,7 +428,13 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
     // Other packages' SDK clients are never databases: `openai.chat.completions.create`,
     // `paddle.transactions.create`, `resend.contacts.create`. AI calls are not effects; the
     // rest are possible effects when they create or send.
-    let receiver = if root == "this" { lower.get(1).cloned().unwrap_or_default() } else { root.clone() };
+    // The receiver is the object a method is called on; a plain function call has none, so
+    // `createLinearClient(...)` (building a client) is never taken for the client's own call.
+    let receiver = match (root.as_str(), lower.len()) {
+        (_, 0 | 1) => String::new(),
+        ("this", _) => lower.get(1).cloned().unwrap_or_default(),
+        _ => root.clone(),
+    };
     if ["openai", "anthropic", "groq", "mistral", "cohere", "replicate", "gemini", "genai", "llm"]
         .iter()
         .any(|n| receiver.contains(n))
@@ -491,6 +529,34 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
         }
     }
     None
+}
+
+/// The constructor or factory the call's receiver was initialised with: `Stripe` for
+/// `const payments = new Stripe(key)` (in the function or at module level), `twilio` for
+/// `const sms = twilio(sid, token)`. None for parameters, imports and anything else.
+fn constructed_by<'s>(call: Node, path: &[String], src: &'s str) -> Option<&'s str> {
+    let root = path.first().filter(|r| path.len() >= 3 && !r.ends_with("()") && *r != "this")?;
+    // The enclosing function's own declarations, then the module's top-level ones: never a
+    // walk of the whole file per call (files of thousands of lines have thousands of calls).
+    let local = ast::enclosing_function(call).and_then(|f| ast::find_binding_init(f, root, src, call.start_byte()));
+    let init = local.or_else(|| {
+        let program = ast::ancestors(call).last()?;
+        ast::named_children(program).into_iter().filter(|n| n.start_byte() < call.start_byte()).find_map(|stmt| {
+            let decl = if stmt.kind() == "export_statement" { stmt.named_child(0)? } else { stmt };
+            if !matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
+                return None;
+            }
+            ast::find_binding_init(decl, root, src, call.start_byte())
+        })
+    })?;
+    let init = ast::unwrap_expr(init);
+    let callee = match init.kind() {
+        "new_expression" => init.child_by_field_name("constructor")?,
+        "call_expression" => init.child_by_field_name("function")?,
+        _ => return None,
+    };
+    let name = text(callee, src);
+    Some(name.rsplit('.').next().unwrap_or(name))
 }
 
 /// An AWS SDK v3 command that reads or computes without changing anything: repeating it on a
@@ -907,6 +973,34 @@ mod real_calls {
         classify(call, &file.text, false).map(|e| e.kind)
     }
 
+    /// The kind of the last statement's outermost call, with the statements before it in scope.
+    fn kind_of_last(code: &str) -> Option<EffectKind> {
+        let file = SourceFile::new(
+            PathBuf::from("t.ts"),
+            code.to_string(),
+            Dialect::for_path(std::path::Path::new("t.ts")).unwrap(),
+        )?;
+        let last = file.root().named_child(file.root().named_child_count().checked_sub(1)?)?;
+        let calls = ast::calls_in(last, false);
+        let call = calls.into_iter().filter(|c| chain_end(*c, &file.text)).min_by_key(|c| c.start_byte())?;
+        classify(call, &file.text, false).map(|e| e.kind)
+    }
+
+    #[test]
+    fn clients_known_by_what_built_them() {
+        use EffectKind::*;
+        assert_eq!(
+            kind_of_last("const payments = new Stripe(key);\nawait payments.refunds.create({ charge });"),
+            Some(Payment)
+        );
+        assert_eq!(
+            kind_of_last("const sms = twilio(sid, token);\nawait sms.messages.create({ to, body });"),
+            Some(Sms)
+        );
+        assert_eq!(kind_of_last("const mail = new Resend(key);\nawait mail.emails.send({ to });"), Some(Email));
+        assert_eq!(kind_of_last("const store = new Map();\nawait store.refunds.create({ charge });"), None);
+    }
+
     #[test]
     fn sdk_and_orm_calls() {
         use EffectKind::*;
@@ -970,6 +1064,12 @@ mod real_calls {
             ("await s3.send(new GetObjectCommand({ Bucket: b, Key: k }))", None),
             ("await ddb.send(new DeleteCommand({ TableName: t, Key: k }))", Some(DbDelete)),
             ("crypto.createHmac('sha256', secret).update(body).digest('hex')", None),
+            ("const octokit = await app.getInstallationOctokit(installationId)", None),
+            ("await octokit.rest.issues.createComment({ owner, repo, issue_number, body })", Some(Chat)),
+            ("await queue.add('sync', { id })", Some(Enqueue)),
+            ("const linear = createLinearClient({ apiKey })", None),
+            ("const payments = createMollieClient({ apiKey })", None),
+            ("await linear.createIssue({ title })", Some(Possible)),
         ];
         for (code, want) in cases {
             assert_eq!(kind_of(code), *want, "{code}");

@@ -465,6 +465,27 @@ fn releases_on_failure(steps: &FunctionSteps, src: &str) -> bool {
     })
 }
 
+/// A marker row written in a not-yet-done state: `processed: false`, `status: 'received'`.
+fn records_unfinished(marker: Node, src: &str) -> bool {
+    let t = text(marker, src);
+    crate::regex!(r#"(?i)\b(processed|done|completed|handled)\w*['"]?\s*:\s*false\b"#).is_match(t)
+        || crate::regex!(r#"(?i)\bstatus['"]?\s*:\s*['"](received|pending|processing|started|in_?progress|queued)['"]"#)
+            .is_match(t)
+}
+
+/// The `if` that tests what the check read (`if (existing?.processed) return ...`).
+fn skip_decision<'t>(check: Node<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let declarator = ast::ancestors(check).take_while(|a| *a != func).find(|a| a.kind() == "variable_declarator")?;
+    let mut names = Vec::new();
+    ast::bound_names(declarator.child_by_field_name("name")?, src, &mut names);
+    ast::descendants_of_kind(func, "if_statement").into_iter().find(|i| {
+        i.start_byte() > declarator.end_byte()
+            && i.child_by_field_name("condition").is_some_and(|c| {
+                ast::descendants_of_kind(c, "identifier").iter().any(|id| names.iter().any(|n| n == text(*id, src)))
+            })
+    })
+}
+
 /// The dedupe pattern of each scope of a handler (at most one per scope, most specific first).
 pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
     let mut out = Vec::new();
@@ -493,6 +514,23 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                 scope: index,
                 at: range(check.1),
                 calls: vec![range(check.1), range(write.1)],
+            });
+            continue;
+        }
+        // check → "received" row → work → "processed": the row written first records an
+        // unfinished state and the check skips only finished events, so a failed attempt is
+        // retried (nothing is lost); what stays open is the race between check and row, as in
+        // check-then-insert. Reported at the decision that skips finished events.
+        if let (Some(check), Some(&(Step::Marker(MarkerOp::Write), marker, _))) = (check, claim_before)
+            && check.1.start_byte() < marker.start_byte()
+            && records_unfinished(marker, src)
+        {
+            let decision = skip_decision(check.1, func, src).unwrap_or(check.1);
+            out.push(Pattern {
+                kind: PatternKind::CheckThenInsert,
+                scope: index,
+                at: range(decision),
+                calls: std::iter::once(check.1).chain([marker]).chain(write_after.map(|w| w.1)).map(range).collect(),
             });
             continue;
         }
@@ -533,9 +571,100 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                     calls: vec![range(marker)],
                 });
             }
+            continue;
+        }
+        // The business row is the marker: it is looked up and inserted only when missing
+        // (`const [paid] = select(payments)...; if (!paid) insert(payments)`). Nothing makes
+        // the lookup and the insert atomic, so two concurrent deliveries both insert. The
+        // insert is the handler's work, so the fix keeps it (no marker calls to remove).
+        if !s.iter().any(|(step, _, _)| matches!(step, Step::Marker(_)))
+            && let Some(decision) = existence_checked_insert(func, src)
+        {
+            out.push(Pattern { kind: PatternKind::CheckThenInsert, scope: index, at: range(decision), calls: vec![] });
         }
     }
     out
+}
+
+/// `x == null`, `rows.length === 0`, `row === undefined`.
+static EMPTY_COMPARISON: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"(?:==+\s*(?:null|undefined|0)\b)").unwrap());
+
+/// The `if` that lets an insert run only when a lookup of the same table found no row: around
+/// the insert with the lookup negated (`if (!row)`, `if (rows.length === 0)`), or before it
+/// leaving the function when the row exists (`if (row) return`).
+fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let inserts: Vec<(Node, String)> = ast::calls_in(func, false)
+        .into_iter()
+        .filter(|c| effects::classify(*c, src, false).is_some_and(|e| e.kind == effects::EffectKind::DbInsert))
+        .filter_map(|c| Some((c, table_of(c, src)?)))
+        .collect();
+    if inserts.is_empty() {
+        return None;
+    }
+    let ifs = ast::descendants_of_kind(func, "if_statement");
+    for (insert, table) in &inserts {
+        for stmt in ifs.iter().filter(|i| i.start_byte() < insert.start_byte()) {
+            let Some(cond) = stmt.child_by_field_name("condition") else { continue };
+            let Some(cons) = stmt.child_by_field_name("consequence") else { continue };
+            let around = ast::contains(cons, *insert);
+            let leaves = !around && stmt.end_byte() < insert.start_byte() && {
+                let t = text(cons, src).trim_start_matches('{').trim_start();
+                t.starts_with("return") || t.starts_with("continue") || t.starts_with("throw")
+            };
+            if !around && !leaves {
+                continue;
+            }
+            let cond_text = text(cond, src);
+            let compares_empty = EMPTY_COMPARISON.is_match(cond_text);
+            let tests_lookup = ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
+                let name = text(id, src);
+                let negated = cond_text.contains(&format!("!{name}")) || compares_empty;
+                if negated != around {
+                    return false;
+                }
+                let init = ast::find_binding_init(func, name, src, stmt.start_byte())
+                    .or_else(|| ast::find_destructured_init(func, name, src, stmt.start_byte()));
+                init.map(ast::unwrap_expr).filter(|i| i.kind() == "call_expression").is_some_and(|lookup| {
+                    effects::classify(lookup, src, false).is_none()
+                        && is_row_lookup(lookup, src)
+                        && table_of(lookup, src).as_deref() == Some(table.as_str())
+                })
+            });
+            if tests_lookup {
+                return Some(*stmt);
+            }
+        }
+    }
+    None
+}
+
+/// A read of rows: `findFirst`/`findUnique`/`findOne`, `select(...)...`, `maybeSingle`.
+fn is_row_lookup(call: Node, src: &str) -> bool {
+    ast::callee_path(call, src).iter().any(|p| {
+        let p = p.trim_end_matches("()").to_ascii_lowercase();
+        p.starts_with("find") || matches!(p.as_str(), "select" | "maybesingle" | "single" | "first" | "where")
+    })
+}
+
+/// The table a query builder or ORM call names: the argument of `from`/`insert`/`into`/
+/// `table`/`insertInto` in the chain, or the model of `client.model.op(...)`.
+fn table_of(call: Node, src: &str) -> Option<String> {
+    let mut cur = Some(call);
+    while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
+        let callee = c.child_by_field_name("function")?;
+        let name = ast::callee_name(c, src).unwrap_or_default();
+        if matches!(name.as_str(), "from" | "insert" | "into" | "table" | "insertInto")
+            && let Some(arg) = ast::arguments(c).first()
+        {
+            return Some(ast::string_value(*arg, src).unwrap_or_else(|| text(*arg, src).to_string()));
+        }
+        cur = (callee.kind() == "member_expression").then(|| callee.child_by_field_name("object")).flatten();
+    }
+    let path = ast::callee_path(call, src);
+    (path.len() >= 3 && path.iter().all(|p| !p.ends_with("()")))
+        .then(|| path[path.len() - 2].to_ascii_lowercase())
+        .filter(|m| !m.starts_with('$'))
 }
 
 /// Whether any scope of the handler reads or writes a processed-event marker (hand-written
@@ -547,6 +676,23 @@ pub fn has_hand_written_dedupe(project: &Project, scopes: &[Scope]) -> bool {
             .steps
             .iter()
             .any(|(step, _, _)| matches!(step, Step::Marker(MarkerOp::Check | MarkerOp::Claim | MarkerOp::Write)))
+    })
+}
+
+/// Whether a sequential redelivery of the same event stops before the handler's work: some
+/// scope checks or claims the processed marker, or writes it before its first work (a unique
+/// marker row then fails the replay). What the marker leaves open — the concurrent duplicate,
+/// the crash between marker and work — is the marker rules' to report, not every effect's.
+pub fn stops_sequential_replays(project: &Project, scopes: &[Scope]) -> bool {
+    scopes.iter().any(|scope| {
+        let Some(func) = scope.node() else { return false };
+        let st = steps(project, scope.file(), func, scope.event_key.as_ref());
+        let first_work = st.steps.iter().position(|(step, _, _)| *step == Step::Work).unwrap_or(st.steps.len());
+        st.steps.iter().enumerate().any(|(i, (step, _, _))| match step {
+            Step::Marker(MarkerOp::Check | MarkerOp::Claim) => true,
+            Step::Marker(MarkerOp::Write) => i < first_work,
+            _ => false,
+        })
     })
 }
 

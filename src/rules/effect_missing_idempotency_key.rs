@@ -11,7 +11,7 @@ use tree_sitter::Node;
 
 const DOCS: &str = r#"
 ## What it finds
-A call to an SDK that accepts a provider idempotency key (Stripe create/update/refund/
+A call to an SDK that accepts a provider idempotency key (Stripe create/refund/
 capture/confirm, Resend send, Square, Adyen, Svix, Inngest `send`, Trigger.dev `trigger`)
 made from a handler without one.
 
@@ -42,10 +42,14 @@ known, the fix is display-only: the key must also name the item, and retrysafe d
 
 ## Decisions
 - Stripe DELETE requests (`*.del`, `subscriptions.cancel`, `deleteDiscount`) take no key: they
-  are idempotent by definition. Reads (`retrieve`, `list`, Adyen `paymentMethods`) are not
+  are idempotent by definition. Stripe `update` requests set absolute values on an existing
+  object: a replay writes the same values again, so they need no key either. Reads (`retrieve`, `list`, Adyen `paymentMethods`) are not
   effects.
 - `x.trigger(...)` is a Trigger.dev task only on `tasks` or with a payload first: Pusher's
   `pusher.trigger(channel, event, data)` and DOM/emitter triggers are not.
+- A call made only when a read of the same provider resource found nothing (`refunds.list`
+  for the payment intent, then `refunds.create` if the list is empty) is not reported: a
+  redelivery after it succeeded finds the result and skips the call.
 - SDKs without a key (Twilio, SendGrid, Postmark, nodemailer, Slack) are left to
   `unguarded-side-effect`.
 "#;
@@ -70,7 +74,12 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let Some(effect) = effects::classify(call, &file.text, local) else {
                     continue;
                 };
-                if !effect.sdk.accepts_key() || effect.key.is_some() || !needs_key(&effect, &file.text) {
+                if !effect.sdk.accepts_key()
+                    || effect.key.is_some()
+                    || effect.replays_harmlessly(&file.text)
+                    || !needs_key(&effect, &file.text)
+                    || checked_on_provider(effect.call, &file.text)
+                {
                     continue;
                 }
                 let mut op = operation_name(&effect.label);
@@ -84,6 +93,32 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+/// `const existing = await stripe.refunds.list({ payment_intent }); if (existing.data.length
+/// === 0) await stripe.refunds.create(...)`: the call runs only when a read of the same provider
+/// resource found nothing, so a redelivery after it succeeded finds it and skips it.
+fn checked_on_provider(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let Some(resource) = path.len().checked_sub(1).map(|n| &path[..n]).filter(|r| r.len() >= 2) else {
+        return false;
+    };
+    let Some(func) = ast::enclosing_function(call) else { return false };
+    ast::ancestors(call).take_while(|a| *a != func).any(|a| {
+        if a.kind() != "if_statement" {
+            return false;
+        }
+        let Some(cond) = a.child_by_field_name("condition") else { return false };
+        ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
+            ast::find_binding_init(func, text(id, src), src, a.start_byte()).is_some_and(|init| {
+                let read = ast::unwrap_expr(init);
+                let read_path = if read.kind() == "call_expression" { ast::callee_path(read, src) } else { Vec::new() };
+                read_path.len() == path.len()
+                    && read_path[..resource.len()] == *resource
+                    && read_path.last().is_some_and(|l| matches!(l.as_str(), "list" | "search" | "retrieve"))
+            })
+        })
+    })
 }
 
 /// SQS message deduplication only exists on FIFO queues.

@@ -281,7 +281,8 @@ fn state_written(call: Node, src: &str) -> bool {
                 let literal = matches!(
                     v.kind(),
                     "string" | "number" | "true" | "false" | "null" | "undefined" | "object" | "new_expression"
-                ) || (v.kind() == "template_string" && ast::string_value(v, src).is_some());
+                ) || (v.kind() == "template_string" && ast::string_value(v, src).is_some())
+                    || is_named_constant(v, src);
                 if STATE_KEY.is_match(&key) && !literal {
                     found = true;
                 }
@@ -299,6 +300,20 @@ fn state_written(call: Node, src: &str) -> bool {
                 && ast::callee_name(c, src).as_deref() == Some("set")
                 && ast::arguments(c).first().is_some_and(|a| text(*a, src).contains("status"))
         })
+}
+
+/// A member of an enum or constant object (`SubscriptionStatus.CANCELED`, `Plan.Free`): the
+/// handler decides the value, it is not a snapshot carried by the event.
+fn is_named_constant(value: Node, src: &str) -> bool {
+    let value = ast::unwrap_expr(value);
+    if value.kind() != "member_expression" {
+        return false;
+    }
+    let path = ast::member_path(value, src);
+    path.len() == 2
+        && path.iter().all(|p| !p.ends_with("()"))
+        && path[0].starts_with(|c: char| c.is_ascii_uppercase())
+        && path[1].starts_with(|c: char| c.is_ascii_uppercase())
 }
 
 fn state_writes(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
@@ -365,7 +380,10 @@ fn is_lookup(init: Node, src: &str) -> bool {
     let last = path.last().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).unwrap_or_default();
     let lookup = (last.starts_with("find") && !last.ends_with("orthrow") && last != "findmany")
         || matches!(last.as_str(), "single" | "maybesingle" | "first" | "findbypk" | "findoneby");
-    lookup && !path.iter().any(|p| guards::is_marker_name(p.trim_end_matches("()")))
+    // `items.find((i) => i.id === wanted)` searches data already in hand: a miss means the
+    // event is not about this app's object, not that a record is yet to be created.
+    let searches_in_memory = ast::arguments(init).first().is_some_and(|a| ast::is_function(*a));
+    lookup && !searches_in_memory && !path.iter().any(|p| guards::is_marker_name(p.trim_end_matches("()")))
 }
 
 fn missing_subject<'t>(cond: Node<'t>, src: &str) -> Option<Node<'t>> {

@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
-use crate::model::{EffectKind, Provider, effects, queries};
+use crate::model::{EffectKind, Provider, effects, markers, queries};
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -26,7 +26,10 @@ Values taken from the event (`new Date(event.created * 1000)`,
 neither is a write that follows `if (existing) return` on a record loaded by the same function
 and inserted after the write (`select` the payment row by the checkout id, reset credits, insert
 the payment row): a sequential replay stops at that check (the concurrent race is reported by
-`unguarded-side-effect` on the insert).
+`unguarded-side-effect` on the insert). Nor is a handler that checks or claims its
+processed-event marker (or writes it before the work): a replay of the same event stops
+there, and the windows such a marker leaves open are reported by `check-then-insert-race` and
+`record-before-effect-no-tx`. A write that sets several such fields is reported once.
 Relative writes (`increment`) are `incrementing-write-unguarded`'s concern.
 
 ## Why retries break it
@@ -215,7 +218,22 @@ fn plan_value(value: Node, src: &str) -> bool {
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
-    for (model, scope, func) in cx.scopes() {
+    for model in cx.handlers {
+        // A replay of the same event never reaches the write when the handler's own marker
+        // stops it first; the windows that marker leaves open are the marker rules' findings.
+        if markers::stops_sequential_replays(cx.project, &model.scopes) {
+            continue;
+        }
+        for scope in &model.scopes {
+            if let Some(func) = scope.node() {
+                check_scope(cx, model, scope, func, out);
+            }
+        }
+    }
+}
+
+fn check_scope(cx: &Context, model: &super::HandlerModel, scope: &Scope, func: Node, out: &mut Vec<Diagnostic>) {
+    {
         let file = scope.file();
         let src = &file.text;
         for call in ast::calls_in(func, false) {
@@ -230,8 +248,10 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             if scope.guard_at(call).is_some_and(|g| g.dedupes()) || existence_check_before(call, func, src) {
                 continue;
             }
-            for (pair, key, value, finding) in findings(call, func, src) {
-                out.push(diagnostic(model, scope, pair, &key, value, finding, &label));
+            // One finding per write: its fields share one cause and one remedy.
+            let found = findings(call, func, src);
+            if !found.is_empty() {
+                out.push(diagnostic(model, scope, &found, &label));
             }
         }
     }
@@ -385,15 +405,14 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
 fn diagnostic(
     model: &super::HandlerModel,
     scope: &Scope,
-    pair: Node,
-    key: &str,
-    value: Node,
-    finding: Finding,
+    found: &[(Node, String, Node, Finding)],
     label: &str,
 ) -> Diagnostic {
+    let (pair, key, value, finding) = (found[0].0, found[0].1.as_str(), found[0].2, found[0].3);
+    let others: Vec<&str> = found[1..].iter().map(|f| f.1.as_str()).collect();
     let file = scope.file();
     let src = &file.text;
-    let message = match finding {
+    let mut message = match finding {
         Finding::Clock => format!(
             "`{key}` is computed from the time the delivery is processed (`{label}` outside a guard): a redelivery or replay moves it forward again"
         ),
@@ -404,6 +423,10 @@ fn diagnostic(
             "`{key}` is re-granted from the plan on every delivery (`{label}` outside a guard): a redelivery restores what the customer already spent"
         ),
     };
+    if !others.is_empty() {
+        let names: Vec<String> = others.iter().map(|o| format!("`{o}`")).collect();
+        message.push_str(&format!("; the same write also sets {}", names.join(", ")));
+    }
     let fix = match (finding, model.handler.provider, scope.event_key.as_ref()) {
         (Finding::Clock, Some(Provider::Stripe), Some(k)) if k.provider == Provider::Stripe => {
             let var = k.template.trim_start_matches("${").split(['.', '}']).next().unwrap_or("").to_string();

@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
-use crate::model::{Effect, EffectKind, Sdk, effects};
+use crate::model::{Effect, EffectKind, effects};
 use std::path::{Path, PathBuf};
 use tree_sitter::Node;
 
@@ -167,11 +167,7 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
             }
             !prisma_create_sets_unique(effect.call, src, path)
         }
-        EffectKind::Payment => {
-            let last = ast::callee_name(effect.call, src).unwrap_or_default();
-            effect.key.is_none()
-                && !(effect.sdk == Sdk::Stripe && matches!(last.as_str(), "update" | "del" | "cancel" | "detach"))
-        }
+        EffectKind::Payment => effect.key.is_none() && !effect.replays_harmlessly(src),
         _ => effect.key.is_none(),
     }
 }
