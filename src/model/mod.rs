@@ -1,6 +1,7 @@
 //! The handler model: what each rule reads instead of re-deriving it from the tree.
 
 pub mod ast;
+pub mod best_effort;
 pub mod dedupe_keys;
 pub mod effects;
 pub mod guards;
