@@ -252,7 +252,7 @@ pub fn block_category(project: &Project, file: &Arc<SourceFile>, node: Node) -> 
     let src = &file.text;
     let calls = ast::calls_in(node, false)
         .into_iter()
-        .filter(|c| !c.parent().is_some_and(|p| p.kind() == "member_expression"))
+        .filter(|c| c.parent().is_none_or(|p| p.kind() != "member_expression"))
         .filter(|c| ast::callee_path(*c, src).first().is_none_or(|r| r != "console"));
     combine(calls.map(|c| call_category(project, file, c, 3)))
 }

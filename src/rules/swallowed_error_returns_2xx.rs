@@ -437,7 +437,7 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         let work = best_effort::combine(
             guarded
                 .iter()
-                .filter(|call| !call.parent().is_some_and(|p| p.kind() == "member_expression"))
+                .filter(|call| call.parent().is_none_or(|p| p.kind() != "member_expression"))
                 .map(|call| best_effort::call_category(c.cx.project, file, *call, 3))
                 // Inside a helper named for the notification it sends (`sendReceiptEmail`), its
                 // HTTP request to the mail API is that notification.
