@@ -3,6 +3,7 @@
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
+use crate::model::best_effort;
 use crate::model::reach::{self, Scope};
 use crate::model::responses;
 use crate::model::{EffectKind, Framework, effects};
@@ -32,7 +33,9 @@ deploy or serverless freeze before the unfinished work completes loses it for go
 rejected dropped promise is never seen by anyone (or crashes the process with an unhandled
 rejection, failing other deliveries in flight).
 
-Not reported: work awaited before the response; deferred callbacks that only read or log.
+Not reported: work awaited before the response; deferred callbacks that only read or log;
+dropped promises of deliberate best effort, telemetry or a notification (`void
+sendWelcomeEmail(user)`, `trackEvent(e).catch(log)`), judged by what the callee does.
 Handing work to a durable queue (`await queue.add(...)`) before answering is the right way to
 answer fast.
 
@@ -102,6 +105,32 @@ impl Cx<'_> {
             return def.node().is_some_and(|n| is_async(n, &def.file.text));
         }
         effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
+    }
+
+    /// Whether a dropped promise is deliberate best effort: telemetry or a notification
+    /// (`void sendWelcomeEmail(user)`, `track(event).catch(log)`), whose loss does not lose
+    /// the event.
+    fn best_effort(&self, call: Node) -> bool {
+        let src = self.src();
+        let mut call = call;
+        while let Some(inner) = matches!(
+            ast::callee_path(call, src).last().map(|s| s.trim_end_matches("()")),
+            Some("then" | "catch" | "finally")
+        )
+        .then(|| {
+            call.child_by_field_name("function")
+                .and_then(|f| f.child_by_field_name("object"))
+                .map(ast::unwrap_expr)
+                .filter(|o| o.kind() == "call_expression")
+        })
+        .flatten()
+        {
+            call = inner;
+        }
+        matches!(
+            best_effort::call_category(self.project, self.file, call, 3),
+            best_effort::Category::Telemetry | best_effort::Category::Notification
+        )
     }
 
     /// Whether a subtree contains promise work (in nested callbacks too); an awaited call
@@ -324,6 +353,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                 if let Some(arg) = n.child_by_field_name("argument").map(ast::unwrap_expr)
                     && arg.kind() == "call_expression"
                     && c.promise_work(arg)
+                    && !c.best_effort(arg)
                 {
                     let fix = if enclosing_is_async(n, src) {
                         Fix::unsafe_("await it", vec![Edit::replace(n.start_byte(), arg.start_byte(), "await ")])
@@ -348,6 +378,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                     // A chain that answers in its continuation acknowledges after the work.
                     && responses::responses_in(call, src, &[], false).is_empty()
                     && c.promise_work(call)
+                    && !c.best_effort(call)
                 {
                     let fix = if enclosing_is_async(n, src) {
                         Fix::unsafe_("add `await`", vec![Edit::insert(call.start_byte(), "await ")])

@@ -90,7 +90,8 @@ pub fn is_verify(call: Node, src: &str) -> bool {
     };
     match last {
         "constructEvent" | "constructEventAsync" | "verifyWebhook" | "parseEventNotification" => true,
-        "unmarshal" => path.iter().any(|p| p == "webhooks"),
+        // Octokit's `app.webhooks.verifyAndReceive` throws on a bad signature before dispatching.
+        "unmarshal" | "verifyAndReceive" => path.iter().any(|p| p == "webhooks"),
         "verify" => {
             let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
             (root == "resend" && path.iter().any(|p| p == "webhooks"))
@@ -264,6 +265,7 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     let rethrow = ast::named_children(catch_body).into_iter().find(|s| {
                         s.kind() == "throw_statement"
                             && !(maps_errors && throws_client_error(*s, src))
+                            && !carries_client_status(*s, src)
                             && responses::response_at(*s, src, &names)
                                 .is_none_or(|r| r.status.is_none_or(|st| st >= 500))
                             // Remix answers a thrown `json(..., 400)` / `new Response(...)` as is.
@@ -360,6 +362,24 @@ fn throws_client_error(throw: Node, src: &str) -> bool {
         && ["invalid", "unauthori", "forbidden", "badrequest", "signature", "validation"]
             .iter()
             .any(|w| name.contains(w))
+}
+
+/// `throw new AppError({ status: isSignatureError ? 400 : 500, ... })`: the project's error
+/// states the status it is answered with, and a 4xx is among them, so the bad signature is
+/// answered as the client's fault by whatever turns that error into the response.
+fn carries_client_status(throw: Node, src: &str) -> bool {
+    let Some(value) = throw.named_child(0).map(ast::unwrap_expr) else {
+        return false;
+    };
+    if !matches!(value.kind(), "call_expression" | "new_expression") {
+        return false;
+    }
+    let args = value.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+    args.iter().filter(|a| a.kind() == "object").any(|obj| {
+        ["status", "statusCode", "httpStatus"].iter().any(|key| {
+            ast::object_property(*obj, key, src).is_some_and(|v| crate::regex!(r"\b4\d\d\b").is_match(text(v, src)))
+        })
+    })
 }
 
 fn is_schema(call: Node, src: &str) -> bool {

@@ -5,9 +5,10 @@ use super::permanent_error_returns_5xx::is_verify;
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
+use crate::model::best_effort;
 use crate::model::reach::Scope;
 use crate::model::responses::{self, Response, Style};
-use crate::model::{EffectKind, Framework, Sdk, effects};
+use crate::model::{EffectKind, Framework, Sdk, effects, markers};
 use crate::source::SourceFile;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -37,9 +38,18 @@ ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catc
 reads only (`GetXCommand`, `get*()`) that assigns a fallback value; a `catch` that keeps the
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
 used after the `try`); deliberate best-effort calls: a callee listed in the config's `bestEffort`
-list, a `catch` (or the comment block right above its `try`) saying "best effort" / "non-fatal" /
-"non-critical" / "safe to ignore" / "don't fail ... if" / "do not throw", or a
-`retrysafe-ignore` suppression with the reason.
+list, a `catch` (or the comment block right above its `try`, or above its function) saying "best
+effort" / "non-fatal" / "non-critical" / "safe to ignore" / "don't fail ... if" / "do not throw" /
+"fire-and-forget", or a `retrysafe-ignore` suppression with the reason; a `try` whose only work
+is telemetry or a notification (logs, audit entries, analytics, error reports, emails, SMS),
+judged by what the callee does (a project helper is followed), then by the SDK call, then by
+the words of its name; a `try` of lookups only whose `catch` falls through (the work continues
+with a fallback value); a `catch` whose work sits in nested `try`s with catches of their own
+(the inner catch is the finding), one in a `finally` (cleanup such as a lock release), one
+that tries an alternative under its own `catch`, one in a function nobody awaits (ack-timing's
+concern), and one around calls that return their error instead of throwing (the unchecked
+result is the finding); a 2xx in a `catch` that answers 5xx on another branch (the error was
+classified as permanent). An error checked and only logged is reported at that check.
 
 ## Why retries break it
 At-least-once delivery only helps if failures are reported as failures. A 2xx (or a completed
@@ -112,6 +122,16 @@ const MARKED: &[&str] = &[
     "should not fail",
     "shouldn't fail",
     "must not block",
+    "must never fail",
+    "never fail the",
+    "must never break",
+    "never break the",
+    "avoid breaking",
+    "fire-and-forget",
+    "fire and forget",
+    "continue processing even if",
+    "continue even if",
+    "proceed even if",
 ];
 
 struct Cx<'a> {
@@ -156,6 +176,11 @@ fn diag(c: &Cx, scope: &Scope, node: Node, msg: String, fix: Fix) -> Diagnostic 
         .with_fix(Some(fix))
 }
 
+/// The name of the function a scope is (a callee's declared name; the handler's own is not used).
+fn scope_name(scope: &Scope) -> Option<&str> {
+    (scope.depth > 0).then_some(scope.function.name.as_str()).filter(|n| !n.is_empty())
+}
+
 fn own_names<'a>(c: &'a Cx, i: usize) -> Vec<&'a str> {
     if i == 0 { responses::handler_names(&c.model.handler) } else { Vec::new() }
 }
@@ -166,6 +191,41 @@ fn does_work(node: Node, src: &str) -> bool {
         || ast::calls_in(node, false)
             .into_iter()
             .any(|c| effects::classify(c, src, false).is_some_and(|e| e.kind != EffectKind::Possible))
+}
+
+/// The calls of a builder chain, outermost first: `db.from(t).update(v).eq(k, id)` gives the
+/// `eq`, `update` and `from` calls.
+fn chain_calls(call: Node) -> Vec<Node> {
+    let mut out = vec![call];
+    let mut current = call;
+    while let Some(inner) = current
+        .child_by_field_name("function")
+        .filter(|f| f.kind() == "member_expression")
+        .and_then(|f| f.child_by_field_name("object"))
+        .filter(|o| o.kind() == "call_expression")
+    {
+        out.push(inner);
+        current = inner;
+    }
+    out
+}
+
+/// The calls under a `try` block that its catch can see: those not inside a nested `try`
+/// with a catch of its own.
+fn exposed_calls(block: Node) -> Vec<Node> {
+    ast::calls_in(block, false)
+        .into_iter()
+        .filter(|call| {
+            !ast::ancestors(*call).take_while(|a| *a != block).any(|a| {
+                a.kind() == "statement_block"
+                    && a.parent().is_some_and(|t| {
+                        t.kind() == "try_statement"
+                            && t.child_by_field_name("body") == Some(a)
+                            && t.child_by_field_name("handler").is_some()
+                    })
+            })
+        })
+        .collect()
 }
 
 fn same_fn_nodes<'t>(body: Node<'t>, kind: &str) -> Vec<Node<'t>> {
@@ -199,6 +259,26 @@ fn marked_best_effort(c: &Cx, try_stmt: Node, src: &str) -> bool {
     let start = src[..try_stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1);
     ast::descendants_of_kind(try_stmt, "comment").iter().any(|cm| marked(&text(*cm, src).to_ascii_lowercase()))
         || comment_block_above(src, start).is_some_and(|c| marked(&c))
+        || function_doc(try_stmt, src).is_some_and(|c| marked(&c))
+}
+
+/// The comment block above the function that holds `node` (above its `export` or its
+/// `const f = ...` declaration): "Fire-and-forget: errors are logged so the main flow never breaks".
+fn function_doc(node: Node, src: &str) -> Option<String> {
+    let func = ast::enclosing_function(node)?;
+    let mut decl = func;
+    while let Some(p) = decl.parent() {
+        if matches!(
+            p.kind(),
+            "variable_declarator" | "lexical_declaration" | "variable_declaration" | "export_statement"
+        ) {
+            decl = p;
+        } else {
+            break;
+        }
+    }
+    let start = src[..decl.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+    comment_block_above(src, start)
 }
 
 /// The failure is the outcome, kept as data: `catch (e) { result = { ok: false, error: e.message } }`
@@ -280,6 +360,16 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if !does_work(block, src) || ast::calls_in(block, false).into_iter().any(|call| is_verify(call, src)) {
             continue;
         }
+        // Work inside a nested `try` that has its own `catch` never reaches this one: the
+        // inner catch is where a failure is (or is not) swallowed.
+        let exposed = exposed_calls(block);
+        let awaited_or_effect = |call: &Node| {
+            ast::ancestors(*call).take_while(|a| *a != block).any(|a| a.kind() == "await_expression")
+                || effects::classify(*call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
+        };
+        if !exposed.iter().any(awaited_or_effect) {
+            continue;
+        }
         // An in-code retry loop catches to try again; what happens after the last attempt
         // is outside the catch.
         let in_retry_loop = ast::ancestors(try_stmt)
@@ -291,8 +381,10 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         // Cleanup inside another catch (`catch (e) { try { markFailed() } catch {} ... }`) runs on
         // a path that already failed: the outer catch decides what the provider sees, and
         // rethrowing the cleanup's error would replace the original failure.
-        let in_failure_path =
-            ast::ancestors(try_stmt).take_while(|a| !ast::is_function(*a)).any(|a| a.kind() == "catch_clause");
+        // The same holds for cleanup in a `finally` (releasing a lock): the outcome is decided.
+        let in_failure_path = ast::ancestors(try_stmt)
+            .take_while(|a| !ast::is_function(*a))
+            .any(|a| matches!(a.kind(), "catch_clause" | "finally_clause"));
         if in_failure_path {
             continue;
         }
@@ -335,6 +427,54 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             continue;
         }
         if flagged_for_later(func, try_stmt, body, src, &names) {
+            continue;
+        }
+        // What the guarded work is: telemetry or a notification wrapped in its own catch is
+        // deliberate best effort; a lookup whose catch falls through keeps a fallback value and
+        // the event's work still runs; calls that return their error (supabase-js) never throw
+        // into this catch, so their unchecked result is the finding, not the catch.
+        let guarded: Vec<Node> = exposed.iter().copied().filter(|call| error_returning(*call, src).is_none()).collect();
+        let own_category = scope_name(scope).and_then(best_effort::named_category);
+        let work = best_effort::combine(
+            guarded
+                .iter()
+                .filter(|call| call.parent().is_none_or(|p| p.kind() != "member_expression"))
+                .map(|call| best_effort::call_category(c.cx.project, file, *call, 3))
+                // Inside a helper named for the notification it sends (`sendReceiptEmail`), its
+                // HTTP request to the mail API is that notification.
+                .map(|cat| match (cat, own_category) {
+                    (best_effort::Category::Work, Some(own))
+                        if guarded.iter().all(|g| {
+                            effects::classify(*g, src, false).is_none_or(|e| {
+                                matches!(
+                                    e.kind,
+                                    EffectKind::Http
+                                        | EffectKind::Possible
+                                        | EffectKind::Email
+                                        | EffectKind::Sms
+                                        | EffectKind::Chat
+                                )
+                            })
+                        }) =>
+                    {
+                        own
+                    }
+                    (cat, _) => cat,
+                }),
+        );
+        let falls_through = same_fn_nodes(body, "return_statement").is_empty()
+            && responses::responses_in(body, src, &names, false).is_empty();
+        if matches!(work, best_effort::Category::Telemetry | best_effort::Category::Notification)
+            || work == best_effort::Category::Read && falls_through
+        {
+            continue;
+        }
+        // A catch that tries an alternative under its own catch (inline comment failed → post
+        // a general note) handles the failure; that inner catch decides the outcome.
+        if ast::descendants_of_kind(body, "try_statement").into_iter().any(|t| {
+            t.child_by_field_name("handler").is_some()
+                && t.child_by_field_name("body").is_some_and(|b| does_work(b, src))
+        }) {
             continue;
         }
         // Explicit-ack consumers (RabbitMQ, Pub/Sub, an SQS poller): a catch that skips the ack
@@ -418,15 +558,13 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if !swallowed {
             continue;
         }
+        // Nobody awaits this function: its catch cannot change what the provider is told
+        // (the dropped call is ack-timing's finding, where it is not deliberate best effort).
+        if inner_fn == func && called_without_await(c, i) {
+            continue;
+        }
         let what = if http { "the handler then answers 2xx" } else { "the job/message then completes as a success" };
-        let fix = if inner_fn == func && called_without_await(c, i) {
-            Fix::display_only(
-                "rethrow the error",
-                "await the call in the caller first: a rethrow from a call nobody awaits is an unhandled rejection",
-            )
-        } else {
-            catch_fix(c, i, file, clause, body, inner_fn == func)
-        };
+        let fix = catch_fix(c, i, file, clause, body, inner_fn == func);
         out.push(diag(
             c,
             scope,
@@ -529,7 +667,10 @@ fn called_without_await(c: &Cx, i: usize) -> bool {
         let src = &s.file().text;
         ast::calls_in(f, false).into_iter().any(|call| {
             ast::callee_name(call, src).is_some_and(|n| n == *name)
-                && call.parent().is_some_and(|p| p.kind() == "expression_statement")
+                && call.parent().is_some_and(|p| {
+                    p.kind() == "expression_statement"
+                        || p.kind() == "unary_expression" && p.child(0).is_some_and(|o| text(o, src) == "void")
+                })
         })
     })
 }
@@ -587,6 +728,7 @@ fn error_returning(call: Node, src: &str) -> Option<&'static str> {
     if supabase
         && path.iter().any(|p| p == "rpc" || p == "rpc()")
         && path.first().is_some_and(|r| r.to_ascii_lowercase().contains("supabase"))
+        && !best_effort::read_rpc(call, src)
     {
         return Some("supabase-js");
     }
@@ -662,6 +804,15 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         let indent = file.indent_at(stmt.start_byte()).to_string();
         let after_stmt = crate::fix::text::line_end(file, stmt.end_byte());
         let label = path.join(".");
+        // Writing the processed marker after the work: the work is done, a lost marker costs
+        // at most a repeat on a redelivery (the marker rules' concern), never a lost event.
+        if chain_calls(call).into_iter().any(|link| {
+            markers::classify(link, src, func, scope.event_key.as_ref())
+                .is_some_and(|m| matches!(m.op, markers::MarkerOp::Write | markers::MarkerOp::Claim))
+        }) {
+            continue;
+        }
+        let mut at = call;
         let (unchecked, fix) = match stmt.kind() {
             "expression_statement" if stmt.named_child(0).map(ast::unwrap_expr) == Some(value) => {
                 if all_settled {
@@ -762,6 +913,18 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                 if error_handled(func, &name, stmt.end_byte(), src) {
                                     continue;
                                 }
+                                // Checked and only logged: the swallow is at that check.
+                                let mut next = stmt.next_named_sibling();
+                                while let Some(n) = next.filter(|n| n.kind() == "comment") {
+                                    next = n.next_named_sibling();
+                                }
+                                if let Some(check) = next.filter(|n| {
+                                    n.kind() == "if_statement"
+                                        && n.child_by_field_name("condition")
+                                            .is_some_and(|c| ast::mentions_identifier(c, src, &name))
+                                }) {
+                                    at = check;
+                                }
                                 // `if (error) { console.error(error) }`: fail inside that branch.
                                 let logging_if = stmt.next_named_sibling().filter(|n| {
                                     n.kind() == "if_statement"
@@ -858,7 +1021,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                 "`{label}` returns its error instead of throwing ({sdk}) and nothing fails on it: a failure is acknowledged 2xx and never retried"
             )
         };
-        out.push(diag(c, scope, call, message, fix));
+        out.push(diag(c, scope, at, message, fix));
     }
     out
 }
@@ -943,6 +1106,15 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         let Some(body) = resp.body().filter(|b| b.kind() == "object") else { continue };
         let Some((status, what)) = body_failure(&resp, body, src) else { continue };
         let in_catch = responses::in_catch(resp.node, func).is_some();
+        // A catch that answers 2xx on one branch and 5xx on another has classified the error
+        // (permanent: acknowledge; transient: retry); the 2xx branch is that decision.
+        let classified =
+            responses::in_catch(resp.node, func).and_then(|cl| cl.child_by_field_name("body")).is_some_and(|b| {
+                responses::responses_in(b, src, &names, false).iter().any(|r| r.status.is_some_and(|s| s >= 500))
+            });
+        if classified {
+            continue;
+        }
         let conds = responses::branch_conditions(resp.node, func);
         if conds.iter().any(|(cnd, _)| DUP_CODE.is_match(text(*cnd, src)))
             || responses::in_catch(resp.node, func).is_some_and(|cl| DUP_CODE.is_match(text(cl, src)))

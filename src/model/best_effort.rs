@@ -1,0 +1,307 @@
+//! Work whose failure does not lose the event: telemetry (logs, audit entries, analytics,
+//! metrics, error reports), notifications (email, SMS, alerts) and reads. Teams wrap such
+//! calls in a `catch` or leave them unawaited on purpose: a failed welcome email or
+//! analytics ping must not make the provider redeliver the payment that already succeeded.
+//! The category comes from what the callee does when it is a project function (its own
+//! calls, looked through up to a few levels), else from what the SDK call does, and only
+//! then from the words of its name.
+
+use super::ast::{self, text};
+use super::effects::{self, EffectKind};
+use super::reach;
+use crate::project::Project;
+use crate::source::SourceFile;
+use std::collections::HashSet;
+use std::sync::Arc;
+use tree_sitter::Node;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Category {
+    /// Logs, audit trails, analytics events, metrics, error reports.
+    Telemetry,
+    /// Emails, SMS, alerts to people.
+    Notification,
+    /// Reads and lookups: nothing changes when they fail.
+    Read,
+    /// Anything else: the event's own work.
+    Work,
+}
+
+const TELEMETRY_WORDS: &[&str] = &[
+    "log",
+    "logs",
+    "logger",
+    "audit",
+    "analytics",
+    "track",
+    "tracking",
+    "telemetry",
+    "metric",
+    "metrics",
+    "sentry",
+    "posthog",
+    "mixpanel",
+    "amplitude",
+    "segment",
+    "openpanel",
+    "axiom",
+    "datadog",
+    "statsd",
+    "breadcrumb",
+    "instrument",
+];
+const NOTIFICATION_WORDS: &[&str] =
+    &["email", "emails", "mail", "mailer", "notify", "notification", "notifications", "sms"];
+const WRITE_VERBS: &[&str] =
+    &["update", "set", "delete", "remove", "save", "upsert", "change", "reset", "verify", "validate"];
+const READ_PREFIXES: &[&str] = &[
+    "get", "find", "retrieve", "select", "list", "fetch", "query", "count", "search", "load", "read", "lookup",
+    "describe",
+];
+
+/// The words of an identifier: `sendPaymentFailedEmail` → send, payment, failed, email;
+/// `log_to_axiom` → log, to, axiom.
+pub fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let chars: Vec<char> = name.chars().collect();
+    for (i, c) in chars.iter().enumerate() {
+        if !c.is_ascii_alphanumeric() {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            continue;
+        }
+        let boundary = c.is_ascii_uppercase()
+            && i > 0
+            && (chars[i - 1].is_ascii_lowercase()
+                || chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase()) && chars[i - 1].is_ascii_uppercase());
+        if boundary && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        cur.push(c.to_ascii_lowercase());
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// The category a function or method name states: `logAudit`, `trackEvent`, `notifyOwner`,
+/// `sendReceiptEmail`, `captureException`.
+pub fn named_category(name: &str) -> Option<Category> {
+    let w = words(name);
+    // `updateUserEmail`, `getEmailSettings`, `deleteLogs`: the verb says what happens to the data.
+    let verb = w.first().map(String::as_str).unwrap_or("");
+    if READ_PREFIXES.contains(&verb) || WRITE_VERBS.contains(&verb) {
+        return None;
+    }
+    if w.iter().any(|x| TELEMETRY_WORDS.contains(&x.as_str()))
+        || w.first().is_some_and(|f| f == "capture") && w.get(1).is_some_and(|s| s == "exception" || s == "message")
+    {
+        return Some(Category::Telemetry);
+    }
+    if w.iter().any(|x| NOTIFICATION_WORDS.contains(&x.as_str())) {
+        return Some(Category::Notification);
+    }
+    None
+}
+
+/// Whether a callee segment names a read: `findFirst`, `retrieve`, `select()`, `getUser`.
+fn read_segment(seg: &str) -> bool {
+    let seg = seg.trim_end_matches("()");
+    let w = words(seg);
+    w.first().is_some_and(|f| READ_PREFIXES.contains(&f.as_str()))
+}
+
+/// Calls that only combine or schedule other promises (their arguments are judged instead)
+/// or compute values.
+fn transparent(path: &[String]) -> bool {
+    matches!(
+        path.first().map(String::as_str),
+        Some("Promise" | "JSON" | "Object" | "Array" | "Math" | "Number" | "String")
+    ) || matches!(
+        path.last().map(|s| s.trim_end_matches("()")),
+        Some(
+            "setTimeout"
+                    | "clearTimeout"
+                    | "import"
+                    | "require"
+                    | "toISOString"
+                    | "toString"
+                    | "slice"
+                    | "map"
+                    | "filter"
+                    | "join"
+                    // reading a fetched response's body
+                    | "json"
+                    | "text"
+                    | "arrayBuffer"
+                    | "blob"
+        )
+    ) || path.first().is_some_and(|r| r == "console")
+}
+
+/// The category of one call. `depth` bounds how far project functions are followed.
+pub fn call_category(project: &Project, file: &Arc<SourceFile>, call: Node, depth: usize) -> Category {
+    category_in(project, file, call, depth, &mut HashSet::new())
+}
+
+fn category_in(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    call: Node,
+    depth: usize,
+    seen: &mut HashSet<(std::path::PathBuf, usize)>,
+) -> Category {
+    let src = &file.text;
+    let path = ast::callee_path(call, src);
+    if path.is_empty() {
+        // `await import("pkg")` loads code; anything else unnamed is unknown work.
+        let dynamic_import = call.child_by_field_name("function").is_some_and(|f| f.kind() == "import");
+        return if dynamic_import { Category::Read } else { Category::Work };
+    }
+    if transparent(&path) {
+        return Category::Read;
+    }
+    let name = path.last().map(|s| s.trim_end_matches("()").to_string()).unwrap_or_default();
+    if let Some(def) = reach::resolve_call(project, file, call) {
+        let named = named_category(&def.name);
+        if depth == 0 || !seen.insert((def.file.path.clone(), def.span.start)) {
+            return named.unwrap_or(Category::Work);
+        }
+        let Some(body) = def.node() else { return named.unwrap_or(Category::Work) };
+        return summarise(project, &def.file, body, named, depth - 1, seen);
+    }
+    if let Some(effect) = effects::classify(call, src, false) {
+        return match effect.kind {
+            EffectKind::Email | EffectKind::Sms => Category::Notification,
+            EffectKind::Possible => named_category(&name).unwrap_or(Category::Work),
+            // A plain insert into a log or audit table is an entry in a trail.
+            EffectKind::DbInsert if log_table(call, src) => Category::Telemetry,
+            _ => Category::Work,
+        };
+    }
+    if let Some(cat) = path.iter().find_map(|seg| named_category(seg.trim_end_matches("()"))) {
+        return cat;
+    }
+    if path.iter().any(|seg| read_segment(seg)) || read_rpc(call, src) {
+        return Category::Read;
+    }
+    // An unknown call that is awaited is work; one that is not is a computation (or a
+    // dropped promise, which is ack-timing's concern).
+    // (`await Promise.all(items.map((i) => work(i)))` awaits `work` too: the search stops
+    // at the enclosing statement, not at a concise arrow.)
+    let awaited = ast::ancestors(call)
+        .take_while(|a| !a.kind().ends_with("statement") && !a.kind().ends_with("declaration"))
+        .any(|a| a.kind() == "await_expression");
+    if awaited { Category::Work } else { Category::Read }
+}
+
+/// What a function body amounts to, given the category its own name states: a function named
+/// as telemetry or a notification stays so unless it also pays, enqueues or updates rows;
+/// an unnamed one takes the category of its calls (all reads → a read).
+fn summarise(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    body: Node,
+    named: Option<Category>,
+    depth: usize,
+    seen: &mut HashSet<(std::path::PathBuf, usize)>,
+) -> Category {
+    let mut found = Vec::new();
+    for inner in ast::calls_in(body, false) {
+        if ast::callee_path(inner, &file.text).len() > 1
+            && inner.parent().is_some_and(|p| p.kind() == "member_expression")
+        {
+            continue; // only the outermost call of a chain
+        }
+        found.push((inner, category_in(project, file, inner, depth, seen)));
+    }
+    let heavy = found.iter().any(|(c, cat)| {
+        *cat == Category::Work
+            && effects::classify(*c, &file.text, false).is_some_and(|e| {
+                matches!(
+                    e.kind,
+                    EffectKind::Payment | EffectKind::Enqueue | EffectKind::DbUpdate | EffectKind::DbIncrement
+                )
+            })
+    });
+    match named {
+        Some(cat) if !heavy => cat,
+        Some(_) => Category::Work,
+        None => combine(found.iter().map(|(_, c)| *c)),
+    }
+}
+
+/// The category of a group of calls: work if any is work, else the side effect they have.
+pub fn combine(cats: impl Iterator<Item = Category>) -> Category {
+    let mut out = Category::Read;
+    for c in cats {
+        match c {
+            Category::Work => return Category::Work,
+            Category::Telemetry | Category::Notification => out = c,
+            Category::Read => {}
+        }
+    }
+    out
+}
+
+/// The category of the work under `node` (its outermost calls, nested functions included).
+pub fn block_category(project: &Project, file: &Arc<SourceFile>, node: Node) -> Category {
+    let src = &file.text;
+    let calls = ast::calls_in(node, false)
+        .into_iter()
+        .filter(|c| c.parent().is_none_or(|p| p.kind() != "member_expression"))
+        .filter(|c| ast::callee_path(*c, src).first().is_none_or(|r| r != "console"));
+    combine(calls.map(|c| call_category(project, file, c, 3)))
+}
+
+/// `db.insert(auditLogs)`, `INSERT INTO "PipelineEventLog"`, `prisma.auditLog.create`.
+fn log_table(call: Node, src: &str) -> bool {
+    let t = text(call, src);
+    let target = crate::regex!(r#"(?i)insert\s*(?:into\s+)?\(?\s*["'`]?([A-Za-z_][\w]*)"#)
+        .captures(t)
+        .map(|c| c[1].to_string())
+        .or_else(|| {
+            let path = ast::callee_path(call, src);
+            (path.len() >= 3).then(|| path[path.len() - 2].clone())
+        })
+        .unwrap_or_default();
+    let w = words(&target);
+    w.iter().any(|x| x == "audit") || w.last().is_some_and(|l| l == "log" || l == "logs")
+}
+
+/// `supabase.rpc('get_total_credits', ...)`: a stored procedure named as a read.
+pub fn read_rpc(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    path.last().is_some_and(|l| l.trim_end_matches("()") == "rpc")
+        && ast::arguments(call).first().and_then(|a| ast::string_value(*a, src)).is_some_and(|n| read_segment(&n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_words() {
+        assert_eq!(words("sendPaymentFailedEmail"), ["send", "payment", "failed", "email"]);
+        assert_eq!(words("log_to_axiom"), ["log", "to", "axiom"]);
+        assert_eq!(words("HTTPClient"), ["http", "client"]);
+        assert_eq!(words("catalog"), ["catalog"]);
+    }
+
+    #[test]
+    fn names_state_categories() {
+        assert_eq!(named_category("logAudit"), Some(Category::Telemetry));
+        assert_eq!(named_category("trackWebhookEvent"), Some(Category::Telemetry));
+        assert_eq!(named_category("captureException"), Some(Category::Telemetry));
+        assert_eq!(named_category("sendReceiptEmail"), Some(Category::Notification));
+        assert_eq!(named_category("notify"), Some(Category::Notification));
+        assert_eq!(named_category("processLogin"), None);
+        assert_eq!(named_category("fulfillOrder"), None);
+        assert_eq!(named_category("capturePayment"), None);
+        assert_eq!(named_category("updateUserEmail"), None);
+        assert_eq!(named_category("getEmailSettings"), None);
+    }
+}
