@@ -133,7 +133,7 @@ impl Config {
         }
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
         let value: serde_json::Value =
-            serde_json::from_str(&crate::project::jsonc_to_json(&text)).map_err(|e| err(e.to_string()))?;
+            serde_json::from_str(&crate::source::jsonc_to_json(&text)).map_err(|e| err(e.to_string()))?;
         if !value.is_object() {
             let kind = match value {
                 serde_json::Value::Array(_) => "an array",
@@ -197,15 +197,15 @@ impl Config {
         Ok(())
     }
 
-    /// Whether the config lets rule `id` run; `preview` is the `--preview` flag, and a
-    /// preview rule also runs when this config or the command line selects it by id.
-    pub fn rule_enabled(&self, id: &str, preview: bool, selected_by_id: bool) -> bool {
+    /// Whether the config lets rule `id` run; `preview_rule` says whether it is a preview
+    /// rule, which runs only when preview is on (`preview` is the `--preview` flag) or when
+    /// this config or the command line (`selected_by_id`) names it.
+    pub fn rule_enabled(&self, id: &str, preview_rule: bool, preview: bool, selected_by_id: bool) -> bool {
         if self.severity.get(id) == Some(&Severity::Off) || self.ignore.iter().any(|r| r == id) {
             return false;
         }
         let named = self.select.iter().any(|r| r == id);
-        let is_preview = crate::rules::find(id).is_some_and(|r| r.preview);
-        if is_preview && !(preview || self.preview || named || selected_by_id) {
+        if preview_rule && !(preview || self.preview || named || selected_by_id) {
             return false;
         }
         self.select.is_empty() || named
@@ -295,7 +295,7 @@ fn root_config_above(dir: &Path) -> Option<PathBuf> {
     absolute.ancestors().skip(1).map(|d| d.join(CONFIG_FILE)).filter(|p| p.is_file()).find(|p| {
         std::fs::read_to_string(p)
             .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&crate::project::jsonc_to_json(&t)).ok())
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&crate::source::jsonc_to_json(&t)).ok())
             .is_some_and(|v| v["root"] == true)
     })
 }

@@ -111,7 +111,7 @@ impl Engine {
 
     fn rule_enabled(&self, config: &Config, id: &str) -> bool {
         let selected = self.options.select.iter().any(|r| r == id);
-        config.rule_enabled(id, self.options.preview, selected)
+        config.rule_enabled(id, rules::find(id).is_some_and(|r| r.preview), self.options.preview, selected)
             && (self.options.select.is_empty() || selected)
             && !self.options.ignore.iter().any(|r| r == id)
     }
@@ -546,7 +546,7 @@ fn syntax_error_note(file: &SourceFile) -> Option<String> {
     let (line, col) = file.line_col(first.unwrap_or(0));
     Some(format!(
         "{}:{line}:{col}: syntax error; the file was analysed as far as it parses",
-        crate::report::display_path(&file.path)
+        crate::source::display_path(&file.path)
     ))
 }
 

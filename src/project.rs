@@ -728,56 +728,7 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// Strips `//` and `/* */` comments and trailing commas so tsconfig (JSONC) parses as JSON.
-pub fn jsonc_to_json(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let mut in_string = false;
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            if c == '\\' {
-                if let Some(n) = chars.next() {
-                    out.push(n);
-                }
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                in_string = true;
-                out.push(c);
-            }
-            '/' if chars.peek() == Some(&'/') => {
-                for n in chars.by_ref() {
-                    if n == '\n' {
-                        out.push('\n');
-                        break;
-                    }
-                }
-            }
-            '/' if chars.peek() == Some(&'*') => {
-                chars.next();
-                let mut prev = ' ';
-                for n in chars.by_ref() {
-                    if prev == '*' && n == '/' {
-                        break;
-                    }
-                    // Kept, so a parse error after the comment names the right line.
-                    if n == '\n' {
-                        out.push('\n');
-                    }
-                    prev = n;
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    let re = crate::regex!(r",(\s*[}\]])");
-    re.replace_all(&out, "$1").into_owned()
-}
+pub use crate::source::jsonc_to_json;
 
 fn parse_tsconfig_paths(dir: &Path, text: &str) -> PathAliases {
     let Ok(json) = serde_json::from_str::<serde_json::Value>(&jsonc_to_json(text)) else {

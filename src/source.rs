@@ -283,3 +283,61 @@ mod tests {
         assert_eq!(file.line_text(2), "foo();");
     }
 }
+
+/// Strips `//` and `/* */` comments and trailing commas so tsconfig (JSONC) parses as JSON.
+pub fn jsonc_to_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut prev = ' ';
+                for n in chars.by_ref() {
+                    if prev == '*' && n == '/' {
+                        break;
+                    }
+                    // Kept, so a parse error after the comment names the right line.
+                    if n == '\n' {
+                        out.push('\n');
+                    }
+                    prev = n;
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    let re = crate::regex!(r",(\s*[}\]])");
+    re.replace_all(&out, "$1").into_owned()
+}
+
+/// A path as users see it: relative to the working directory when under it.
+pub fn display_path(path: &std::path::Path) -> String {
+    let cwd = std::env::current_dir().ok();
+    let rel = cwd.as_deref().and_then(|c| path.strip_prefix(c).ok()).unwrap_or(path);
+    rel.to_string_lossy().replace('\\', "/")
+}

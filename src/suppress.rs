@@ -7,8 +7,7 @@ use crate::source::SourceFile;
 use regex::Regex;
 use std::sync::{Arc, OnceLock};
 
-pub const UNUSED: &str = "unused-suppression";
-pub const INVALID: &str = "invalid-suppression";
+pub use crate::rules::{INVALID_SUPPRESSION as INVALID, UNUSED_SUPPRESSION as UNUSED};
 
 #[derive(Debug, Clone)]
 pub struct Suppression {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Layers in data-flow order; a module may depend on its own layer and the ones before it.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("syntax", &["source", "syntax", "regex"]),
+    ("syntax", &["source", "syntax", "regex", "suggest"]),
     ("workspace", &["workspace", "config"]),
     ("project", &["project"]),
     ("model", &["model"]),
@@ -17,7 +17,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rules", &["rules"]),
     ("arbitration", &["suppress"]),
     ("engine", &["engine"]),
-    ("front ends", &["report", "lsp", "bench", "main"]),
+    ("front ends", &["report", "lsp", "bench", "main", "init", "doctor", "verify"]),
 ];
 
 /// Rule-to-rule imports that predate this test: shared predicates still to move into `model` or
@@ -153,7 +153,8 @@ fn no_module_depends_on_a_later_layer() {
                 let names_a_rule = target == "rules"
                     && path.get(1).is_some_and(|p| p.chars().next().is_some_and(|c| c.is_lowercase()))
                     && path[1] != "registry"
-                    && path[1] != "find";
+                    && path[1] != "find"
+                    && path[1] != "check_id";
                 if names_a_rule {
                     match &rule {
                         Some(own_rule) if *own_rule != path[1] => {

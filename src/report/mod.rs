@@ -18,12 +18,7 @@ pub fn severity(d: &Diagnostic) -> Severity {
     d.severity
 }
 
-/// A path as users see it: relative to the working directory when under it.
-pub fn display_path(path: &std::path::Path) -> String {
-    let cwd = std::env::current_dir().ok();
-    let rel = cwd.as_deref().and_then(|c| path.strip_prefix(c).ok()).unwrap_or(path);
-    rel.to_string_lossy().replace('\\', "/")
-}
+pub use crate::source::display_path;
 
 pub fn is_fixable(d: &Diagnostic) -> bool {
     d.fix.as_ref().is_some_and(|f| {

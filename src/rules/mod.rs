@@ -98,11 +98,16 @@ pub fn find(id: &str) -> Option<&'static Rule> {
     registry().iter().find(|r| r.id == id)
 }
 
+/// A `retrysafe-ignore` comment that suppresses nothing.
+pub const UNUSED_SUPPRESSION: &str = "unused-suppression";
+/// A `retrysafe-ignore` comment without a rule or a reason.
+pub const INVALID_SUPPRESSION: &str = "invalid-suppression";
+
 /// The ids of the findings about suppression comments themselves, with their summary and
 /// documentation; `--select`, `--ignore`, the config and `explain` accept them like rules.
 pub const SUPPRESSION_IDS: &[(&str, &str, &str)] = &[
     (
-        crate::suppress::UNUSED,
+        UNUSED_SUPPRESSION,
         "a retrysafe-ignore comment suppresses nothing",
         "A `// retrysafe-ignore RULE: reason` comment whose rule reports nothing on its line or the next \
 (or anywhere in the file, for `retrysafe-ignore-file`). Stale suppressions hide the next real finding \
@@ -111,7 +116,7 @@ in files that hold a handler or that a checked handler reaches, because elsewher
 from a handler that was not checked.",
     ),
     (
-        crate::suppress::INVALID,
+        INVALID_SUPPRESSION,
         "a retrysafe-ignore comment names no rule, an unknown rule, or gives no reason",
         "A suppression must name the rule ids it silences and say why the code is safe: \
 `// retrysafe-ignore effect-missing-idempotency-key: refunds are keyed by charge upstream`. One without a \
