@@ -242,6 +242,9 @@ impl Engine {
         });
         for d in &mut out {
             d.severity = config.severity(d.rule);
+            if let Some(fix) = d.fix.as_mut() {
+                crate::fix::policy::settle(&d.file, d.start, d.end, fix);
+            }
         }
         reach::forget_resolutions();
         out
@@ -274,6 +277,8 @@ pub struct FileFix {
     pub applied: Vec<AppliedFix>,
     /// Findings whose fix could not be applied (display-only, or dropped).
     pub manual: Vec<AppliedFix>,
+    /// Review fixes not applied because only safe ones were asked for.
+    pub held_back: Vec<AppliedFix>,
     pub problems: Vec<String>,
 }
 
@@ -308,10 +313,15 @@ impl Engine {
             for d in check.diagnostics {
                 let Some(fix) = &d.fix else { continue };
                 let target = fix.target.clone().unwrap_or_else(|| d.file.path.clone());
-                if fix.edits.is_empty() && fix.new_files.is_empty() || !allowed(fix.applicability) {
+                let has_edits = !fix.edits.is_empty() || !fix.new_files.is_empty();
+                if !has_edits || !allowed(fix.applicability) {
                     if pass == 0 {
                         let entry = files.entry(d.file.path.clone()).or_insert_with(|| new_file_fix(&d.file));
-                        entry.manual.push(describe(&d));
+                        if has_edits && fix.applicability == Applicability::Unsafe {
+                            entry.held_back.push(describe(&d));
+                        } else {
+                            entry.manual.push(describe(&d));
+                        }
                     }
                     continue;
                 }
@@ -328,7 +338,16 @@ impl Engine {
                 by_target.entry(target).or_insert_with(|| (file, Vec::new())).1.push(d);
             }
             let mut changed = false;
-            for (target, (file, diags)) in by_target {
+            for (target, (file, mut diags)) in by_target {
+                // Two fixes creating the same file differently (two handlers, two clients for
+                // one guard module): the first wins; the other is recomputed next pass against it.
+                let before = diags.len();
+                diags.retain(|d| {
+                    d.fix.as_ref().is_none_or(|f| {
+                        f.new_files.iter().all(|(p, t)| report.new_files.iter().all(|(q, u)| q != p || u == t))
+                    })
+                });
+                changed |= diags.len() != before;
                 let fixes: Vec<&crate::fix::Fix> = diags.iter().filter_map(|d| d.fix.as_ref()).collect();
                 for fix in &fixes {
                     for (path, text) in &fix.new_files {

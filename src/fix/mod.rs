@@ -3,7 +3,9 @@
 //! one applicability.
 
 pub mod apply;
+pub mod guard_module;
 pub mod imports;
+pub mod policy;
 pub mod text;
 pub mod wrap_guard;
 pub mod write;
