@@ -27,6 +27,8 @@ pub struct Options {
     /// Parse and analyse every discovered file, as if the byte prefilter let all of them
     /// through (the benchmark's "every file is relevant" case).
     pub no_prefilter: bool,
+    /// `fix --typecheck`: drop a fix that adds a type error (the project's own `tsc`).
+    pub typecheck: bool,
 }
 
 #[derive(Debug)]
@@ -302,6 +304,7 @@ impl Engine {
         let mut files: BTreeMap<PathBuf, FileFix> = BTreeMap::new();
         let mut seen: BTreeMap<PathBuf, HashSet<u64>> = BTreeMap::new();
         let mut stuck: HashSet<PathBuf> = HashSet::new();
+        let mut rejected: HashSet<Rejection> = HashSet::new();
         for pass in 0..MAX_PASSES {
             let check = self.check();
             if pass == 0 {
@@ -325,7 +328,7 @@ impl Engine {
                     }
                     continue;
                 }
-                if stuck.contains(&target) {
+                if stuck.contains(&target) || rejected.contains(&rejection(&d)) {
                     continue;
                 }
                 let file = match self.project.load(&target) {
@@ -403,6 +406,10 @@ impl Engine {
                     }
                     result = apply::Applied { text, applied: kept, deferred: Vec::new() };
                 }
+                if self.options.typecheck && result.text != file.text {
+                    result =
+                        self.typecheck_pass(&file, &only, result, &|i| &diags[edit_fixes[i].0], entry, &mut rejected);
+                }
                 for &i in &result.applied {
                     entry.applied.push(describe(&diags[edit_fixes[i].0]));
                 }
@@ -441,6 +448,69 @@ impl Engine {
         report.files = files.into_values().collect();
         report
     }
+}
+
+impl Engine {
+    /// `--typecheck`: when the pass adds a type error, the fixes are tried one at a time on
+    /// the pass's input; those that add one are dropped and named, the first clean one is kept
+    /// (the others were computed on the same input: the next pass recomputes them).
+    fn typecheck_pass<'d>(
+        &self,
+        file: &SourceFile,
+        fixes: &[&crate::fix::Fix],
+        result: apply::Applied,
+        diag: &dyn Fn(usize) -> &'d Diagnostic,
+        entry: &mut FileFix,
+        rejected: &mut HashSet<Rejection>,
+    ) -> apply::Applied {
+        use crate::fix::typecheck;
+        let Some(tsc) = typecheck::checks(&file.path).then(|| typecheck::find_tsc(&file.path)).flatten() else {
+            return result;
+        };
+        let before = match typecheck::errors(&tsc, &file.path, &file.text) {
+            Ok(e) => e,
+            Err(e) => {
+                entry.problems.push(format!("{e}; the fixes were not type-checked"));
+                return result;
+            }
+        };
+        let fails =
+            |text: &str| typecheck::errors(&tsc, &file.path, text).ok().and_then(|e| typecheck::added(&before, &e));
+        if fails(&result.text).is_none() {
+            return result;
+        }
+        let mut kept = apply::Applied { text: file.text.clone(), applied: Vec::new(), deferred: Vec::new() };
+        for &i in &result.applied {
+            let attempt = apply::apply(&file.text, &[fixes[i]]);
+            if attempt.applied.is_empty() {
+                continue;
+            }
+            let d = diag(i);
+            if let Some(error) = fails(&attempt.text) {
+                entry.problems.push(format!(
+                    "{}:{}: the `{}` fix ({}) adds a type error ({error}); it was dropped",
+                    file.path.display(),
+                    d.line_col().0,
+                    d.rule,
+                    fixes[i].title
+                ));
+                entry.manual.push(describe(d));
+                rejected.insert(rejection(d));
+                continue;
+            }
+            if kept.applied.is_empty() {
+                kept = apply::Applied { text: attempt.text, applied: vec![i], deferred: Vec::new() };
+            }
+        }
+        kept
+    }
+}
+
+/// A fix dropped by the type check, recognised again in later passes.
+type Rejection = (PathBuf, &'static str, String);
+
+fn rejection(d: &Diagnostic) -> Rejection {
+    (d.file.path.clone(), d.rule, d.fix.as_ref().map(|f| f.title.clone()).unwrap_or_default())
 }
 
 fn new_file_fix(file: &SourceFile) -> FileFix {

@@ -254,6 +254,7 @@ fn options(common: &Common, guard: Option<GuardSpec>) -> Result<Options, String>
         stdin,
         guard,
         no_prefilter: common.no_prefilter,
+        typecheck: false,
     })
 }
 
@@ -314,10 +315,11 @@ fn run_fix(args: FixArgs) -> ExitCode {
         Some(Ok(g)) => Some(g),
         None => None,
     };
-    let engine = match engine(&args.common, guard) {
+    let mut engine = match engine(&args.common, guard) {
         Ok(e) => e,
         Err(code) => return code,
     };
+    engine.options.typecheck = args.typecheck;
     // As in ruff and Biome: writing applies safe fixes unless review fixes are asked for; the
     // dry run shows both, each hunk labelled.
     let review_allowed = args.unsafe_fixes || (!args.write && !args.safe_only);

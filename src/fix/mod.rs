@@ -3,10 +3,12 @@
 //! one applicability.
 
 pub mod apply;
+pub mod callbacks;
 pub mod guard_module;
 pub mod imports;
 pub mod policy;
 pub mod text;
+pub mod typecheck;
 pub mod wrap_guard;
 pub mod write;
 

@@ -10,6 +10,17 @@ use crate::source::{Dialect, SourceFile};
 /// Downgrades a safe fix to review when it does something only a reviewer may accept; the
 /// reason goes into the fix's note (the dry run's hunk header shows it).
 pub fn settle(file: &SourceFile, start: usize, end: usize, fix: &mut Fix) {
+    if fix.applicability != Applicability::DisplayOnly
+        && let Some(style) = foreign_answer(file, &fix.edits)
+    {
+        fix.applicability = Applicability::DisplayOnly;
+        fix.note = Some(format!(
+            "the fix would answer in {style} style, but this function answers in another framework's style: \
+             make the failure reach the provider as a 5xx by hand"
+        ));
+        fix.edits.clear();
+        return;
+    }
     if fix.applicability != Applicability::Safe {
         return;
     }
@@ -45,6 +56,34 @@ fn review_reason(file: &SourceFile, start: usize, end: usize, fix: &Fix) -> Opti
     }
     if moves_verification(file, &fix.edits) {
         return Some("moves the signature verification");
+    }
+    None
+}
+
+/// An answer added in one framework's style (`new Response(...)`, `res.status(...).end()`)
+/// into a function whose own answers are all in the other's: the handler was taken for the
+/// wrong framework, and the added answer would not compile or never reach the client.
+fn foreign_answer(file: &SourceFile, edits: &[Edit]) -> Option<&'static str> {
+    let node_style = regex::Regex::new(r"\b\w+\.(status|code)\(\d+\)\.(end|send|json)\(|\b\w+\.sendStatus\(").unwrap();
+    let fetch_style = |t: &str| t.contains("new Response(") || t.contains("Response.json(");
+    for e in edits {
+        let (adds_fetch, adds_node) = (fetch_style(&e.replacement), node_style.is_match(&e.replacement));
+        if !adds_fetch && !adds_node {
+            continue;
+        }
+        let Some(at) = file.root().descendant_for_byte_range(e.start, e.end) else { continue };
+        let Some(function) = std::iter::once(at).chain(ast::ancestors(at)).filter(|n| ast::is_function(*n)).last()
+        else {
+            continue;
+        };
+        let own = &file.text[function.start_byte()..function.end_byte()];
+        let (has_fetch, has_node) = (fetch_style(own) || own.contains("NextResponse."), node_style.is_match(own));
+        if adds_fetch && !has_fetch && has_node {
+            return Some("fetch (`new Response`)");
+        }
+        if adds_node && !has_node && has_fetch {
+            return Some("Express (`res.status(...)`)");
+        }
     }
     None
 }
@@ -116,6 +155,22 @@ mod tests {
         let mut outside = Fix::safe("x", vec![Edit::insert(src.len(), "await s.flush();\n")]);
         settle(&f, at, at + 2, &mut outside);
         assert_eq!(outside.applicability, Applicability::Unsafe);
+    }
+
+    #[test]
+    fn an_answer_in_another_framework_style_is_not_applied() {
+        let src = "app.post(\"/hook\", async (req, res) => {\n  try {\n    await work();\n  } catch (e) {\n    res.status(400).send(\"bad\");\n  }\n});\n";
+        let f = file("h.ts", src);
+        let at = src.find("res.status(400)").unwrap();
+        let mut fix =
+            Fix::unsafe_("answer 500", vec![Edit::insert(at, "return new Response(null, { status: 500 });\n    ")]);
+        settle(&f, at, at + 3, &mut fix);
+        assert_eq!(fix.applicability, Applicability::DisplayOnly);
+        assert!(fix.edits.is_empty());
+
+        let mut same = Fix::unsafe_("answer 500", vec![Edit::insert(at, "return res.status(500).end();\n    ")]);
+        settle(&f, at, at + 3, &mut same);
+        assert_eq!(same.applicability, Applicability::Unsafe);
     }
 
     #[test]

@@ -158,6 +158,16 @@ fn plan(
                     (or give it its own key) by hand"
             .into());
     }
+    // Bull's `(job, done)`: a duplicate would return without calling `done` (the job hangs
+    // until it stalls) and an in-progress throw after the callback style is uncaught.
+    if model.handler.framework == Framework::Bullmq
+        && let Some(done) = super::callbacks::done_callback(func, src)
+    {
+        return Err(format!(
+            "the processor completes through `{done}`: drop the callback (return a promise) first, then wrap its \
+             work in the guard, so a duplicate completes and an in-progress delivery fails the job"
+        ));
+    }
     let body = ast::function_body(func)
         .filter(|b| b.kind() == "statement_block")
         .ok_or("the handler has an expression body: give it a block body, then wrap its work in the guard")?;

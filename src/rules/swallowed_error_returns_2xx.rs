@@ -327,6 +327,7 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         }
         if !same_fn_nodes(body, "throw_statement").is_empty()
             || records_failure(body, src)
+            || fails_through_done(c, clause, body, src)
             || DUP_CODE.is_match(text(body, src))
             || text(body, src).contains("batchItemFailures")
             || marked_best_effort(c, try_stmt, src)
@@ -533,12 +534,59 @@ fn called_without_await(c: &Cx, i: usize) -> bool {
     })
 }
 
+/// Bull's `(job, done)`: `done(err)` in the catch fails the job (the queue retries it).
+fn fails_through_done(c: &Cx, clause: Node, body: Node, src: &str) -> bool {
+    let Some(done) = c.model.handler.node().and_then(|f| crate::fix::callbacks::done_callback(f, src)) else {
+        return false;
+    };
+    let Some(err) = clause.child_by_field_name("parameter").map(|p| text(p, src)) else { return false };
+    crate::fix::callbacks::done_calls(body, src, &done)
+        .into_iter()
+        .any(|call| ast::arguments(call).first().is_some_and(|a| ast::mentions_identifier(*a, src, err)))
+}
+
 fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node, direct: bool) -> Fix {
     let src = &file.text;
     let style = file.style();
     let semi = style.semi();
     let param = clause.child_by_field_name("parameter");
     let mut edits = Vec::new();
+    // Bull's `(job, done)`: the failure is `done(err)`, never a throw after `done()`.
+    let done = (c.model.handler.framework == Framework::Bullmq && i == 0 && direct)
+        .then(|| c.model.handler.node())
+        .flatten()
+        .and_then(|f| crate::fix::callbacks::done_callback(f, src));
+    if let Some(done) = done {
+        let err = match param {
+            Some(p) if p.kind() == "identifier" => text(p, src).to_string(),
+            Some(_) => return Fix::display_only("fail the job", "the catch destructures its error"),
+            None => {
+                edits.push(Edit::insert(body.start_byte(), "(err) "));
+                "err".to_string()
+            }
+        };
+        let calls = crate::fix::callbacks::done_calls(body, src, &done);
+        match calls.as_slice() {
+            [call] => {
+                let args = call.child_by_field_name("arguments").unwrap_or(*call);
+                edits.push(Edit::replace(args.start_byte(), args.end_byte(), format!("({err})")));
+            }
+            [] => {
+                let semi = file.style().semi();
+                let stmt = format!("return {done}({err}){semi}");
+                match ast::named_children(body).last() {
+                    Some(last) => edits.push(Edit::insert(
+                        last.end_byte(),
+                        format!("{}{}{stmt}", file.style().eol, file.indent_at(last.start_byte())),
+                    )),
+                    None => return Fix::display_only("fail the job", "the catch is empty"),
+                }
+            }
+            _ => return Fix::display_only("fail the job", format!("the catch calls `{done}` more than once")),
+        }
+        return Fix::unsafe_(format!("fail the job with `{done}({err})`"), edits)
+            .with_note("review: the failure is now reported, so the queue retries the job");
+    }
     let stmt = match c.model.handler.respond(500) {
         Some(answer) if i == 0 && direct && c.model.handler.framework.is_http() => answer,
         _ => match param {
@@ -556,7 +604,8 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
     match ast::named_children(body).last() {
         // the catch ends by returning (a success for a queue, a 2xx for HTTP): the failure
         // replaces that return, since anything appended after it would never run
-        Some(last) if last.kind() == "return_statement" => {
+        // (`continue`/`break` too: an answer appended after them is unreachable)
+        Some(last) if matches!(last.kind(), "return_statement" | "continue_statement" | "break_statement") => {
             edits.push(Edit::replace(last.start_byte(), last.end_byte(), stmt.clone()))
         }
         Some(last) => edits
@@ -762,11 +811,17 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                     continue;
                                 }
                                 // `if (error) { console.error(error) }`: fail inside that branch.
-                                let logging_if = stmt.next_named_sibling().filter(|n| {
+                                // The file's own check is the first statement after the call that
+                                // reads the error (comments and unrelated statements between),
+                                // with or without an `else`: the failure goes into its branch, so
+                                // the existing handling is merged, never shadowed.
+                                let first_reader =
+                                    std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling())
+                                        .find(|n| ast::mentions_identifier(*n, src, &name));
+                                let logging_if = first_reader.filter(|n| {
                                     n.kind() == "if_statement"
                                         && n.child_by_field_name("condition")
                                             .is_some_and(|c| ast::mentions_identifier(c, src, &name))
-                                        && n.child_by_field_name("alternative").is_none()
                                         && n.child_by_field_name("consequence")
                                             .is_some_and(|b| b.kind() == "statement_block" && b.named_child_count() > 0)
                                 });
