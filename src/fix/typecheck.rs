@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The project's compiler: `node_modules/.bin/tsc` in the nearest ancestor that has one.
 pub fn find_tsc(file: &Path) -> Option<PathBuf> {
+    let file = std::path::absolute(file).ok()?;
     file.ancestors().skip(1).map(|d| d.join("node_modules").join(".bin").join("tsc")).find(|p| p.is_file())
 }
 
@@ -25,6 +26,8 @@ pub type Errors = HashMap<(String, String), usize>;
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 pub fn errors(tsc: &Path, file: &Path, text: &str) -> Result<Errors, String> {
+    // The compiler runs in the file's folder: every path it is given is absolute.
+    let file = &std::path::absolute(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let dir = file.parent().ok_or_else(|| format!("{}: no parent directory", file.display()))?;
     let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("ts");
     let stem = format!(".retrysafe-typecheck-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
