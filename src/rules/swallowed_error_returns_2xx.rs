@@ -545,8 +545,100 @@ fn fails_through_done(c: &Cx, clause: Node, body: Node, src: &str) -> bool {
         .any(|call| ast::arguments(call).first().is_some_and(|a| ast::mentions_identifier(*a, src, err)))
 }
 
+/// A callee named for analytics, telemetry, caches, alerts or logs (whole camelCase words, so
+/// `catalog` is not `log`).
+fn best_effort_name(name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "analytics",
+        "track",
+        "telemetry",
+        "metric",
+        "metrics",
+        "posthog",
+        "segment",
+        "mixpanel",
+        "amplitude",
+        "openpanel",
+        "cache",
+        "invalidate",
+        "revalidate",
+        "log",
+        "logger",
+        "alert",
+        "alerts",
+        "slack",
+        "discord",
+        "sentry",
+        "enrich",
+        "warm",
+        "prefetch",
+        "capture",
+    ];
+    // `trackServerEvent` → track, server, event: whole words, so `catalog` is not `log`.
+    let words = |name: &str| -> Vec<String> {
+        let mut out = vec![String::new()];
+        for ch in name.chars() {
+            if !ch.is_alphanumeric() {
+                out.push(String::new());
+            } else if ch.is_uppercase() && out.last().is_some_and(|w| !w.is_empty()) {
+                out.push(ch.to_ascii_lowercase().to_string());
+            } else if let Some(w) = out.last_mut() {
+                w.push(ch.to_ascii_lowercase());
+            }
+        }
+        out.into_iter().filter(|w| !w.is_empty()).collect()
+    };
+    words(name).iter().any(|w| WORDS.contains(&w.as_str()))
+}
+
+/// The catch's own words say the work is best-effort: "failed to refresh the cache",
+/// "non-critical", "failed to track".
+fn catch_says_best_effort(clause: Node, src: &str) -> Option<String> {
+    let t = text(clause.child_by_field_name("body")?, src).to_ascii_lowercase();
+    const SAID: &[&str] = &[
+        "cache",
+        "analytics",
+        "track",
+        "telemetry",
+        "best-effort",
+        "best effort",
+        "non-critical",
+        "non-fatal",
+        "nonfatal",
+    ];
+    SAID.iter().find(|w| t.contains(**w)).map(|w| format!("work its own message calls \"{w}\""))
+}
+
+/// Work that is not the event's own: analytics, telemetry, caches, alerts and logs. A catch
+/// around only such calls is a deliberate best-effort swallow as often as not; failing the
+/// delivery for it would redo committed work, so its fix is left to a human.
+fn best_effort_work(c: &Cx, i: usize, clause: Node, src: &str) -> Option<String> {
+    let hit = |name: &str| best_effort_name(name).then(|| name.to_string());
+    let block = clause.parent().and_then(|t| t.child_by_field_name("body"))?;
+    let calls: Vec<String> = ast::calls_in(block, true)
+        .into_iter()
+        .filter(|call| !ast::callee_path(*call, src).first().is_some_and(|r| r == "console"))
+        .map(|call| ast::callee_path(call, src).join("."))
+        .collect();
+    if let Some(said) = catch_says_best_effort(clause, src) {
+        return Some(said);
+    }
+    let in_callee = c.model.scopes.get(i).and_then(|s| s.chain.last()).filter(|_| i > 0).and_then(|n| hit(n));
+    let all_best_effort = !calls.is_empty() && calls.iter().all(|n| hit(n).is_some());
+    in_callee.map(|n| format!("`{n}`")).or_else(|| all_best_effort.then(|| format!("`{}`", calls.join("`, `"))))
+}
+
 fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node, direct: bool) -> Fix {
     let src = &file.text;
+    if let Some(what) = best_effort_work(c, i, clause, src) {
+        return Fix::display_only(
+            "report the failure",
+            format!(
+                "the catch is around {what}, which looks like best-effort work beside the event's own: rethrow only \
+                 if the event's work depends on it"
+            ),
+        );
+    }
     let style = file.style();
     let semi = style.semi();
     let param = clause.child_by_field_name("parameter");
@@ -706,6 +798,20 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             continue;
         }
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
+        // Inside a deliberate best-effort `try` (so marked, or its catch says so), a throw added
+        // here only reaches that catch, which swallows it on purpose: no fix is written.
+        let swallowed_by_try = ast::ancestors(stmt).take_while(|a| a.id() != func.id()).any(|a| {
+            a.kind() == "statement_block"
+                && a.parent().is_some_and(|t| {
+                    t.kind() == "try_statement"
+                        && t.child_by_field_name("body").is_some_and(|b| b.id() == a.id())
+                        && t.child_by_field_name("handler").is_some_and(|h| {
+                            h.child_by_field_name("body")
+                                .is_some_and(|b| same_fn_nodes(b, "throw_statement").is_empty())
+                                && (marked_best_effort(c, t, src) || catch_says_best_effort(h, src).is_some())
+                        })
+                })
+        });
         let value = ast::unwrap_expr(call);
         let indent = file.indent_at(stmt.start_byte()).to_string();
         let after_stmt = crate::fix::text::line_end(file, stmt.end_byte());
@@ -899,6 +1005,25 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         if !unchecked {
             continue;
         }
+        let best_effort_tasks = all_settled
+            && ast::calls_in(call, true)
+                .into_iter()
+                .filter(|t| t.id() != call.id())
+                .any(|t| best_effort_name(&ast::callee_path(t, src).join(".")));
+        let fix = if swallowed_by_try {
+            Some(Fix::display_only(
+                "check the returned error",
+                "the call is inside a best-effort try whose catch swallows on purpose: a throw here would only reach it",
+            ))
+        } else if best_effort_tasks {
+            Some(Fix::display_only(
+                "use Promise.all so a failure fails the delivery",
+                "the settled tasks look like best-effort work (analytics, tracking, caches): fail the delivery only for \
+                 tasks the event's work depends on",
+            ))
+        } else {
+            fix
+        };
         let fix = fix.unwrap_or_else(|| {
             Fix::display_only(
                 "check the returned error",
