@@ -617,7 +617,7 @@ fn best_effort_work(c: &Cx, i: usize, clause: Node, src: &str) -> Option<String>
     let block = clause.parent().and_then(|t| t.child_by_field_name("body"))?;
     let calls: Vec<String> = ast::calls_in(block, true)
         .into_iter()
-        .filter(|call| !ast::callee_path(*call, src).first().is_some_and(|r| r == "console"))
+        .filter(|call| ast::callee_path(*call, src).first().is_none_or(|r| r != "console"))
         .map(|call| ast::callee_path(call, src).join("."))
         .collect();
     if let Some(said) = catch_says_best_effort(clause, src) {
