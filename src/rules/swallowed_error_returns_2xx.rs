@@ -3,7 +3,7 @@
 use super::duplicate_not_2xx::DUP_CODE;
 use super::permanent_error_returns_5xx::is_verify;
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
-use crate::fix::{Edit, Fix};
+use crate::fix::{Applicability, Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::reach::Scope;
 use crate::model::responses::{self, Response, Style};
@@ -257,7 +257,73 @@ fn comment_block_above(src: &str, line_start: usize) -> Option<String> {
     Some(lines.join(" "))
 }
 
+/// The catch findings, with the fix withheld where the swallow looks deliberate: a fix must not
+/// fail a delivery whose own work already committed, or overrule a comment that says why.
 fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
+    let mut found = catches_found(c, i, scope, func);
+    let src = &scope.file().text;
+    for d in &mut found {
+        let Some(at) = func.descendant_for_byte_range(d.start, d.end) else { continue };
+        let Some(try_stmt) = std::iter::once(at)
+            .chain(ast::ancestors(at))
+            .take_while(|a| a.id() != func.id())
+            .find(|a| a.kind() == "catch_clause")
+            .and_then(|clause| clause.parent())
+        else {
+            continue;
+        };
+        if let (Some(why), Some(fix)) = (deliberate_swallow(func, try_stmt, src), d.fix.as_ref())
+            && fix.applicability != Applicability::DisplayOnly
+        {
+            d.fix = Some(Fix::display_only(fix.title.clone(), why));
+        }
+    }
+    found
+}
+
+/// Why a swallowing catch looks deliberate: a comment at the try or in the catch speaks of
+/// retries or best effort, or the event's own work (a database write, a payment) already ran
+/// before the try, so failing the delivery here would redo it.
+fn deliberate_swallow(func: Node, try_stmt: Node, src: &str) -> Option<String> {
+    // ("should not fail silently" says the opposite: no negated phrases)
+    const SAID: &[&str] =
+        &["retry", "retries", "best-effort", "best effort", "non-critical", "not critical", "intentional"];
+    let mut comments: Vec<Node> = ast::descendants_of_kind(try_stmt.child_by_field_name("handler")?, "comment");
+    let mut prev = try_stmt.prev_named_sibling();
+    while let Some(p) = prev.filter(|p| p.kind() == "comment") {
+        comments.push(p);
+        prev = p.prev_named_sibling();
+    }
+    if let Some(word) = comments
+        .iter()
+        .map(|c| text(*c, src).to_ascii_lowercase())
+        .find_map(|t| SAID.iter().find(|w| t.contains(**w)).copied())
+    {
+        return Some(format!(
+            "a comment at this catch speaks of \"{word}\": the swallow looks deliberate; change it by hand"
+        ));
+    }
+    let committed = ast::calls_in(func, true).into_iter().find(|call| {
+        call.end_byte() <= try_stmt.start_byte()
+            && effects::classify(*call, src, false).is_some_and(|e| e.kind.is_db() || e.kind == EffectKind::Payment)
+    })?;
+    let line = committed.start_position().row + 1;
+    Some(format!(
+        "this catch runs after the event's own work (`{}`, line {line}) already ran: failing the delivery here \
+         would redo that work on the retry; wrap the work in the guard first, or rethrow by hand if it is idempotent",
+        first_line_of(text(committed, src))
+    ))
+}
+
+fn first_line_of(s: &str) -> &str {
+    let line = s.lines().next().unwrap_or(s);
+    match line.find('(') {
+        Some(i) => &line[..i],
+        None => line,
+    }
+}
+
+fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
     let file = scope.file();
     let src = &file.text;
     let fw = c.model.handler.framework;
