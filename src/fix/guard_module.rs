@@ -162,7 +162,9 @@ fn clients_written(project: &Project, file: &SourceFile, region: &[Node]) -> Vec
     if out.is_empty() && has_external {
         let names: Vec<String> =
             project::imports(file).iter().map(|i| i.local.clone()).chain(module_declared(file)).collect();
-        for name in names {
+        // Only a binding named for Redis: a module that also builds a Redis client exports
+        // other things (a filter, a config) the lease cannot be built from.
+        for name in names.into_iter().filter(|n| n.to_ascii_lowercase().contains("redis")) {
             if let Some(client) = describe_client(project, file, &name).filter(|c| c.flavor == GuardFlavor::Lease) {
                 out.push(client);
                 break;
