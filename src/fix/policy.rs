@@ -84,6 +84,20 @@ fn foreign_answer(file: &SourceFile, edits: &[Edit]) -> Option<&'static str> {
         if adds_node && !has_node && has_fetch {
             return Some("Express (`res.status(...)`)");
         }
+        // `stripe.status(200).end()`: the receiver was taken for the response object, but the
+        // function never answers through it.
+        let receiver = regex::Regex::new(r"\b(\w+)\.(?:status|code|sendStatus)\(").unwrap();
+        if let Some(r) = receiver.captures(&e.replacement).map(|c| c[1].to_string()) {
+            let answers_through = regex::Regex::new(&format!(
+                r"\b{}\.(status|code|send|json|end|sendStatus|redirect|set|header|type|writeHead)\b",
+                regex::escape(&r)
+            ))
+            .unwrap();
+            let typical = matches!(r.as_str(), "res" | "response" | "reply" | "resp" | "rep" | "ctx" | "c");
+            if !typical && !answers_through.is_match(own) {
+                return Some("Express (`res.status(...)`) through a value that is not the response");
+            }
+        }
     }
     None
 }
@@ -171,6 +185,16 @@ mod tests {
         let mut same = Fix::unsafe_("answer 500", vec![Edit::insert(at, "return res.status(500).end();\n    ")]);
         settle(&f, at, at + 3, &mut same);
         assert_eq!(same.applicability, Applicability::Unsafe);
+    }
+
+    #[test]
+    fn an_answer_through_a_value_that_is_not_the_response_is_not_applied() {
+        let src = "export async function handleCheckout(event, stripe) {\n  if (!event.id) {\n    return;\n  }\n  await stripe.refunds.create({});\n}\n";
+        let f = file("h.ts", src);
+        let at = src.find("return;").unwrap();
+        let mut fix = Fix::unsafe_("answer", vec![Edit::replace(at, at + 7, "return stripe.status(400).end();")]);
+        settle(&f, at, at + 7, &mut fix);
+        assert_eq!(fix.applicability, Applicability::DisplayOnly);
     }
 
     #[test]
