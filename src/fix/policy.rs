@@ -66,6 +66,7 @@ fn review_reason(file: &SourceFile, start: usize, end: usize, fix: &Fix) -> Opti
 fn foreign_answer(file: &SourceFile, edits: &[Edit]) -> Option<&'static str> {
     let node_style = regex::Regex::new(r"\b\w+\.(status|code)\(\d+\)\.(end|send|json)\(|\b\w+\.sendStatus\(").unwrap();
     let fetch_style = |t: &str| t.contains("new Response(") || t.contains("Response.json(");
+    let receiver = regex::Regex::new(r"\b(\w+)\.(?:status|code|sendStatus)\(").unwrap();
     for e in edits {
         let (adds_fetch, adds_node) = (fetch_style(&e.replacement), node_style.is_match(&e.replacement));
         if !adds_fetch && !adds_node {
@@ -86,7 +87,6 @@ fn foreign_answer(file: &SourceFile, edits: &[Edit]) -> Option<&'static str> {
         }
         // `stripe.status(200).end()`: the receiver was taken for the response object, but the
         // function never answers through it.
-        let receiver = regex::Regex::new(r"\b(\w+)\.(?:status|code|sendStatus)\(").unwrap();
         if let Some(r) = receiver.captures(&e.replacement).map(|c| c[1].to_string()) {
             let answers_through = regex::Regex::new(&format!(
                 r"\b{}\.(status|code|send|json|end|sendStatus|redirect|set|header|type|writeHead)\b",
