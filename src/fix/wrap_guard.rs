@@ -425,9 +425,6 @@ fn plan(
 
     // Database guards: the callback's DB calls go through the transaction client. A guard
     // module that does not exist yet is created from the client the work writes through.
-    let writes_db = region.iter().any(|s| {
-        ast::calls_in(*s, false).into_iter().any(|c| effects::classify(c, src, false).is_some_and(|e| e.kind.is_db()))
-    });
     let mut module_note = None;
     let mut created = None;
     let mut client_root = None;
@@ -452,11 +449,8 @@ fn plan(
             planned.flavor
         }
         Ok(None) => guard_flavor(cx, file, spec),
-        Err(why) if writes_db => return Err(why),
-        Err(why) => {
-            module_note = Some(why);
-            GuardFlavor::Unknown
-        }
+        // A wrap importing a module that does not exist would not compile.
+        Err(why) => return Err(why),
     };
     let used_names: Vec<&str> = ["result", "guarded", "guardResult", "outcome"].to_vec();
     let result_name = used_names
