@@ -16,8 +16,8 @@ pub mod rules;
 pub mod source;
 pub mod suggest;
 pub mod suppress;
-pub mod verify;
 pub mod syntax;
+pub mod verify;
 pub mod workspace;
 
 /// A regex compiled once per process: patterns in rule code run per call node, and compiling
