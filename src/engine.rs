@@ -31,6 +31,8 @@ pub struct Options {
     pub no_prefilter: bool,
     /// Run the preview rules too (`--preview`).
     pub preview: bool,
+    /// `fix --typecheck`: drop a fix that adds a type error (the project's own `tsc`).
+    pub typecheck: bool,
 }
 
 #[derive(Debug)]
@@ -338,6 +340,9 @@ impl Engine {
         });
         for d in &mut out {
             d.severity = config.severity(d.rule);
+            if let Some(fix) = d.fix.as_mut() {
+                crate::fix::policy::settle(&d.file, d.start, d.end, fix);
+            }
         }
         reach::forget_resolutions();
         out
@@ -380,6 +385,8 @@ pub struct FileFix {
     pub applied: Vec<AppliedFix>,
     /// Findings whose fix could not be applied (display-only, or dropped).
     pub manual: Vec<AppliedFix>,
+    /// Review fixes not applied because only safe ones were asked for.
+    pub held_back: Vec<AppliedFix>,
     pub problems: Vec<String>,
 }
 
@@ -403,6 +410,7 @@ impl Engine {
         let mut files: BTreeMap<PathBuf, FileFix> = BTreeMap::new();
         let mut seen: BTreeMap<PathBuf, HashSet<u64>> = BTreeMap::new();
         let mut stuck: HashSet<PathBuf> = HashSet::new();
+        let mut rejected: HashSet<Rejection> = HashSet::new();
         for pass in 0..MAX_PASSES {
             let check = self.check();
             if pass == 0 {
@@ -414,14 +422,19 @@ impl Engine {
             for d in check.diagnostics {
                 let Some(fix) = &d.fix else { continue };
                 let target = fix.target.clone().unwrap_or_else(|| d.file.path.clone());
-                if fix.edits.is_empty() && fix.new_files.is_empty() || !allowed(fix.applicability) {
+                let has_edits = !fix.edits.is_empty() || !fix.new_files.is_empty();
+                if !has_edits || !allowed(fix.applicability) {
                     if pass == 0 {
                         let entry = files.entry(d.file.path.clone()).or_insert_with(|| new_file_fix(&d.file));
-                        entry.manual.push(describe(&d));
+                        if has_edits && fix.applicability == Applicability::Unsafe {
+                            entry.held_back.push(describe(&d));
+                        } else {
+                            entry.manual.push(describe(&d));
+                        }
                     }
                     continue;
                 }
-                if stuck.contains(&target) {
+                if stuck.contains(&target) || rejected.contains(&rejection(&d)) {
                     continue;
                 }
                 let file = match self.project.load(&target) {
@@ -434,7 +447,16 @@ impl Engine {
                 by_target.entry(target).or_insert_with(|| (file, Vec::new())).1.push(d);
             }
             let mut changed = false;
-            for (target, (file, diags)) in by_target {
+            for (target, (file, mut diags)) in by_target {
+                // Two fixes creating the same file differently (two handlers, two clients for
+                // one guard module): the first wins; the other is recomputed next pass against it.
+                let before = diags.len();
+                diags.retain(|d| {
+                    d.fix.as_ref().is_none_or(|f| {
+                        f.new_files.iter().all(|(p, t)| report.new_files.iter().all(|(q, u)| q != p || u == t))
+                    })
+                });
+                changed |= diags.len() != before;
                 let fixes: Vec<&crate::fix::Fix> = diags.iter().filter_map(|d| d.fix.as_ref()).collect();
                 for fix in &fixes {
                     for (path, text) in &fix.new_files {
@@ -489,6 +511,10 @@ impl Engine {
                         break;
                     }
                     result = apply::Applied { text, applied: kept, deferred: Vec::new() };
+                }
+                if self.options.typecheck && result.text != file.text {
+                    result =
+                        self.typecheck_pass(&file, &only, result, &|i| &diags[edit_fixes[i].0], entry, &mut rejected);
                 }
                 for &i in &result.applied {
                     entry.applied.push(describe(&diags[edit_fixes[i].0]));
@@ -548,6 +574,69 @@ fn syntax_error_note(file: &SourceFile) -> Option<String> {
         "{}:{line}:{col}: syntax error; the file was analysed as far as it parses",
         crate::source::display_path(&file.path)
     ))
+}
+
+impl Engine {
+    /// `--typecheck`: when the pass adds a type error, the fixes are tried one at a time on
+    /// the pass's input; those that add one are dropped and named, the first clean one is kept
+    /// (the others were computed on the same input: the next pass recomputes them).
+    fn typecheck_pass<'d>(
+        &self,
+        file: &SourceFile,
+        fixes: &[&crate::fix::Fix],
+        result: apply::Applied,
+        diag: &dyn Fn(usize) -> &'d Diagnostic,
+        entry: &mut FileFix,
+        rejected: &mut HashSet<Rejection>,
+    ) -> apply::Applied {
+        use crate::fix::typecheck;
+        let Some(tsc) = typecheck::checks(&file.path).then(|| typecheck::find_tsc(&file.path)).flatten() else {
+            return result;
+        };
+        let before = match typecheck::errors(&tsc, &file.path, &file.text) {
+            Ok(e) => e,
+            Err(e) => {
+                entry.problems.push(format!("{e}; the fixes were not type-checked"));
+                return result;
+            }
+        };
+        let fails =
+            |text: &str| typecheck::errors(&tsc, &file.path, text).ok().and_then(|e| typecheck::added(&before, &e));
+        if fails(&result.text).is_none() {
+            return result;
+        }
+        let mut kept = apply::Applied { text: file.text.clone(), applied: Vec::new(), deferred: Vec::new() };
+        for &i in &result.applied {
+            let attempt = apply::apply(&file.text, &[fixes[i]]);
+            if attempt.applied.is_empty() {
+                continue;
+            }
+            let d = diag(i);
+            if let Some(error) = fails(&attempt.text) {
+                entry.problems.push(format!(
+                    "{}:{}: the `{}` fix ({}) adds a type error ({error}); it was dropped",
+                    file.path.display(),
+                    d.line_col().0,
+                    d.rule,
+                    fixes[i].title
+                ));
+                entry.manual.push(describe(d));
+                rejected.insert(rejection(d));
+                continue;
+            }
+            if kept.applied.is_empty() {
+                kept = apply::Applied { text: attempt.text, applied: vec![i], deferred: Vec::new() };
+            }
+        }
+        kept
+    }
+}
+
+/// A fix dropped by the type check, recognised again in later passes.
+type Rejection = (PathBuf, &'static str, String);
+
+fn rejection(d: &Diagnostic) -> Rejection {
+    (d.file.path.clone(), d.rule, d.fix.as_ref().map(|f| f.title.clone()).unwrap_or_default())
 }
 
 fn new_file_fix(file: &SourceFile) -> FileFix {

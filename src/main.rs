@@ -125,12 +125,19 @@ struct FixArgs {
     /// The guard the fixes call: `MODULE#EXPORT` or `MODULE#default`.
     #[arg(long)]
     guard: Option<String>,
-    /// Apply the fixes (atomically) instead of printing the diff.
+    /// Apply the safe fixes (atomically) instead of printing the diff.
     #[arg(long)]
     write: bool,
-    /// Only safe fixes (for unattended batch runs).
-    #[arg(long)]
+    /// With `--write`, also apply the review (unsafe) fixes the dry run shows.
+    #[arg(long = "unsafe", visible_alias = "unsafe-fixes")]
+    unsafe_fixes: bool,
+    /// Only safe fixes, in the dry run too.
+    #[arg(long, conflicts_with = "unsafe_fixes")]
     safe_only: bool,
+    /// Type-check each changed file with the project's `node_modules/.bin/tsc` and drop a fix
+    /// that adds an error.
+    #[arg(long)]
+    typecheck: bool,
     #[arg(long, value_enum, default_value = "diff")]
     format: FixFormat,
 }
@@ -311,6 +318,7 @@ fn options(common: &Common, guard: Option<GuardSpec>) -> Result<Options, String>
         guard,
         no_prefilter: common.no_prefilter,
         preview: common.preview,
+        typecheck: false,
     })
 }
 
@@ -434,14 +442,17 @@ fn run_fix(args: FixArgs) -> ExitCode {
         Some(Ok(g)) => Some(g),
         None => None,
     };
-    let engine = match engine(&args.common, guard) {
+    let mut engine = match engine(&args.common, guard) {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let safe_only = args.safe_only;
+    engine.options.typecheck = args.typecheck;
+    // As in ruff and Biome: writing applies safe fixes unless review fixes are asked for; the
+    // dry run shows both, each hunk labelled.
+    let review_allowed = args.unsafe_fixes || (!args.write && !args.safe_only);
     let allowed = move |a: Applicability| match a {
         Applicability::Safe => true,
-        Applicability::Unsafe => !safe_only,
+        Applicability::Unsafe => review_allowed,
         Applicability::DisplayOnly => false,
     };
     let report = engine.fix(&allowed);
@@ -449,15 +460,19 @@ fn run_fix(args: FixArgs) -> ExitCode {
     let changed: Vec<_> = report.files.iter().filter(|f| f.original != f.fixed).collect();
     let fixed_count: usize = report.files.iter().map(|f| f.applied.len()).sum();
     let manual: usize = report.files.iter().map(|f| f.manual.len()).sum();
+    let held_back: usize = report.files.iter().map(|f| f.held_back.len()).sum();
+    let review_shown: usize =
+        report.files.iter().flat_map(|f| &f.applied).filter(|a| a.applicability == Applicability::Unsafe).count();
     let files_touched = changed.len() + report.new_files.len();
     match args.format {
         FixFormat::Json => {
             let out = serde_json::json!({
                 "diagnostics": report.first_pass.iter().map(|d| report::json::diagnostic(d, Some(&engine.project))).collect::<Vec<_>>(),
-                "files": report.files.iter().filter(|f| f.original != f.fixed || !f.manual.is_empty()).map(|f| serde_json::json!({
+                "files": report.files.iter().filter(|f| f.original != f.fixed || !f.manual.is_empty() || !f.held_back.is_empty()).map(|f| serde_json::json!({
                     "file": report::display_path(&f.path),
                     "applied": f.applied,
                     "manual": f.manual,
+                    "held_back": f.held_back,
                     "problems": f.problems,
                     "fixed": f.fixed,
                 })).collect::<Vec<_>>(),
@@ -531,6 +546,20 @@ fn run_fix(args: FixArgs) -> ExitCode {
             if fixed_count == 1 { "" } else { "s" },
             if files_touched == 1 { "" } else { "s" }
         );
+        if held_back > 0 {
+            eprintln!(
+                "{held_back} review fix{} held back (shown in the dry run); `--unsafe` applies {}.",
+                if held_back == 1 { "" } else { "es" },
+                if held_back == 1 { "it" } else { "them" }
+            );
+        } else if !args.write && review_shown > 0 {
+            eprintln!(
+                "{review_shown} of these {} review fix{} [unsafe (review)]: `--write` applies only the safe ones, \
+                 `--write --unsafe` all.",
+                if review_shown == 1 { "is a" } else { "are" },
+                if review_shown == 1 { "" } else { "es" }
+            );
+        }
     }
     if failed {
         ExitCode::from(2)

@@ -240,6 +240,42 @@ impl Project {
         self.resolve_workspace_package(dir, spec)
     }
 
+    /// The text of a file a fix of this run creates, if `path` is one.
+    pub fn virtual_text(&self, path: &Path) -> Option<String> {
+        self.virtual_files.lock().unwrap().get(&normalize(path)).cloned()
+    }
+
+    /// Where `spec` imported from `from` would live if it were created: a relative path, or
+    /// the first target of the tsconfig/jsconfig `paths` alias that matches it, with the
+    /// importing file's extension family. None for a package name or when it already resolves.
+    pub fn planned_module_path(&self, from: &Path, spec: &str) -> Option<PathBuf> {
+        if self.resolve(from, spec).is_some() {
+            return None;
+        }
+        let dir = from.parent()?;
+        let base = if spec.starts_with("./") || spec.starts_with("../") {
+            dir.join(spec)
+        } else {
+            let aliases = self.aliases_for(dir);
+            aliases.iter().find_map(|(pattern, targets)| {
+                let rest = match pattern.strip_suffix('*') {
+                    Some(prefix) => spec.strip_prefix(prefix)?,
+                    None if pattern == spec => "",
+                    None => return None,
+                };
+                Some(PathBuf::from(targets.first()?.to_string_lossy().replace('*', rest)))
+            })?
+        };
+        let typed = from.extension().and_then(|e| e.to_str()).is_some_and(|e| e.contains("ts"));
+        let ext = if typed { "ts" } else { "js" };
+        let base = normalize(&base);
+        let stem = match base.extension().and_then(|e| e.to_str()) {
+            Some("js" | "mjs" | "cjs" | "ts" | "mts" | "cts") => base.with_extension(""),
+            _ => base,
+        };
+        Some(PathBuf::from(format!("{}.{ext}", stem.display())))
+    }
+
     /// `@acme/billing` or `@acme/billing/webhook/handler` imported from another package of the
     /// same workspace: the package's entry (`exports["."]`, `types`, `main`, `module`, else
     /// `src/index`, `index`) or the subpath under the package (or its `src/`). Entries naming

@@ -334,6 +334,76 @@ fn safe_only_skips_unsafe_fixes_in_dry_run_and_write() {
     }
 }
 
+const PRISMA_STRIPE_ROUTE: &str = r#"import Stripe from "stripe";
+import { prisma } from "@/lib/prisma";
+
+const stripe = new Stripe(process.env.STRIPE_KEY!);
+
+export async function POST(req: Request) {
+  const body = await req.text();
+  const event = stripe.webhooks.constructEvent(body, req.headers.get("stripe-signature")!, "whsec");
+  if (event.type === "checkout.session.completed") {
+    const session = event.data.object as Stripe.Checkout.Session;
+    await prisma.order.create({ data: { sessionId: session.id } });
+    await stripe.refunds.create({ charge: "ch_1" });
+  }
+  return new Response("ok");
+}
+"#;
+
+fn prisma_project() -> tempfile::TempDir {
+    project(&[
+        ("tsconfig.json", r#"{ "compilerOptions": { "baseUrl": ".", "paths": { "@/*": ["./src/*"] } } }"#),
+        (
+            "src/lib/prisma.ts",
+            "import { PrismaClient } from \"@prisma/client\";\nexport const prisma = new PrismaClient();\n",
+        ),
+        ("src/app/api/stripe/route.ts", PRISMA_STRIPE_ROUTE),
+    ])
+}
+
+#[test]
+fn write_applies_safe_fixes_only_and_names_the_flag_for_the_rest() {
+    let dir = prisma_project();
+    let route = dir.path().join("src/app/api/stripe/route.ts");
+    let guard = ["--guard", "@/lib/guard#guard"];
+    let o = run(&["fix", ".", guard[0], guard[1], "--no-color"], dir.path());
+    assert_eq!(o.status.code(), Some(1));
+    let diff = stdout(&o);
+    assert!(diff.contains("[unsafe (review)] wrap the handler's work"), "{diff}");
+    assert!(diff.contains("effect-missing-idempotency-key [safe]"), "{diff}");
+    assert!(stderr(&o).contains("`--write` applies only the safe ones"), "{}", stderr(&o));
+
+    let o = run(&["fix", ".", guard[0], guard[1], "--write"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("review fixes held back") && stderr(&o).contains("`--unsafe` applies them"),
+        "{}",
+        stderr(&o)
+    );
+    let fixed = std::fs::read_to_string(&route).unwrap();
+    assert!(fixed.contains("idempotencyKey: `refund:${event.id}`"), "the safe fix is applied: {fixed}");
+    assert!(!fixed.contains("guard.run"), "the review fix is not: {fixed}");
+    assert!(!dir.path().join("src/lib/guard.ts").exists(), "no file is created without --unsafe");
+}
+
+#[test]
+fn a_missing_guard_module_is_created_from_the_handler_client_and_writes_go_to_tx() {
+    let dir = prisma_project();
+    let o = run(&["fix", ".", "--guard", "@/lib/guard#guard", "--write", "--unsafe-fixes"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let guard = std::fs::read_to_string(dir.path().join("src/lib/guard.ts")).unwrap();
+    assert!(guard.contains("import { prismaGuard } from \"@retrysafe/guard\";"), "{guard}");
+    assert!(guard.contains("import { prisma } from \"@/lib/prisma\";"), "{guard}");
+    assert!(guard.contains("export const guard = prismaGuard(prisma);"), "{guard}");
+    let fixed = std::fs::read_to_string(dir.path().join("src/app/api/stripe/route.ts")).unwrap();
+    assert!(fixed.contains("async (tx) => {"), "{fixed}");
+    assert!(fixed.contains("await tx.order.create("), "the write runs in the guard's transaction: {fixed}");
+    assert!(!fixed.contains("prisma.order"), "{fixed}");
+    let o = run(&["fix", ".", "--guard", "@/lib/guard#guard"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "a second run changes nothing: {}", stdout(&o));
+}
+
 #[test]
 fn shipped_schema_lists_every_rule_and_config_field() {
     let schema: serde_json::Value = serde_json::from_str(include_str!("../retrysafe.schema.json")).unwrap();
@@ -547,6 +617,7 @@ export async function POST(req: Request) {
             "@/lib/guard#guard",
             "--select=unguarded-side-effect,swallowed-error-returns-2xx",
             "--write",
+            "--unsafe",
         ],
         dir.path(),
     );

@@ -11,6 +11,32 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
     let style = file.style();
     let local = spec.local_name();
     let root = file.root();
+    // The name imported as a type only (`import type { X }`, `{ type X }`) becomes a value
+    // import where it is, before any other import of the module is extended: a second
+    // binding of the same name would not compile.
+    if spec.export != "default" {
+        for stmt in ast::named_children(root).into_iter().filter(|s| s.kind() == "import_statement") {
+            let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+            if source.as_deref() != Some(spec.module.as_str()) {
+                continue;
+            }
+            let Some(named) = ast::descendants_of_kind(stmt, "named_imports").into_iter().next() else { continue };
+            let Some(wanted) = ast::named_children(named)
+                .into_iter()
+                .find(|s| s.child_by_field_name("name").is_some_and(|n| text(n, src) == spec.export))
+            else {
+                continue;
+            };
+            if is_type_only(stmt, src) {
+                return Some(value_import(stmt, named, wanted, src));
+            }
+            if text(wanted, src).starts_with("type ") {
+                let name = wanted.child_by_field_name("name").map_or(wanted.start_byte(), |n| n.start_byte());
+                return Some(Edit::delete(wanted.start_byte(), name));
+            }
+            return None;
+        }
+    }
     let mut last_import_end = None;
     let mut uses_require = false;
     for stmt in ast::named_children(root) {
@@ -33,9 +59,15 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
                 }
                 if let Some(named) = parts.iter().find(|p| p.kind() == "named_imports") {
                     let specs = ast::named_children(*named);
-                    if specs.iter().any(|s| s.child_by_field_name("name").is_some_and(|n| text(n, src) == spec.export))
-                    {
-                        return None;
+                    let type_only = is_type_only(stmt, src);
+                    let existing = specs
+                        .iter()
+                        .find(|s| s.child_by_field_name("name").is_some_and(|n| text(n, src) == spec.export));
+                    // A type-only import is erased: it cannot take a value name.
+                    match existing {
+                        Some(_) => return None,
+                        None if type_only => continue,
+                        None => {}
                     }
                     let close = named.end_byte() - 1;
                     let before = src[named.start_byte()..close].trim_end();
@@ -84,6 +116,23 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
             Edit::insert(at, format!("{statement}{}", style.eol))
         }
     })
+}
+
+/// `import type { ... }` (the whole statement is erased).
+fn is_type_only(stmt: tree_sitter::Node, src: &str) -> bool {
+    let mut cursor = stmt.walk();
+    let after_import = stmt.children(&mut cursor).nth(1);
+    after_import.is_some_and(|c| text(c, src) == "type")
+}
+
+/// `import type { A, B } from "m"` with B wanted as a value: `import { type A, B } from "m"`.
+fn value_import(stmt: tree_sitter::Node, named: tree_sitter::Node, wanted: tree_sitter::Node, src: &str) -> Edit {
+    let specs: Vec<String> = ast::named_children(named)
+        .into_iter()
+        .filter(|s| s.kind() == "import_specifier")
+        .map(|s| if s.id() == wanted.id() { text(s, src).to_string() } else { format!("type {}", text(s, src)) })
+        .collect();
+    Edit::replace(stmt.start_byte(), named.end_byte(), format!("import {{ {} }}", specs.join(", ")))
 }
 
 fn is_directive(stmt: tree_sitter::Node, src: &str) -> bool {

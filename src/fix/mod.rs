@@ -3,9 +3,13 @@
 //! one applicability.
 
 pub mod apply;
+pub mod callbacks;
 pub mod edits;
+pub mod guard_module;
 pub mod imports;
+pub mod policy;
 pub mod text;
+pub mod typecheck;
 pub mod wrap_guard;
 pub mod write;
 

@@ -5,9 +5,10 @@
 //! work, a `break` out of it, a variable the response reads), the fix is display-only and
 //! says why: a wrong rewrite of payment code is worse than none.
 
-use super::{Edit, Fix, GuardSpec, imports, text as ftext};
+use super::{Edit, Fix, GuardSpec, guard_module, imports, text as ftext};
 use crate::facts::{Context, HandlerModel};
 use crate::model::ast::{self, text};
+use crate::model::effects;
 use crate::model::guards::{self, GuardKind};
 use crate::model::markers;
 use crate::model::{EventKey, Framework, Scope};
@@ -156,6 +157,16 @@ fn plan(
         return Err("the handler already calls the guard's `run`: move the remaining work into that callback \
                     (or give it its own key) by hand"
             .into());
+    }
+    // Bull's `(job, done)`: a duplicate would return without calling `done` (the job hangs
+    // until it stalls) and an in-progress throw after the callback style is uncaught.
+    if model.handler.framework == Framework::Bullmq
+        && let Some(done) = super::callbacks::done_callback(func, src)
+    {
+        return Err(format!(
+            "the processor completes through `{done}`: drop the callback (return a promise) first, then wrap its \
+             work in the guard, so a duplicate completes and an in-progress delivery fails the job"
+        ));
     }
     let body = ast::function_body(func)
         .filter(|b| b.kind() == "statement_block")
@@ -412,15 +423,44 @@ fn plan(
         control_flow_ok(*stmt, src, tail_of_handler, &mode, &mut carried)?;
     }
 
-    // Database guards: the callback's DB calls go through the transaction client.
-    let flavor = guard_flavor(cx, file, spec);
+    // Database guards: the callback's DB calls go through the transaction client. A guard
+    // module that does not exist yet is created from the client the work writes through.
+    let mut module_note = None;
+    let mut created = None;
+    let mut client_root = None;
+    let flavor = match guard_module::plan(cx.project, file, spec, &region) {
+        Ok(Some(planned)) => {
+            module_note = Some(if planned.create {
+                format!(
+                    "`{}` does not exist: it is created ({}) from `{}`, the client the work writes through",
+                    spec.module,
+                    planned.path.file_name().map_or(String::new(), |n| n.to_string_lossy().to_string()),
+                    planned.client
+                )
+            } else {
+                format!("`{}` is the guard module this run creates", spec.module)
+            });
+            if !planned.client.is_empty() {
+                client_root = Some(planned.client.clone());
+            }
+            if planned.create {
+                created = Some((planned.path, planned.text));
+            }
+            planned.flavor
+        }
+        Ok(None) => guard_flavor(cx, file, spec),
+        // A wrap importing a module that does not exist would not compile.
+        Err(why) => return Err(why),
+    };
     let used_names: Vec<&str> = ["result", "guarded", "guardResult", "outcome"].to_vec();
     let result_name = used_names
         .into_iter()
         .find(|n| !ast::mentions_identifier(func, src, n))
         .ok_or("no free name for the result")?;
     let tx_name = if ast::mentions_identifier(func, src, "tx") { "guardTx" } else { "tx" };
-    let (rewrites, rewrite_note) = db_rewrites(cx, file, spec, flavor, &region, src, tx_name);
+    let (rewrites, rewrite_note) = db_rewrites(cx, file, spec, flavor, &region, src, tx_name, client_root.as_deref());
+    let rewritten = !rewrites.is_empty();
+    let placements = effect_placements(&region, src, flavor, rewritten);
 
     let style = file.style();
     let q = style.quote;
@@ -495,9 +535,13 @@ fn plan(
     if !deletions.is_empty() {
         notes.push("the hand-written dedupe check/marker is removed: the guard records the event".into());
     }
+    if let Some(n) = module_note {
+        notes.push(n);
+    }
     if let Some(n) = rewrite_note {
         notes.push(n);
     }
+    notes.extend(placements.iter().map(|p| p.why.clone()));
     if model.handler.provider == Some(providers::Provider::Amqp) {
         notes.push(
             "`properties.messageId` is set only by a publisher that passes `{ messageId }`: without it every \
@@ -505,8 +549,18 @@ fn plan(
                 .into(),
         );
     }
-    let mut fix = Fix::unsafe_(TITLE, edits).with_note(notes.join("; "));
+    let title = match (flavor, placements.is_empty()) {
+        (GuardFlavor::Unknown, _) => TITLE.to_string(),
+        (_, true) => format!("{TITLE} ({})", flavor_summary(flavor, rewritten)),
+        (_, false) => format!(
+            "{TITLE} ({}; {})",
+            flavor_summary(flavor, rewritten),
+            placements.iter().map(|p| p.short.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let mut fix = Fix::unsafe_(title, edits).with_note(notes.join("; "));
     fix.target = Some(file.path.clone());
+    fix.new_files.extend(created);
     Ok(fix)
 }
 
@@ -953,17 +1007,18 @@ fn deletion(file: &SourceFile, stmt: Node) -> Edit {
 
 /// What the guard module builds, from its source (`prismaGuard(prisma)` ...).
 pub fn guard_flavor(cx: &Context, file: &SourceFile, spec: &GuardSpec) -> GuardFlavor {
-    guard_source(cx, file, spec).map_or(GuardFlavor::Unknown, |(_, t)| flavor_of(&t))
+    guard_source(cx, file, spec).map_or(GuardFlavor::Unknown, |t| flavor_of(&t))
 }
 
-fn guard_source(cx: &Context, file: &SourceFile, spec: &GuardSpec) -> Option<(Arc<SourceFile>, String)> {
-    let path = cx.project.resolve(&file.path, &spec.module)?;
-    let loaded = cx.project.load(&path).ok()?;
-    let t = loaded.text.clone();
-    Some((loaded, t))
+/// The guard module's text: the project file it resolves to, or the one this run creates.
+fn guard_source(cx: &Context, file: &SourceFile, spec: &GuardSpec) -> Option<String> {
+    match cx.project.resolve(&file.path, &spec.module) {
+        Some(path) => Some(cx.project.load(&path).ok()?.text.clone()),
+        None => cx.project.virtual_text(&cx.project.planned_module_path(&file.path, &spec.module)?),
+    }
 }
 
-fn flavor_of(t: &str) -> GuardFlavor {
+pub(crate) fn flavor_of(t: &str) -> GuardFlavor {
     if t.contains("prismaGuard") {
         GuardFlavor::Prisma
     } else if t.contains("postgresGuard") {
@@ -977,7 +1032,79 @@ fn flavor_of(t: &str) -> GuardFlavor {
     }
 }
 
+fn flavor_summary(flavor: GuardFlavor, rewritten: bool) -> &'static str {
+    match (flavor, rewritten) {
+        (GuardFlavor::Lease, _) => "a Redis lease: nothing here rolls back",
+        (_, true) => "claim and writes in one transaction, on `tx`",
+        (_, false) => "the claim in its own transaction",
+    }
+}
+
+/// Where an effect that cannot roll back stands once the work is wrapped, and why.
+struct Placement {
+    short: String,
+    why: String,
+}
+
+/// Effects that cannot roll back are never trusted to the database transaction: a keyed
+/// provider call is made harmless by its key; a keyless one inside a transaction belongs in
+/// the outbox (its send would be repeated after a rollback and holds the transaction open).
+fn effect_placements(region: &[Node], src: &str, flavor: GuardFlavor, in_transaction: bool) -> Vec<Placement> {
+    let mut out: Vec<Placement> = Vec::new();
+    for stmt in region {
+        for call in ast::calls_in(*stmt, false) {
+            let Some(e) = effects::classify(call, src, false) else { continue };
+            if !e.kind.is_external()
+                || e.kind == effects::EffectKind::Possible
+                || e.kind == effects::EffectKind::Enqueue
+            {
+                continue;
+            }
+            let label = e.label.clone();
+            if out.iter().any(|p| p.short.starts_with(&format!("`{label}`"))) {
+                continue;
+            }
+            let placement = if e.key.is_some() {
+                Placement {
+                    short: format!("`{label}` keyed"),
+                    why: format!(
+                        "`{label}` cannot roll back: its provider idempotency key makes a repeat after a rolled-back attempt a no-op"
+                    ),
+                }
+            } else if e.sdk.accepts_key() {
+                Placement {
+                    short: format!("`{label}` needs its idempotency key"),
+                    why: format!(
+                        "`{label}` cannot roll back: it takes a provider idempotency key (effect-missing-idempotency-key adds one); with it a repeat is a no-op"
+                    ),
+                }
+            } else if flavor == GuardFlavor::Lease {
+                Placement {
+                    short: format!("`{label}` under the lease"),
+                    why: format!(
+                        "`{label}` cannot roll back: the lease keeps a concurrent duplicate from sending it twice; a crash between it and the guard's record repeats it"
+                    ),
+                }
+            } else if in_transaction
+                || matches!(flavor, GuardFlavor::Prisma | GuardFlavor::Postgres | GuardFlavor::Drizzle)
+            {
+                Placement {
+                    short: format!("`{label}` → outbox"),
+                    why: format!(
+                        "`{label}` cannot roll back and now runs inside the database transaction (held open over the network; a failure after it rolls back and repeats it): enqueue it with `createOutbox` from @retrysafe/guard through `tx` and send it from the dispatcher"
+                    ),
+                }
+            } else {
+                continue;
+            };
+            out.push(placement);
+        }
+    }
+    out
+}
+
 /// Rewrites of the root client to the transaction client inside the wrapped region.
+#[allow(clippy::too_many_arguments)]
 fn db_rewrites(
     cx: &Context,
     file: &SourceFile,
@@ -986,6 +1113,7 @@ fn db_rewrites(
     region: &[Node],
     src: &str,
     tx: &str,
+    client_root: Option<&str>,
 ) -> (Vec<Edit>, Option<String>) {
     let (fn_name, mut roots): (&str, Vec<String>) = match flavor {
         GuardFlavor::Prisma => ("prismaGuard", vec!["prisma".into(), "db".into()]),
@@ -993,11 +1121,12 @@ fn db_rewrites(
         GuardFlavor::Postgres => ("postgresGuard", vec!["pool".into(), "db".into()]),
         GuardFlavor::Lease | GuardFlavor::Unknown => return (Vec::new(), None),
     };
-    if let Some((_, t)) = guard_source(cx, file, spec)
+    if let Some(t) = guard_source(cx, file, spec)
         && let Some(c) = regex::Regex::new(&format!(r"{fn_name}\(\s*([A-Za-z_$][\w$]*)")).unwrap().captures(&t)
     {
         roots.push(c[1].to_string());
     }
+    roots.extend(client_root.map(str::to_string));
     let nested_tx = region.iter().any(|s| {
         ast::calls_in(*s, false).into_iter().any(|c| {
             matches!(guards::guard_call_kind(c, src), Some(GuardKind::Transaction | GuardKind::ClaimTransaction))

@@ -87,6 +87,11 @@ pub const RULE: Rule = Rule {
     check,
 };
 
+/// A unique key is right for a processed-events table and wrong for a log where many rows
+/// share the key: only a reviewer knows which one the table is.
+const SCHEMA_REVIEW: &str = "review: a schema change; if rows may share this key (an event log, a product id), \
+    the index build fails or every later insert with the same key is rejected";
+
 const HELP: &str =
     "make the key a primary key or unique: the second claim of an event must fail with a unique violation";
 
@@ -132,7 +137,8 @@ fn check_prisma(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
         let model = &m.names[0];
         let field = &m.fields[i];
         let name = &field.column.names[0];
-        let fix = Fix::safe(format!("add `@unique` to `{model}.{name}`"), vec![Edit::insert(field.end, " @unique")]);
+        let fix = Fix::unsafe_(format!("add `@unique` to `{model}.{name}`"), vec![Edit::insert(field.end, " @unique")])
+            .with_note(SCHEMA_REVIEW);
         out.push(text_diagnostic(file, field.start, field.end, message(model, name), fix));
     }
 }
@@ -213,10 +219,9 @@ fn check_sql(cx: &Context, out: &mut Vec<Diagnostic>) {
         let title = format!("add a migration with a unique index on `{}.{}`", t.name, c.column.names[0]);
         let fix = match (&new_files, &layout) {
             (Some(files), _) => {
-                let mut fix = Fix::safe(title, Vec::new());
+                let mut fix = Fix::unsafe_(title, Vec::new());
                 fix.new_files = files.clone();
-                fix.note =
-                    Some("an applied migration is never edited; index creation fails if duplicate rows exist".into());
+                fix.note = Some(format!("{SCHEMA_REVIEW}; an applied migration is never edited"));
                 fix
             }
             (None, sql::Layout::DrizzleKit) => Fix::display_only(
@@ -238,7 +243,8 @@ fn check_drizzle(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
         let (pair, value) = t.nodes[i];
         let key = &t.columns[i].names[0];
         let fix =
-            Fix::safe(format!("append `.unique()` to `{key}`"), vec![Edit::insert(value.end_byte(), ".unique()")]);
+            Fix::unsafe_(format!("append `.unique()` to `{key}`"), vec![Edit::insert(value.end_byte(), ".unique()")])
+                .with_note(SCHEMA_REVIEW);
         out.push(Diagnostic::new(RULE.id, file, pair, message(&t.names[0], key)).help(HELP).with_fix(Some(fix)));
     }
 }
@@ -267,8 +273,9 @@ fn check_mongoose(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
                 format!("{{ type: {}, unique: true }}", text(value, src)),
             ),
         };
-        let fix = Fix::safe(format!("add `unique: true` to `{key}`"), vec![edit])
-            .with_note("Mongoose builds `unique` as an index: autoIndex or `syncIndexes()` must run");
+        let fix = Fix::unsafe_(format!("add `unique: true` to `{key}`"), vec![edit]).with_note(format!(
+            "{SCHEMA_REVIEW}; Mongoose builds `unique` as an index: autoIndex or `syncIndexes()` must run"
+        ));
         let table = s.names.first().cloned().unwrap_or_default();
         out.push(Diagnostic::new(RULE.id, file, pair, message(&table, key)).help(HELP).with_fix(Some(fix)));
     }

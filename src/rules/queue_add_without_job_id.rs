@@ -276,7 +276,10 @@ fn colon_job_id<'t>(id: Node<'t>, src: &str) -> Option<ColonId<'t>> {
         }
     };
     let frags: Vec<Node> = fragments(resolved).into_iter().filter(|f| text(*f, src).contains(':')).collect();
-    if frags.is_empty() {
+    // BullMQ accepts a custom id with `:` only when it splits into exactly three parts (the
+    // legacy repeatable-job form): `a:${x}:b` is accepted, `invoice:${id}` is refused.
+    let colons: usize = frags.iter().map(|f| text(*f, src).matches(':').count()).sum();
+    if frags.is_empty() || colons == 2 {
         return None;
     }
     let fix = if resolved == at_site {

@@ -3,7 +3,7 @@
 use super::duplicate_not_2xx::DUP_CODE;
 use super::permanent_error_returns_5xx::is_verify;
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
-use crate::fix::{Edit, Fix};
+use crate::fix::{Applicability, Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::best_effort;
 use crate::model::reach::Scope;
@@ -338,7 +338,73 @@ fn comment_block_above(src: &str, line_start: usize) -> Option<String> {
     Some(lines.join(" "))
 }
 
+/// The catch findings, with the fix withheld where the swallow looks deliberate: a fix must not
+/// fail a delivery whose own work already committed, or overrule a comment that says why.
 fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
+    let mut found = catches_found(c, i, scope, func);
+    let src = &scope.file().text;
+    for d in &mut found {
+        let Some(at) = func.descendant_for_byte_range(d.start, d.end) else { continue };
+        let Some(try_stmt) = std::iter::once(at)
+            .chain(ast::ancestors(at))
+            .take_while(|a| a.id() != func.id())
+            .find(|a| a.kind() == "catch_clause")
+            .and_then(|clause| clause.parent())
+        else {
+            continue;
+        };
+        if let (Some(why), Some(fix)) = (deliberate_swallow(func, try_stmt, src), d.fix.as_ref())
+            && fix.applicability != Applicability::DisplayOnly
+        {
+            d.fix = Some(Fix::display_only(fix.title.clone(), why));
+        }
+    }
+    found
+}
+
+/// Why a swallowing catch looks deliberate: a comment at the try or in the catch speaks of
+/// retries or best effort, or the event's own work (a database write, a payment) already ran
+/// before the try, so failing the delivery here would redo it.
+fn deliberate_swallow(func: Node, try_stmt: Node, src: &str) -> Option<String> {
+    // ("should not fail silently" says the opposite: no negated phrases)
+    const SAID: &[&str] =
+        &["retry", "retries", "best-effort", "best effort", "non-critical", "not critical", "intentional"];
+    let mut comments: Vec<Node> = ast::descendants_of_kind(try_stmt.child_by_field_name("handler")?, "comment");
+    let mut prev = try_stmt.prev_named_sibling();
+    while let Some(p) = prev.filter(|p| p.kind() == "comment") {
+        comments.push(p);
+        prev = p.prev_named_sibling();
+    }
+    if let Some(word) = comments
+        .iter()
+        .map(|c| text(*c, src).to_ascii_lowercase())
+        .find_map(|t| SAID.iter().find(|w| t.contains(**w)).copied())
+    {
+        return Some(format!(
+            "a comment at this catch speaks of \"{word}\": the swallow looks deliberate; change it by hand"
+        ));
+    }
+    let committed = ast::calls_in(func, true).into_iter().find(|call| {
+        call.end_byte() <= try_stmt.start_byte()
+            && effects::classify(*call, src, false).is_some_and(|e| e.kind.is_db() || e.kind == EffectKind::Payment)
+    })?;
+    let line = committed.start_position().row + 1;
+    Some(format!(
+        "this catch runs after the event's own work (`{}`, line {line}) already ran: failing the delivery here \
+         would redo that work on the retry; wrap the work in the guard first, or rethrow by hand if it is idempotent",
+        first_line_of(text(committed, src))
+    ))
+}
+
+fn first_line_of(s: &str) -> &str {
+    let line = s.lines().next().unwrap_or(s);
+    match line.find('(') {
+        Some(i) => &line[..i],
+        None => line,
+    }
+}
+
+fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
     let file = scope.file();
     let src = &file.text;
     let fw = c.model.handler.framework;
@@ -420,6 +486,7 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         }
         if !same_fn_nodes(body, "throw_statement").is_empty()
             || records_failure(body, src)
+            || fails_through_done(c, clause, body, src)
             || DUP_CODE.is_match(text(body, src))
             || text(body, src).contains("batchItemFailures")
             || marked_best_effort(c, try_stmt, src)
@@ -675,12 +742,151 @@ fn called_without_await(c: &Cx, i: usize) -> bool {
     })
 }
 
+/// Bull's `(job, done)`: `done(err)` in the catch fails the job (the queue retries it).
+fn fails_through_done(c: &Cx, clause: Node, body: Node, src: &str) -> bool {
+    let Some(done) = c.model.handler.node().and_then(|f| crate::fix::callbacks::done_callback(f, src)) else {
+        return false;
+    };
+    let Some(err) = clause.child_by_field_name("parameter").map(|p| text(p, src)) else { return false };
+    crate::fix::callbacks::done_calls(body, src, &done)
+        .into_iter()
+        .any(|call| ast::arguments(call).first().is_some_and(|a| ast::mentions_identifier(*a, src, err)))
+}
+
+/// A callee named for analytics, telemetry, caches, alerts or logs (whole camelCase words, so
+/// `catalog` is not `log`).
+fn best_effort_name(name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "analytics",
+        "track",
+        "telemetry",
+        "metric",
+        "metrics",
+        "posthog",
+        "segment",
+        "mixpanel",
+        "amplitude",
+        "openpanel",
+        "cache",
+        "invalidate",
+        "revalidate",
+        "log",
+        "logger",
+        "alert",
+        "alerts",
+        "slack",
+        "discord",
+        "sentry",
+        "enrich",
+        "warm",
+        "prefetch",
+        "capture",
+    ];
+    // `trackServerEvent` → track, server, event: whole words, so `catalog` is not `log`.
+    let words = |name: &str| -> Vec<String> {
+        let mut out = vec![String::new()];
+        for ch in name.chars() {
+            if !ch.is_alphanumeric() {
+                out.push(String::new());
+            } else if ch.is_uppercase() && out.last().is_some_and(|w| !w.is_empty()) {
+                out.push(ch.to_ascii_lowercase().to_string());
+            } else if let Some(w) = out.last_mut() {
+                w.push(ch.to_ascii_lowercase());
+            }
+        }
+        out.into_iter().filter(|w| !w.is_empty()).collect()
+    };
+    words(name).iter().any(|w| WORDS.contains(&w.as_str()))
+}
+
+/// The catch's own words say the work is best-effort: "failed to refresh the cache",
+/// "non-critical", "failed to track".
+fn catch_says_best_effort(clause: Node, src: &str) -> Option<String> {
+    let t = text(clause.child_by_field_name("body")?, src).to_ascii_lowercase();
+    const SAID: &[&str] = &[
+        "cache",
+        "analytics",
+        "track",
+        "telemetry",
+        "best-effort",
+        "best effort",
+        "non-critical",
+        "non-fatal",
+        "nonfatal",
+    ];
+    SAID.iter().find(|w| t.contains(**w)).map(|w| format!("work its own message calls \"{w}\""))
+}
+
+/// Work that is not the event's own: analytics, telemetry, caches, alerts and logs. A catch
+/// around only such calls is a deliberate best-effort swallow as often as not; failing the
+/// delivery for it would redo committed work, so its fix is left to a human.
+fn best_effort_work(c: &Cx, i: usize, clause: Node, src: &str) -> Option<String> {
+    let hit = |name: &str| best_effort_name(name).then(|| name.to_string());
+    let block = clause.parent().and_then(|t| t.child_by_field_name("body"))?;
+    let calls: Vec<String> = ast::calls_in(block, true)
+        .into_iter()
+        .filter(|call| ast::callee_path(*call, src).first().is_none_or(|r| r != "console"))
+        .map(|call| ast::callee_path(call, src).join("."))
+        .collect();
+    if let Some(said) = catch_says_best_effort(clause, src) {
+        return Some(said);
+    }
+    let in_callee = c.model.scopes.get(i).and_then(|s| s.chain.last()).filter(|_| i > 0).and_then(|n| hit(n));
+    let all_best_effort = !calls.is_empty() && calls.iter().all(|n| hit(n).is_some());
+    in_callee.map(|n| format!("`{n}`")).or_else(|| all_best_effort.then(|| format!("`{}`", calls.join("`, `"))))
+}
+
 fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node, direct: bool) -> Fix {
     let src = &file.text;
+    if let Some(what) = best_effort_work(c, i, clause, src) {
+        return Fix::display_only(
+            "report the failure",
+            format!(
+                "the catch is around {what}, which looks like best-effort work beside the event's own: rethrow only \
+                 if the event's work depends on it"
+            ),
+        );
+    }
     let style = file.style();
     let semi = style.semi();
     let param = clause.child_by_field_name("parameter");
     let mut edits = Vec::new();
+    // Bull's `(job, done)`: the failure is `done(err)`, never a throw after `done()`.
+    let done = (c.model.handler.framework == Framework::Bullmq && i == 0 && direct)
+        .then(|| c.model.handler.node())
+        .flatten()
+        .and_then(|f| crate::fix::callbacks::done_callback(f, src));
+    if let Some(done) = done {
+        let err = match param {
+            Some(p) if p.kind() == "identifier" => text(p, src).to_string(),
+            Some(_) => return Fix::display_only("fail the job", "the catch destructures its error"),
+            None => {
+                edits.push(Edit::insert(body.start_byte(), "(err) "));
+                "err".to_string()
+            }
+        };
+        let calls = crate::fix::callbacks::done_calls(body, src, &done);
+        match calls.as_slice() {
+            [call] => {
+                let args = call.child_by_field_name("arguments").unwrap_or(*call);
+                edits.push(Edit::replace(args.start_byte(), args.end_byte(), format!("({err})")));
+            }
+            [] => {
+                let semi = file.style().semi();
+                let stmt = format!("return {done}({err}){semi}");
+                match ast::named_children(body).last() {
+                    Some(last) => edits.push(Edit::insert(
+                        last.end_byte(),
+                        format!("{}{}{stmt}", file.style().eol, file.indent_at(last.start_byte())),
+                    )),
+                    None => return Fix::display_only("fail the job", "the catch is empty"),
+                }
+            }
+            _ => return Fix::display_only("fail the job", format!("the catch calls `{done}` more than once")),
+        }
+        return Fix::unsafe_(format!("fail the job with `{done}({err})`"), edits)
+            .with_note("review: the failure is now reported, so the queue retries the job");
+    }
     let stmt = match c.model.handler.respond(500) {
         Some(answer) if i == 0 && direct && c.model.handler.framework.is_http() => answer,
         _ => match param {
@@ -698,7 +904,8 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
     match ast::named_children(body).last() {
         // the catch ends by returning (a success for a queue, a 2xx for HTTP): the failure
         // replaces that return, since anything appended after it would never run
-        Some(last) if last.kind() == "return_statement" => {
+        // (`continue`/`break` too: an answer appended after them is unreachable)
+        Some(last) if matches!(last.kind(), "return_statement" | "continue_statement" | "break_statement") => {
             edits.push(Edit::replace(last.start_byte(), last.end_byte(), stmt.clone()))
         }
         Some(last) => edits
@@ -800,6 +1007,20 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             continue;
         }
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
+        // Inside a deliberate best-effort `try` (so marked, or its catch says so), a throw added
+        // here only reaches that catch, which swallows it on purpose: no fix is written.
+        let swallowed_by_try = ast::ancestors(stmt).take_while(|a| a.id() != func.id()).any(|a| {
+            a.kind() == "statement_block"
+                && a.parent().is_some_and(|t| {
+                    t.kind() == "try_statement"
+                        && t.child_by_field_name("body").is_some_and(|b| b.id() == a.id())
+                        && t.child_by_field_name("handler").is_some_and(|h| {
+                            h.child_by_field_name("body")
+                                .is_some_and(|b| same_fn_nodes(b, "throw_statement").is_empty())
+                                && (marked_best_effort(c, t, src) || catch_says_best_effort(h, src).is_some())
+                        })
+                })
+        });
         let value = ast::unwrap_expr(call);
         let indent = file.indent_at(stmt.start_byte()).to_string();
         let after_stmt = crate::fix::text::line_end(file, stmt.end_byte());
@@ -926,11 +1147,17 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                     at = check;
                                 }
                                 // `if (error) { console.error(error) }`: fail inside that branch.
-                                let logging_if = stmt.next_named_sibling().filter(|n| {
+                                // The file's own check is the first statement after the call that
+                                // reads the error (comments and unrelated statements between),
+                                // with or without an `else`: the failure goes into its branch, so
+                                // the existing handling is merged, never shadowed.
+                                let first_reader =
+                                    std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling())
+                                        .find(|n| ast::mentions_identifier(*n, src, &name));
+                                let logging_if = first_reader.filter(|n| {
                                     n.kind() == "if_statement"
                                         && n.child_by_field_name("condition")
                                             .is_some_and(|c| ast::mentions_identifier(c, src, &name))
-                                        && n.child_by_field_name("alternative").is_none()
                                         && n.child_by_field_name("consequence")
                                             .is_some_and(|b| b.kind() == "statement_block" && b.named_child_count() > 0)
                                 });
@@ -1008,6 +1235,25 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         if !unchecked {
             continue;
         }
+        let best_effort_tasks = all_settled
+            && ast::calls_in(call, true)
+                .into_iter()
+                .filter(|t| t.id() != call.id())
+                .any(|t| best_effort_name(&ast::callee_path(t, src).join(".")));
+        let fix = if swallowed_by_try {
+            Some(Fix::display_only(
+                "check the returned error",
+                "the call is inside a best-effort try whose catch swallows on purpose: a throw here would only reach it",
+            ))
+        } else if best_effort_tasks {
+            Some(Fix::display_only(
+                "use Promise.all so a failure fails the delivery",
+                "the settled tasks look like best-effort work (analytics, tracking, caches): fail the delivery only for \
+                 tasks the event's work depends on",
+            ))
+        } else {
+            fix
+        };
         let fix = fix.unwrap_or_else(|| {
             Fix::display_only(
                 "check the returned error",

@@ -1,0 +1,31 @@
+//! Callback-style completion (`queue.process((job, done) => ...)` in Bull): the job's outcome
+//! is what `done` is called with, not what the function throws. A `throw` added after `done()`
+//! is an uncaught exception (it crashes the process on Node 15 and later), and a path that
+//! returns without calling `done` leaves the job active until it stalls.
+
+use crate::model::ast::{self, text};
+use tree_sitter::Node;
+
+const NAMES: &[&str] = &["done", "cb", "callback"];
+
+/// The name of `func`'s completion callback: its second parameter, when it is named as one.
+pub fn done_callback(func: Node, src: &str) -> Option<String> {
+    let params = func.child_by_field_name("parameters")?;
+    let second = ast::named_children(params).into_iter().filter(|p| p.kind() != "comment").nth(1)?;
+    let name = match second.kind() {
+        "identifier" => second,
+        // TypeScript: `done: DoneCallback`
+        "required_parameter" | "optional_parameter" => second.child_by_field_name("pattern")?,
+        _ => return None,
+    };
+    let name = text(name, src);
+    NAMES.contains(&name).then(|| name.to_string())
+}
+
+/// The calls of `done` inside `node`.
+pub fn done_calls<'t>(node: Node<'t>, src: &str, done: &str) -> Vec<Node<'t>> {
+    ast::calls_in(node, true)
+        .into_iter()
+        .filter(|c| c.child_by_field_name("function").is_some_and(|f| f.kind() == "identifier" && text(f, src) == done))
+        .collect()
+}
