@@ -251,39 +251,6 @@ pub fn fixture_and_example_files() -> Vec<SourceFile> {
     files
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn detects_crlf_tabs_and_single_quotes() {
-        let style = Style::detect("import x from 'y'\r\nfunction f() {\r\n\treturn 'a'\r\n}\r\n");
-        assert_eq!(style.eol, "\r\n");
-        assert_eq!(style.indent_unit, "\t");
-        assert_eq!(style.quote, '\'');
-        assert!(!style.semicolons);
-    }
-
-    #[test]
-    fn indent_unit_is_the_usual_step() {
-        assert_eq!(Style::detect("function f() {\n   if (x) {\n      y();\n   }\n}\n").indent_unit, "   ");
-        assert_eq!(
-            Style::detect("a(\n    b,\n    c)\nfunction f() {\n  x();\n  if (y) {\n    z();\n  }\n}\n").indent_unit,
-            "  "
-        );
-        assert_eq!(Style::detect("x = 1;\n").indent_unit, "  ");
-    }
-
-    #[test]
-    fn line_col_counts_characters() {
-        let file = SourceFile::new("a.ts".into(), "const é = 1;\nfoo();\n".into(), Dialect::TypeScript).unwrap();
-        assert_eq!(file.line_col(0), (1, 1));
-        let foo = file.text.find("foo").unwrap();
-        assert_eq!(file.line_col(foo), (2, 1));
-        assert_eq!(file.line_text(2), "foo();");
-    }
-}
-
 /// Strips `//` and `/* */` comments and trailing commas so tsconfig (JSONC) parses as JSON.
 pub fn jsonc_to_json(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -340,4 +307,37 @@ pub fn display_path(path: &std::path::Path) -> String {
     let cwd = std::env::current_dir().ok();
     let rel = cwd.as_deref().and_then(|c| path.strip_prefix(c).ok()).unwrap_or(path);
     rel.to_string_lossy().replace('\\', "/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_crlf_tabs_and_single_quotes() {
+        let style = Style::detect("import x from 'y'\r\nfunction f() {\r\n\treturn 'a'\r\n}\r\n");
+        assert_eq!(style.eol, "\r\n");
+        assert_eq!(style.indent_unit, "\t");
+        assert_eq!(style.quote, '\'');
+        assert!(!style.semicolons);
+    }
+
+    #[test]
+    fn indent_unit_is_the_usual_step() {
+        assert_eq!(Style::detect("function f() {\n   if (x) {\n      y();\n   }\n}\n").indent_unit, "   ");
+        assert_eq!(
+            Style::detect("a(\n    b,\n    c)\nfunction f() {\n  x();\n  if (y) {\n    z();\n  }\n}\n").indent_unit,
+            "  "
+        );
+        assert_eq!(Style::detect("x = 1;\n").indent_unit, "  ");
+    }
+
+    #[test]
+    fn line_col_counts_characters() {
+        let file = SourceFile::new("a.ts".into(), "const é = 1;\nfoo();\n".into(), Dialect::TypeScript).unwrap();
+        assert_eq!(file.line_col(0), (1, 1));
+        let foo = file.text.find("foo").unwrap();
+        assert_eq!(file.line_col(foo), (2, 1));
+        assert_eq!(file.line_text(2), "foo();");
+    }
 }
