@@ -744,7 +744,9 @@ fn called_without_await(c: &Cx, i: usize) -> bool {
 
 /// Bull's `(job, done)`: `done(err)` in the catch fails the job (the queue retries it).
 fn fails_through_done(c: &Cx, clause: Node, body: Node, src: &str) -> bool {
-    let Some(done) = c.model.handler.node().and_then(|f| crate::fix::callbacks::done_callback(f, src)) else {
+    // the handler's parameters are in the handler's file; `src` may be a callee's
+    let handler = &c.model.handler;
+    let Some(done) = handler.node().and_then(|f| crate::fix::callbacks::done_callback(f, &handler.file.text)) else {
         return false;
     };
     let Some(err) = clause.child_by_field_name("parameter").map(|p| text(p, src)) else { return false };
@@ -855,7 +857,7 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
     let done = (c.model.handler.framework == Framework::Bullmq && i == 0 && direct)
         .then(|| c.model.handler.node())
         .flatten()
-        .and_then(|f| crate::fix::callbacks::done_callback(f, src));
+        .and_then(|f| crate::fix::callbacks::done_callback(f, &c.model.handler.file.text));
     if let Some(done) = done {
         let err = match param {
             Some(p) if p.kind() == "identifier" => text(p, src).to_string(),
