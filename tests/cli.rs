@@ -353,6 +353,8 @@ export async function POST(req: Request) {
 
 fn prisma_project() -> tempfile::TempDir {
     project(&[
+        // the guard wrap comes from unguarded-side-effect, a preview rule
+        ("retrysafe.json", r#"{ "preview": true }"#),
         ("tsconfig.json", r#"{ "compilerOptions": { "baseUrl": ".", "paths": { "@/*": ["./src/*"] } } }"#),
         (
             "src/lib/prisma.ts",
@@ -1026,4 +1028,23 @@ fn doctor_shows_config_guard_platform_and_handlers() {
     let o = run(&["doctor"], dir.path());
     assert_eq!(o.status.code(), Some(2));
     assert!(stdout(&o).contains("retrysafe.json: invalid config"), "{}", stdout(&o));
+}
+
+#[test]
+fn preview_rules_run_only_with_preview_or_when_selected() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let preview: Vec<&str> = retrysafe::rules::registry().iter().filter(|r| r.preview).map(|r| r.id).collect();
+    assert!(preview.contains(&"unguarded-side-effect"));
+    let rules = |o: &Output| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&stdout(o)).unwrap();
+        v.as_array().unwrap().iter().map(|d| d["rule"].as_str().unwrap().to_string()).collect()
+    };
+    let default = run(&["check", ".", "--format", "json"], dir.path());
+    assert!(rules(&default).iter().all(|r| !preview.contains(&r.as_str())), "{}", stdout(&default));
+    let with = run(&["check", ".", "--format", "json", "--preview"], dir.path());
+    assert!(rules(&with).iter().any(|r| r == "unguarded-side-effect"), "{}", stdout(&with));
+    let selected = run(&["check", ".", "--format", "json", "--select", "unguarded-side-effect"], dir.path());
+    assert!(rules(&selected).iter().any(|r| r == "unguarded-side-effect"), "{}", stdout(&selected));
+    let listed = run(&["rules"], dir.path());
+    assert!(stdout(&listed).lines().any(|l| l.starts_with("unguarded-side-effect") && l.contains("preview")));
 }
