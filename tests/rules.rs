@@ -108,8 +108,8 @@ fn fix_copy(rule: &str, work: &Path, root_name: &Path) -> (String, Vec<(PathBuf,
     (diff, texts)
 }
 
-#[test]
-fn fixtures_snapshot_and_guarantees() {
+/// Runs `check` on every fixture (or those `FIXTURE` names), collecting every failure.
+fn for_each_fixture(check: fn(&str, &Path)) {
     let mut failures = Vec::new();
     let filter = std::env::var("FIXTURE").ok();
     for (rule, path) in fixtures() {
@@ -117,8 +117,7 @@ fn fixtures_snapshot_and_guarantees() {
         if filter.as_ref().is_some_and(|f| !format!("{rule}/{name}").contains(f.as_str())) {
             continue;
         }
-        let result = std::panic::catch_unwind(|| check_fixture(&rule, &path));
-        if let Err(e) = result {
+        if let Err(e) = std::panic::catch_unwind(|| check(&rule, &path)) {
             let msg = e
                 .downcast_ref::<String>()
                 .cloned()
@@ -128,6 +127,11 @@ fn fixtures_snapshot_and_guarantees() {
         }
     }
     assert!(failures.is_empty(), "{} fixture(s) failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn fixtures_snapshot_and_guarantees() {
+    for_each_fixture(check_fixture);
 }
 
 fn check_fixture(rule: &str, path: &Path) {
@@ -272,27 +276,11 @@ fn finding_keys(diags: &[Diagnostic], root: &Path, keep: &dyn Fn(&str) -> bool) 
 }
 
 /// Enabling, disabling or suppressing one rule never adds or removes another rule's
-/// findings (RULES.md, "Selection never changes findings"); and with every rule enabled at
+/// findings (the rule contract: selection never changes findings); and with every rule enabled at
 /// once, the fixes still converge, add no syntax error and are idempotent.
 #[test]
 fn all_rules_at_once_and_selection_independence() {
-    let mut failures = Vec::new();
-    let filter = std::env::var("FIXTURE").ok();
-    for (rule, path) in fixtures() {
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if filter.as_ref().is_some_and(|f| !format!("{rule}/{name}").contains(f.as_str())) {
-            continue;
-        }
-        if let Err(e) = std::panic::catch_unwind(|| check_independence(&rule, &path)) {
-            let msg = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            failures.push(format!("{rule}/{name}: {msg}"));
-        }
-    }
-    assert!(failures.is_empty(), "{} fixture(s) failed:\n{}", failures.len(), failures.join("\n"));
+    for_each_fixture(check_independence);
 }
 
 fn check_independence(fixture_rule: &str, path: &Path) {
