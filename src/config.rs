@@ -182,6 +182,7 @@ impl Config {
         self.effect_wrappers.extend(over.effect_wrappers);
         self.best_effort.extend(over.best_effort);
         self.preview |= over.preview;
+        self.verify = over.verify.or(self.verify);
         self
     }
 
