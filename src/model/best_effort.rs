@@ -192,10 +192,29 @@ fn category_in(
     // dropped promise, which is ack-timing's concern).
     // (`await Promise.all(items.map((i) => work(i)))` awaits `work` too: the search stops
     // at the enclosing statement, not at a concise arrow.)
-    let awaited = ast::ancestors(call)
-        .take_while(|a| !a.kind().ends_with("statement") && !a.kind().ends_with("declaration"))
-        .any(|a| a.kind() == "await_expression");
-    if awaited { Category::Work } else { Category::Read }
+    if awaited(call, src) { Category::Work } else { Category::Read }
+}
+
+/// Whether `call`'s promise is awaited by its statement. An argument of another call is
+/// computed before that call runs (`findFirst({ where: eq(a, b) })`: the `await` is for
+/// `findFirst`), unless the outer call only combines promises (`Promise.all`, `items.map`).
+fn awaited(call: Node, src: &str) -> bool {
+    for a in ast::ancestors(call) {
+        let kind = a.kind();
+        if kind.ends_with("statement") || kind.ends_with("declaration") {
+            return false;
+        }
+        if kind == "await_expression" {
+            return true;
+        }
+        if kind == "arguments"
+            && let Some(outer) = ast::parent(a).filter(|p| p.kind() == "call_expression")
+            && !transparent(&ast::callee_path(outer, src))
+        {
+            return false;
+        }
+    }
+    false
 }
 
 /// What a function body amounts to, given the category its own name states: a function named
@@ -258,7 +277,7 @@ pub fn block_category(project: &Project, file: &Arc<SourceFile>, node: Node) -> 
 }
 
 /// `db.insert(auditLogs)`, `INSERT INTO "PipelineEventLog"`, `prisma.auditLog.create`.
-fn log_table(call: Node, src: &str) -> bool {
+pub fn log_table(call: Node, src: &str) -> bool {
     let t = text(call, src);
     let target = crate::regex!(r#"(?i)insert\s*(?:into\s+)?\(?\s*["'`]?([A-Za-z_][\w]*)"#)
         .captures(t)

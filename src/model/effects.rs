@@ -227,6 +227,23 @@ pub fn with_effect_wrappers<R>(names: &[String], f: impl FnOnce() -> R) -> R {
 /// Classifies one call expression. `resolved_locally` says the callee is a project function
 /// (its body is analysed as its own scope, so it is not classified by name here).
 pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option<Effect<'t>> {
+    let mut effect = classify_call(call, src, resolved_locally)?;
+    if effect.key.is_none() && effect.sdk == Sdk::Other && effect.kind.is_external() {
+        effect.key = passed_idempotency_key(call, src);
+    }
+    Some(effect)
+}
+
+/// A key handed to a wrapper or an SDK this module does not model (`sendEmail({ ...,
+/// idempotencyKey })`): the call says it is keyed, and where the key goes is the callee's
+/// business. (The modelled SDKs read their key from the one place the provider takes it.)
+fn passed_idempotency_key<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    ast::arguments(call).into_iter().find_map(|a| {
+        ["idempotencyKey", "idempotency_key", "idempotencyToken"].iter().find_map(|k| object_prop(a, k, src))
+    })
+}
+
+fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option<Effect<'t>> {
     if !chain_end(call, src) {
         return None;
     }
@@ -390,8 +407,31 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
     }
     // Getting an authenticated client (`app.getInstallationOctokit(id)`) or reading through it
     // (`octokit.rest.pulls.get`, `octokit.paginate`) posts nothing.
+    // Configuring a client (`Octokit.plugin(throttling).defaults({ baseUrl })`, `octokit.hook`)
+    // posts nothing either: only a verb that writes does.
     let octokit_read = ["get", "list", "paginate", "auth", "graphql"].iter().any(|r| last.starts_with(r));
-    if (has("octokit") && !octokit_read)
+    let octokit_write = [
+        "create",
+        "update",
+        "add",
+        "post",
+        "set",
+        "merge",
+        "delete",
+        "remove",
+        "submit",
+        "dismiss",
+        "request",
+        "lock",
+        "unlock",
+        "rerequest",
+        "dispatch",
+        "upload",
+        "replace",
+    ]
+    .iter()
+    .any(|w| last.starts_with(w));
+    if (has("octokit") && !octokit_read && octokit_write)
         || (has("issues") && matches!(last.as_str(), "createcomment" | "create"))
         || has("pulls") && last == "create"
     {
@@ -549,7 +589,14 @@ fn constructed_by<'s>(call: Node, path: &[String], src: &'s str) -> Option<&'s s
             ast::find_binding_init(decl, root, src, call.start_byte())
         })
     })?;
-    let init = ast::unwrap_expr(init);
+    let mut init = ast::unwrap_expr(init);
+    // `key ? new Resend(key) : null`: the client is what the branch that builds one builds.
+    if init.kind() == "ternary_expression" {
+        init = ["consequence", "alternative"]
+            .iter()
+            .filter_map(|f| init.child_by_field_name(f).map(ast::unwrap_expr))
+            .find(|b| matches!(b.kind(), "new_expression" | "call_expression"))?;
+    }
     let callee = match init.kind() {
         "new_expression" => init.child_by_field_name("constructor")?,
         "call_expression" => init.child_by_field_name("function")?,

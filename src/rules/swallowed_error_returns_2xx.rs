@@ -94,7 +94,7 @@ pub const RULE: Rule = Rule {
     summary: "an error is swallowed and the delivery acknowledged 2xx: the provider never retries the failed event",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
-    preview: true,
+    preview: false,
     check,
 };
 
@@ -947,6 +947,28 @@ fn error_returning(call: Node, src: &str) -> Option<&'static str> {
     None
 }
 
+/// A local function that hands back an error-returning SDK's result (`return resend.emails.send(...)`):
+/// its callers receive the `{ error }` too, and a caller that drops it drops the failure.
+fn wrapper_returning_error(
+    project: &crate::project::Project,
+    file: &std::sync::Arc<SourceFile>,
+    call: Node,
+) -> Option<&'static str> {
+    let def = crate::model::reach::resolve_call(project, file, call)?;
+    let body = def.node()?.child_by_field_name("body")?;
+    let def_src = &def.file.text;
+    let returned: Vec<Node> = if body.kind() == "statement_block" {
+        same_fn_nodes(body, "return_statement").into_iter().filter_map(|r| r.named_child(0)).collect()
+    } else {
+        vec![body]
+    };
+    returned.into_iter().find_map(|value| {
+        let value = ast::unwrap_expr(value);
+        let value = if value.kind() == "await_expression" { ast::unwrap_expr(value.named_child(0)?) } else { value };
+        (value.kind() == "call_expression").then(|| error_returning(value, def_src)).flatten()
+    })
+}
+
 fn mentioned_after(func: Node, name: &str, after: usize, src: &str) -> bool {
     let mut found = false;
     ast::walk(func, &mut |n| {
@@ -1002,8 +1024,9 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             .unwrap_or("")
             .to_string();
         let all_settled = path.len() == 2 && path[0] == "Promise" && path[1] == "allSettled";
-        let sdk = if all_settled { Some("Promise.allSettled") } else { error_returning(call, src) };
-        let Some(sdk) = sdk else { continue };
+        let direct = if all_settled { Some("Promise.allSettled") } else { error_returning(call, src) };
+        let via_wrapper = direct.is_none().then(|| wrapper_returning_error(c.cx.project, file, call)).flatten();
+        let Some(sdk) = direct.or(via_wrapper) else { continue };
         // Only the outermost call of a chain.
         if call.parent().is_some_and(|p| p.kind() == "member_expression") {
             continue;
@@ -1246,6 +1269,13 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             Some(Fix::display_only(
                 "check the returned error",
                 "the call is inside a best-effort try whose catch swallows on purpose: a throw here would only reach it",
+            ))
+        } else if via_wrapper.is_some() {
+            // The wrapper may answer something else on other paths (`undefined` when mail is
+            // off): destructuring its result could throw where the original did not.
+            Some(Fix::display_only(
+                "check the returned error",
+                "the wrapper returns the SDK's `{ data, error }`: check its `error` (it may return nothing on other paths)",
             ))
         } else if best_effort_tasks {
             Some(Fix::display_only(

@@ -30,8 +30,11 @@ second email, a second charge.
   `randomUUID()`/`cuid()` id does not count): the primary key rejects a replay;
 - `save()` calls on a loaded record (an update); `new Model({...}).save()` and `doc.save()`
   where `doc = new Model({...})` are inserts and are reported;
-- effects that carry a provider idempotency key or a `jobId` (their correctness is the
-  business of `nondeterministic-key` and `wrong-event-field-as-key`);
+- effects that carry a provider idempotency key or a `jobId`, including a key handed to a
+  wrapper (`sendEmail({ ..., idempotencyKey })`) (their correctness is the business of
+  `nondeterministic-key` and `wrong-event-field-as-key`);
+- inserts into an audit or event log table (`auditLogs`, `"PipelineEventLog"`): a second
+  row records the redelivery and duplicates no business effect;
 - Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless);
 - code inside a guard `run` callback or a transaction that writes the claim, and inside an
   Inngest `step.run` (a completed step's result is memoised, so a retried function does not
@@ -163,6 +166,11 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
                 return saves_new_document(effect.call, src) && !sets_mongo_id.is_match(call_text);
             }
             if sets_mongo_id.is_match(call_text) || sets_primary_id(effect.call, src) {
+                return false;
+            }
+            // A second row in an audit or event log records the redelivery; it duplicates no
+            // business effect.
+            if crate::model::best_effort::log_table(effect.call, src) {
                 return false;
             }
             !prisma_create_sets_unique(effect.call, src, path)

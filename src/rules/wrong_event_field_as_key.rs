@@ -25,7 +25,9 @@ with `providers.shopify.keyHeader`), Razorpay `payload.payment.entity.id`, PayPa
 An object receives many events (`invoice.created`, `invoice.paid`, `invoice.payment_failed`;
 `user.created` then `user.updated`): keyed on the object, the second event is dropped as a
 "duplicate" and never processed. Per-delivery values (receipt handles, retry counters,
-timestamps) change on every retry, so the retry is not deduplicated at all.
+timestamps) change on every retry, so the retry is not deduplicated at all. A key that pairs
+the object id with the object's own sequence number (`${invoice.id}-${invoice.attempt_count}`,
+a `version`) names one event and is not reported.
 
 ## Bad
 ```ts
@@ -162,6 +164,13 @@ fn wrong_part<'t>(
     let names_event = expanded.iter().any(|n| {
         dedupe_keys::paths_in(*n, src).iter().any(|(_, p)| p.last().is_some_and(|l| l == "event" || l == "event_type"))
     });
+    // `${invoice.id}-${invoice.attempt_count}`: the object's own sequence number tells its
+    // events apart, so the pair names one event.
+    let names_sequence = expanded.iter().any(|n| {
+        dedupe_keys::paths_in(*n, src).iter().any(|(_, p)| {
+            p.last().is_some_and(|l| matches!(l.as_str(), "attempt_count" | "version" | "sequence" | "sequence_number"))
+        })
+    });
     for node in &expanded {
         for s in strings_in(*node, src) {
             let Some(value) = ast::string_value(s, src) else { continue };
@@ -170,7 +179,9 @@ fn wrong_part<'t>(
             }
         }
         for (n, path) in dedupe_keys::paths_in(*node, src) {
-            if let Some((what, consequence)) = wrong_path(&path, provider, names_event) {
+            if let Some((what, consequence)) = wrong_path(&path, provider, names_event)
+                && !(names_sequence && consequence == SHARED)
+            {
                 return Some(Wrong { node: n, what, consequence });
             }
         }
