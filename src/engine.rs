@@ -248,6 +248,33 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// One file's own analysis (its handlers and what they reach), for callers that cache
+    /// results per file and re-analyse only what changed (the editor backend). Files the
+    /// prefilter skips give no findings; an unreadable file is the error.
+    pub fn analyse_file(&self, path: &Path) -> Result<Vec<Diagnostic>, String> {
+        match self.analyse_path(path) {
+            Outcome::Checked(diags) => Ok(diags),
+            Outcome::Skipped | Outcome::Note(_) => Ok(Vec::new()),
+            Outcome::Error(e) => Err(e),
+        }
+    }
+
+    /// What `check` reports for `path`, given the raw findings of every analysed file:
+    /// duplicates merged and the file's suppressions applied, as `check` does.
+    pub fn finish_file(&self, path: &Path, diags: Vec<Diagnostic>) -> Vec<Diagnostic> {
+        let key = project::normalize(path);
+        let mine: Vec<Diagnostic> = diags.into_iter().filter(|d| d.file.path == key).collect();
+        // Loaded, so that `finish` sees its suppressions even when it has no findings.
+        if self.project.load(&key).is_err() {
+            return mine;
+        }
+        let mut merged = self.finish(mine);
+        merged.retain(|d| d.file.path == key);
+        merged
+    }
+}
+
 enum Outcome {
     Checked(Vec<Diagnostic>),
     Skipped,
