@@ -646,12 +646,17 @@ fn analyse(engine: &Engine, files: &[PathBuf]) -> Vec<(PathBuf, Vec<Diagnostic>,
         .map(|path| {
             let key = project::normalize(path);
             let diags = engine.analyse_file(&key).unwrap_or_default();
-            let reaches = match engine.project.current_text(&key) {
+            let mut reaches = match engine.project.current_text(&key) {
                 Ok(text) if !diags.is_empty() || crate::workspace::may_be_relevant(text.as_bytes()) => {
                     Some(reached_files(&engine.project, &key, &text))
                 }
                 _ => None,
             };
+            // Files reached other than by import (a schema a rule reads) are known by the
+            // findings in them.
+            if let Some(r) = &mut reaches {
+                r.extend(diags.iter().map(|d| d.file.path.clone()).filter(|p| p != &key));
+            }
             (key, diags, reaches)
         })
         .collect()
