@@ -62,7 +62,14 @@ pub struct Engine {
     /// Set while fixing: edited texts live only in the project cache.
     keep_parsed: AtomicBool,
     discovery_errors: Vec<String>,
+    /// Called for every file `check` analysed, with that file's own raw findings (batch runs:
+    /// the progress line and the result cache).
+    pub on_file: Option<FileHook>,
+    /// Handlers found per analysed file (the per-package summary).
+    pub handlers_found: std::sync::Mutex<BTreeMap<PathBuf, usize>>,
 }
+
+pub type FileHook = Box<dyn Fn(&Path, &[Diagnostic]) + Send + Sync>;
 
 impl Engine {
     pub fn new(mut options: Options) -> Result<Engine, Fatal> {
@@ -96,11 +103,19 @@ impl Engine {
             files,
             discovery_errors,
             keep_parsed: AtomicBool::new(false),
+            on_file: None,
+            handlers_found: Default::default(),
         })
     }
 
     pub fn files(&self) -> &[PathBuf] {
         &self.files
+    }
+
+    /// Narrows the run to some of the discovered files (`--changed-since`, `--shard`, cache
+    /// hits).
+    pub fn retain_files(&mut self, keep: impl Fn(&Path) -> bool) {
+        self.files.retain(|p| keep(p));
     }
 
     fn rule_enabled(&self, config: &Config, id: &str) -> bool {
@@ -111,7 +126,18 @@ impl Engine {
 
     pub fn check(&self) -> Report {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(self.options.threads).build();
-        let run = || self.files.par_iter().map(|path| self.analyse_path(path)).collect::<Vec<_>>();
+        let run = || {
+            self.files
+                .par_iter()
+                .map(|path| {
+                    let outcome = self.analyse_path(path);
+                    if let (Some(hook), Outcome::Checked(diags)) = (&self.on_file, &outcome) {
+                        hook(path, diags);
+                    }
+                    outcome
+                })
+                .collect::<Vec<_>>()
+        };
         let results = match pool {
             Ok(pool) => pool.install(run),
             Err(_) => run(),
@@ -231,6 +257,9 @@ impl Engine {
                 .collect()
         };
         let guard = self.options.guard.clone().or_else(|| config.guard.as_deref().and_then(GuardSpec::parse));
+        if !handlers.is_empty() {
+            self.handlers_found.lock().unwrap().insert(file.path.clone(), handlers.len());
+        }
         let cx = Context { file, project: &self.project, config, handlers: &handlers, guard: guard.as_ref() };
         let mut out = Vec::new();
         crate::model::effects::with_effect_wrappers(&config.effect_wrappers, || {

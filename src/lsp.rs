@@ -13,7 +13,7 @@
 
 use crate::engine::{Engine, Options};
 use crate::fix::{Applicability, GuardSpec};
-use crate::project::{self, Project};
+use crate::project;
 use crate::rules::{self, Diagnostic};
 use crossbeam_channel::RecvTimeoutError;
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
@@ -44,8 +44,6 @@ pub const FIX_ALL_UNSAFE: &str = "source.fixAll.unsafe.retrysafe";
 const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(50);
 /// Files whose change alters how every file of a root is analysed.
 const CONFIG_NAMES: &[&str] = &[crate::config::CONFIG_FILE, "tsconfig.json", "jsconfig.json", "package.json"];
-/// A bound on the import closure followed per file, so a generated barrel cannot stall an edit.
-const MAX_REACHED_FILES: usize = 5_000;
 
 pub fn serve(guard: Option<GuardSpec>) -> std::io::Result<()> {
     let (connection, io_threads) = Connection::stdio();
@@ -136,12 +134,8 @@ struct Server {
 
 impl Server {
     fn new(params: &InitializeParams, guard: Option<GuardSpec>) -> Server {
-        let mut folders: Vec<PathBuf> = params
-            .workspace_folders
-            .iter()
-            .flatten()
-            .filter_map(|f| uri_to_path(&f.uri))
-            .collect();
+        let mut folders: Vec<PathBuf> =
+            params.workspace_folders.iter().flatten().filter_map(|f| uri_to_path(&f.uri)).collect();
         #[allow(deprecated)]
         if folders.is_empty()
             && let Some(root) = params.root_uri.as_ref().and_then(uri_to_path)
@@ -173,14 +167,16 @@ impl Server {
                     Ok(m) => m,
                     Err(_) => return Ok(()),
                 },
-                Some(deadline) => match connection.receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                    Ok(m) => m,
-                    Err(RecvTimeoutError::Timeout) => {
-                        self.flush(connection);
-                        continue;
+                Some(deadline) => {
+                    match connection.receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                        Ok(m) => m,
+                        Err(RecvTimeoutError::Timeout) => {
+                            self.flush(connection);
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => return Ok(()),
                     }
-                    Err(RecvTimeoutError::Disconnected) => return Ok(()),
-                },
+                }
             };
             match message {
                 Message::Request(request) => {
@@ -197,8 +193,13 @@ impl Server {
     }
 
     fn register_watchers(&mut self, connection: &Connection) {
-        let watchers = ["**/retrysafe.json", "**/tsconfig.json", "**/jsconfig.json", "**/package.json",
-            "**/*.{ts,tsx,mts,cts,js,jsx,mjs,cjs,prisma,sql}"]
+        let watchers = [
+            "**/retrysafe.json",
+            "**/tsconfig.json",
+            "**/jsconfig.json",
+            "**/package.json",
+            "**/*.{ts,tsx,mts,cts,js,jsx,mjs,cjs,prisma,sql}",
+        ]
         .iter()
         .map(|g| FileSystemWatcher { glob_pattern: GlobPattern::String(g.to_string()), kind: None })
         .collect();
@@ -228,7 +229,8 @@ impl Server {
             }),
             req::DocumentDiagnosticRequest::METHOD => parse::<DocumentDiagnosticParams>(request).map(|p| {
                 self.flush(connection);
-                let items = uri_to_path(&p.text_document.uri).map(|path| self.lsp_diagnostics(&path)).unwrap_or_default();
+                let items =
+                    uri_to_path(&p.text_document.uri).map(|path| self.lsp_diagnostics(&path)).unwrap_or_default();
                 serde_json::to_value(DocumentDiagnosticReportResult::Report(DocumentDiagnosticReport::Full(
                     RelatedFullDocumentDiagnosticReport {
                         related_documents: None,
@@ -237,7 +239,11 @@ impl Server {
                 )))
             }),
             other => {
-                return Response::new_err(id, ErrorCode::MethodNotFound as i32, format!("method not supported: {other}"));
+                return Response::new_err(
+                    id,
+                    ErrorCode::MethodNotFound as i32,
+                    format!("method not supported: {other}"),
+                );
             }
         };
         match result {
@@ -250,7 +256,8 @@ impl Server {
     fn notification(&mut self, connection: &Connection, n: Notification) {
         match n.method.as_str() {
             notif::DidOpenTextDocument::METHOD => {
-                let Ok(p) = n.extract::<lsp_types::DidOpenTextDocumentParams>(notif::DidOpenTextDocument::METHOD) else {
+                let Ok(p) = n.extract::<lsp_types::DidOpenTextDocumentParams>(notif::DidOpenTextDocument::METHOD)
+                else {
                     return;
                 };
                 let Some(path) = uri_to_path(&p.text_document.uri) else { return };
@@ -274,7 +281,8 @@ impl Server {
                 self.edited(&path);
             }
             notif::DidSaveTextDocument::METHOD => {
-                let Ok(p) = n.extract::<lsp_types::DidSaveTextDocumentParams>(notif::DidSaveTextDocument::METHOD) else {
+                let Ok(p) = n.extract::<lsp_types::DidSaveTextDocumentParams>(notif::DidSaveTextDocument::METHOD)
+                else {
                     return;
                 };
                 if let Some(path) = uri_to_path(&p.text_document.uri)
@@ -350,7 +358,9 @@ impl Server {
         parent
             .ancestors()
             .find(|d| {
-                d.join(crate::config::CONFIG_FILE).is_file() || d.join("package.json").is_file() || d.join(".git").exists()
+                d.join(crate::config::CONFIG_FILE).is_file()
+                    || d.join("package.json").is_file()
+                    || d.join(".git").exists()
             })
             .unwrap_or(parent)
             .to_path_buf()
@@ -527,8 +537,11 @@ impl Server {
             Some(target) => (Url::from_file_path(target).ok()?, root.engine.project.load(target).ok()?.text.clone()),
         };
         let index = LineIndex::new(&target_text);
-        let edits: Vec<TextEdit> =
-            fix.edits.iter().map(|e| TextEdit { range: index.range(e.start, e.end), new_text: e.replacement.clone() }).collect();
+        let edits: Vec<TextEdit> = fix
+            .edits
+            .iter()
+            .map(|e| TextEdit { range: index.range(e.start, e.end), new_text: e.replacement.clone() })
+            .collect();
         let edit = if fix.new_files.is_empty() {
             WorkspaceEdit { changes: Some(HashMap::from([(target_uri, edits)])), ..WorkspaceEdit::default() }
         } else {
@@ -551,7 +564,10 @@ impl Server {
                     edits: edits.into_iter().map(OneOf::Left).collect(),
                 }));
             }
-            WorkspaceEdit { document_changes: Some(DocumentChanges::Operations(operations)), ..WorkspaceEdit::default() }
+            WorkspaceEdit {
+                document_changes: Some(DocumentChanges::Operations(operations)),
+                ..WorkspaceEdit::default()
+            }
         };
         let review = if fix.applicability == Applicability::Unsafe { " (review)" } else { "" };
         Some(CodeAction {
@@ -571,8 +587,12 @@ impl Server {
         let root = self.roots.get(&dir)?;
         let key = project::normalize(path);
         let original = root.engine.project.current_text(&key).ok()?;
-        let mut paths: Vec<PathBuf> =
-            root.reaches.iter().filter(|(_, reached)| reached.contains(&key)).map(|(origin, _)| origin.clone()).collect();
+        let mut paths: Vec<PathBuf> = root
+            .reaches
+            .iter()
+            .filter(|(_, reached)| reached.contains(&key))
+            .map(|(origin, _)| origin.clone())
+            .collect();
         paths.push(key.clone());
         paths.sort();
         paths.dedup();
@@ -618,7 +638,10 @@ impl Server {
             sections.push(text);
         }
         Some(Hover {
-            contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: sections.join("\n\n---\n\n") }),
+            contents: HoverContents::Markup(MarkupContent {
+                kind: MarkupKind::Markdown,
+                value: sections.join("\n\n---\n\n"),
+            }),
             range: Some(index.range(widest.0, widest.1)),
         })
     }
@@ -648,7 +671,7 @@ fn analyse(engine: &Engine, files: &[PathBuf]) -> Vec<(PathBuf, Vec<Diagnostic>,
             let diags = engine.analyse_file(&key).unwrap_or_default();
             let mut reaches = match engine.project.current_text(&key) {
                 Ok(text) if !diags.is_empty() || crate::workspace::may_be_relevant(text.as_bytes()) => {
-                    Some(reached_files(&engine.project, &key, &text))
+                    Some(crate::batch::reached_files(&engine.project, &key, &text))
                 }
                 _ => None,
             };
@@ -660,26 +683,6 @@ fn analyse(engine: &Engine, files: &[PathBuf]) -> Vec<(PathBuf, Vec<Diagnostic>,
             (key, diags, reaches)
         })
         .collect()
-}
-
-/// The project files `path` reaches through imports, re-exports and requires (transitively).
-fn reached_files(project: &Project, path: &Path, text: &str) -> HashSet<PathBuf> {
-    let specifier = crate::regex!(r#"(?:\bfrom|\bimport|\brequire)\s*\(?\s*["']([^"'\n]+)["']"#);
-    let mut seen: HashSet<PathBuf> = HashSet::new();
-    let mut queue: Vec<(PathBuf, String)> = vec![(path.to_path_buf(), text.to_string())];
-    while let Some((from, text)) = queue.pop() {
-        for c in specifier.captures_iter(&text) {
-            let Some(target) = project.resolve(&from, &c[1]).map(|p| project::normalize(&p)) else { continue };
-            if target == path || seen.contains(&target) || seen.len() >= MAX_REACHED_FILES {
-                continue;
-            }
-            seen.insert(target.clone());
-            if let Ok(t) = project.current_text(&target) {
-                queue.push((target, t));
-            }
-        }
-    }
-    seen
 }
 
 fn to_lsp(d: &Diagnostic, index: &LineIndex) -> lsp_types::Diagnostic {
@@ -701,7 +704,12 @@ fn to_lsp(d: &Diagnostic, index: &LineIndex) -> lsp_types::Diagnostic {
 }
 
 /// "Ignore here": a suppression comment on the line above, with a reason to fill in.
-fn ignore_action(d: &Diagnostic, diagnostic: &lsp_types::Diagnostic, uri: &Url, index: &LineIndex) -> Option<CodeAction> {
+fn ignore_action(
+    d: &Diagnostic,
+    diagnostic: &lsp_types::Diagnostic,
+    uri: &Url,
+    index: &LineIndex,
+) -> Option<CodeAction> {
     if d.rule == crate::suppress::UNUSED || d.rule == crate::suppress::INVALID {
         return None;
     }
