@@ -115,7 +115,9 @@ impl Shard {
     /// working directory), so every machine of a CI matrix agrees, and a file keeps its shard
     /// when others are added.
     pub fn owns(&self, path: &Path, base: &Path) -> bool {
-        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        // Canonical, as git reports its root: a checkout reached through a symlink shards alike.
+        let absolute =
+            std::fs::canonicalize(path).or_else(|_| std::path::absolute(path)).unwrap_or_else(|_| path.to_path_buf());
         let relative = absolute.strip_prefix(base).unwrap_or(&absolute);
         fnv1a(relative.to_string_lossy().replace('\\', "/").as_bytes()) % self.count == self.index - 1
     }
