@@ -71,7 +71,14 @@ pub struct Engine {
     /// Files holding a handler analysed in this run, or a function one reaches: only there
     /// can a run over a few files tell that a suppression suppresses nothing.
     reached: std::sync::Mutex<HashSet<PathBuf>>,
+    /// Called for every file `check` analysed, with that file's own raw findings (batch runs:
+    /// the progress line and the result cache).
+    pub on_file: Option<FileHook>,
+    /// Handlers found per analysed file (the per-package summary).
+    pub handlers_found: std::sync::Mutex<BTreeMap<PathBuf, usize>>,
 }
+
+pub type FileHook = Box<dyn Fn(&Path, &[Diagnostic]) + Send + Sync>;
 
 impl Engine {
     pub fn new(mut options: Options) -> Result<Engine, Fatal> {
@@ -104,11 +111,19 @@ impl Engine {
             discovery_errors,
             keep_parsed: AtomicBool::new(false),
             reached: std::sync::Mutex::default(),
+            on_file: None,
+            handlers_found: Default::default(),
         })
     }
 
     pub fn files(&self) -> &[PathBuf] {
         &self.files
+    }
+
+    /// Narrows the run to some of the discovered files (`--changed-since`, `--shard`, cache
+    /// hits).
+    pub fn retain_files(&mut self, keep: impl Fn(&Path) -> bool) {
+        self.files.retain(|p| keep(p));
     }
 
     fn rule_enabled(&self, config: &Config, id: &str) -> bool {
@@ -120,7 +135,18 @@ impl Engine {
 
     pub fn check(&self) -> Report {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(self.options.threads).build();
-        let run = || self.files.par_iter().map(|path| self.analyse_path(path)).collect::<Vec<_>>();
+        let run = || {
+            self.files
+                .par_iter()
+                .map(|path| {
+                    let outcome = self.analyse_path(path);
+                    if let (Some(hook), Outcome::Checked(diags, _)) = (&self.on_file, &outcome) {
+                        hook(path, diags);
+                    }
+                    outcome
+                })
+                .collect::<Vec<_>>()
+        };
         let results = match pool {
             Ok(pool) => pool.install(run),
             Err(_) => run(),
@@ -329,6 +355,9 @@ impl Engine {
             }
         }
         let guard = self.options.guard.clone().or_else(|| config.guard.as_deref().and_then(GuardSpec::parse));
+        if !handlers.is_empty() {
+            self.handlers_found.lock().unwrap().insert(file.path.clone(), handlers.len());
+        }
         let cx = Context { file, project: &self.project, config, handlers: &handlers, guard: guard.as_ref() };
         let mut out = Vec::new();
         crate::model::effects::with_effect_wrappers(&config.effect_wrappers, || {
@@ -356,6 +385,33 @@ pub fn analysis_budget(file: &SourceFile) -> u64 {
     const VISITS_PER_NODE: u64 = 2_000;
     const MINIMUM: u64 = 50_000_000;
     MINIMUM.max(VISITS_PER_NODE.saturating_mul(file.root().descendant_count() as u64))
+}
+
+impl Engine {
+    /// One file's own analysis (its handlers and what they reach), for callers that cache
+    /// results per file and re-analyse only what changed (the editor backend). Files the
+    /// prefilter skips give no findings; an unreadable file is the error.
+    pub fn analyse_file(&self, path: &Path) -> Result<Vec<Diagnostic>, String> {
+        match self.analyse_path(path) {
+            Outcome::Checked(diags, _) => Ok(diags),
+            Outcome::Skipped | Outcome::Note(_) => Ok(Vec::new()),
+            Outcome::Error(e) => Err(e),
+        }
+    }
+
+    /// What `check` reports for `path`, given the raw findings of every analysed file:
+    /// duplicates merged and the file's suppressions applied, as `check` does.
+    pub fn finish_file(&self, path: &Path, diags: Vec<Diagnostic>) -> Vec<Diagnostic> {
+        let key = project::normalize(path);
+        let mine: Vec<Diagnostic> = diags.into_iter().filter(|d| d.file.path == key).collect();
+        // Loaded, so that `finish` sees its suppressions even when it has no findings.
+        if self.project.load(&key).is_err() {
+            return mine;
+        }
+        let mut merged = self.finish(mine);
+        merged.retain(|d| d.file.path == key);
+        merged
+    }
 }
 
 enum Outcome {

@@ -1,6 +1,7 @@
 //! retrysafe: finds webhook and queue handlers that break under at-least-once delivery, and
 //! fixes them. Data flows one way: workspace → source → project → model → rules → fix → report.
 
+pub mod batch;
 pub mod bench;
 pub mod config;
 pub mod doctor;

@@ -1,231 +1,831 @@
-//! `retrysafe lsp`: the same engine behind the Language Server Protocol (stdio). Diagnostics
-//! on open/change/save; a quick fix per diagnostic (its own fix, safe or unsafe); and
-//! `source.fixAll.retrysafe`, which runs the CLI's fixpoint on safe fixes only and returns one
-//! minimal edit.
+//! `retrysafe lsp`: the CLI's engine behind the Language Server Protocol (stdio), on the same
+//! project graph. Each workspace root keeps one `Engine` whose project holds the open buffers
+//! as overlays, the raw findings of every analysed file, and which project files each of them
+//! reaches through its imports. An edit re-analyses the edited file and the files that reach
+//! it, nothing else; analysis waits until the client has been quiet for the debounce delay
+//! (a request that needs fresh results runs it at once).
+//!
+//! Offered: push and pull diagnostics (severity from the config), a code action per fix the
+//! CLI offers (unsafe ones titled "(review)"), "ignore here", `source.fixAll.retrysafe` (the
+//! CLI's fixpoint over safe fixes, as one minimal edit), `source.fixAll.unsafe.retrysafe`
+//! (safe and review fixes), hover with the rule's docs and the handler chain, and config
+//! reload when a `retrysafe.json` (or tsconfig/package.json) changes.
 
 use crate::engine::{Engine, Options};
 use crate::fix::{Applicability, GuardSpec};
-use crate::rules::Diagnostic;
-use serde_json::{Value, json};
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use crate::project;
+use crate::rules::{self, Diagnostic};
+use crossbeam_channel::RecvTimeoutError;
+use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
+use lsp_types::notification::{self as notif, Notification as _};
+use lsp_types::request::{self as req, Request as _};
+use lsp_types::{
+    CodeAction, CodeActionKind, CodeActionOptions, CodeActionOrCommand, CodeActionParams, CodeActionProviderCapability,
+    CreateFile, DiagnosticOptions, DiagnosticServerCapabilities, DiagnosticSeverity, DocumentChangeOperation,
+    DocumentChanges, DocumentDiagnosticParams, DocumentDiagnosticReport, DocumentDiagnosticReportResult,
+    FileSystemWatcher, FullDocumentDiagnosticReport, GlobPattern, Hover, HoverContents, HoverParams,
+    HoverProviderCapability, InitializeParams, MarkupContent, MarkupKind, NumberOrString, OneOf,
+    OptionalVersionedTextDocumentIdentifier, Position, PublishDiagnosticsParams, Range, Registration,
+    RegistrationParams, RelatedFullDocumentDiagnosticReport, ResourceOp, ServerCapabilities, ServerInfo,
+    TextDocumentEdit, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions, TextEdit, Url,
+    WorkspaceEdit, WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+};
+use rayon::prelude::*;
+use ropey::Rope;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub const FIX_ALL: &str = "source.fixAll.retrysafe";
+pub const FIX_ALL_UNSAFE: &str = "source.fixAll.unsafe.retrysafe";
+/// The default quiet time before an edit is analysed; `initializationOptions.debounceMs`
+/// overrides it.
+const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(50);
+/// Files whose change alters how every file of a root is analysed.
+const CONFIG_NAMES: &[&str] = &[crate::config::CONFIG_FILE, "tsconfig.json", "jsconfig.json", "package.json"];
 
 pub fn serve(guard: Option<GuardSpec>) -> std::io::Result<()> {
-    let stdin = std::io::stdin();
-    let mut reader = BufReader::new(stdin.lock());
-    let mut stdout = std::io::stdout();
-    let mut server = Server { guard, documents: HashMap::new() };
-    while let Some(message) = read_message(&mut reader)? {
-        let method = message["method"].as_str().unwrap_or("").to_string();
-        let id = message.get("id").cloned();
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
-        let (result, notifications) = server.handle(&method, &params);
-        for n in notifications {
-            write_message(&mut stdout, &n)?;
-        }
-        if let Some(id) = id {
-            let response = match result {
-                Ok(r) => json!({ "jsonrpc": "2.0", "id": id, "result": r }),
-                Err(e) => json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32601, "message": e } }),
-            };
-            write_message(&mut stdout, &response)?;
-        }
-        if method == "exit" {
-            break;
-        }
+    let (connection, io_threads) = Connection::stdio();
+    let protocol = |e: lsp_server::ProtocolError| std::io::Error::other(e.to_string());
+    let (id, params) = connection.initialize_start().map_err(protocol)?;
+    let params: InitializeParams = serde_json::from_value(params).map_err(std::io::Error::other)?;
+    let result = lsp_types::InitializeResult {
+        capabilities: capabilities(),
+        server_info: Some(ServerInfo { name: "retrysafe".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
+    };
+    let result = serde_json::to_value(result).map_err(std::io::Error::other)?;
+    connection.initialize_finish(id, result).map_err(protocol)?;
+    let mut server = Server::new(&params, guard);
+    if params
+        .capabilities
+        .workspace
+        .as_ref()
+        .and_then(|w| w.did_change_watched_files.as_ref())
+        .and_then(|w| w.dynamic_registration)
+        == Some(true)
+    {
+        server.register_watchers(&connection);
     }
-    Ok(())
+    server.run(&connection)?;
+    drop(connection);
+    io_threads.join()
 }
 
-fn read_message(reader: &mut impl BufRead) -> std::io::Result<Option<Value>> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(None);
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(v) = line.strip_prefix("Content-Length:") {
-            length = v.trim().parse::<usize>().ok();
-        }
+fn capabilities() -> ServerCapabilities {
+    ServerCapabilities {
+        text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+            open_close: Some(true),
+            change: Some(TextDocumentSyncKind::INCREMENTAL),
+            save: Some(lsp_types::TextDocumentSyncSaveOptions::Supported(true)),
+            ..TextDocumentSyncOptions::default()
+        })),
+        code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+            code_action_kinds: Some(vec![
+                CodeActionKind::QUICKFIX,
+                CodeActionKind::from(FIX_ALL),
+                CodeActionKind::from(FIX_ALL_UNSAFE),
+            ]),
+            ..CodeActionOptions::default()
+        })),
+        hover_provider: Some(HoverProviderCapability::Simple(true)),
+        diagnostic_provider: Some(DiagnosticServerCapabilities::Options(DiagnosticOptions {
+            identifier: Some("retrysafe".into()),
+            inter_file_dependencies: true,
+            workspace_diagnostics: false,
+            ..DiagnosticOptions::default()
+        })),
+        workspace: Some(WorkspaceServerCapabilities {
+            workspace_folders: Some(WorkspaceFoldersServerCapabilities {
+                supported: Some(true),
+                change_notifications: Some(OneOf::Left(true)),
+            }),
+            file_operations: None,
+        }),
+        ..ServerCapabilities::default()
     }
-    let Some(length) = length else { return Ok(Some(Value::Null)) };
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
-    Ok(Some(serde_json::from_slice(&body).unwrap_or(Value::Null)))
 }
 
-fn write_message(out: &mut impl Write, value: &Value) -> std::io::Result<()> {
-    let body = serde_json::to_string(value).unwrap_or_default();
-    write!(out, "Content-Length: {}\r\n\r\n{body}", body.len())?;
-    out.flush()
+struct Document {
+    uri: Url,
+    rope: Rope,
+}
+
+/// One workspace root: its engine (project graph, configs, overlays) and the cached results.
+struct Root {
+    engine: Engine,
+    /// Raw findings of each analysed file (its handlers' findings, wherever they point).
+    results: HashMap<PathBuf, Vec<Diagnostic>>,
+    /// The project files each handler-candidate file reaches through its imports.
+    reaches: HashMap<PathBuf, HashSet<PathBuf>>,
 }
 
 struct Server {
     guard: Option<GuardSpec>,
-    documents: HashMap<String, String>,
+    folders: Vec<PathBuf>,
+    documents: HashMap<PathBuf, Document>,
+    roots: HashMap<PathBuf, Root>,
+    /// Edited files not analysed yet, by root.
+    pending: HashMap<PathBuf, BTreeSet<PathBuf>>,
+    deadline: Option<Instant>,
+    debounce: Duration,
+    next_request: i32,
 }
 
 impl Server {
-    fn handle(&mut self, method: &str, params: &Value) -> (Result<Value, String>, Vec<Value>) {
-        match method {
-            "initialize" => (
-                Ok(json!({
-                    "capabilities": {
-                        "textDocumentSync": { "openClose": true, "change": 1, "save": true },
-                        "codeActionProvider": { "codeActionKinds": ["quickfix", FIX_ALL] }
-                    },
-                    "serverInfo": { "name": "retrysafe", "version": env!("CARGO_PKG_VERSION") }
-                })),
-                Vec::new(),
-            ),
-            "textDocument/didOpen" => {
-                let uri = params["textDocument"]["uri"].as_str().unwrap_or("").to_string();
-                let text = params["textDocument"]["text"].as_str().unwrap_or("").to_string();
-                self.documents.insert(uri.clone(), text);
-                (Ok(Value::Null), vec![self.publish(&uri)])
-            }
-            "textDocument/didChange" => {
-                let uri = params["textDocument"]["uri"].as_str().unwrap_or("").to_string();
-                if let Some(text) =
-                    params["contentChanges"].as_array().and_then(|c| c.last()).and_then(|c| c["text"].as_str())
-                {
-                    self.documents.insert(uri.clone(), text.to_string());
-                }
-                (Ok(Value::Null), vec![self.publish(&uri)])
-            }
-            "textDocument/didSave" => {
-                let uri = params["textDocument"]["uri"].as_str().unwrap_or("").to_string();
-                (Ok(Value::Null), vec![self.publish(&uri)])
-            }
-            "textDocument/didClose" => {
-                let uri = params["textDocument"]["uri"].as_str().unwrap_or("").to_string();
-                self.documents.remove(&uri);
-                let clear = json!({ "jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": { "uri": uri, "diagnostics": [] } });
-                (Ok(Value::Null), vec![clear])
-            }
-            "textDocument/codeAction" => (Ok(self.code_actions(params)), Vec::new()),
-            "shutdown" => (Ok(Value::Null), Vec::new()),
-            "initialized" | "exit" | "$/cancelRequest" | "workspace/didChangeConfiguration" => {
-                (Ok(Value::Null), Vec::new())
-            }
-            other => (Err(format!("method not supported: {other}")), Vec::new()),
-        }
-    }
-
-    fn engine(&self, uri: &str) -> Option<(Engine, PathBuf, String)> {
-        let path = uri_to_path(uri)?;
-        let text = self.documents.get(uri)?.clone();
-        let engine = Engine::new(Options {
-            paths: vec![path.clone()],
-            stdin: Some((path.clone(), text.clone())),
-            threads: 1,
-            guard: self.guard.clone(),
-            ..Options::default()
-        })
-        .ok()?;
-        Some((engine, path, text))
-    }
-
-    fn diagnostics(&self, uri: &str) -> Vec<(Diagnostic, Value)> {
-        let Some((engine, path, text)) = self.engine(uri) else { return Vec::new() };
-        engine
-            .check()
-            .diagnostics
-            .into_iter()
-            .filter(|d| d.file.path == path)
-            .map(|d| {
-                let range = range(&text, d.start, d.end);
-                let mut message = d.message.clone();
-                if let Some(h) = &d.help {
-                    message.push_str(&format!("\nhelp: {h}"));
-                }
-                let lsp = json!({
-                    "range": range,
-                    "severity": 1,
-                    "code": d.rule,
-                    "source": "retrysafe",
-                    "message": message,
-                });
-                (d, lsp)
-            })
-            .collect()
-    }
-
-    fn publish(&self, uri: &str) -> Value {
-        let diagnostics: Vec<Value> = self.diagnostics(uri).into_iter().map(|(_, v)| v).collect();
-        json!({ "jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": { "uri": uri, "diagnostics": diagnostics } })
-    }
-
-    fn code_actions(&self, params: &Value) -> Value {
-        let uri = params["textDocument"]["uri"].as_str().unwrap_or("");
-        let Some(text) = self.documents.get(uri) else { return json!([]) };
-        let only: Vec<&str> = params["context"]["only"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
-            .unwrap_or_default();
-        let wants = |kind: &str| only.is_empty() || only.iter().any(|o| kind.starts_with(o));
-        let mut actions = Vec::new();
-        if wants("quickfix") {
-            let requested = &params["range"];
-            for (d, lsp) in self.diagnostics(uri) {
-                let Some(fix) = &d.fix else { continue };
-                if fix.applicability == Applicability::DisplayOnly || fix.target.is_some() || fix.edits.is_empty() {
-                    continue;
-                }
-                if !ranges_touch(&lsp["range"], requested) {
-                    continue;
-                }
-                let edits: Vec<Value> = fix
-                    .edits
-                    .iter()
-                    .map(|e| json!({ "range": range(text, e.start, e.end), "newText": e.replacement }))
-                    .collect();
-                let review = if fix.applicability == Applicability::Unsafe { " (review)" } else { "" };
-                actions.push(json!({
-                    "title": format!("retrysafe: {}{review}", fix.title),
-                    "kind": "quickfix",
-                    "diagnostics": [lsp],
-                    "isPreferred": fix.applicability == Applicability::Safe,
-                    "edit": { "changes": { uri: edits } }
-                }));
-            }
-        }
-        if wants(FIX_ALL)
-            && let Some((engine, path, original)) = self.engine(uri)
+    fn new(params: &InitializeParams, guard: Option<GuardSpec>) -> Server {
+        let mut folders: Vec<PathBuf> =
+            params.workspace_folders.iter().flatten().filter_map(|f| uri_to_path(&f.uri)).collect();
+        #[allow(deprecated)]
+        if folders.is_empty()
+            && let Some(root) = params.root_uri.as_ref().and_then(uri_to_path)
         {
-            let report = engine.fix(&|a| a == Applicability::Safe);
-            if let Some(f) = report.files.iter().find(|f| f.path == path && f.fixed != original) {
-                let (start, end, replacement) = minimal_edit(&original, &f.fixed);
-                actions.push(json!({
-                    "title": "retrysafe: fix all safe issues",
-                    "kind": FIX_ALL,
-                    "edit": { "changes": { uri: [{ "range": range(&original, start, end), "newText": replacement }] } }
+            folders.push(root);
+        }
+        let debounce = params
+            .initialization_options
+            .as_ref()
+            .and_then(|o| o.get("debounceMs"))
+            .and_then(|v| v.as_u64())
+            .map_or(DEFAULT_DEBOUNCE, Duration::from_millis);
+        Server {
+            guard,
+            folders,
+            documents: HashMap::new(),
+            roots: HashMap::new(),
+            pending: HashMap::new(),
+            deadline: None,
+            debounce,
+            next_request: 0,
+        }
+    }
+
+    fn run(&mut self, connection: &Connection) -> std::io::Result<()> {
+        loop {
+            let message = match self.deadline {
+                None => match connection.receiver.recv() {
+                    Ok(m) => m,
+                    Err(_) => return Ok(()),
+                },
+                Some(deadline) => {
+                    match connection.receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                        Ok(m) => m,
+                        Err(RecvTimeoutError::Timeout) => {
+                            self.flush(connection);
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                    }
+                }
+            };
+            match message {
+                Message::Request(request) => {
+                    if connection.handle_shutdown(&request).map_err(|e| std::io::Error::other(e.to_string()))? {
+                        return Ok(());
+                    }
+                    let response = self.request(connection, request);
+                    send(connection, Message::Response(response));
+                }
+                Message::Notification(n) => self.notification(connection, n),
+                Message::Response(_) => {}
+            }
+        }
+    }
+
+    fn register_watchers(&mut self, connection: &Connection) {
+        let watchers = [
+            "**/retrysafe.json",
+            "**/tsconfig.json",
+            "**/jsconfig.json",
+            "**/package.json",
+            "**/*.{ts,tsx,mts,cts,js,jsx,mjs,cjs,prisma,sql}",
+        ]
+        .iter()
+        .map(|g| FileSystemWatcher { glob_pattern: GlobPattern::String(g.to_string()), kind: None })
+        .collect();
+        let options = lsp_types::DidChangeWatchedFilesRegistrationOptions { watchers };
+        let params = RegistrationParams {
+            registrations: vec![Registration {
+                id: "retrysafe-watch".into(),
+                method: notif::DidChangeWatchedFiles::METHOD.into(),
+                register_options: serde_json::to_value(options).ok(),
+            }],
+        };
+        self.next_request += 1;
+        let request = Request::new(RequestId::from(self.next_request), req::RegisterCapability::METHOD.into(), params);
+        send(connection, Message::Request(request));
+    }
+
+    fn request(&mut self, connection: &Connection, request: Request) -> Response {
+        let id = request.id.clone();
+        let result = match request.method.as_str() {
+            req::CodeActionRequest::METHOD => parse::<CodeActionParams>(request).map(|p| {
+                self.flush(connection);
+                serde_json::to_value(self.code_actions(&p))
+            }),
+            req::HoverRequest::METHOD => parse::<HoverParams>(request).map(|p| {
+                self.flush(connection);
+                serde_json::to_value(self.hover(&p))
+            }),
+            req::DocumentDiagnosticRequest::METHOD => parse::<DocumentDiagnosticParams>(request).map(|p| {
+                self.flush(connection);
+                let items =
+                    uri_to_path(&p.text_document.uri).map(|path| self.lsp_diagnostics(&path)).unwrap_or_default();
+                serde_json::to_value(DocumentDiagnosticReportResult::Report(DocumentDiagnosticReport::Full(
+                    RelatedFullDocumentDiagnosticReport {
+                        related_documents: None,
+                        full_document_diagnostic_report: FullDocumentDiagnosticReport { result_id: None, items },
+                    },
+                )))
+            }),
+            other => {
+                return Response::new_err(
+                    id,
+                    ErrorCode::MethodNotFound as i32,
+                    format!("method not supported: {other}"),
+                );
+            }
+        };
+        match result {
+            Ok(Ok(value)) => Response::new_ok(id, value),
+            Ok(Err(e)) => Response::new_err(id, ErrorCode::InternalError as i32, e.to_string()),
+            Err(e) => Response::new_err(id, ErrorCode::InvalidParams as i32, e),
+        }
+    }
+
+    fn notification(&mut self, connection: &Connection, n: Notification) {
+        match n.method.as_str() {
+            notif::DidOpenTextDocument::METHOD => {
+                let Ok(p) = n.extract::<lsp_types::DidOpenTextDocumentParams>(notif::DidOpenTextDocument::METHOD)
+                else {
+                    return;
+                };
+                let Some(path) = uri_to_path(&p.text_document.uri) else { return };
+                let rope = Rope::from_str(&p.text_document.text);
+                self.documents.insert(path.clone(), Document { uri: p.text_document.uri, rope });
+                self.ensure_root(connection, &path);
+                self.edited(&path);
+                // The first diagnostics of a file come at once, not after the quiet time.
+                self.flush(connection);
+            }
+            notif::DidChangeTextDocument::METHOD => {
+                let Ok(p) = n.extract::<lsp_types::DidChangeTextDocumentParams>(notif::DidChangeTextDocument::METHOD)
+                else {
+                    return;
+                };
+                let Some(path) = uri_to_path(&p.text_document.uri) else { return };
+                let Some(doc) = self.documents.get_mut(&path) else { return };
+                for change in p.content_changes {
+                    apply_change(&mut doc.rope, change.range, &change.text);
+                }
+                self.edited(&path);
+            }
+            notif::DidSaveTextDocument::METHOD => {
+                let Ok(p) = n.extract::<lsp_types::DidSaveTextDocumentParams>(notif::DidSaveTextDocument::METHOD)
+                else {
+                    return;
+                };
+                if let Some(path) = uri_to_path(&p.text_document.uri)
+                    && is_config(&path)
+                {
+                    self.reload_config(connection, &path);
+                }
+            }
+            notif::DidCloseTextDocument::METHOD => {
+                let Ok(p) = n.extract::<lsp_types::DidCloseTextDocumentParams>(notif::DidCloseTextDocument::METHOD)
+                else {
+                    return;
+                };
+                let Some(path) = uri_to_path(&p.text_document.uri) else { return };
+                self.documents.remove(&path);
+                // The file on disk is what the rest of the project sees again.
+                if let Some(root) = self.root_of(&path) {
+                    self.roots[&root].engine.project.set_overlay(&path, None);
+                    self.pending.entry(root).or_default().insert(project::normalize(&path));
+                    self.deadline.get_or_insert_with(Instant::now);
+                }
+                publish(connection, p.text_document.uri, Vec::new());
+            }
+            notif::DidChangeWatchedFiles::METHOD => {
+                let Ok(p) = n.extract::<lsp_types::DidChangeWatchedFilesParams>(notif::DidChangeWatchedFiles::METHOD)
+                else {
+                    return;
+                };
+                for change in p.changes {
+                    let Some(path) = uri_to_path(&change.uri) else { continue };
+                    if is_config(&path) {
+                        self.reload_config(connection, &path);
+                    } else if !self.documents.contains_key(&path)
+                        && let Some(root) = self.root_of(&path)
+                    {
+                        // Changed on disk behind the editor: drop the stale parse, re-analyse.
+                        self.roots[&root].engine.project.set_overlay(&path, None);
+                        self.pending.entry(root).or_default().insert(project::normalize(&path));
+                        self.deadline = Some(Instant::now() + self.debounce);
+                    }
+                }
+            }
+            notif::DidChangeWorkspaceFolders::METHOD => {
+                let Ok(p) =
+                    n.extract::<lsp_types::DidChangeWorkspaceFoldersParams>(notif::DidChangeWorkspaceFolders::METHOD)
+                else {
+                    return;
+                };
+                for removed in p.event.removed.iter().filter_map(|f| uri_to_path(&f.uri)) {
+                    self.folders.retain(|f| f != &removed);
+                    self.roots.remove(&removed);
+                }
+                self.folders.extend(p.event.added.iter().filter_map(|f| uri_to_path(&f.uri)));
+                // Open files may now belong to another root: analyse them afresh there.
+                self.roots.clear();
+                let open: Vec<PathBuf> = self.documents.keys().cloned().collect();
+                for path in open {
+                    self.ensure_root(connection, &path);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The workspace root a file belongs to: the innermost workspace folder holding it, else
+    /// the nearest directory above it with a config, a package.json or a git repository.
+    fn root_dir_for(&self, path: &Path) -> PathBuf {
+        let path = project::normalize(path);
+        if let Some(folder) = self.folders.iter().filter(|f| path.starts_with(f)).max_by_key(|f| f.as_os_str().len()) {
+            return project::normalize(folder);
+        }
+        let parent = path.parent().unwrap_or(Path::new("/"));
+        parent
+            .ancestors()
+            .find(|d| {
+                d.join(crate::config::CONFIG_FILE).is_file()
+                    || d.join("package.json").is_file()
+                    || d.join(".git").exists()
+            })
+            .unwrap_or(parent)
+            .to_path_buf()
+    }
+
+    fn root_of(&self, path: &Path) -> Option<PathBuf> {
+        let dir = self.root_dir_for(path);
+        self.roots.contains_key(&dir).then_some(dir)
+    }
+
+    /// Builds a root's engine and analyses every file of it once (the project graph and every
+    /// other file's findings are then cached).
+    fn ensure_root(&mut self, connection: &Connection, path: &Path) {
+        let dir = self.root_dir_for(path);
+        if self.roots.contains_key(&dir) {
+            return;
+        }
+        let options = Options { paths: vec![dir.clone()], guard: self.guard.clone(), ..Options::default() };
+        let engine = match Engine::new(options) {
+            Ok(e) => e,
+            Err(e) => {
+                show_error(connection, &format!("retrysafe: {e}"));
+                return;
+            }
+        };
+        for (p, doc) in &self.documents {
+            if p.starts_with(&dir) {
+                engine.project.set_overlay(p, Some(Arc::from(doc.rope.to_string())));
+            }
+        }
+        let mut files: Vec<PathBuf> = engine.files().to_vec();
+        files.extend(self.documents.keys().filter(|p| p.starts_with(&dir)).map(|p| project::normalize(p)));
+        files.sort();
+        files.dedup();
+        let analysed = analyse(&engine, &files);
+        let mut root = Root { engine, results: HashMap::new(), reaches: HashMap::new() };
+        for (path, diags, reaches) in analysed {
+            root.store(path, diags, reaches);
+        }
+        self.roots.insert(dir, root);
+    }
+
+    fn edited(&mut self, path: &Path) {
+        let Some(root) = self.root_of(path) else { return };
+        if let Some(doc) = self.documents.get(path) {
+            self.roots[&root].engine.project.set_overlay(path, Some(Arc::from(doc.rope.to_string())));
+        }
+        self.pending.entry(root).or_default().insert(project::normalize(path));
+        self.deadline = Some(Instant::now() + self.debounce);
+    }
+
+    /// Re-analyses the edited files and those that reach them; publishes what changed.
+    fn flush(&mut self, connection: &Connection) {
+        self.deadline = None;
+        let pending = std::mem::take(&mut self.pending);
+        let mut touched: BTreeSet<PathBuf> = BTreeSet::new();
+        for (dir, changed) in pending {
+            let Some(root) = self.roots.get_mut(&dir) else { continue };
+            let mut origins: BTreeSet<PathBuf> = changed.clone();
+            for (origin, reached) in &root.reaches {
+                if changed.iter().any(|c| reached.contains(c)) {
+                    origins.insert(origin.clone());
+                }
+            }
+            for origin in &origins {
+                if let Some(old) = root.results.get(origin) {
+                    touched.extend(old.iter().map(|d| d.file.path.clone()));
+                }
+            }
+            touched.extend(changed);
+            let origins: Vec<PathBuf> = origins.into_iter().collect();
+            for (path, diags, reaches) in analyse(&root.engine, &origins) {
+                touched.extend(diags.iter().map(|d| d.file.path.clone()));
+                root.store(path, diags, reaches);
+            }
+        }
+        for path in touched {
+            if let Some(doc) = self.documents.get(&path) {
+                let uri = doc.uri.clone();
+                publish(connection, uri, self.lsp_diagnostics(&path));
+            }
+        }
+    }
+
+    fn reload_config(&mut self, connection: &Connection, changed: &Path) {
+        let Some(dir) = changed.parent().map(project::normalize) else { return };
+        let stale: Vec<PathBuf> =
+            self.roots.keys().filter(|r| r.starts_with(&dir) || dir.starts_with(r)).cloned().collect();
+        for root in &stale {
+            self.roots.remove(root);
+            self.pending.remove(root);
+        }
+        let open: Vec<PathBuf> = self.documents.keys().cloned().collect();
+        for path in &open {
+            self.ensure_root(connection, path);
+        }
+        for path in open {
+            if stale.contains(&self.root_dir_for(&path)) {
+                let uri = self.documents[&path].uri.clone();
+                publish(connection, uri, self.lsp_diagnostics(&path));
+            }
+        }
+    }
+
+    /// What `check` reports for this file, from the cached findings of every analysed file.
+    fn findings(&self, path: &Path) -> Vec<Diagnostic> {
+        let Some(root) = self.root_of(path).and_then(|r| self.roots.get(&r)) else { return Vec::new() };
+        let key = project::normalize(path);
+        let raw: Vec<Diagnostic> = root.results.values().flatten().filter(|d| d.file.path == key).cloned().collect();
+        root.engine.finish_file(&key, raw)
+    }
+
+    fn lsp_diagnostics(&self, path: &Path) -> Vec<lsp_types::Diagnostic> {
+        let findings = self.findings(path);
+        let Some(first) = findings.first() else { return Vec::new() };
+        let index = LineIndex::new(&first.file.text);
+        findings.iter().map(|d| to_lsp(d, &index)).collect()
+    }
+
+    fn code_actions(&self, params: &CodeActionParams) -> Vec<CodeActionOrCommand> {
+        let uri = &params.text_document.uri;
+        let Some(path) = uri_to_path(uri) else { return Vec::new() };
+        let only = params.context.only.clone().unwrap_or_default();
+        let wants = |kind: &str| only.is_empty() || only.iter().any(|o| kind.starts_with(o.as_str()));
+        let mut actions = Vec::new();
+        if wants(CodeActionKind::QUICKFIX.as_str()) {
+            let findings = self.findings(&path);
+            if let Some(first) = findings.first() {
+                let index = LineIndex::new(&first.file.text);
+                for d in &findings {
+                    let diagnostic = to_lsp(d, &index);
+                    if !ranges_touch(&diagnostic.range, &params.range) {
+                        continue;
+                    }
+                    if let Some(action) = self.fix_action(d, &diagnostic, uri) {
+                        actions.push(CodeActionOrCommand::CodeAction(action));
+                    }
+                    if let Some(action) = ignore_action(d, &diagnostic, uri, &index) {
+                        actions.push(CodeActionOrCommand::CodeAction(action));
+                    }
+                }
+            }
+        }
+        for (kind, unsafe_too, title) in [
+            (FIX_ALL, false, "retrysafe: fix all safe issues"),
+            (FIX_ALL_UNSAFE, true, "retrysafe: fix all issues, including review fixes"),
+        ] {
+            // `source.fixAll` asks for every fix-all kind; the unsafe one only when named.
+            let named = only.iter().any(|o| o.as_str() == kind);
+            if (wants(kind) && (!unsafe_too || named))
+                && let Some(edit) = self.fix_all(&path, uri, unsafe_too)
+            {
+                actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                    title: title.into(),
+                    kind: Some(CodeActionKind::from(kind)),
+                    edit: Some(edit),
+                    ..CodeAction::default()
                 }));
             }
         }
-        Value::Array(actions)
+        actions
+    }
+
+    /// The finding's own fix, as the CLI would apply it (edits in another file or a new file
+    /// included).
+    fn fix_action(&self, d: &Diagnostic, diagnostic: &lsp_types::Diagnostic, uri: &Url) -> Option<CodeAction> {
+        let fix = d.fix.as_ref()?;
+        if fix.applicability == Applicability::DisplayOnly || (fix.edits.is_empty() && fix.new_files.is_empty()) {
+            return None;
+        }
+        let root = self.roots.get(&self.root_of(&d.file.path)?)?;
+        let (target_uri, target_text) = match &fix.target {
+            None => (uri.clone(), d.file.text.clone()),
+            Some(target) => (Url::from_file_path(target).ok()?, root.engine.project.load(target).ok()?.text.clone()),
+        };
+        let index = LineIndex::new(&target_text);
+        let edits: Vec<TextEdit> = fix
+            .edits
+            .iter()
+            .map(|e| TextEdit { range: index.range(e.start, e.end), new_text: e.replacement.clone() })
+            .collect();
+        let edit = if fix.new_files.is_empty() {
+            WorkspaceEdit { changes: Some(HashMap::from([(target_uri, edits)])), ..WorkspaceEdit::default() }
+        } else {
+            let mut operations = Vec::new();
+            for (path, text) in &fix.new_files {
+                let new_uri = Url::from_file_path(path).ok()?;
+                operations.push(DocumentChangeOperation::Op(ResourceOp::Create(CreateFile {
+                    uri: new_uri.clone(),
+                    options: None,
+                    annotation_id: None,
+                })));
+                operations.push(DocumentChangeOperation::Edit(TextDocumentEdit {
+                    text_document: OptionalVersionedTextDocumentIdentifier { uri: new_uri, version: None },
+                    edits: vec![OneOf::Left(TextEdit { range: Range::default(), new_text: text.clone() })],
+                }));
+            }
+            if !edits.is_empty() {
+                operations.push(DocumentChangeOperation::Edit(TextDocumentEdit {
+                    text_document: OptionalVersionedTextDocumentIdentifier { uri: target_uri, version: None },
+                    edits: edits.into_iter().map(OneOf::Left).collect(),
+                }));
+            }
+            WorkspaceEdit {
+                document_changes: Some(DocumentChanges::Operations(operations)),
+                ..WorkspaceEdit::default()
+            }
+        };
+        let review = if fix.applicability == Applicability::Unsafe { " (review)" } else { "" };
+        Some(CodeAction {
+            title: format!("retrysafe: {}{review}", fix.title),
+            kind: Some(CodeActionKind::QUICKFIX),
+            diagnostics: Some(vec![diagnostic.clone()]),
+            is_preferred: Some(fix.applicability == Applicability::Safe),
+            edit: Some(edit),
+            ..CodeAction::default()
+        })
+    }
+
+    /// The CLI's fix fixpoint over this file and the files whose handlers reach it, with the
+    /// open buffers as the text: this file's result as one minimal edit.
+    fn fix_all(&self, path: &Path, uri: &Url, unsafe_too: bool) -> Option<WorkspaceEdit> {
+        let dir = self.root_of(path)?;
+        let root = self.roots.get(&dir)?;
+        let key = project::normalize(path);
+        let original = root.engine.project.current_text(&key).ok()?;
+        let mut paths: Vec<PathBuf> = root
+            .reaches
+            .iter()
+            .filter(|(_, reached)| reached.contains(&key))
+            .map(|(origin, _)| origin.clone())
+            .collect();
+        paths.push(key.clone());
+        paths.sort();
+        paths.dedup();
+        let engine = Engine::new(Options { paths, guard: self.guard.clone(), ..Options::default() }).ok()?;
+        for (p, doc) in &self.documents {
+            engine.project.set_overlay(p, Some(Arc::from(doc.rope.to_string())));
+        }
+        let allowed = move |a: Applicability| match a {
+            Applicability::Safe => true,
+            Applicability::Unsafe => unsafe_too,
+            Applicability::DisplayOnly => false,
+        };
+        let report = engine.fix(&allowed);
+        let fixed = &report.files.iter().find(|f| f.path == key && f.fixed != original)?.fixed;
+        let (start, end, replacement) = minimal_edit(&original, fixed);
+        let range = LineIndex::new(&original).range(start, end);
+        Some(WorkspaceEdit {
+            changes: Some(HashMap::from([(uri.clone(), vec![TextEdit { range, new_text: replacement }])])),
+            ..WorkspaceEdit::default()
+        })
+    }
+
+    fn hover(&self, params: &HoverParams) -> Option<Hover> {
+        let path = uri_to_path(&params.text_document_position_params.text_document.uri)?;
+        let findings = self.findings(&path);
+        let first = findings.first()?;
+        let index = LineIndex::new(&first.file.text);
+        let offset = index.offset(params.text_document_position_params.position);
+        let here: Vec<&Diagnostic> = findings.iter().filter(|d| d.start <= offset && offset <= d.end).collect();
+        let widest = here.iter().map(|d| (d.start, d.end)).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))?;
+        let mut sections = Vec::new();
+        for d in here {
+            let mut text = format!("**retrysafe · `{}`**: {}", d.rule, d.message);
+            if let Some(chain) = &d.handler {
+                text.push_str(&format!("\n\nHandler: `{chain}`"));
+            }
+            if let Some(help) = &d.help {
+                text.push_str(&format!("\n\nHelp: {help}"));
+            }
+            if let Some(rule) = rules::find(d.rule) {
+                text.push_str(&format!("\n\n{}\n\n{}", rule.summary, rule.docs.trim()));
+            }
+            sections.push(text);
+        }
+        Some(Hover {
+            contents: HoverContents::Markup(MarkupContent {
+                kind: MarkupKind::Markdown,
+                value: sections.join("\n\n---\n\n"),
+            }),
+            range: Some(index.range(widest.0, widest.1)),
+        })
     }
 }
 
-fn ranges_touch(a: &Value, b: &Value) -> bool {
-    if b.is_null() {
-        return true;
+impl Root {
+    fn store(&mut self, path: PathBuf, diags: Vec<Diagnostic>, reaches: Option<HashSet<PathBuf>>) {
+        if diags.is_empty() {
+            self.results.remove(&path);
+        } else {
+            self.results.insert(path.clone(), diags);
+        }
+        match reaches {
+            Some(r) => self.reaches.insert(path, r),
+            None => self.reaches.remove(&path),
+        };
     }
-    let pos = |v: &Value| (v["line"].as_u64().unwrap_or(0), v["character"].as_u64().unwrap_or(0));
-    pos(&a["start"]) <= pos(&b["end"]) && pos(&b["start"]) <= pos(&a["end"])
+}
+
+/// Analyses files in parallel: each one's raw findings and, for files that may hold a
+/// handler, the project files its imports reach.
+fn analyse(engine: &Engine, files: &[PathBuf]) -> Vec<(PathBuf, Vec<Diagnostic>, Option<HashSet<PathBuf>>)> {
+    files
+        .par_iter()
+        .map(|path| {
+            let key = project::normalize(path);
+            let diags = engine.analyse_file(&key).unwrap_or_default();
+            let mut reaches = match engine.project.current_text(&key) {
+                Ok(text) if !diags.is_empty() || crate::workspace::may_be_relevant(text.as_bytes()) => {
+                    Some(crate::batch::reached_files(&engine.project, &key, &text))
+                }
+                _ => None,
+            };
+            // Files reached other than by import (a schema a rule reads) are known by the
+            // findings in them.
+            if let Some(r) = &mut reaches {
+                r.extend(diags.iter().map(|d| d.file.path.clone()).filter(|p| p != &key));
+            }
+            (key, diags, reaches)
+        })
+        .collect()
+}
+
+fn to_lsp(d: &Diagnostic, index: &LineIndex) -> lsp_types::Diagnostic {
+    let mut message = d.message.clone();
+    if let Some(h) = &d.help {
+        message.push_str(&format!("\nhelp: {h}"));
+    }
+    lsp_types::Diagnostic {
+        range: index.range(d.start, d.end),
+        severity: Some(match d.severity {
+            crate::config::Severity::Warning => DiagnosticSeverity::WARNING,
+            _ => DiagnosticSeverity::ERROR,
+        }),
+        code: Some(NumberOrString::String(d.rule.to_string())),
+        source: Some("retrysafe".into()),
+        message,
+        ..lsp_types::Diagnostic::default()
+    }
+}
+
+/// "Ignore here": a suppression comment on the line above, with a reason to fill in.
+fn ignore_action(
+    d: &Diagnostic,
+    diagnostic: &lsp_types::Diagnostic,
+    uri: &Url,
+    index: &LineIndex,
+) -> Option<CodeAction> {
+    if d.rule == crate::suppress::UNUSED || d.rule == crate::suppress::INVALID {
+        return None;
+    }
+    let text = &d.file.text;
+    let line_start = text[..d.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let indent: String = text[line_start..].chars().take_while(|c| *c == ' ' || *c == '\t').collect();
+    let comment = if d.file.path.extension().is_some_and(|e| e == "sql") { "--" } else { "//" };
+    let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
+    let at = index.range(line_start, line_start).start;
+    let new_text = format!("{indent}{comment} retrysafe-ignore {}: <reason>{newline}", d.rule);
+    Some(CodeAction {
+        title: format!("retrysafe: ignore `{}` here", d.rule),
+        kind: Some(CodeActionKind::QUICKFIX),
+        diagnostics: Some(vec![diagnostic.clone()]),
+        edit: Some(WorkspaceEdit {
+            changes: Some(HashMap::from([(uri.clone(), vec![TextEdit { range: Range::new(at, at), new_text }])])),
+            ..WorkspaceEdit::default()
+        }),
+        ..CodeAction::default()
+    })
+}
+
+fn ranges_touch(a: &Range, b: &Range) -> bool {
+    let key = |p: &Position| (p.line, p.character);
+    key(&a.start) <= key(&b.end) && key(&b.start) <= key(&a.end)
+}
+
+fn parse<P: serde::de::DeserializeOwned>(request: Request) -> Result<P, String> {
+    serde_json::from_value(request.params).map_err(|e| format!("{}: invalid params: {e}", request.method))
+}
+
+fn send(connection: &Connection, message: Message) {
+    // A closed channel means the client is gone; the main loop ends on the next receive.
+    let _ = connection.sender.send(message);
+}
+
+fn publish(connection: &Connection, uri: Url, diagnostics: Vec<lsp_types::Diagnostic>) {
+    let params = PublishDiagnosticsParams { uri, diagnostics, version: None };
+    send(connection, Message::Notification(Notification::new(notif::PublishDiagnostics::METHOD.into(), params)));
+}
+
+fn show_error(connection: &Connection, message: &str) {
+    let params = lsp_types::ShowMessageParams { typ: lsp_types::MessageType::ERROR, message: message.into() };
+    send(connection, Message::Notification(Notification::new(notif::ShowMessage::METHOD.into(), params)));
+}
+
+fn is_config(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| CONFIG_NAMES.contains(&n))
+}
+
+/// Applies one content change (a range in UTF-16 units, or the whole text) to the buffer.
+fn apply_change(rope: &mut Rope, range: Option<Range>, text: &str) {
+    let Some(range) = range else {
+        *rope = Rope::from_str(text);
+        return;
+    };
+    let start = rope_char(rope, range.start);
+    let end = rope_char(rope, range.end).max(start);
+    rope.remove(start..end);
+    rope.insert(start, text);
+}
+
+fn rope_char(rope: &Rope, position: Position) -> usize {
+    let line = (position.line as usize).min(rope.len_lines().saturating_sub(1));
+    let line_start = rope.line_to_char(line);
+    let line_len = rope.line(line).len_chars();
+    let line_units = rope.char_to_utf16_cu(line_start);
+    let char_in_line = rope.utf16_cu_to_char(line_units + position.character as usize) - line_start;
+    line_start + char_in_line.min(line_len)
+}
+
+/// Byte offsets ↔ LSP positions (UTF-16 columns) for one text.
+struct LineIndex<'a> {
+    text: &'a str,
+    line_starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    fn new(text: &'a str) -> LineIndex<'a> {
+        let mut line_starts = vec![0];
+        line_starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
+        LineIndex { text, line_starts }
+    }
+
+    fn position(&self, offset: usize) -> Position {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.line_starts[line];
+        let character: usize = self.text[start..offset].chars().map(char::len_utf16).sum();
+        Position::new(line as u32, character as u32)
+    }
+
+    fn range(&self, start: usize, end: usize) -> Range {
+        Range::new(self.position(start), self.position(end))
+    }
+
+    fn offset(&self, position: Position) -> usize {
+        let Some(&start) = self.line_starts.get(position.line as usize) else { return self.text.len() };
+        let end = self.line_starts.get(position.line as usize + 1).copied().unwrap_or(self.text.len());
+        let mut units = 0;
+        for (i, c) in self.text[start..end].char_indices() {
+            if units >= position.character as usize {
+                return start + i;
+            }
+            units += c.len_utf16();
+        }
+        end
+    }
 }
 
 /// The smallest single replacement that turns `old` into `new`.
 pub fn minimal_edit(old: &str, new: &str) -> (usize, usize, String) {
-    let prefix = old.bytes().zip(new.bytes()).take_while(|(a, b)| a == b).count();
-    let mut prefix = prefix;
+    let mut prefix = old.bytes().zip(new.bytes()).take_while(|(a, b)| a == b).count();
     while !old.is_char_boundary(prefix) || !new.is_char_boundary(prefix) {
         prefix -= 1;
     }
@@ -237,37 +837,8 @@ pub fn minimal_edit(old: &str, new: &str) -> (usize, usize, String) {
     (prefix, old.len() - suffix, new[prefix..new.len() - suffix].to_string())
 }
 
-/// An LSP range (UTF-16 columns) for a byte range.
-fn range(text: &str, start: usize, end: usize) -> Value {
-    json!({ "start": position(text, start), "end": position(text, end) })
-}
-
-fn position(text: &str, offset: usize) -> Value {
-    let offset = offset.min(text.len());
-    let before = &text[..offset];
-    let line = before.matches('\n').count();
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let character: usize = text[line_start..offset].chars().map(char::len_utf16).sum();
-    json!({ "line": line, "character": character })
-}
-
-fn uri_to_path(uri: &str) -> Option<PathBuf> {
-    let rest = uri.strip_prefix("file://")?;
-    let mut bytes = Vec::new();
-    let raw = rest.as_bytes();
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] == b'%' && i + 2 < raw.len() {
-            if let Ok(b) = u8::from_str_radix(&rest[i + 1..i + 3], 16) {
-                bytes.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        bytes.push(raw[i]);
-        i += 1;
-    }
-    Some(PathBuf::from(String::from_utf8(bytes).ok()?))
+fn uri_to_path(uri: &Url) -> Option<PathBuf> {
+    uri.to_file_path().ok().map(|p| project::normalize(&p))
 }
 
 #[cfg(test)]
@@ -282,12 +853,25 @@ mod tests {
 
     #[test]
     fn positions_count_utf16_units() {
-        assert_eq!(position("a😀b\nc", 5), json!({ "line": 0, "character": 3 }));
-        assert_eq!(position("a😀b\nc", 7), json!({ "line": 1, "character": 0 }));
+        let index = LineIndex::new("a😀b\nc");
+        assert_eq!(index.position(5), Position::new(0, 3));
+        assert_eq!(index.position(7), Position::new(1, 0));
+        assert_eq!(index.offset(Position::new(0, 3)), 5);
+    }
+
+    #[test]
+    fn incremental_changes_apply_in_utf16_units() {
+        let mut rope = Rope::from_str("a😀b\nc\n");
+        apply_change(&mut rope, Some(Range::new(Position::new(0, 3), Position::new(0, 4))), "XY");
+        apply_change(&mut rope, Some(Range::new(Position::new(1, 0), Position::new(1, 1))), "d");
+        assert_eq!(rope.to_string(), "a😀XY\nd\n");
+        apply_change(&mut rope, None, "whole");
+        assert_eq!(rope.to_string(), "whole");
     }
 
     #[test]
     fn file_uris_decode() {
-        assert_eq!(uri_to_path("file:///a%20b/c.ts"), Some(PathBuf::from("/a b/c.ts")));
+        let uri = Url::parse("file:///a%20b/c.ts").unwrap();
+        assert_eq!(uri_to_path(&uri), Some(PathBuf::from("/a b/c.ts")));
     }
 }

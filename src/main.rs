@@ -2,6 +2,7 @@
 //! (0 clean, 1 findings or pending fixes, 2 usage, config or I/O error).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use retrysafe::batch;
 use retrysafe::engine::{Engine, Fatal, Options};
 use retrysafe::fix::{Applicability, GuardSpec};
 use retrysafe::report::{self, text::Palette};
@@ -90,6 +91,19 @@ struct Common {
     /// Also run the preview rules (see `retrysafe rules`).
     #[arg(long)]
     preview: bool,
+    /// Only files changed against this git ref (committed, staged, unstaged or untracked),
+    /// plus the handlers that import them.
+    #[arg(long, value_name = "REF", conflicts_with = "staged")]
+    changed_since: Option<String>,
+    /// Only staged files, plus the handlers that import them (for a pre-commit hook).
+    #[arg(long)]
+    staged: bool,
+    /// Only shard I of N (1-based), by a stable hash of each path: a CI matrix splits the run.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<retrysafe::batch::Shard>,
+    /// Neither read nor write the result cache (.retrysafe-cache).
+    #[arg(long)]
+    no_cache: bool,
 }
 
 #[derive(Args)]
@@ -138,6 +152,9 @@ struct FixArgs {
     /// that adds an error.
     #[arg(long)]
     typecheck: bool,
+    /// With --write: write even when the git work tree has uncommitted changes.
+    #[arg(long)]
+    allow_dirty: bool,
     #[arg(long, value_enum, default_value = "diff")]
     format: FixFormat,
 }
@@ -333,16 +350,148 @@ fn engine(common: &Common, guard: Option<GuardSpec>) -> Result<Engine, ExitCode>
     })
 }
 
+/// Narrows the run to changed files and to this shard, skips files the cache knows are clean,
+/// and hooks the progress line and the cache into the analysis. `record` is false for `fix`,
+/// whose later passes analyse edited texts the cache must not remember.
+fn prepare_batch(
+    engine: &mut Engine,
+    common: &Common,
+    record: bool,
+) -> Result<Option<std::sync::Arc<batch::ResultCache>>, String> {
+    if engine.options.stdin.is_some() {
+        return Ok(None);
+    }
+    let which = match (&common.changed_since, common.staged) {
+        (Some(r), _) => Some(batch::ChangedSet::Since(r.clone())),
+        (None, true) => Some(batch::ChangedSet::Staged),
+        (None, false) => None,
+    };
+    if let Some(which) = which {
+        let first = engine.options.paths.first().cloned().unwrap_or_else(|| PathBuf::from("."));
+        let dir = if first.is_dir() { first } else { first.parent().map(PathBuf::from).unwrap_or_default() };
+        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+        let changed = batch::changed_files(&dir, &which)?;
+        let keep = batch::changed_with_importers(&engine.project, engine.files(), &changed);
+        engine.retain_files(|p| keep.contains(p));
+    }
+    if let Some(shard) = common.shard {
+        let base = batch::shard_base();
+        engine.retain_files(|p| shard.owns(p, &base));
+    }
+    let cache = if common.no_cache {
+        None
+    } else {
+        let signature = format!(
+            "{:?} {:?} {:?} {:?} {} {}",
+            common.select,
+            common.ignore,
+            common.config.as_ref().map(|c| std::fs::read_to_string(c).unwrap_or_default()),
+            engine.options.guard,
+            common.no_prefilter,
+            common.preview
+        );
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let cache = batch::ResultCache::open(&cwd, &engine.project, engine.files(), &signature);
+        engine.retain_files(|p| !cache.is_clean(p));
+        Some(std::sync::Arc::new(cache))
+    };
+    let progress = batch::progress_allowed().then(|| {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(engine.files().len() as u64),
+            indicatif::ProgressDrawTarget::hidden(),
+        );
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {pos}/{len} files {wide_bar} {elapsed}") {
+            bar.set_style(style);
+        }
+        (bar, std::time::Instant::now(), std::sync::atomic::AtomicBool::new(false))
+    });
+    let recorder = cache.clone().filter(|_| record);
+    if progress.is_some() || recorder.is_some() {
+        let files = engine.files().len() as u64;
+        engine.on_file = Some(Box::new(move |path, diags| {
+            if let Some(cache) = &recorder {
+                cache.record(path, diags.len());
+            }
+            if let Some((bar, start, shown)) = &progress {
+                // A short run draws nothing: the line appears once a run has taken a second.
+                if !shown.load(std::sync::atomic::Ordering::Relaxed) && start.elapsed().as_secs() >= 1 {
+                    shown.store(true, std::sync::atomic::Ordering::Relaxed);
+                    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                }
+                // Each fix pass analyses the files again: the count starts over.
+                if bar.position() >= files {
+                    bar.set_position(0);
+                }
+                bar.inc(1);
+                if bar.position() >= files && shown.load(std::sync::atomic::Ordering::Relaxed) {
+                    bar.finish_and_clear();
+                }
+            }
+        }));
+    }
+    Ok(cache)
+}
+
+/// Handlers, findings and fixes per package, at the end of a monorepo run.
+fn print_package_summary<'a>(
+    engine: &Engine,
+    cache: Option<&batch::ResultCache>,
+    findings: impl Iterator<Item = (&'a std::path::Path, bool)>,
+    fixes: impl Iterator<Item = (&'a std::path::Path, usize)>,
+) {
+    let mut packages = batch::Packages::new();
+    let mut rows: std::collections::BTreeMap<String, batch::PackageCounts> = Default::default();
+    let handlers = engine.handlers_found.lock().unwrap().clone();
+    for path in engine.files() {
+        if let Some((_, name)) = packages.of(path) {
+            let found = handlers.get(path.as_path()).or_else(|| handlers.get(&retrysafe::project::normalize(path)));
+            let count = found
+                .copied()
+                .unwrap_or_else(|| cache.map_or(0, |c| if c.is_clean(path) { c.cached_handlers(path) } else { 0 }));
+            rows.entry(name).or_default().handlers += count;
+        }
+    }
+    for (path, fixable) in findings {
+        if let Some((_, name)) = packages.of(path) {
+            let row = rows.entry(name).or_default();
+            row.findings += 1;
+            if fixable {
+                row.fixes += 1;
+            }
+        }
+    }
+    for (path, applied) in fixes {
+        if let Some((_, name)) = packages.of(path) {
+            rows.entry(name).or_default().fixes += applied;
+        }
+    }
+    if let Some(table) = batch::package_summary(&rows) {
+        eprint!("{table}");
+    }
+}
+
 fn palette(no_color: bool) -> Palette {
     Palette { on: !no_color && std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal() }
 }
 
 fn run_check(args: CheckArgs) -> ExitCode {
-    let engine = match engine(&args.common, None) {
+    let mut engine = match engine(&args.common, None) {
         Ok(e) => e,
         Err(code) => return code,
     };
+    let cache = match prepare_batch(&mut engine, &args.common, true) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("retrysafe: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut report = engine.check();
+    if let Some(cache) = &cache
+        && let Err(e) = cache.save(engine.files(), &engine.handlers_found.lock().unwrap())
+    {
+        eprintln!("note: {e}");
+    }
     // One broken config fails every file under it: say it once.
     report.errors.sort();
     report.errors.dedup();
@@ -366,6 +515,12 @@ fn run_check(args: CheckArgs) -> ExitCode {
                     out.push_str(&report::text::summary(&report.diagnostics));
                     out.push('\n');
                 }
+                print_package_summary(
+                    &engine,
+                    cache.as_deref(),
+                    report.diagnostics.iter().map(|d| (d.file.path.as_path(), report::is_fixable(d))),
+                    std::iter::empty(),
+                );
             }
         }
         CheckFormat::Json => {
@@ -450,6 +605,25 @@ fn run_fix(args: FixArgs) -> ExitCode {
     // As in ruff and Biome: writing applies safe fixes unless review fixes are asked for; the
     // dry run shows both, each hunk labelled.
     let review_allowed = args.unsafe_fixes || (!args.write && !args.safe_only);
+    if args.write && !args.allow_dirty && engine.options.stdin.is_none() {
+        let dirty = batch::dirty_files(&engine.options.paths);
+        if !dirty.is_empty() {
+            let shown: Vec<&str> = dirty.iter().take(5).map(String::as_str).collect();
+            let more = if dirty.len() > 5 { format!(" and {} more", dirty.len() - 5) } else { String::new() };
+            eprintln!(
+                "retrysafe: the git work tree has uncommitted changes ({}{more}); commit or stash them first, or pass --allow-dirty",
+                shown.join(", ")
+            );
+            return ExitCode::from(2);
+        }
+    }
+    let cache = match prepare_batch(&mut engine, &args.common, false) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("retrysafe: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let allowed = move |a: Applicability| match a {
         Applicability::Safe => true,
         Applicability::Unsafe => review_allowed,
@@ -522,6 +696,8 @@ fn run_fix(args: FixArgs) -> ExitCode {
             if let Err(e) = retrysafe::fix::write::write_atomic(&f.path, &f.fixed) {
                 eprintln!("error: {}: cannot write: {e}", f.path.display());
                 failed = true;
+            } else {
+                eprintln!("wrote {}", report::display_path(&f.path));
             }
         }
         for (p, t) in &report.new_files {
@@ -531,6 +707,8 @@ fn run_fix(args: FixArgs) -> ExitCode {
             } else if let Err(e) = retrysafe::fix::write::write_atomic(p, t) {
                 eprintln!("error: {}: cannot write: {e}", p.display());
                 failed = true;
+            } else {
+                eprintln!("created {}", report::display_path(p));
             }
         }
     }
@@ -560,6 +738,12 @@ fn run_fix(args: FixArgs) -> ExitCode {
                 if review_shown == 1 { "" } else { "es" }
             );
         }
+        print_package_summary(
+            &engine,
+            cache.as_deref(),
+            report.first_pass.iter().map(|d| (d.file.path.as_path(), false)),
+            report.files.iter().map(|f| (f.path.as_path(), f.applied.len())),
+        );
     }
     if failed {
         ExitCode::from(2)

@@ -91,6 +91,8 @@ pub struct Project {
     pub stdin_override: Option<(PathBuf, String)>,
     /// Files a fix would create (a new migration), visible to later fix passes.
     virtual_files: Mutex<HashMap<PathBuf, String>>,
+    /// Unsaved editor buffers: they stand in for the file on disk (the LSP's open documents).
+    overlays: Mutex<HashMap<PathBuf, Arc<str>>>,
 }
 
 impl Project {
@@ -109,8 +111,10 @@ impl Project {
             None if crate::workspace::is_schema_file(&key) => Dialect::Text,
             None => return Err(LoadError::Unsupported(key.clone())),
         };
-        let text = match &self.stdin_override {
-            Some((p, t)) if normalize(p) == key => t.clone(),
+        let overlay = self.overlays.lock().unwrap().get(&key).map(|t| t.to_string());
+        let text = match (&self.stdin_override, overlay) {
+            (_, Some(t)) => t,
+            (Some((p, t)), _) if normalize(p) == key => t.clone(),
             _ => read_text(&key)?,
         };
         let file = Arc::new(
@@ -124,6 +128,26 @@ impl Project {
     /// Drops a parsed file from the cache.
     pub fn evict(&self, path: &Path) {
         self.files.lock().unwrap().remove(&normalize(path));
+    }
+
+    /// Makes `text` stand in for the file at `path` (None: the file on disk again) and drops
+    /// its parse, so the next `load` sees the new text.
+    pub fn set_overlay(&self, path: &Path, text: Option<Arc<str>>) {
+        let key = normalize(path);
+        match text {
+            Some(t) => self.overlays.lock().unwrap().insert(key.clone(), t),
+            None => self.overlays.lock().unwrap().remove(&key),
+        };
+        self.files.lock().unwrap().remove(&key);
+    }
+
+    /// The text of a file as analysis sees it: an overlay if there is one, else the disk.
+    pub fn current_text(&self, path: &Path) -> Result<String, LoadError> {
+        let key = normalize(path);
+        if let Some(t) = self.overlays.lock().unwrap().get(&key) {
+            return Ok(t.to_string());
+        }
+        read_text(&key)
     }
 
     /// Every file parsed so far.

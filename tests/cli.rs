@@ -583,7 +583,7 @@ fn dry_run_diff_applies_with_git_and_equals_write() {
     let patched = std::fs::read_to_string(dir.path().join("server.ts")).unwrap();
     std::fs::write(dir.path().join("server.ts"), STRIPE_HANDLER).unwrap();
     std::fs::remove_file(dir.path().join("fix.patch")).unwrap();
-    let o = run(&["fix", ".", "--write", SELECT], dir.path());
+    let o = run(&["fix", ".", "--write", "--allow-dirty", SELECT], dir.path());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(dir.path().join("server.ts")).unwrap(), patched);
 }
@@ -1047,4 +1047,246 @@ fn preview_rules_run_only_with_preview_or_when_selected() {
     assert!(rules(&selected).iter().any(|r| r == "unguarded-side-effect"), "{}", stdout(&selected));
     let listed = run(&["rules"], dir.path());
     assert!(stdout(&listed).lines().any(|l| l.starts_with("unguarded-side-effect") && l.contains("preview")));
+}
+
+// ---------------------------------------------------------------------------------------
+// Batch runs on a generated git monorepo: --changed-since, --staged, --shard, the result
+// cache, the per-package summary, and fix --write on a dirty work tree.
+
+/// A handler with nothing unsafe of its own; what it does depends on the callee it imports.
+fn monorepo_handler(route: &str, callee: &str) -> String {
+    format!(
+        r#"import express from "express";
+import Stripe from "stripe";
+import {{ {callee} }} from "./lib/{callee}";
+
+const stripe = new Stripe(process.env.STRIPE_KEY!);
+const app = express();
+
+app.post("/webhooks/{route}", express.raw({{ type: "application/json" }}), async (req, res) => {{
+  let event: Stripe.Event;
+  try {{
+    event = stripe.webhooks.constructEvent(req.body, req.headers["stripe-signature"] as string, "whsec");
+  }} catch {{
+    return res.status(400).end();
+  }}
+  await {callee}(event.id);
+  res.json({{ received: true }});
+}});
+"#
+    )
+}
+
+fn harmless_callee(name: &str) -> String {
+    format!("export async function {name}(id: string) {{\n  console.log(\"{name}\", id);\n}}\n")
+}
+
+fn refunding_callee(name: &str) -> String {
+    format!(
+        "import Stripe from \"stripe\";\nconst stripe = new Stripe(process.env.STRIPE_KEY!);\nexport async function {name}(id: string) {{\n  await stripe.refunds.create({{ charge: id }});\n}}\n"
+    )
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Packages a, b (handlers with a harmless callee), c (a handler whose callee refunds) and d
+/// (no handler), committed.
+fn git_monorepo() -> tempfile::TempDir {
+    let mut files: Vec<(String, String)> = Vec::new();
+    for (pkg, callee, refunds) in [("a", "settle", false), ("b", "notify", false), ("c", "refund", true)] {
+        files.push((format!("packages/{pkg}/package.json"), format!("{{ \"name\": \"@mono/{pkg}\" }}\n")));
+        files.push((format!("packages/{pkg}/src/server.ts"), monorepo_handler(pkg, callee)));
+        let body = if refunds { refunding_callee(callee) } else { harmless_callee(callee) };
+        files.push((format!("packages/{pkg}/src/lib/{callee}.ts"), body));
+    }
+    files.push(("packages/d/package.json".into(), "{ \"name\": \"@mono/d\" }\n".into()));
+    files.push(("packages/d/src/util.ts".into(), "export const add = (a: number, b: number) => a + b;\n".into()));
+    files.push((
+        "package.json".into(),
+        "{ \"name\": \"mono\", \"private\": true, \"workspaces\": [\"packages/*\"] }\n".into(),
+    ));
+    let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let dir = project(&refs);
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "init"]);
+    dir
+}
+
+/// (file, rule) of every finding of a JSON check run.
+fn findings(o: &Output) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)));
+    let mut out: Vec<(String, String)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["file"].as_str().unwrap().to_string(), d["rule"].as_str().unwrap().to_string()))
+        .collect();
+    out.sort();
+    out
+}
+
+fn files_of(found: &[(String, String)]) -> Vec<String> {
+    let mut files: Vec<String> = found.iter().map(|(f, _)| f.clone()).collect();
+    files.dedup();
+    files
+}
+
+#[test]
+fn changed_since_checks_changed_files_and_the_handlers_that_import_them() {
+    let dir = git_monorepo();
+    let o = run(&["check", ".", "--changed-since", "HEAD", "--format", "json", "--no-cache"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "nothing changed: {}", stderr(&o));
+    assert!(findings(&o).is_empty());
+
+    // b's callee starts refunding: b's handler (unchanged) reaches it and reports there; c's
+    // existing findings are not part of the run.
+    std::fs::write(dir.path().join("packages/b/src/lib/notify.ts"), refunding_callee("notify")).unwrap();
+    let o = run(&["check", ".", "--changed-since", "HEAD", "--format", "json", "--no-cache"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(files_of(&findings(&o)), vec!["packages/b/src/lib/notify.ts"]);
+
+    // Untracked files count as changed.
+    std::fs::create_dir_all(dir.path().join("packages/d/src/lib")).unwrap();
+    std::fs::write(dir.path().join("packages/d/src/server.ts"), monorepo_handler("d", "pay")).unwrap();
+    std::fs::write(dir.path().join("packages/d/src/lib/pay.ts"), refunding_callee("pay")).unwrap();
+    let o = run(&["check", ".", "--changed-since", "HEAD", "--format", "json", "--no-cache"], dir.path());
+    assert_eq!(files_of(&findings(&o)), vec!["packages/b/src/lib/notify.ts", "packages/d/src/lib/pay.ts"]);
+
+    let o = run(&["check", ".", "--changed-since", "no-such-ref"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("`no-such-ref` is not a commit") && err.lines().count() == 1, "{err}");
+    assert!(!stdout(&o).contains("No issues"), "{}", stdout(&o));
+}
+
+#[test]
+fn staged_checks_only_staged_changes() {
+    let dir = git_monorepo();
+    std::fs::write(dir.path().join("packages/a/src/lib/settle.ts"), refunding_callee("settle")).unwrap();
+    std::fs::write(dir.path().join("packages/b/src/lib/notify.ts"), refunding_callee("notify")).unwrap();
+    git(dir.path(), &["add", "packages/a/src/lib/settle.ts"]);
+    let o = run(&["check", ".", "--staged", "--format", "json", "--no-cache"], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(files_of(&findings(&o)), vec!["packages/a/src/lib/settle.ts"]);
+}
+
+#[test]
+fn shards_partition_the_run_and_together_equal_it() {
+    let dir = git_monorepo();
+    for pkg in ["e", "f", "g", "h"] {
+        std::fs::create_dir_all(dir.path().join(format!("packages/{pkg}/src/lib"))).unwrap();
+        std::fs::write(dir.path().join(format!("packages/{pkg}/src/server.ts")), monorepo_handler(pkg, "pay")).unwrap();
+        std::fs::write(dir.path().join(format!("packages/{pkg}/src/lib/pay.ts")), refunding_callee("pay")).unwrap();
+    }
+    let all = findings(&run(&["check", ".", "--format", "json", "--no-cache"], dir.path()));
+    assert!(files_of(&all).len() >= 5, "{all:?}");
+    let mut union = Vec::new();
+    let mut non_empty = 0;
+    for i in 1..=3 {
+        let shard = format!("{i}/3");
+        let o = run(&["check", ".", "--shard", &shard, "--format", "json", "--no-cache"], dir.path());
+        let part = findings(&o);
+        assert_eq!(
+            part,
+            findings(&run(&["check", ".", "--shard", &shard, "--format", "json", "--no-cache"], dir.path()))
+        );
+        non_empty += usize::from(!part.is_empty());
+        union.extend(part);
+    }
+    union.sort();
+    assert_eq!(union, all, "the shards together are the whole run, each finding once");
+    assert!(non_empty >= 2, "the work is split");
+    for bad in ["0/3", "4/3", "x"] {
+        let o = run(&["check", ".", "--shard", bad], dir.path());
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+    }
+}
+
+#[test]
+fn result_cache_skips_clean_files_and_follows_their_imports() {
+    let dir = git_monorepo();
+    let o = run(&["check", ".", "--format", "json"], dir.path());
+    let first = findings(&o);
+    let cache = std::fs::read_to_string(dir.path().join(".retrysafe-cache/results-v1.json")).unwrap();
+    assert!(cache.contains("packages/a/src/server.ts") && !cache.contains("packages/c/src/server.ts"), "{cache}");
+    assert_eq!(findings(&run(&["check", ".", "--format", "json"], dir.path())), first);
+    // The cache is invisible to git (fix --write's dirty check included).
+    let status = Command::new("git").args(["status", "--porcelain"]).current_dir(dir.path()).output().unwrap();
+    assert_eq!(stdout(&status), "");
+
+    // a's handler is cached clean; its callee now refunds: the handler is analysed again.
+    std::fs::write(dir.path().join("packages/a/src/lib/settle.ts"), refunding_callee("settle")).unwrap();
+    let o = run(&["check", ".", "--format", "json"], dir.path());
+    assert!(files_of(&findings(&o)).contains(&"packages/a/src/lib/settle.ts".to_string()), "{}", stdout(&o));
+    assert_eq!(findings(&o), findings(&run(&["check", ".", "--format", "json", "--no-cache"], dir.path())));
+
+    // A config change invalidates it too.
+    std::fs::write(dir.path().join("packages/a/src/lib/settle.ts"), harmless_callee("settle")).unwrap();
+    run(&["check", "."], dir.path());
+    std::fs::write(dir.path().join("retrysafe.json"), r#"{ "ignore": ["unguarded-side-effect"] }"#).unwrap();
+    assert_eq!(
+        findings(&run(&["check", ".", "--format", "json"], dir.path())),
+        findings(&run(&["check", ".", "--format", "json", "--no-cache"], dir.path()))
+    );
+
+    let fresh = git_monorepo();
+    run(&["check", ".", "--no-cache"], fresh.path());
+    assert!(!fresh.path().join(".retrysafe-cache").exists());
+}
+
+#[test]
+fn monorepo_run_ends_with_a_per_package_summary_and_no_progress_when_piped() {
+    let dir = git_monorepo();
+    let o = run(&["check", ".", "--no-cache"], dir.path());
+    let err = stderr(&o);
+    let row = |name: &str| {
+        err.lines().find(|l| l.starts_with(name)).map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>())
+    };
+    assert!(err.contains("package") && err.contains("handlers") && err.contains("findings"), "{err}");
+    assert_eq!(row("@mono/a"), Some(vec!["1", "0", "0"]), "{err}");
+    assert_eq!(row("@mono/c").map(|r| r[0]), Some("1"), "{err}");
+    assert_ne!(row("@mono/c").map(|r| r[1]), Some("0"), "{err}");
+    assert_eq!(row("@mono/d"), Some(vec!["0", "0", "0"]), "{err}");
+    assert!(!err.contains('\r') && !err.contains("files ["), "no progress line when piped: {err:?}");
+
+    // One package: no table.
+    let o = run(&["check", "packages/c", "--no-cache"], dir.path());
+    assert!(!stderr(&o).contains("handlers"), "{}", stderr(&o));
+}
+
+#[test]
+fn fix_write_refuses_a_dirty_work_tree_and_lists_what_it_wrote() {
+    let dir = git_monorepo();
+    // The guard wrap of c's handler is the fix (its callee refunds).
+    let handler = dir.path().join("packages/c/src/server.ts");
+    std::fs::write(dir.path().join("packages/d/src/util.ts"), "export const add = 1;\n").unwrap();
+    let before = std::fs::read_to_string(&handler).unwrap();
+    let o = run(&["fix", ".", "--guard", "@/lib/guard#guard", "--write"], dir.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("uncommitted changes (packages/d/src/util.ts)"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--allow-dirty"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&handler).unwrap(), before, "nothing written");
+
+    let o = run(
+        &["fix", ".", "--guard", "@/lib/guard#guard", "--write", "--allow-dirty", "--unsafe", "--preview"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&handler).unwrap().contains("guard.run("));
+    assert!(stderr(&o).contains("wrote packages/c/src/server.ts"), "{}", stderr(&o));
+
+    // A clean tree needs no flag.
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "fixed"]);
+    let o = run(&["fix", ".", "--guard", "@/lib/guard#guard", "--write"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

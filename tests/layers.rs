@@ -17,7 +17,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rules", &["rules"]),
     ("arbitration", &["suppress"]),
     ("engine", &["engine"]),
-    ("front ends", &["report", "lsp", "bench", "main", "init", "doctor", "verify"]),
+    ("front ends", &["report", "batch", "lsp", "bench", "main", "init", "doctor", "verify"]),
 ];
 
 /// Rule-to-rule imports that predate this test: shared predicates still to move into `model` or
