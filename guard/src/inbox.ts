@@ -1,7 +1,10 @@
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
+import { canonicalJson, payloadFingerprint } from "./fingerprint.js";
 import { GuardCommitError, GuardError, GuardMismatchError } from "./errors.js";
 import { backoffMs, classifyError, describeError, queryOf, type FailureClass } from "./outbox.js";
 import { checkKey, quoteTable } from "./util.js";
+
+export { canonicalJson, payloadFingerprint };
 import { withTransaction } from "./transaction.js";
 
 export type InboxState = "pending" | "leased" | "completed" | "terminal_failure";
@@ -109,27 +112,6 @@ export class InboxLeaseLostError extends GuardError {
     super(`@retrysafe/guard: inbox event ${JSON.stringify(key)}: the lease was taken over by another worker; this attempt's writes were rolled back`, key);
     this.name = "InboxLeaseLostError";
   }
-}
-
-/** A stable JSON text (object keys sorted) so the same payload always hashes the same. */
-export function canonicalJson(value: unknown): string {
-  if (value === undefined) return "null";
-  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
-  if (typeof (value as any).toJSON === "function") return canonicalJson((value as any).toJSON());
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v)).join(",")}]`;
-  const entries = Object.keys(value as object)
-    .filter((k) => (value as any)[k] !== undefined)
-    .sort()
-    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as any)[k])}`);
-  return `{${entries.join(",")}}`;
-}
-
-/** SHA-256 (hex) of the canonical JSON of a payload; Buffers and strings are hashed as bytes. */
-export function payloadFingerprint(payload: unknown): string {
-  const h = createHash("sha256");
-  if (typeof payload === "string" || payload instanceof Uint8Array) h.update(payload);
-  else h.update(canonicalJson(payload));
-  return h.digest("hex");
 }
 
 /**

@@ -33,6 +33,8 @@ export async function ensureSchema(): Promise<void> {
   try {
     await c.query("SELECT pg_advisory_lock(4242)");
     await c.query(claimSql);
+    // a database created by 0.1's suite has the claim table without the fingerprint column
+    await c.query("ALTER TABLE processed_events ADD COLUMN IF NOT EXISTS fingerprint text");
     await c.query(SCHEMA);
     await c.query(outboxSql);
     // a database created by 0.1's suite has the old state check (no manual_review)
@@ -64,6 +66,8 @@ export async function ensureMysqlSchema(): Promise<void> {
   const c = await mysql.createConnection({ uri: MYSQL_URL });
   try {
     for (const st of [...shipped, ...MYSQL_SCHEMA]) await c.query(st);
+    // a database created by an earlier suite has the claim table without the fingerprint column
+    await c.query("ALTER TABLE processed_events ADD COLUMN IF NOT EXISTS fingerprint CHAR(64) CHARACTER SET ascii NULL");
   } finally {
     await c.end();
   }

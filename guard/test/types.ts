@@ -70,3 +70,13 @@ import type { IncomingHttpHeaders } from "node:http";
 export function headerShapes(node: IncomingHttpHeaders, web: Headers, plain: Record<string, string>) {
   return [eventKey.github(node), eventKey.svix(web), eventKey.shopify(plain, { header: "x-shopify-event-id" })];
 }
+
+export async function fingerprintResultTypes(pool: pg.Pool) {
+  const g = postgresGuard(pool);
+  const plain = await g.run("k", async () => 1);
+  // @ts-expect-error: without { payload } a run cannot answer mismatch
+  void (plain.status === "mismatch");
+  const checked = await g.run("k", async () => 1, { payload: { id: "evt_1" }, onMismatch: "return" });
+  if (checked.status === "mismatch") return 422;
+  return checked.status === "processed" ? checked.result : 200;
+}
