@@ -80,3 +80,13 @@ export async function fingerprintResultTypes(pool: pg.Pool) {
   if (checked.status === "mismatch") return 422;
   return checked.status === "processed" ? checked.result : 200;
 }
+
+import { PrismaMariaDb } from "@prisma/adapter-mariadb";
+import { PrismaClient as MysqlPrismaClient } from "./generated/prisma-mysql/client.ts";
+
+export async function prismaOnMysql() {
+  const mysqlPrisma = new MysqlPrismaClient({ adapter: new PrismaMariaDb("mariadb://root@127.0.0.1:3306/app") });
+  const g = prismaGuard(mysqlPrisma, { dialect: "mysql" });
+  const result = await g.run("k", async (tx) => (await tx.ledger.create({ data: { eventKey: "k", amount: 1 } })).id);
+  return result.status === "processed" ? result.result : 0;
+}
