@@ -223,10 +223,14 @@ function postgresInboxStore(table: string, db: object, drizzleSql: any): InboxSt
 }
 
 /**
- * MySQL 8 / MariaDB 10.6+ (SKIP LOCKED). No UPDATE ... RETURNING there: a claim is a short
- * transaction (SELECT ... FOR UPDATE SKIP LOCKED, UPDATE, read back); fenced updates count the
- * rows they matched.
+ * MySQL 8 / MariaDB 10.6+ (SKIP LOCKED). No UPDATE ... RETURNING there: a claim reads due
+ * candidates without locks, then is a short transaction (one candidate locked by primary key
+ * with FOR UPDATE SKIP LOCKED, UPDATE, read back); fenced updates count the rows they matched.
  */
+/** Due events read per claim attempt on MySQL, and how many times a fully contended read is repeated. */
+const CLAIM_CANDIDATES = 16;
+const CLAIM_ROUNDS = 8;
+
 function mysqlInboxStore(table: string, db: object, drizzleSql: any): InboxStore {
   const x = mysqlExec(db, "process()", drizzleSql);
   const lease = "NOW(6) + INTERVAL ? MICROSECOND";
@@ -243,25 +247,36 @@ function mysqlInboxStore(table: string, db: object, drizzleSql: any): InboxStore
     async storedFingerprint(tx, key) {
       return (await mysqlExec(tx, "acceptEvent()", drizzleSql).rows(`SELECT fingerprint FROM ${table} WHERE \`key\` = ?`, [key]))[0]?.fingerprint;
     },
-    claim(token, leaseMs, kinds) {
+    async claim(token, leaseMs, kinds) {
       const filter = mysqlKindsFilter(kinds);
-      return mysqlTransaction(db, drizzleSql, async (_tx, t) => {
-        const due = await t.rows(
-          `SELECT \`key\` FROM ${table}
-           WHERE ((state = 'pending' AND available_at <= NOW(6)) OR (state = 'leased' AND lease_until <= NOW(6)))${filter.clause}
-           ORDER BY available_at, received_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
+      const due = `((state = 'pending' AND available_at <= NOW(6)) OR (state = 'leased' AND lease_until <= NOW(6)))`;
+      // Candidates first, without locks; then lock one of them by primary key. A locking read
+      // with ORDER BY ... LIMIT 1 would lock every row InnoDB sorts, and a second worker
+      // would skip them all and find "nothing due".
+      for (let round = 0; round < CLAIM_ROUNDS; round++) {
+        const candidates = await x.rows(
+          `SELECT \`key\` FROM ${table} WHERE ${due}${filter.clause} ORDER BY available_at, received_at LIMIT ${CLAIM_CANDIDATES}`,
           filter.params,
         );
-        if (due.length === 0) return undefined;
-        const key = due[0].key;
-        await t.affected(
-          `UPDATE ${table} SET state = 'leased', attempts = attempts + 1, lease_token = ?, lease_until = ${lease}, updated_at = NOW(6)
-           WHERE \`key\` = ?`,
-          [token, leaseMs * 1000, key],
-        );
-        const rows = await t.rows(`SELECT ${columns} FROM ${table} WHERE \`key\` = ?`, [key]);
-        return rows[0] ? fromRow(rows[0]) : undefined;
-      });
+        if (candidates.length === 0) return undefined;
+        const claimed = await mysqlTransaction(db, drizzleSql, async (_tx, t) => {
+          for (const candidate of candidates) {
+            const locked = await t.rows(`SELECT \`key\` FROM ${table} WHERE \`key\` = ? AND ${due} FOR UPDATE SKIP LOCKED`, [candidate.key]);
+            if (locked.length === 0) continue; // another worker has it, or it is no longer due
+            await t.affected(
+              `UPDATE ${table} SET state = 'leased', attempts = attempts + 1, lease_token = ?, lease_until = ${lease}, updated_at = NOW(6)
+               WHERE \`key\` = ?`,
+              [token, leaseMs * 1000, candidate.key],
+            );
+            const rows = await t.rows(`SELECT ${columns} FROM ${table} WHERE \`key\` = ?`, [candidate.key]);
+            return rows[0] ? fromRow(rows[0]) : undefined;
+          }
+          return undefined;
+        });
+        if (claimed) return claimed;
+        // every candidate was taken while we looked: look again
+      }
+      return undefined;
     },
     async fail(key, token, message) {
       return (
@@ -296,11 +311,16 @@ function mysqlInboxStore(table: string, db: object, drizzleSql: any): InboxStore
       });
     },
     async get(key) {
+      // epoch seconds: every client (mysql2, Drizzle's string dates, Prisma) reads them the same, whatever the session time zone
       const rows = await x.rows(
-        `SELECT ${columns}, fingerprint, lease_until, received_at, completed_at FROM ${table} WHERE \`key\` = ?`,
+        `SELECT ${columns}, fingerprint, UNIX_TIMESTAMP(lease_until) AS lease_until, UNIX_TIMESTAMP(received_at) AS received_at,
+           UNIX_TIMESTAMP(completed_at) AS completed_at FROM ${table} WHERE \`key\` = ?`,
         [key],
       );
-      return rows[0] ? (fromRow(rows[0]) as InboxRow) : undefined;
+      const r = rows[0];
+      if (!r) return undefined;
+      const date = (v: unknown) => (v === null || v === undefined ? null : new Date(Math.round(Number(String(v)) * 1000)));
+      return { ...fromRow(r), attempts: Number(r.attempts), fingerprint: mysqlText(r.fingerprint), lease_until: date(r.lease_until), received_at: date(r.received_at)!, completed_at: date(r.completed_at) };
     },
   };
 }

@@ -296,6 +296,9 @@ function postgresOutboxStore(table: string, db: object | undefined, drizzleSql: 
   };
 }
 
+/** How many times a MySQL reservation whose candidates were all taken meanwhile looks again. */
+const RESERVE_ROUNDS = 8;
+
 /** MySQL 8 / MariaDB 10.6+: reservations and attempt starts are short transactions (no UPDATE ... RETURNING). */
 function mysqlOutboxStore(table: string, db: object | undefined, drizzleSql: any): OutboxStore {
   const lease = "NOW(6) + INTERVAL ? MICROSECOND";
@@ -311,24 +314,35 @@ function mysqlOutboxStore(table: string, db: object | undefined, drizzleSql: any
       );
       return n === 1;
     },
-    reserve(token, leaseMs, batchSize, kinds) {
+    async reserve(token, leaseMs, batchSize, kinds) {
       const filter = mysqlKindsFilter(kinds);
-      return mysqlTransaction(needDb(), drizzleSql, async (_tx, t) => {
-        const due = await t.rows(
-          `SELECT id FROM ${table}
-           WHERE ((state = 'pending' AND available_at <= NOW(6)) OR (state = 'leased' AND lease_until <= NOW(6)))${filter.clause}
-           ORDER BY available_at, id LIMIT ${Math.max(1, Math.floor(batchSize))} FOR UPDATE SKIP LOCKED`,
+      const due = `((state = 'pending' AND available_at <= NOW(6)) OR (state = 'leased' AND lease_until <= NOW(6)))`;
+      const x = mysqlExec(needDb(), "dispatch()", drizzleSql);
+      // Candidates first, without locks; then lock those by primary key. A locking read with
+      // ORDER BY ... LIMIT would lock every row InnoDB sorts, so a second dispatcher would
+      // skip them all and stop as if nothing were due.
+      for (let round = 0; round < RESERVE_ROUNDS; round++) {
+        const candidates = await x.rows(
+          `SELECT id FROM ${table} WHERE ${due}${filter.clause} ORDER BY available_at, id LIMIT ${Math.max(1, Math.floor(batchSize))}`,
           filter.params,
         );
-        const ids = due.map((r) => String(r.id));
-        if (ids.length === 0) return ids;
-        await t.affected(
-          `UPDATE ${table} SET state = 'leased', lease_token = ?, lease_until = ${lease}, updated_at = NOW(6)
-           WHERE id IN (${ids.map(() => "?").join(", ")})`,
-          [token, leaseMs * 1000, ...ids],
-        );
-        return ids;
-      });
+        if (candidates.length === 0) return [];
+        const ids = await mysqlTransaction(needDb(), drizzleSql, async (_tx, t) => {
+          const marks = candidates.map(() => "?").join(", ");
+          const locked = await t.rows(`SELECT id FROM ${table} WHERE id IN (${marks}) AND ${due} FOR UPDATE SKIP LOCKED`, candidates.map((r) => r.id));
+          if (locked.length === 0) return [];
+          const lockedIds = locked.map((r) => String(r.id));
+          await t.affected(
+            `UPDATE ${table} SET state = 'leased', lease_token = ?, lease_until = ${lease}, updated_at = NOW(6)
+             WHERE id IN (${lockedIds.map(() => "?").join(", ")})`,
+            [token, leaseMs * 1000, ...lockedIds],
+          );
+          return lockedIds;
+        });
+        if (ids.length > 0) return ids;
+        // every candidate was taken while we looked: look again
+      }
+      return [];
     },
     start(id, token, leaseMs) {
       return mysqlTransaction(needDb(), drizzleSql, async (_tx, t) => {

@@ -53,6 +53,7 @@ export const MYSQL_SCHEMA = [
   "CREATE TABLE IF NOT EXISTS ledger (id INT AUTO_INCREMENT PRIMARY KEY, event_key VARCHAR(600) NOT NULL, amount INT NOT NULL)",
   "CREATE TABLE IF NOT EXISTS counters (name VARBINARY(512) NOT NULL PRIMARY KEY, value INT NOT NULL DEFAULT 0)",
   "CREATE TABLE IF NOT EXISTS unique_things (id VARCHAR(200) NOT NULL PRIMARY KEY)",
+  "CREATE TABLE IF NOT EXISTS entitlement_log (id INT AUTO_INCREMENT PRIMARY KEY, event_key VARCHAR(600) NOT NULL, account VARCHAR(200) NOT NULL, plan VARCHAR(50) NOT NULL)",
 ];
 
 /** The MariaDB tables: the shipped sql/mysql.sql plus the test's business tables. */
