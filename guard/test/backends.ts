@@ -23,6 +23,8 @@ export interface QueueBackend {
   makeInboxDue(key: string): Promise<void>;
   /** Transactions open on the server right now, other than this reader's. */
   openTransactions(): Promise<number>;
+  /** One raw statement in the backend's own dialect ($n on pg, ? on MySQL); its rows. */
+  raw(text: string, params?: unknown[]): Promise<any[]>;
   close(): Promise<void>;
 }
 
@@ -44,6 +46,7 @@ export async function makeQueueBackend(name: QueueBackendName, connections = 12)
       makeInboxDue: async (key) => void (await pool.query("UPDATE retrysafe_inbox SET available_at = now() WHERE key = $1", [key])),
       openTransactions: async () =>
         (await one(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'`)).n,
+      raw: async (text, params = []) => (await pool.query(text, params)).rows,
       close: () => pool.end(),
     };
   }
@@ -61,6 +64,10 @@ export async function makeQueueBackend(name: QueueBackendName, connections = 12)
     makeInboxDue: async (key: string) => void (await raw.query("UPDATE retrysafe_inbox SET available_at = NOW(6) WHERE `key` = ?", [key])),
     // InnoDB lists every open transaction that has read or written; the reader's own autocommit SELECT is not one
     openTransactions: async () => Number((await one("SELECT count(*) AS n FROM information_schema.innodb_trx WHERE trx_mysql_thread_id <> CONNECTION_ID()")).n),
+    raw: async (text: string, params: unknown[] = []) => {
+      const [r] = (await raw.query(text, params)) as any;
+      return Array.isArray(r) ? r : [];
+    },
   };
   const insertEntitlement = "INSERT INTO entitlement_log (event_key, account, plan) VALUES (?, ?, ?)";
   if (name === "mysql") {
@@ -107,6 +114,42 @@ export async function makeQueueBackend(name: QueueBackendName, connections = 12)
     close: async () => {
       await prisma.$disconnect();
       await raw.end();
+    },
+  };
+}
+
+/** An outbox row as the outbox tests read it. */
+export interface OutboxRowView {
+  state: string;
+  attempts: number;
+  last_error: string | null;
+  /** available_at - now, in ms (negative when due). */
+  due_in_ms: number;
+  lease_until: Date | null;
+}
+
+/** Raw reads and writes the outbox and reconcile suites need, per dialect. */
+export function rawAccess(b: QueueBackend) {
+  return {
+    /** One statement, written for each dialect. */
+    query: (pgSql: string, mysqlSql: string, params: unknown[] = []) => b.raw(b.name === "pg" ? pgSql : mysqlSql, params),
+    async outboxRow(key: string): Promise<OutboxRowView | undefined> {
+      const rows: any[] = await b.raw(
+        b.name === "pg"
+          ? `SELECT state, attempts, last_error, extract(epoch FROM lease_until)::float8 AS lease_until,
+               (extract(epoch FROM (available_at - now())) * 1000)::float8 AS due_in_ms FROM retrysafe_outbox WHERE key = $1`
+          : "SELECT state, attempts, last_error, UNIX_TIMESTAMP(lease_until) AS lease_until, TIMESTAMPDIFF(MICROSECOND, NOW(6), available_at) / 1000 AS due_in_ms FROM retrysafe_outbox WHERE `key` = ?",
+        [key],
+      );
+      const r = rows[0];
+      if (!r) return undefined;
+      return {
+        state: r.state,
+        attempts: Number(r.attempts),
+        last_error: r.last_error === null ? null : String(r.last_error),
+        due_in_ms: Number(r.due_in_ms),
+        lease_until: r.lease_until === null ? null : new Date(Number(r.lease_until) * 1000),
+      };
     },
   };
 }
