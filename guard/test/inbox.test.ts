@@ -150,6 +150,47 @@ for (const backendName of QUEUE_BACKENDS) describe(`inbox on ${backendName}`, ()
       expect(new InboxLeaseLostError(key).message).toContain(key);
     });
 
+    it("a stale worker cannot complete while the new owner still holds the event (lease-token fencing)", async () => {
+      const key = uniq("stale");
+      await inbox().acceptEvent(key, { account: "acct", plan: "pro" });
+      const gate = () => {
+        let open!: () => void;
+        const opened = new Promise<void>((r) => (open = r));
+        let started!: () => void;
+        const began = new Promise<void>((r) => (started = r));
+        return { open, opened, started, began };
+      };
+      const a = gate();
+      const stale = inbox().process({
+        leaseMs: 300,
+        handle: async (event, ctx) => {
+          a.started();
+          await a.opened;
+          await ctx.complete((tx) => b.applyEntitlement(tx, outbox(), event));
+        },
+      });
+      await a.began;
+      await sleep(500); // the stale worker's lease has expired
+      const next = gate();
+      const owner = inbox().process({
+        leaseMs: 20_000,
+        handle: async (event, ctx) => {
+          next.started();
+          await next.opened;
+          await ctx.complete((tx) => b.applyEntitlement(tx, outbox(), event));
+        },
+      });
+      await next.began; // the event is leased again, to the new owner
+      a.open();
+      expect(await stale).toEqual({ claimed: 1, completed: 0, retried: 0, failed: 0, lost: 1 });
+      expect(await entitlements(key)).toBe(0);
+      expect(await inbox().get(key)).toMatchObject({ state: "leased", attempts: 2 });
+      next.open();
+      expect(await owner).toEqual({ claimed: 1, completed: 1, retried: 0, failed: 0, lost: 0 });
+      expect(await entitlements(key)).toBe(1);
+      expect(await inbox().get(key)).toMatchObject({ state: "completed", attempts: 2 });
+    });
+
     it("two workers racing over 40 events: each event handled once (SKIP LOCKED)", async () => {
       const keys = Array.from({ length: 40 }, (_, i) => uniq(`race${i}`));
       for (const k of keys) await inbox().acceptEvent(k, { account: k, plan: "pro" });
