@@ -133,11 +133,14 @@ describe("outbox.enqueue inside the guard's transaction on MySQL / MariaDB", () 
         await backend.reset();
         const ob = createOutbox({ db: backend.db });
         const event = uniq("evt");
+        const enqueueOnly = createOutbox(); // no db: the dialect comes from the transaction it is given
         const r = await s.guard.run(`stripe:${event}`, async (tx) => {
           await s.write(tx, event);
+          expect(await enqueueOnly.enqueue(tx, { kind: "audit", key: `audit:${event}` })).toBe(true);
           return ob.enqueue(tx, { kind: "send_receipt", key: `receipt:${event}`, payload: { quote: "it's $1 ? or not" } });
         });
         expect(r).toEqual({ status: "processed", result: true });
+        expect(await rawAccess(backend).outboxRow(`audit:${event}`)).toMatchObject({ state: "pending" });
         expect(await ob.enqueue(backend.db, { kind: "send_receipt", key: `receipt:${event}` })).toBe(false); // same key: a no-op
         await expect(
           s.guard.run(`stripe:${event}-b`, async (tx) => {

@@ -172,3 +172,17 @@ for (const backendName of QUEUE_BACKENDS) describe(`on ${backendName}`, () => {
     });
   });
 });
+
+describe("reconcile() across dialects", () => {
+  it("refuses an inbox or outbox made for another database, by name", async () => {
+    const pg = await makeQueueBackend("pg", 1);
+    const my = await makeQueueBackend("mysql", 1);
+    try {
+      await expect(reconcile({ db: pg.db, inbox: createInbox({ db: my.db }) })).rejects.toThrow(/reconcile\(\) on postgresql got an inbox made for mysql/);
+      await expect(reconcile({ db: my.db, outbox: createOutbox({ db: pg.db }) })).rejects.toThrow(/reconcile\(\) on mysql got an outbox made for postgresql/);
+    } finally {
+      await pg.close();
+      await my.close();
+    }
+  });
+});
