@@ -3,13 +3,15 @@
 -- trailing-space-insensitive, which would make different keys collide). 512 bytes is the
 -- guard's key limit.
 -- fingerprint: SHA-256 (hex) of the payload, stored only by run(key, fn, { payload }).
--- Upgrading a 0.1 table: ALTER TABLE processed_events ADD COLUMN fingerprint CHAR(64) NULL;
+-- Upgrading a 0.1 table: ALTER TABLE processed_events ADD COLUMN fingerprint CHAR(64) CHARACTER SET ascii NULL
 CREATE TABLE IF NOT EXISTS processed_events (
   `key`        VARBINARY(512) NOT NULL PRIMARY KEY,
   processed_at TIMESTAMP(6)   NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   fingerprint  CHAR(64) CHARACTER SET ascii NULL
 ) ENGINE = InnoDB;
 
+-- The inbox and outbox tables are utf8mb4 whatever the server's default (MariaDB's is latin1,
+-- which refuses many kinds and error messages), and utf8mb4_bin compares kinds exactly.
 -- The durable inbox for createInbox() (MySQL 8 / MariaDB 10.6+: SKIP LOCKED).
 -- States: pending -> leased -> completed | terminal_failure.
 CREATE TABLE IF NOT EXISTS retrysafe_inbox (
@@ -28,7 +30,7 @@ CREATE TABLE IF NOT EXISTS retrysafe_inbox (
   completed_at TIMESTAMP(6) NULL,
   CONSTRAINT retrysafe_inbox_state_check CHECK (state IN ('pending', 'leased', 'completed', 'terminal_failure')),
   KEY retrysafe_inbox_due_idx (state, available_at, received_at)
-) ENGINE = InnoDB;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- The transactional outbox for createOutbox().
 -- States: pending -> leased -> completed | terminal_failure | manual_review.
@@ -49,4 +51,4 @@ CREATE TABLE IF NOT EXISTS retrysafe_outbox (
   CONSTRAINT retrysafe_outbox_state_check CHECK (state IN ('pending', 'leased', 'completed', 'terminal_failure', 'manual_review')),
   UNIQUE KEY retrysafe_outbox_key (`key`),
   KEY retrysafe_outbox_due_idx (state, available_at, id)
-) ENGINE = InnoDB;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -74,6 +74,19 @@ for (const backendName of QUEUE_BACKENDS) describe(`inbox on ${backendName}`, ()
       expect((await inbox().get(key))?.payload).toEqual({ a: 1, b: [1, 2] }); // the first payload is kept
     });
 
+    it("keeps non-ASCII payloads, kinds and error messages intact", async () => {
+      const key = uniq("intl:注文");
+      const payload = { name: "Zoë Ångström", note: "注文 🎉" };
+      expect(await inbox().acceptEvent(key, payload, { kind: "commande-reçue" })).toMatchObject({ status: "accepted" });
+      const failing = async () => {
+        throw Object.assign(new Error("échec: ユーザー不明 🚫"), { status: 422 });
+      };
+      expect(await inbox().process({ kinds: ["commande-reçue"], handle: failing })).toMatchObject({ claimed: 1, failed: 1 });
+      const row = await inbox().get(key);
+      expect(row).toMatchObject({ key, kind: "commande-reçue", payload, state: "terminal_failure" });
+      expect(row?.last_error).toContain("échec: ユーザー不明 🚫");
+    });
+
     it("refuses bad keys by name", async () => {
       await expect(inbox().acceptEvent("x-\uD800", {})).rejects.toThrow(/lone surrogate/);
     });
