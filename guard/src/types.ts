@@ -23,5 +23,5 @@ export type GuardRunResult<T> = GuardResult<T> | { status: "mismatch" };
 export interface Guard<Tx> {
   run<T>(key: string, fn: (tx: Tx) => Promise<T> | T): Promise<GuardResult<T>>;
   /** With `{ payload }`: the payload's fingerprint is stored with the claim and compared on duplicates. */
-  run<T>(key: string, fn: (tx: Tx) => Promise<T> | T, options: RunOptions): Promise<GuardRunResult<T>>;
+  run<T>(key: string, fn: (tx: Tx) => Promise<T> | T, options?: RunOptions): Promise<GuardRunResult<T>>;
 }

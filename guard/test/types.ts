@@ -90,3 +90,8 @@ export async function prismaOnMysql() {
   const result = await g.run("k", async (tx) => (await tx.ledger.create({ data: { eventKey: "k", amount: 1 } })).id);
   return result.status === "processed" ? result.result : 0;
 }
+
+export async function optionalRunOptions(pool: pg.Pool, options: { payload: unknown } | undefined) {
+  const r = await postgresGuard(pool).run("k", async () => 1, options);
+  return r.status === "mismatch" ? 422 : 200;
+}
