@@ -1,4 +1,5 @@
-export type { Guard, GuardResult } from "./types.js";
+export type { Guard, GuardResult, GuardRunResult } from "./types.js";
+export type { RunOptions } from "./fingerprint.js";
 export { postgresGuard } from "./postgres.js";
 export type { PostgresGuardOptions, PgClientLike, PgPoolLike, PoolClientOf } from "./postgres.js";
 export { prismaGuard } from "./prisma.js";
@@ -15,7 +16,8 @@ export type {
 } from "./outbox.js";
 export { GuardError, GuardKeyError, GuardCommitError, GuardTimeoutError, GuardMismatchError } from "./errors.js";
 export { MAX_KEY_BYTES } from "./util.js";
-export { createInbox, payloadFingerprint, canonicalJson, InboxLeaseLostError } from "./inbox.js";
+export { createInbox, InboxLeaseLostError } from "./inbox.js";
+export { payloadFingerprint, canonicalJson } from "./fingerprint.js";
 export type { Inbox, InboxOptions, InboxEvent, InboxRow, InboxState, InboxContext, AcceptResult, AcceptOptions, ProcessOptions, ProcessStats } from "./inbox.js";
 export { statusFor, toResponse, sendStatus, honoStatus } from "./http.js";
 export type { HttpAnswer, StatusOptions } from "./http.js";

@@ -1,5 +1,6 @@
-import type { Guard, GuardResult } from "./types.js";
+import type { Guard, GuardRunResult } from "./types.js";
 import { describeKey, GuardCommitError, GuardError } from "./errors.js";
+import { compareFingerprints, fingerprintFor, isMissingFingerprintColumn, missingFingerprintColumn, type RunOptions } from "./fingerprint.js";
 import { checkKey, ClaimConflict, isRetryableConflict, isUniqueViolation, retryClaimConflicts } from "./util.js";
 
 /** A mysql2 connection from `pool.getConnection()` (mysql2/promise). */
@@ -49,9 +50,12 @@ export function mysqlGuard<P extends MysqlPoolLike>(pool: P, options: MysqlGuard
   // (mysql2 sets it, which makes ON DUPLICATE KEY UPDATE report 1 either way). IGNORE also
   // turns a truncation into a warning, so a claim stored with warnings is refused below.
   const claimSql = `INSERT IGNORE INTO ${table} (\`key\`) VALUES (?)`;
+  // only with { payload }: a 0.1 table without the column keeps working for plain run()
+  const claimWithFingerprintSql = `INSERT IGNORE INTO ${table} (\`key\`, fingerprint) VALUES (?, ?)`;
+  const storedFingerprintSql = `SELECT fingerprint FROM ${table} WHERE \`key\` = ?`;
   const probeSql = `SELECT \`key\` FROM ${table} WHERE \`key\` = ?`;
 
-  async function attempt<T>(key: string, fn: (tx: MysqlConnectionOf<P>) => Promise<T> | T): Promise<GuardResult<T>> {
+  async function attempt<T>(key: string, fn: (tx: MysqlConnectionOf<P>) => Promise<T> | T, fingerprint: string | null, runOptions?: RunOptions): Promise<GuardRunResult<T>> {
     const conn = (await pool.getConnection()) as MysqlConnectionLike & { destroy?: () => void };
     let broken = false;
     try {
@@ -59,18 +63,25 @@ export function mysqlGuard<P extends MysqlPoolLike>(pool: P, options: MysqlGuard
       await conn.query("START TRANSACTION");
       let claimed: boolean;
       try {
-        const [r] = await conn.query(claimSql, [key]);
+        const [r] = fingerprint === null ? await conn.query(claimSql, [key]) : await conn.query(claimWithFingerprintSql, [key, fingerprint]);
         claimed = Number(r?.affectedRows) === 1;
         if (claimed && Number(r?.warningStatus ?? 0) > 0) {
           throw new GuardError(`@retrysafe/guard: the claim for key ${describeKey(key)} was stored with warnings (is the key column narrower than VARBINARY(512)?)`, key);
         }
       } catch (err) {
+        if (err instanceof GuardError) throw err;
         if (isRetryableConflict(err)) throw new ClaimConflict(err);
+        if (fingerprint !== null && isMissingFingerprintColumn(err)) throw missingFingerprintColumn(key, table, err);
         if (!isUniqueViolation(err)) throw err;
         claimed = false;
       }
       if (!claimed) {
         await conn.query("ROLLBACK");
+        if (fingerprint !== null) {
+          // autocommit now: this read sees the winner's committed claim
+          const [rows] = await conn.query(storedFingerprintSql, [key]);
+          if (compareFingerprints(key, rows?.[0]?.fingerprint, fingerprint, runOptions) === "mismatch") return { status: "mismatch" };
+        }
         return { status: "duplicate" };
       }
       const result = await fn(conn as MysqlConnectionOf<P>);
@@ -99,11 +110,12 @@ export function mysqlGuard<P extends MysqlPoolLike>(pool: P, options: MysqlGuard
   }
 
   return {
-    async run<T>(key: string, fn: (tx: MysqlConnectionOf<P>) => Promise<T> | T): Promise<GuardResult<T>> {
+    async run<T>(key: string, fn: (tx: MysqlConnectionOf<P>) => Promise<T> | T, runOptions?: RunOptions): Promise<GuardRunResult<T>> {
       checkKey(key);
-      return retryClaimConflicts(() => attempt(key, fn));
+      const fingerprint = fingerprintFor(runOptions);
+      return retryClaimConflicts(() => attempt(key, fn, fingerprint, runOptions));
     },
-  };
+  } as Guard<MysqlConnectionOf<P>>;
 }
 
 /** The connection type a mysql2 pool's `getConnection()` resolves to. */

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { checkKey, loadDrizzleSql, quoteTable } from "./util.js";
+import { quoteMysqlTable } from "./mysql.js";
+import { mysqlExec, mysqlJson, mysqlKindsFilter, mysqlText, mysqlTransaction, sqlDialectOf, type SqlDialect } from "./dialect.js";
 
 export type OutboxState = "pending" | "leased" | "completed" | "terminal_failure" | "manual_review";
 
@@ -87,8 +89,13 @@ export type OutboxDb = object;
 export interface OutboxOptions {
   /** Outbox table (default `retrysafe_outbox`), optionally `schema.table`. */
   table?: string;
-  /** Where `dispatch()` leases rows: a pg `Pool`, a Prisma client or a Drizzle db. Not needed for `enqueue` only. */
+  /**
+   * Where `dispatch()` leases rows: a pg or mysql2/promise `Pool`, a Prisma client or a
+   * Drizzle db (PostgreSQL or MySQL / MariaDB). Not needed for `enqueue` only.
+   */
   db?: OutboxDb;
+  /** `"postgresql"` or `"mysql"`; default: read from `db` (or, without one, from each `enqueue`'s `tx`). */
+  dialect?: SqlDialect;
   /** Drizzle's `sql` tag, when a bundler cannot resolve `drizzle-orm` for the guard. */
   sql?: any;
 }
@@ -190,6 +197,8 @@ export function describeError(err: unknown): string {
 export interface Outbox {
   /** The table's SQL name (quoted). */
   readonly table: string;
+  /** The SQL dialect of `db` (PostgreSQL when neither `db` nor `dialect` was given). */
+  readonly dialect: SqlDialect;
   /**
    * Insert a message inside your transaction (`tx` = the guard's pg client or Prisma tx).
    * Enqueuing the same key twice is a no-op. Resolves to true when a row was inserted.
@@ -199,6 +208,191 @@ export interface Outbox {
   dispatch(options: DispatchOptions): Promise<DispatchStats>;
   /** Run `dispatch` every `pollMs` (default 1000) until `stop()` is awaited. */
   start(options: DispatchOptions & { pollMs?: number; onError?: (err: unknown) => void }): { stop(): Promise<void> };
+}
+
+/** A row as the start of its attempt returns it: `last_error` is the previous attempt's. */
+type StartedRow = { id: string; kind: string; key: string; payload: any; state: OutboxState; attempts: number | string; last_error: string | null };
+
+/** How an attempt ended, fenced by the reservation's token. */
+type Outcome =
+  | { state: "completed" }
+  | { state: "terminal_failure" | "manual_review"; message: string }
+  | { state: "pending"; message: string; delayMs: number };
+
+/** The statements of one SQL dialect; the dispatch state machine is shared. */
+interface OutboxStore {
+  enqueue(tx: object, message: OutboxMessage): Promise<boolean>;
+  /** Reserve up to `batchSize` due rows (SKIP LOCKED) for `token`; their ids. */
+  reserve(token: string, leaseMs: number, batchSize: number, kinds: string[] | null): Promise<string[]>;
+  /** Count the attempt and renew the lease, if the row is still this token's; marks it in flight. */
+  start(id: string, token: string, leaseMs: number): Promise<StartedRow | undefined>;
+  /** Record an outcome; false when another dispatcher took the row over. */
+  record(id: string, token: string, outcome: Outcome): Promise<boolean>;
+}
+
+function postgresOutboxStore(table: string, db: object | undefined, drizzleSql: any): OutboxStore {
+  const q = (what: string) => queryOf(db, what, drizzleSql);
+  return {
+    async enqueue(tx, message) {
+      const rows = await queryOf(tx, "enqueue()", drizzleSql)(
+        `INSERT INTO ${table} (kind, key, payload) VALUES ($1, $2, $3::jsonb) ON CONFLICT (key) DO NOTHING RETURNING id::text AS id`,
+        [message.kind, message.key, JSON.stringify(message.payload ?? null)],
+      );
+      return rows.length > 0;
+    },
+    async reserve(token, leaseMs, batchSize, kinds) {
+      const rows = await q("dispatch()")(
+        `UPDATE ${table} SET state = 'leased', lease_token = $1,
+           lease_until = now() + ($2::bigint * interval '1 millisecond'), updated_at = now()
+         WHERE id IN (
+           SELECT id FROM ${table}
+           WHERE ((state = 'pending' AND available_at <= now()) OR (state = 'leased' AND lease_until <= now()))
+             AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
+           ORDER BY available_at, id
+           LIMIT $3
+           FOR UPDATE SKIP LOCKED)
+         RETURNING id::text AS id`,
+        [token, leaseMs, batchSize, kinds],
+      );
+      return rows.map((r) => String(r.id));
+    },
+    async start(id, token, leaseMs) {
+      const rows = await q("dispatch()")(
+        `UPDATE ${table} AS t SET attempts = t.attempts + 1, updated_at = now(),
+           lease_until = now() + ($3::bigint * interval '1 millisecond'),
+           last_error = '${IN_FLIGHT}' || (t.attempts + 1)::text
+         FROM (SELECT id, last_error AS previous_error FROM ${table} WHERE id = $1::bigint) AS old
+         WHERE t.id = old.id AND t.lease_token = $2 AND t.state = 'leased'
+         RETURNING t.id::text AS id, t.kind, t.key, t.payload, t.state, t.attempts, old.previous_error AS last_error`,
+        [id, token, leaseMs],
+      );
+      return rows[0];
+    },
+    async record(id, token, outcome) {
+      const run = q("dispatch()");
+      let rows: any[];
+      if (outcome.state === "completed") {
+        rows = await run(
+          `UPDATE ${table} SET state = 'completed', completed_at = now(), lease_until = NULL, lease_token = NULL,
+             last_error = NULL, updated_at = now() WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
+          [id, token],
+        );
+      } else if (outcome.state === "pending") {
+        rows = await run(
+          `UPDATE ${table} SET state = 'pending', lease_until = NULL, lease_token = NULL, updated_at = now(),
+             available_at = now() + ($3::bigint * interval '1 millisecond'), last_error = $4
+           WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
+          [id, token, outcome.delayMs, outcome.message],
+        );
+      } else {
+        rows = await run(
+          `UPDATE ${table} SET state = '${outcome.state}', lease_until = NULL, lease_token = NULL, updated_at = now(),
+             last_error = $3 WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
+          [id, token, outcome.message],
+        );
+      }
+      return rows.length === 1;
+    },
+  };
+}
+
+/** How many times a MySQL reservation whose candidates were all taken meanwhile looks again. */
+const RESERVE_ROUNDS = 8;
+
+/** MySQL 8 / MariaDB 10.6+: reservations and attempt starts are short transactions (no UPDATE ... RETURNING). */
+function mysqlOutboxStore(table: string, db: object | undefined, drizzleSql: any): OutboxStore {
+  const lease = "NOW(6) + INTERVAL ? MICROSECOND";
+  const needDb = () => {
+    if (!db) throw new TypeError("@retrysafe/guard: createOutbox({ db }) is needed for dispatch()");
+    return db;
+  };
+  return {
+    async enqueue(tx, message) {
+      const n = await mysqlExec(tx, "enqueue()", drizzleSql).affected(
+        `INSERT IGNORE INTO ${table} (kind, \`key\`, payload) VALUES (?, ?, ?)`,
+        [message.kind, message.key, JSON.stringify(message.payload ?? null)],
+      );
+      return n === 1;
+    },
+    async reserve(token, leaseMs, batchSize, kinds) {
+      const filter = mysqlKindsFilter(kinds);
+      const due = `((state = 'pending' AND available_at <= NOW(6)) OR (state = 'leased' AND lease_until <= NOW(6)))`;
+      const x = mysqlExec(needDb(), "dispatch()", drizzleSql);
+      // Candidates first, without locks; then lock those by primary key. A locking read with
+      // ORDER BY ... LIMIT would lock every row InnoDB sorts, so a second dispatcher would
+      // skip them all and stop as if nothing were due.
+      for (let round = 0; round < RESERVE_ROUNDS; round++) {
+        const candidates = await x.rows(
+          `SELECT id FROM ${table} WHERE ${due}${filter.clause} ORDER BY available_at, id LIMIT ${Math.max(1, Math.floor(batchSize))}`,
+          filter.params,
+        );
+        if (candidates.length === 0) return [];
+        const ids = await mysqlTransaction(needDb(), drizzleSql, async (_tx, t) => {
+          const marks = candidates.map(() => "?").join(", ");
+          const locked = await t.rows(`SELECT id FROM ${table} WHERE id IN (${marks}) AND ${due} FOR UPDATE SKIP LOCKED`, candidates.map((r) => r.id));
+          if (locked.length === 0) return [];
+          const lockedIds = locked.map((r) => String(r.id));
+          await t.affected(
+            `UPDATE ${table} SET state = 'leased', lease_token = ?, lease_until = ${lease}, updated_at = NOW(6)
+             WHERE id IN (${lockedIds.map(() => "?").join(", ")})`,
+            [token, leaseMs * 1000, ...lockedIds],
+          );
+          return lockedIds;
+        });
+        if (ids.length > 0) return ids;
+        // every candidate was taken while we looked: look again
+      }
+      return [];
+    },
+    start(id, token, leaseMs) {
+      return mysqlTransaction(needDb(), drizzleSql, async (_tx, t) => {
+        const rows = await t.rows(
+          `SELECT id, kind, \`key\`, CAST(payload AS CHAR) AS payload, state, attempts, last_error FROM ${table}
+           WHERE id = ? AND lease_token = ? AND state = 'leased' FOR UPDATE`,
+          [id, token],
+        );
+        if (rows.length === 0) return undefined;
+        const old = rows[0];
+        const attempts = Number(old.attempts) + 1;
+        await t.affected(
+          `UPDATE ${table} SET attempts = ?, updated_at = NOW(6), lease_until = ${lease}, last_error = ? WHERE id = ?`,
+          [attempts, leaseMs * 1000, `${IN_FLIGHT}${attempts}`, id],
+        );
+        return {
+          id: String(old.id), kind: mysqlText(old.kind)!, key: mysqlText(old.key)!, payload: mysqlJson(old.payload),
+          state: "leased", attempts, last_error: mysqlText(old.last_error),
+        };
+      });
+    },
+    async record(id, token, outcome) {
+      const x = mysqlExec(needDb(), "dispatch()", drizzleSql);
+      if (outcome.state === "completed") {
+        return (
+          (await x.affected(
+            `UPDATE ${table} SET state = 'completed', completed_at = NOW(6), lease_until = NULL, lease_token = NULL,
+               last_error = NULL, updated_at = NOW(6) WHERE id = ? AND lease_token = ?`,
+            [id, token],
+          )) === 1
+        );
+      }
+      if (outcome.state === "pending") {
+        return (
+          (await x.affected(
+            `UPDATE ${table} SET state = 'pending', lease_until = NULL, lease_token = NULL, updated_at = NOW(6),
+               available_at = ${lease}, last_error = ? WHERE id = ? AND lease_token = ?`,
+            [outcome.delayMs * 1000, outcome.message, id, token],
+          )) === 1
+        );
+      }
+      return (
+        (await x.affected(
+          `UPDATE ${table} SET state = ?, lease_until = NULL, lease_token = NULL, updated_at = NOW(6), last_error = ?
+           WHERE id = ? AND lease_token = ?`,
+          [outcome.state, outcome.message, id, token],
+        )) === 1
+      );
+    },
+  };
 }
 
 /**
@@ -211,12 +405,23 @@ export interface Outbox {
  * again once `lease_until` passes.
  */
 export function createOutbox(options: OutboxOptions = {}): Outbox {
-  const table = quoteTable(options.table ?? "retrysafe_outbox");
+  const fixed = options.dialect ?? (options.db ? sqlDialectOf(options.db) : undefined);
+  if (fixed !== undefined && fixed !== "postgresql" && fixed !== "mysql") throw new TypeError(`@retrysafe/guard: createOutbox dialect must be "postgresql" or "mysql", got ${JSON.stringify(fixed)}`);
+  const name = options.table ?? "retrysafe_outbox";
+  const stores = {
+    postgresql: () => postgresOutboxStore(quoteTable(name), options.db, options.sql),
+    mysql: () => mysqlOutboxStore(quoteMysqlTable(name), options.db, options.sql),
+  };
+  const dialect: SqlDialect = fixed ?? "postgresql";
+  const store = stores[dialect]();
+  // without a db, each enqueue's transaction tells the dialect
+  const storeFor = (tx: object): OutboxStore => (fixed !== undefined ? store : sqlDialectOf(tx) === "mysql" ? (mysqlStore ??= stores.mysql()) : store);
+  let mysqlStore: OutboxStore | undefined;
+  const table = dialect === "mysql" ? quoteMysqlTable(name) : quoteTable(name);
 
   async function dispatch(opts: DispatchOptions): Promise<DispatchStats> {
     if (typeof opts?.send !== "function") throw new TypeError("@retrysafe/guard: outbox.dispatch needs { send }");
     if (!options.db) throw new TypeError("@retrysafe/guard: createOutbox({ db }) is needed for dispatch()");
-    const q = queryOf(options.db, "dispatch()", options.sql);
     const maxAttempts = opts.maxAttempts ?? 5;
     const baseDelayMs = opts.baseDelayMs ?? 1000;
     const maxDelayMs = opts.maxDelayMs ?? 5 * 60_000;
@@ -236,73 +441,37 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       const token = randomBytes(12).toString("hex");
       // The batch only reserves rows; each row's attempt (and a fresh lease) starts when its
       // own send starts, so a row waiting behind slow sends is never sent by two dispatchers.
-      const rows = await q(
-        `UPDATE ${table} SET state = 'leased', lease_token = $1,
-           lease_until = now() + ($2::bigint * interval '1 millisecond'), updated_at = now()
-         WHERE id IN (
-           SELECT id FROM ${table}
-           WHERE ((state = 'pending' AND available_at <= now()) OR (state = 'leased' AND lease_until <= now()))
-             AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
-           ORDER BY available_at, id
-           LIMIT $3
-           FOR UPDATE SKIP LOCKED)
-         RETURNING id::text AS id`,
-        [token, leaseMs, batchSize, kinds],
-      );
-      if (rows.length === 0) break;
-      stats.leased += rows.length;
+      const reserved = await store.reserve(token, leaseMs, batchSize, kinds);
+      if (reserved.length === 0) break;
+      stats.leased += reserved.length;
 
       // UPDATE ... RETURNING gives no order: send oldest first
-      const ids = rows.map((r) => String(r.id)).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
+      const ids = reserved.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
       for (const id of ids) {
         // last_error says "in flight" until an outcome is recorded: a later dispatcher that
         // finds it knows this attempt died mid-send, an ambiguous outcome
-        const started = await q(
-          `UPDATE ${table} AS t SET attempts = t.attempts + 1, updated_at = now(),
-             lease_until = now() + ($3::bigint * interval '1 millisecond'),
-             last_error = '${IN_FLIGHT}' || (t.attempts + 1)::text
-           FROM (SELECT id, last_error AS previous_error FROM ${table} WHERE id = $1::bigint) AS old
-           WHERE t.id = old.id AND t.lease_token = $2 AND t.state = 'leased'
-           RETURNING t.id::text AS id, t.kind, t.key, t.payload, t.state, t.attempts, old.previous_error AS last_error`,
-          [id, token, leaseMs],
-        );
-        if (started.length === 0) {
+        const raw = await store.start(id, token, leaseMs);
+        if (!raw) {
           stats.lost++; // our reservation expired and another dispatcher has the row
           continue;
         }
-        const raw = started[0];
         const row: OutboxRow = { ...raw, id: String(raw.id), attempts: Number(raw.attempts) };
         const diedMidSend = typeof row.last_error === "string" && row.last_error.startsWith(IN_FLIGHT);
         if (diedMidSend) row.last_error = `ambiguous: the dispatcher of attempt ${row.last_error!.slice(IN_FLIGHT.length)} died or timed out mid-send (lease expired)`;
-        const record = async (sql: string, params: unknown[], counter: "completed" | "retried" | "failed" | "manual") => {
-          const updated = await q(sql, params);
-          if (updated.length === 1) stats[counter]++;
+        const record = async (outcome: Outcome, counter: "completed" | "retried" | "failed" | "manual") => {
+          if (await store.record(row.id, token, outcome)) stats[counter]++;
           else stats.lost++; // fenced: another dispatcher took the row over while we sent
         };
         if (row.attempts > maxAttempts) {
           // the previous holder's lease expired (it crashed or hung) and the budget is spent
           await record(
-            `UPDATE ${table} SET state = 'terminal_failure', lease_until = NULL, lease_token = NULL, updated_at = now(),
-               last_error = $3 WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
-            [row.id, token, `attempts exhausted (${maxAttempts}); last: ${row.last_error ?? "lease expired (dispatcher crashed or timed out)"}`],
+            { state: "terminal_failure", message: `attempts exhausted (${maxAttempts}); last: ${row.last_error ?? "lease expired (dispatcher crashed or timed out)"}`.slice(0, 2000) },
             "failed",
           );
           continue;
         }
-        const park = (why: string) =>
-          record(
-            `UPDATE ${table} SET state = 'manual_review', lease_until = NULL, lease_token = NULL, updated_at = now(),
-               last_error = $3 WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
-            [row.id, token, why.slice(0, 2000)],
-            "manual",
-          );
-        const markCompleted = () =>
-          record(
-            `UPDATE ${table} SET state = 'completed', completed_at = now(), lease_until = NULL, lease_token = NULL,
-               last_error = NULL, updated_at = now() WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
-            [row.id, token],
-            "completed",
-          );
+        const park = (why: string) => record({ state: "manual_review", message: why.slice(0, 2000) }, "manual");
+        const markCompleted = () => record({ state: "completed" }, "completed");
         /** After an ambiguous outcome: may this row be sent (again)? Parks or completes it otherwise. */
         const settleAmbiguous = async (why: string): Promise<"send" | "settled"> => {
           const policy = policyOf(row.kind);
@@ -337,22 +506,11 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
             // checkRemote says it did not happen: an ordinary retry below
           }
           if (cls === "permanent" || row.attempts >= maxAttempts) {
-            await record(
-              `UPDATE ${table} SET state = 'terminal_failure', lease_until = NULL, lease_token = NULL, updated_at = now(),
-                 last_error = $3 WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
-              [row.id, token, message],
-              "failed",
-            );
+            await record({ state: "terminal_failure", message }, "failed");
           } else {
             const after = retryAfterMs(err);
             const delay = after !== undefined ? after : backoffMs(row.attempts, baseDelayMs, maxDelayMs, random);
-            await record(
-              `UPDATE ${table} SET state = 'pending', lease_until = NULL, lease_token = NULL, updated_at = now(),
-                 available_at = now() + ($3::bigint * interval '1 millisecond'), last_error = $4
-               WHERE id = $1::bigint AND lease_token = $2 RETURNING id`,
-              [row.id, token, delay, message],
-              "retried",
-            );
+            await record({ state: "pending", message, delayMs: delay }, "retried");
           }
           continue;
         }
@@ -364,15 +522,11 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
 
   return {
     table,
+    dialect,
     async enqueue(tx, message) {
       if (!message || typeof message.kind !== "string" || !message.kind) throw new TypeError("@retrysafe/guard: outbox.enqueue needs a kind");
       checkKey(message.key);
-      const q = queryOf(tx, "enqueue()", options.sql);
-      const rows = await q(
-        `INSERT INTO ${table} (kind, key, payload) VALUES ($1, $2, $3::jsonb) ON CONFLICT (key) DO NOTHING RETURNING id::text AS id`,
-        [message.kind, message.key, JSON.stringify(message.payload ?? null)],
-      );
-      return rows.length > 0;
+      return storeFor(tx).enqueue(tx, message);
     },
     dispatch,
     start(opts) {

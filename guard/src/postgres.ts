@@ -1,5 +1,6 @@
-import type { Guard, GuardResult } from "./types.js";
+import type { Guard, GuardRunResult } from "./types.js";
 import { GuardCommitError } from "./errors.js";
+import { compareFingerprints, fingerprintFor, isMissingFingerprintColumn, missingFingerprintColumn, type RunOptions } from "./fingerprint.js";
 import { checkKey, claimStillHeldSql, ClaimConflict, isRetryableConflict, isUniqueViolation, quoteTable, retryClaimConflicts } from "./util.js";
 
 /** The part of a node-postgres client the guard uses. */
@@ -45,6 +46,9 @@ export function postgresGuard<P extends PgPoolLike>(pool: P, options: PostgresGu
   }
   const table = quoteTable(options.table ?? "processed_events");
   const claimSql = `INSERT INTO ${table} (key) VALUES ($1) ON CONFLICT DO NOTHING RETURNING key`;
+  // only with { payload }: a 0.1 table without the column keeps working for plain run()
+  const claimWithFingerprintSql = `INSERT INTO ${table} (key, fingerprint) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING key`;
+  const storedFingerprintSql = `SELECT fingerprint FROM ${table} WHERE key = $1`;
   const begin = options.isolationLevel ? `BEGIN ISOLATION LEVEL ${options.isolationLevel.toUpperCase()}` : "BEGIN";
   if (options.isolationLevel && !/^(read committed|repeatable read|serializable)$/.test(options.isolationLevel)) {
     throw new Error(`@retrysafe/guard: invalid isolationLevel ${JSON.stringify(options.isolationLevel)}`);
@@ -52,22 +56,28 @@ export function postgresGuard<P extends PgPoolLike>(pool: P, options: PostgresGu
 
   const probeSql = claimStillHeldSql(table, "$1");
 
-  async function attempt<T>(key: string, fn: (tx: PoolClientOf<P>) => Promise<T> | T): Promise<GuardResult<T>> {
+  async function attempt<T>(key: string, fn: (tx: PoolClientOf<P>) => Promise<T> | T, fingerprint: string | null, runOptions?: RunOptions): Promise<GuardRunResult<T>> {
     const client = (await pool.connect()) as PgClientLike;
     let broken: Error | undefined;
     try {
       await client.query(begin);
       let claimed: boolean;
       try {
-        const r = await client.query(claimSql, [key]);
+        const r = fingerprint === null ? await client.query(claimSql, [key]) : await client.query(claimWithFingerprintSql, [key, fingerprint]);
         claimed = (r.rowCount ?? r.rows.length) > 0;
       } catch (err) {
         if (isRetryableConflict(err)) throw new ClaimConflict(err);
+        if (fingerprint !== null && isMissingFingerprintColumn(err)) throw missingFingerprintColumn(key, table, err);
         if (!isUniqueViolation(err)) throw err;
         claimed = false;
       }
       if (!claimed) {
         await client.query("ROLLBACK");
+        if (fingerprint !== null) {
+          // out of the transaction: a fresh snapshot that sees the winner's committed claim
+          const stored = (await client.query(storedFingerprintSql, [key])).rows[0]?.fingerprint;
+          if (compareFingerprints(key, stored, fingerprint, runOptions) === "mismatch") return { status: "mismatch" };
+        }
         return { status: "duplicate" };
       }
       const result = await fn(client as PoolClientOf<P>);
@@ -101,9 +111,10 @@ export function postgresGuard<P extends PgPoolLike>(pool: P, options: PostgresGu
   }
 
   return {
-    async run<T>(key: string, fn: (tx: PoolClientOf<P>) => Promise<T> | T): Promise<GuardResult<T>> {
+    async run<T>(key: string, fn: (tx: PoolClientOf<P>) => Promise<T> | T, runOptions?: RunOptions): Promise<GuardRunResult<T>> {
       checkKey(key);
-      return retryClaimConflicts(() => attempt(key, fn));
+      const fingerprint = fingerprintFor(runOptions);
+      return retryClaimConflicts(() => attempt(key, fn, fingerprint, runOptions));
     },
-  };
+  } as Guard<PoolClientOf<P>>;
 }

@@ -1,6 +1,7 @@
 import type { Inbox } from "./inbox.js";
 import type { Outbox, OutboxMessage } from "./outbox.js";
 import { describeError, queryOf } from "./outbox.js";
+import { mysqlExec, mysqlText, sqlDialectOf, type SqlDialect } from "./dialect.js";
 
 /** One disagreement a consistency check found, e.g. an account on "pro" whose subscription the provider shows as cancelled. */
 export interface Discrepancy {
@@ -19,8 +20,10 @@ export interface ConsistencyCheck {
 }
 
 export interface ReconcileOptions {
-  /** Where the inbox and outbox live (a pg Pool, Prisma client or Drizzle db); repairs are enqueued through it. */
+  /** Where the inbox and outbox live (a pg or mysql2 Pool, Prisma client or Drizzle db); repairs are enqueued through it. */
   db: object;
+  /** `"postgresql"` or `"mysql"`; default: read from `db`. */
+  dialect?: SqlDialect;
   inbox?: Inbox;
   outbox?: Outbox;
   checks?: ConsistencyCheck[];
@@ -54,8 +57,26 @@ export interface ReconcileReport {
  */
 export async function reconcile(options: ReconcileOptions): Promise<ReconcileReport> {
   if (!options?.db) throw new TypeError("@retrysafe/guard: reconcile({ db }) needs a database");
-  const q = queryOf(options.db, "reconcile()", options.sql);
+  const dialect = options.dialect ?? sqlDialectOf(options.db);
+  for (const part of [options.inbox, options.outbox]) {
+    if (part && part.dialect !== dialect) {
+      throw new TypeError(`@retrysafe/guard: reconcile() on ${dialect} got an ${part === options.inbox ? "inbox" : "outbox"} made for ${part.dialect} (create it with the same db)`);
+    }
+  }
+  const mysql = dialect === "mysql";
   const limit = Math.max(1, Math.floor(options.limit ?? 100));
+  // the same listing on both dialects; keys are VARBINARY on MySQL, read back as text
+  const pgQuery = mysql ? undefined : queryOf(options.db, "reconcile()", options.sql);
+  const myQuery = mysql ? mysqlExec(options.db, "reconcile()", options.sql) : undefined;
+  const q = async (text: string, params: unknown[]) => {
+    if (pgQuery) return pgQuery(text, params);
+    const rows = await myQuery!.rows(text, params);
+    return rows.map((r) => ({ ...r, key: mysqlText(r.key), kind: mysqlText(r.kind) }));
+  };
+  const key = mysql ? "`key`" : "key";
+  const limitParam = mysql ? "?" : "$1";
+  const expiredMs = mysql ? "TIMESTAMPDIFF(MICROSECOND, lease_until, NOW(6)) / 1000" : "(extract(epoch FROM (now() - lease_until)) * 1000)::float8";
+  const now = mysql ? "NOW(6)" : "now()";
   const report: ReconcileReport = {
     checkedAt: new Date().toISOString(),
     stuckInbox: [],
@@ -69,18 +90,18 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRep
   if (options.inbox) {
     const t = options.inbox.table;
     const stuck = await q(
-      `SELECT key, kind, attempts, last_error, (extract(epoch FROM (now() - lease_until)) * 1000)::float8 AS expired_ms
-         FROM ${t} WHERE state = 'leased' AND lease_until < now() ORDER BY lease_until LIMIT $1`,
+      `SELECT ${key}, kind, attempts, last_error, ${expiredMs} AS expired_ms
+         FROM ${t} WHERE state = 'leased' AND lease_until < ${now} ORDER BY lease_until LIMIT ${limitParam}`,
       [limit],
     );
     report.stuckInbox = stuck.map((r) => ({ key: r.key, kind: r.kind, attempts: Number(r.attempts), leaseExpiredForMs: Math.round(Number(r.expired_ms)), lastError: r.last_error }));
-    const failed = await q(`SELECT key, kind, attempts, last_error FROM ${t} WHERE state = 'terminal_failure' ORDER BY updated_at LIMIT $1`, [limit]);
+    const failed = await q(`SELECT ${key}, kind, attempts, last_error FROM ${t} WHERE state = 'terminal_failure' ORDER BY updated_at LIMIT ${limitParam}`, [limit]);
     report.failedInbox = failed.map((r) => ({ key: r.key, kind: r.kind, attempts: Number(r.attempts), lastError: r.last_error }));
   }
   if (options.outbox) {
     const rows = await q(
-      `SELECT key, kind, state, attempts, last_error FROM ${options.outbox.table}
-        WHERE state IN ('manual_review', 'terminal_failure') ORDER BY updated_at LIMIT $1`,
+      `SELECT ${key}, kind, state, attempts, last_error FROM ${options.outbox.table}
+        WHERE state IN ('manual_review', 'terminal_failure') ORDER BY updated_at LIMIT ${limitParam}`,
       [limit],
     );
     report.outbox = rows.map((r) => ({ key: r.key, kind: r.kind, state: r.state, attempts: Number(r.attempts), lastError: r.last_error }));

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { Guard, GuardResult } from "./types.js";
+import type { Guard, GuardRunResult } from "./types.js";
+import { fingerprintFor, mismatchFor, type RunOptions } from "./fingerprint.js";
 import { describeKey, GuardError, GuardTimeoutError } from "./errors.js";
 import { checkKey } from "./util.js";
 
@@ -27,10 +28,15 @@ export type RedisLike = object;
 
 const DAY = 24 * 60 * 60;
 
-// KEYS[1] = key, ARGV[1] = token, ARGV[2] = lease ms. SET key lease:token NX PX lease, atomically with the lookup.
+// KEYS[1] = key, ARGV[1] = token, ARGV[2] = lease ms, ARGV[3] = payload fingerprint or ''.
+// SET key lease:token NX PX lease, atomically with the lookup. A token ends in
+// ".<fingerprint>" when the claim was made with a payload: a holder or marker of another
+// payload is a mismatch, whatever its state.
 const ACQUIRE = `
 local v = redis.call('GET', KEYS[1])
 if v then
+  local stored = string.match(v, '%.(%x+)$')
+  if ARGV[3] ~= '' and stored and stored ~= ARGV[3] then return 'mismatch' end
   if string.sub(v, 1, 5) == 'done:' then return 'duplicate' end
   return 'in-progress'
 end
@@ -137,11 +143,14 @@ export function redisGuard(redis: RedisLike, options: RedisGuardOptions = {}): G
   }
 
   return {
-    async run<T>(key: string, fn: (tx: undefined) => Promise<T> | T): Promise<GuardResult<T>> {
+    async run<T>(key: string, fn: (tx: undefined) => Promise<T> | T, runOptions?: RunOptions): Promise<GuardRunResult<T>> {
       checkKey(key);
+      const fingerprint = fingerprintFor(runOptions);
       const rkey = prefix + key;
-      const token = randomBytes(16).toString("hex");
-      const got = String(await call("acquire the lease", key, ACQUIRE, rkey, [token, String(leaseMs)]));
+      // the fingerprint rides in the owner token, so every compare-and-set keeps fencing on one string
+      const token = randomBytes(16).toString("hex") + (fingerprint === null ? "" : `.${fingerprint}`);
+      const got = String(await call("acquire the lease", key, ACQUIRE, rkey, [token, String(leaseMs), fingerprint ?? ""]));
+      if (got === "mismatch") return mismatchFor(key, runOptions);
       if (got === "duplicate") return { status: "duplicate" };
       if (got === "in-progress") return { status: "in-progress" };
       if (got !== "acquired") throw new GuardError(`@retrysafe/guard: unexpected reply from Redis for key ${describeKey(key)}: ${got}`, key);
@@ -196,5 +205,5 @@ export function redisGuard(redis: RedisLike, options: RedisGuardOptions = {}): G
       if (done === 0) markLost();
       return lost ? { status: "processed", result, leaseLost: true } : { status: "processed", result };
     },
-  };
+  } as Guard<undefined>;
 }

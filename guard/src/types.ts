@@ -1,3 +1,5 @@
+import type { RunOptions } from "./fingerprint.js";
+
 /** The result of `guard.run(key, fn)`. Every guard returns the same union. */
 export type GuardResult<T> =
   | {
@@ -11,7 +13,15 @@ export type GuardResult<T> =
   | { status: "duplicate" }
   | { status: "in-progress" };
 
+/**
+ * The result of `guard.run(key, fn, { payload })`: also `mismatch` when the key is already
+ * claimed with another payload's fingerprint (the callback did not run; answer 422).
+ */
+export type GuardRunResult<T> = GuardResult<T> | { status: "mismatch" };
+
 /** A guard: `run(key, fn)` claims `key` and runs `fn` at most once per key. */
 export interface Guard<Tx> {
   run<T>(key: string, fn: (tx: Tx) => Promise<T> | T): Promise<GuardResult<T>>;
+  /** With `{ payload }`: the payload's fingerprint is stored with the claim and compared on duplicates. */
+  run<T>(key: string, fn: (tx: Tx) => Promise<T> | T, options?: RunOptions): Promise<GuardRunResult<T>>;
 }

@@ -36,12 +36,13 @@ export function checkKey(key: unknown): string {
   return key;
 }
 
-/** A unique violation from pg (23505), Prisma (P2002) or Drizzle (wrapped in .cause). */
+/** A unique violation from pg (23505), MySQL (1062), Prisma (P2002, or a raw query's driver adapter error) or Drizzle (wrapped in .cause). */
 export function isUniqueViolation(err: unknown): boolean {
   let e: any = err;
   for (let i = 0; i < 4 && e; i++) {
     if (e.code === "23505" || e.code === "P2002" || e.code === "ER_DUP_ENTRY" || e.errno === 1062) return true;
-    if (e.meta && (e.meta.code === "23505" || e.meta?.driverAdapterError?.cause?.originalCode === "23505")) return true;
+    const adapter = e.meta?.driverAdapterError?.cause;
+    if (e.meta && (e.meta.code === "23505" || adapter?.originalCode === "23505" || adapter?.originalCode === "1062" || adapter?.kind === "UniqueConstraintViolation")) return true;
     e = e.cause;
   }
   return false;
@@ -54,8 +55,8 @@ export function isRetryableConflict(err: unknown): boolean {
     const code = e.code ?? e.meta?.code;
     if (code === "40001" || code === "40P01" || code === "P2034" || code === "ER_LOCK_DEADLOCK" || e.errno === 1213) return true;
     const original = e.meta?.driverAdapterError?.cause?.originalCode;
-    if (original === "40001" || original === "40P01") return true;
-    if (typeof e.message === "string" && /\bCode: `40(001|P01)`/.test(e.message)) return true;
+    if (original === "40001" || original === "40P01" || original === "1213") return true;
+    if (typeof e.message === "string" && /\bCode: `(40001|40P01|1213)`/.test(e.message)) return true;
     e = e.cause;
   }
   return false;

@@ -1,5 +1,6 @@
 // One contract, run against every guard with real PostgreSQL and Redis servers.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GuardMismatchError, statusFor } from "../src/index.ts";
 import { ensureSchema, sleep, spawnTs, uniq } from "./helpers.ts";
 import { DB_KINDS, isDbKind, makeSubject, MYSQL_KINDS, REDIS_KINDS, type Kind, type Subject } from "./subjects.ts";
 
@@ -132,6 +133,68 @@ for (const kind of KINDS) {
       expect(await s.guard.run(key, async () => "again")).toEqual({ status: "duplicate" });
     });
 
+    it("payload fingerprint: the same key with another payload is a mismatch (or a GuardMismatchError), never a duplicate", async () => {
+      const key = uniq(`fp-${kind}`);
+      const payload = { id: "evt_1", amount: 100, lines: [{ sku: "a", qty: 1 }] };
+      const first = await s.guard.run(key, async (tx) => {
+        await s.write(tx, key);
+        return "first";
+      }, { payload });
+      expect(first).toEqual({ status: "processed", result: "first" });
+      let ran = 0;
+      const again = () => void ran++;
+      // the provider re-serialised the same event (other key order): a redelivery
+      expect(await s.guard.run(key, again, { payload: { lines: [{ qty: 1, sku: "a" }], amount: 100, id: "evt_1" } })).toEqual({ status: "duplicate" });
+      const other = await s.guard.run(key, again, { payload: { ...payload, amount: 200 } });
+      expect(other).toEqual({ status: "mismatch" });
+      expect(statusFor(other).status).toBe(422);
+      const thrown = await s.guard.run(key, again, { payload: "another body", onMismatch: "throw" }).catch((e: unknown) => e);
+      expect(thrown).toBeInstanceOf(GuardMismatchError);
+      expect((thrown as GuardMismatchError).key).toBe(key);
+      // without a payload there is nothing to compare
+      expect(await s.guard.run(key, again)).toEqual({ status: "duplicate" });
+      expect(ran).toBe(0);
+      expect(await s.effects(key)).toBe(1);
+    });
+
+    it("payload fingerprint: a key claimed without a payload stays a duplicate for any payload", async () => {
+      const key = uniq(`fp-none-${kind}`);
+      expect(await s.guard.run(key, async (tx) => s.write(tx, key))).toMatchObject({ status: "processed" });
+      expect(await s.guard.run(key, async () => 1, { payload: { any: "thing" } })).toEqual({ status: "duplicate" });
+      // a failed attempt leaves no fingerprint behind: the next payload claims afresh
+      const key2 = uniq(`fp-fail-${kind}`);
+      await expect(s.guard.run(key2, async () => Promise.reject(new Error("boom")), { payload: { v: 1 } })).rejects.toThrow("boom");
+      expect(await s.guard.run(key2, async (tx) => s.write(tx, key2), { payload: { v: 2 } })).toMatchObject({ status: "processed" });
+      expect(await s.guard.run(key2, async () => 1, { payload: { v: 1 } })).toEqual({ status: "mismatch" });
+    });
+
+    it("payload fingerprint under concurrency: 16 deliveries of payload A and 16 of B on one key: 1 processed, every other-payload call a mismatch", async () => {
+      const key = uniq(`fp-conc-${kind}`);
+      let calls = 0;
+      const payloads = Array.from({ length: 32 }, (_, i) => ({ event: i % 2 === 0 ? "A" : "B" }));
+      const results = await Promise.all(
+        payloads.map((payload) =>
+          s.guard.run(key, async (tx) => {
+            calls++;
+            await s.write(tx, key);
+            await sleep(100);
+            return payload.event;
+          }, { payload }),
+        ),
+      );
+      const processed = results.filter((r) => r.status === "processed") as { status: "processed"; result: string }[];
+      expect(processed).toHaveLength(1);
+      expect(calls).toBe(1);
+      const winner = processed[0]!.result;
+      results.forEach((r, i) => {
+        if (r.status === "processed") return;
+        if (payloads[i]!.event === winner) expect(s.lease ? ["in-progress", "duplicate"] : ["duplicate"]).toContain(r.status);
+        else expect(r.status).toBe("mismatch");
+      });
+      expect(results.filter((r) => r.status === "mismatch")).toHaveLength(16);
+      expect(await s.effects(key)).toBe(1);
+    });
+
     it("rejects empty or undefined keys", async () => {
       await expect(s.guard.run("", async () => 1)).rejects.toThrow(/non-empty string/);
       await expect(s.guard.run(undefined as any, async () => 1)).rejects.toThrow(/non-empty string/);
@@ -145,6 +208,14 @@ for (const kind of KINDS) {
         expect(await g.run(key, async () => 1)).toEqual({ status: "duplicate" });
         expect(await s.claimed(key)).toBe(false); // not in processed_events
         expect(() => s.withOptions({ table: "bad; drop table x" })).toThrow(/invalid table name/);
+      });
+
+      it("a 0.1 claim table (no fingerprint column) works without a payload; with one, the error names the migration", async () => {
+        const key = uniq(`fp-old-${kind}`);
+        const g = s.withOptions({ table: "custom_claims" });
+        expect(await g.run(key, async (tx) => s.write(tx, key))).toMatchObject({ status: "processed" });
+        expect(await g.run(key, async () => 1)).toEqual({ status: "duplicate" });
+        await expect(g.run(uniq(`fp-old2-${kind}`), async () => 1, { payload: { a: 1 } })).rejects.toThrow(/needs a fingerprint column in .*custom_claims.*ALTER TABLE/);
       });
 
       it("a failed business write inside the callback rolls back the claim too", async () => {

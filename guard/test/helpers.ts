@@ -33,6 +33,8 @@ export async function ensureSchema(): Promise<void> {
   try {
     await c.query("SELECT pg_advisory_lock(4242)");
     await c.query(claimSql);
+    // a database created by 0.1's suite has the claim table without the fingerprint column
+    await c.query("ALTER TABLE processed_events ADD COLUMN IF NOT EXISTS fingerprint text");
     await c.query(SCHEMA);
     await c.query(outboxSql);
     // a database created by 0.1's suite has the old state check (no manual_review)
@@ -51,6 +53,7 @@ export const MYSQL_SCHEMA = [
   "CREATE TABLE IF NOT EXISTS ledger (id INT AUTO_INCREMENT PRIMARY KEY, event_key VARCHAR(600) NOT NULL, amount INT NOT NULL)",
   "CREATE TABLE IF NOT EXISTS counters (name VARBINARY(512) NOT NULL PRIMARY KEY, value INT NOT NULL DEFAULT 0)",
   "CREATE TABLE IF NOT EXISTS unique_things (id VARCHAR(200) NOT NULL PRIMARY KEY)",
+  "CREATE TABLE IF NOT EXISTS entitlement_log (id INT AUTO_INCREMENT PRIMARY KEY, event_key VARCHAR(600) NOT NULL, account VARCHAR(200) NOT NULL, plan VARCHAR(50) NOT NULL)",
 ];
 
 /** The MariaDB tables: the shipped sql/mysql.sql plus the test's business tables. */
@@ -64,6 +67,8 @@ export async function ensureMysqlSchema(): Promise<void> {
   const c = await mysql.createConnection({ uri: MYSQL_URL });
   try {
     for (const st of [...shipped, ...MYSQL_SCHEMA]) await c.query(st);
+    // a database created by an earlier suite has the claim table without the fingerprint column
+    await c.query("ALTER TABLE processed_events ADD COLUMN IF NOT EXISTS fingerprint CHAR(64) CHARACTER SET ascii NULL");
   } finally {
     await c.end();
   }

@@ -7,6 +7,8 @@ import { ledger } from "./subjects.ts";
 import { PrismaClient } from "./generated/prisma/client.ts";
 import { HttpError, makeSend, startFakeProvider, type FakeProvider } from "./fake-provider.ts";
 import { DATABASE_URL, ensureSchema, sleep, spawnTs, uniq } from "./helpers.ts";
+import { makeQueueBackend, QUEUE_BACKENDS, rawAccess, type QueueBackend } from "./backends.ts";
+import { makeSubject, MYSQL_KINDS } from "./subjects.ts";
 
 let pool: pg.Pool;
 let provider: FakeProvider;
@@ -122,169 +124,229 @@ describe("outbox.enqueue inside the guard's transaction", () => {
   });
 });
 
-describe("outbox.dispatch", () => {
-  it("a dispatcher killed with SIGKILL mid-send: rows resume after the lease and each key takes effect once", async () => {
-    const keys = Array.from({ length: 5 }, (_, i) => uniq(`crash${i}`));
-    await enqueueKeys(keys);
-    const child = spawnTs("test/fixtures/dispatch-child.ts", [provider.url, keys[2]!, "1500"]);
-    const { signal } = await child.exited;
-    expect(signal, child.output()).toBe("SIGKILL");
-    expect(child.output()).toContain("KILLING");
-
-    expect((await rowOf(keys[0]!)).state).toBe("completed");
-    expect((await rowOf(keys[1]!)).state).toBe("completed");
-    expect((await rowOf(keys[2]!)).state).toBe("leased"); // sent, completion never recorded
-    // while the dead dispatcher's lease holds, nobody takes its rows
-    const ob = outbox();
-    const send = makeSend(provider.url);
-    expect(await ob.dispatch({ send, leaseMs: 5000 })).toMatchObject({ leased: 0 });
-    await sleep(1800); // the dead dispatcher's 1500 ms lease has expired
-    const stats = await ob.dispatch({ send, leaseMs: 5000 });
-    expect(stats).toEqual({ leased: 3, completed: 3, retried: 0, failed: 0, lost: 0, manual: 0 });
-
-    for (const k of keys) {
-      expect((await rowOf(k)).state).toBe("completed");
-      expect(provider.effects.get(k)).toBe(1); // one effect per idempotency key
-    }
-    expect(provider.calls.get(keys[2]!)).toBe(2); // resent with the same key
-    expect(provider.calls.get(keys[3]!)).toBe(1);
-    expect([...provider.effects.keys()].filter((k) => keys.includes(k))).toHaveLength(5);
-  });
-
-  it("two concurrent dispatchers never send the same row twice (SKIP LOCKED)", async () => {
-    const keys = Array.from({ length: 20 }, (_, i) => uniq(`par${i}`));
-    await enqueueKeys(keys);
-    const ob = outbox();
-    const send = makeSend(provider.url);
-    const [a, b] = await Promise.all([ob.dispatch({ send, batchSize: 3 }), ob.dispatch({ send, batchSize: 3 })]);
-    expect(a.completed + b.completed).toBe(20);
-    for (const k of keys) expect(provider.calls.get(k)).toBe(1);
-  });
-
-  it("retries transient failures with backoff, then parks the row as terminal_failure after maxAttempts", async () => {
-    const key = uniq("flaky");
-    await enqueueKeys([key]);
-    provider.script(key, { status: 503 }, { status: 503 }, { status: 503 }, { status: 503 });
-    const ob = outbox();
-    const send = makeSend(provider.url);
-    // random() = 0.5 -> half of the ceiling: 5000 ms after attempt 1
-    let stats = await ob.dispatch({ send, maxAttempts: 3, baseDelayMs: 10_000, random: () => 0.5 });
-    expect(stats).toEqual({ leased: 1, completed: 0, retried: 1, failed: 0, lost: 0, manual: 0 });
-    let row = await rowOf(key);
-    expect(row).toMatchObject({ state: "pending", attempts: 1 });
-    expect(row.last_error).toMatch(/transient.*503/);
-    expect(row.due_in_ms).toBeGreaterThan(4000);
-    expect(row.due_in_ms).toBeLessThanOrEqual(5000);
-    expect(await ob.dispatch({ send, maxAttempts: 3 })).toMatchObject({ leased: 0 }); // not due yet
-
-    // make it due; jitter 0 -> immediate retries until the budget is spent
-    await pool.query("UPDATE retrysafe_outbox SET available_at = now() WHERE key = $1", [key]);
-    stats = await ob.dispatch({ send, maxAttempts: 3, baseDelayMs: 10_000, random: () => 0 });
-    expect(stats).toEqual({ leased: 2, completed: 0, retried: 1, failed: 1, lost: 0, manual: 0 });
-    row = await rowOf(key);
-    expect(row).toMatchObject({ state: "terminal_failure", attempts: 3, lease_until: null });
-    expect(row.last_error).toMatch(/503/);
-    expect(provider.calls.get(key)).toBe(3);
-    expect(await ob.dispatch({ send, maxAttempts: 3 })).toMatchObject({ leased: 0 });
-  });
-
-  it("a permanent 4xx goes to terminal_failure at once", async () => {
-    const key = uniq("bad");
-    await enqueueKeys([key]);
-    provider.script(key, { status: 422 });
-    const stats = await outbox().dispatch({ send: makeSend(provider.url), maxAttempts: 5, random: () => 0 });
-    expect(stats).toEqual({ leased: 1, completed: 0, retried: 0, failed: 1, lost: 0, manual: 0 });
-    const row = await rowOf(key);
-    expect(row).toMatchObject({ state: "terminal_failure", attempts: 1 });
-    expect(row.last_error).toMatch(/permanent.*422/);
-    expect(provider.calls.get(key)).toBe(1);
-  });
-
-  it("honours Retry-After (seconds and HTTP date) over the jittered backoff", async () => {
-    const k1 = uniq("ra-secs");
-    const k2 = uniq("ra-date");
-    await enqueueKeys([k1, k2]);
-    provider.script(k1, { status: 429, headers: { "retry-after": "1" } });
-    provider.script(k2, { status: 503, headers: { "retry-after": new Date(Date.now() + 30_000).toUTCString() } });
-    const ob = outbox();
-    const send = makeSend(provider.url);
-    const stats = await ob.dispatch({ send, random: () => 0, baseDelayMs: 1 });
-    expect(stats).toEqual({ leased: 2, completed: 0, retried: 2, failed: 0, lost: 0, manual: 0 });
-    const r1 = await rowOf(k1);
-    expect(r1.due_in_ms).toBeGreaterThan(700);
-    expect(r1.due_in_ms).toBeLessThanOrEqual(1000);
-    const r2 = await rowOf(k2);
-    expect(r2.due_in_ms).toBeGreaterThan(25_000);
-    expect(r2.due_in_ms).toBeLessThanOrEqual(31_000);
-    expect(await ob.dispatch({ send })).toMatchObject({ leased: 0 });
-    await sleep(1200);
-    expect(await ob.dispatch({ send })).toEqual({ leased: 1, completed: 1, retried: 0, failed: 0, lost: 0, manual: 0 });
-    expect((await rowOf(k1)).state).toBe("completed");
-    expect((await rowOf(k2)).state).toBe("pending");
-  });
-
-  it("an ambiguous outcome (response lost) is retried with the same key and takes effect once", async () => {
-    const key = uniq("lost");
-    await enqueueKeys([key]);
-    provider.script(key, "apply-then-drop");
-    const ob = outbox();
-    const stats = await ob.dispatch({ send: makeSend(provider.url), random: () => 0 });
-    expect(stats).toEqual({ leased: 2, completed: 1, retried: 1, failed: 0, lost: 0, manual: 0 });
-    expect(provider.calls.get(key)).toBe(2);
-    expect(provider.effects.get(key)).toBe(1);
-    expect(await rowOf(key)).toMatchObject({ state: "completed", attempts: 2, last_error: null });
-  });
-
-  it("a dispatcher whose lease expired cannot complete a row another dispatcher took over", async () => {
-    const key = uniq("slow");
-    await enqueueKeys([key]);
-    const ob = outbox();
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    let slowSent!: () => void;
-    const sentSlow = new Promise<void>((r) => (slowSent = r));
-    const slow = ob.dispatch({
-      leaseMs: 300,
-      send: async () => {
-        slowSent();
-        await gate;
-        throw Object.assign(new Error("late failure"), { status: 500 });
-      },
+describe("outbox.enqueue inside the guard's transaction on MySQL / MariaDB", () => {
+  for (const kind of MYSQL_KINDS) {
+    it(`${kind}: commits with the claim and the business write, rolls back with them, and dispatches`, async () => {
+      const s = await makeSubject(kind);
+      const backend = await makeQueueBackend(kind === "mysql" ? "mysql" : kind === "drizzle-mysql" ? "drizzle-mysql" : "prisma-mysql", 2);
+      try {
+        await backend.reset();
+        const ob = createOutbox({ db: backend.db });
+        const event = uniq("evt");
+        const enqueueOnly = createOutbox(); // no db: the dialect comes from the transaction it is given
+        const r = await s.guard.run(`stripe:${event}`, async (tx) => {
+          await s.write(tx, event);
+          expect(await enqueueOnly.enqueue(tx, { kind: "audit", key: `audit:${event}` })).toBe(true);
+          return ob.enqueue(tx, { kind: "send_receipt", key: `receipt:${event}`, payload: { quote: "it's $1 ? or not" } });
+        });
+        expect(r).toEqual({ status: "processed", result: true });
+        expect(await rawAccess(backend).outboxRow(`audit:${event}`)).toMatchObject({ state: "pending" });
+        expect(await ob.enqueue(backend.db, { kind: "send_receipt", key: `receipt:${event}` })).toBe(false); // same key: a no-op
+        await expect(
+          s.guard.run(`stripe:${event}-b`, async (tx) => {
+            await ob.enqueue(tx, { kind: "send_receipt", key: `receipt:${event}-b` });
+            throw new Error("later failure");
+          }),
+        ).rejects.toThrow("later failure");
+        expect(await rawAccess(backend).outboxRow(`receipt:${event}-b`)).toBeUndefined();
+        const payloads: unknown[] = [];
+        const send = makeSend(provider.url);
+        const stats = await ob.dispatch({ kinds: ["send_receipt"], send: (row, ctx) => (payloads.push(row.payload), send(row, ctx)) });
+        expect(stats).toMatchObject({ completed: 1, retried: 0, failed: 0, lost: 0 });
+        expect(payloads).toContainEqual({ quote: "it's $1 ? or not" });
+        expect(await rawAccess(backend).outboxRow(`receipt:${event}`)).toMatchObject({ state: "completed", attempts: 1 });
+        expect(provider.effects.get(`receipt:${event}`)).toBe(1);
+      } finally {
+        await s.close();
+        await backend.close();
+      }
     });
-    await sentSlow;
-    await sleep(600);
-    const fast = await ob.dispatch({ send: makeSend(provider.url) });
-    expect(fast).toMatchObject({ leased: 1, completed: 1 });
-    release();
-    await slow;
-    expect(await rowOf(key)).toMatchObject({ state: "completed", attempts: 2, last_error: null });
-  });
+  }
+});
 
-  it("a row whose dispatchers keep crashing goes terminal once the attempt budget is spent", async () => {
-    const key = uniq("poison");
-    await enqueueKeys([key]);
-    // as if 3 dispatchers leased it and died
-    await pool.query(
-      "UPDATE retrysafe_outbox SET state = 'leased', attempts = 3, lease_until = now() - interval '1 second' WHERE key = $1",
-      [key],
-    );
-    const stats = await outbox().dispatch({ send: makeSend(provider.url), maxAttempts: 3 });
-    expect(stats).toEqual({ leased: 1, completed: 0, retried: 0, failed: 1, lost: 0, manual: 0 });
-    const row = await rowOf(key);
-    expect(row).toMatchObject({ state: "terminal_failure", attempts: 4 });
-    expect(row.last_error).toMatch(/attempts exhausted \(3\).*lease expired/);
-    expect(provider.calls.get(key)).toBeUndefined();
-  });
-
-  it("start() polls until stopped", async () => {
-    const key = uniq("poll");
+for (const backendName of QUEUE_BACKENDS) describe(`outbox.dispatch on ${backendName}`, () => {
+  let b: QueueBackend;
+  const outbox = () => createOutbox({ db: b.db });
+  const rowOf = async (key: string) => (await rawAccess(b).outboxRow(key))!;
+  async function enqueueKeys(keys: string[]) {
     const ob = outbox();
-    const worker = ob.start({ send: makeSend(provider.url), pollMs: 50 });
-    await enqueueKeys([key]);
-    for (let i = 0; i < 100 && (await rowOf(key)).state !== "completed"; i++) await sleep(50);
-    await worker.stop();
-    expect((await rowOf(key)).state).toBe("completed");
+    for (const key of keys) expect(await ob.enqueue(b.db, { kind: "send_receipt", key, payload: { key } })).toBe(true);
+  }
+  const makeDue = (key: string) =>
+    rawAccess(b).query("UPDATE retrysafe_outbox SET available_at = now() WHERE key = $1", "UPDATE retrysafe_outbox SET available_at = NOW(6) WHERE `key` = ?", [key]);
+  beforeAll(async () => {
+    b = await makeQueueBackend(backendName);
   });
+  afterAll(async () => {
+    await b?.close();
+  });
+  beforeEach(async () => {
+    await b.reset();
+  });
+
+    it("a dispatcher killed with SIGKILL mid-send: rows resume after the lease and each key takes effect once", async () => {
+      const keys = Array.from({ length: 5 }, (_, i) => uniq(`crash${i}`));
+      await enqueueKeys(keys);
+      const child = spawnTs("test/fixtures/dispatch-child.ts", [provider.url, keys[2]!, "1500", backendName]);
+      const { signal } = await child.exited;
+      expect(signal, child.output()).toBe("SIGKILL");
+      expect(child.output()).toContain("KILLING");
+
+      expect((await rowOf(keys[0]!)).state).toBe("completed");
+      expect((await rowOf(keys[1]!)).state).toBe("completed");
+      expect((await rowOf(keys[2]!)).state).toBe("leased"); // sent, completion never recorded
+      // while the dead dispatcher's lease holds, nobody takes its rows
+      const ob = outbox();
+      const send = makeSend(provider.url);
+      expect(await ob.dispatch({ send, leaseMs: 5000 })).toMatchObject({ leased: 0 });
+      await sleep(1800); // the dead dispatcher's 1500 ms lease has expired
+      const stats = await ob.dispatch({ send, leaseMs: 5000 });
+      expect(stats).toEqual({ leased: 3, completed: 3, retried: 0, failed: 0, lost: 0, manual: 0 });
+
+      for (const k of keys) {
+        expect((await rowOf(k)).state).toBe("completed");
+        expect(provider.effects.get(k)).toBe(1); // one effect per idempotency key
+      }
+      expect(provider.calls.get(keys[2]!)).toBe(2); // resent with the same key
+      expect(provider.calls.get(keys[3]!)).toBe(1);
+      expect([...provider.effects.keys()].filter((k) => keys.includes(k))).toHaveLength(5);
+    });
+
+    it("two concurrent dispatchers never send the same row twice (SKIP LOCKED)", async () => {
+      const keys = Array.from({ length: 20 }, (_, i) => uniq(`par${i}`));
+      await enqueueKeys(keys);
+      const ob = outbox();
+      const send = makeSend(provider.url);
+      const [a, b] = await Promise.all([ob.dispatch({ send, batchSize: 3 }), ob.dispatch({ send, batchSize: 3 })]);
+      expect(a.completed + b.completed).toBe(20);
+      for (const k of keys) expect(provider.calls.get(k)).toBe(1);
+    });
+
+    it("retries transient failures with backoff, then parks the row as terminal_failure after maxAttempts", async () => {
+      const key = uniq("flaky");
+      await enqueueKeys([key]);
+      provider.script(key, { status: 503 }, { status: 503 }, { status: 503 }, { status: 503 });
+      const ob = outbox();
+      const send = makeSend(provider.url);
+      // random() = 0.5 -> half of the ceiling: 5000 ms after attempt 1
+      let stats = await ob.dispatch({ send, maxAttempts: 3, baseDelayMs: 10_000, random: () => 0.5 });
+      expect(stats).toEqual({ leased: 1, completed: 0, retried: 1, failed: 0, lost: 0, manual: 0 });
+      let row = await rowOf(key);
+      expect(row).toMatchObject({ state: "pending", attempts: 1 });
+      expect(row.last_error).toMatch(/transient.*503/);
+      expect(row.due_in_ms).toBeGreaterThan(4000);
+      expect(row.due_in_ms).toBeLessThanOrEqual(5000);
+      expect(await ob.dispatch({ send, maxAttempts: 3 })).toMatchObject({ leased: 0 }); // not due yet
+
+      // make it due; jitter 0 -> immediate retries until the budget is spent
+      await makeDue(key);
+      stats = await ob.dispatch({ send, maxAttempts: 3, baseDelayMs: 10_000, random: () => 0 });
+      expect(stats).toEqual({ leased: 2, completed: 0, retried: 1, failed: 1, lost: 0, manual: 0 });
+      row = await rowOf(key);
+      expect(row).toMatchObject({ state: "terminal_failure", attempts: 3, lease_until: null });
+      expect(row.last_error).toMatch(/503/);
+      expect(provider.calls.get(key)).toBe(3);
+      expect(await ob.dispatch({ send, maxAttempts: 3 })).toMatchObject({ leased: 0 });
+    });
+
+    it("a permanent 4xx goes to terminal_failure at once", async () => {
+      const key = uniq("bad");
+      await enqueueKeys([key]);
+      provider.script(key, { status: 422 });
+      const stats = await outbox().dispatch({ send: makeSend(provider.url), maxAttempts: 5, random: () => 0 });
+      expect(stats).toEqual({ leased: 1, completed: 0, retried: 0, failed: 1, lost: 0, manual: 0 });
+      const row = await rowOf(key);
+      expect(row).toMatchObject({ state: "terminal_failure", attempts: 1 });
+      expect(row.last_error).toMatch(/permanent.*422/);
+      expect(provider.calls.get(key)).toBe(1);
+    });
+
+    it("honours Retry-After (seconds and HTTP date) over the jittered backoff", async () => {
+      const k1 = uniq("ra-secs");
+      const k2 = uniq("ra-date");
+      await enqueueKeys([k1, k2]);
+      provider.script(k1, { status: 429, headers: { "retry-after": "1" } });
+      provider.script(k2, { status: 503, headers: { "retry-after": new Date(Date.now() + 30_000).toUTCString() } });
+      const ob = outbox();
+      const send = makeSend(provider.url);
+      const stats = await ob.dispatch({ send, random: () => 0, baseDelayMs: 1 });
+      expect(stats).toEqual({ leased: 2, completed: 0, retried: 2, failed: 0, lost: 0, manual: 0 });
+      const r1 = await rowOf(k1);
+      expect(r1.due_in_ms).toBeGreaterThan(700);
+      expect(r1.due_in_ms).toBeLessThanOrEqual(1000);
+      const r2 = await rowOf(k2);
+      expect(r2.due_in_ms).toBeGreaterThan(25_000);
+      expect(r2.due_in_ms).toBeLessThanOrEqual(31_000);
+      expect(await ob.dispatch({ send })).toMatchObject({ leased: 0 });
+      await sleep(1200);
+      expect(await ob.dispatch({ send })).toEqual({ leased: 1, completed: 1, retried: 0, failed: 0, lost: 0, manual: 0 });
+      expect((await rowOf(k1)).state).toBe("completed");
+      expect((await rowOf(k2)).state).toBe("pending");
+    });
+
+    it("an ambiguous outcome (response lost) is retried with the same key and takes effect once", async () => {
+      const key = uniq("lost");
+      await enqueueKeys([key]);
+      provider.script(key, "apply-then-drop");
+      const ob = outbox();
+      const stats = await ob.dispatch({ send: makeSend(provider.url), random: () => 0 });
+      expect(stats).toEqual({ leased: 2, completed: 1, retried: 1, failed: 0, lost: 0, manual: 0 });
+      expect(provider.calls.get(key)).toBe(2);
+      expect(provider.effects.get(key)).toBe(1);
+      expect(await rowOf(key)).toMatchObject({ state: "completed", attempts: 2, last_error: null });
+    });
+
+    it("a dispatcher whose lease expired cannot complete a row another dispatcher took over", async () => {
+      const key = uniq("slow");
+      await enqueueKeys([key]);
+      const ob = outbox();
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let slowSent!: () => void;
+      const sentSlow = new Promise<void>((r) => (slowSent = r));
+      const slow = ob.dispatch({
+        leaseMs: 300,
+        send: async () => {
+          slowSent();
+          await gate;
+          throw Object.assign(new Error("late failure"), { status: 500 });
+        },
+      });
+      await sentSlow;
+      await sleep(600);
+      const fast = await ob.dispatch({ send: makeSend(provider.url) });
+      expect(fast).toMatchObject({ leased: 1, completed: 1 });
+      release();
+      await slow;
+      expect(await rowOf(key)).toMatchObject({ state: "completed", attempts: 2, last_error: null });
+    });
+
+    it("a row whose dispatchers keep crashing goes terminal once the attempt budget is spent", async () => {
+      const key = uniq("poison");
+      await enqueueKeys([key]);
+      // as if 3 dispatchers leased it and died
+      await rawAccess(b).query(
+        "UPDATE retrysafe_outbox SET state = 'leased', attempts = 3, lease_until = now() - interval '1 second' WHERE key = $1",
+        "UPDATE retrysafe_outbox SET state = 'leased', attempts = 3, lease_until = NOW(6) - INTERVAL 1 SECOND WHERE `key` = ?",
+        [key],
+      );
+      const stats = await outbox().dispatch({ send: makeSend(provider.url), maxAttempts: 3 });
+      expect(stats).toEqual({ leased: 1, completed: 0, retried: 0, failed: 1, lost: 0, manual: 0 });
+      const row = await rowOf(key);
+      expect(row).toMatchObject({ state: "terminal_failure", attempts: 4 });
+      expect(row.last_error).toMatch(/attempts exhausted \(3\).*lease expired/);
+      expect(provider.calls.get(key)).toBeUndefined();
+    });
+
+    it("start() polls until stopped", async () => {
+      const key = uniq("poll");
+      const ob = outbox();
+      const worker = ob.start({ send: makeSend(provider.url), pollMs: 50 });
+      await enqueueKeys([key]);
+      for (let i = 0; i < 100 && (await rowOf(key)).state !== "completed"; i++) await sleep(50);
+      await worker.stop();
+      expect((await rowOf(key)).state).toBe("completed");
+    });
 });
 
 describe("failure classification", () => {

@@ -19,7 +19,7 @@ export const counters = pgTable("counters", {
 
 export const DB_KINDS = ["prisma", "pg", "drizzle"] as const;
 /** Guards over MySQL / MariaDB. */
-export const MYSQL_KINDS = ["mysql", "drizzle-mysql"] as const;
+export const MYSQL_KINDS = ["mysql", "drizzle-mysql", "prisma-mysql"] as const;
 export const REDIS_KINDS = ["ioredis", "ioredis-v5", "node-redis-v6", "node-redis-v5", "node-redis-v4"] as const;
 export type Kind = (typeof DB_KINDS)[number] | (typeof MYSQL_KINDS)[number] | (typeof REDIS_KINDS)[number];
 /** Database guards (the claim commits with the work): PostgreSQL and MySQL. */
@@ -174,6 +174,33 @@ export async function makeSubject(kind: Kind, redisOptions: RedisGuardOptions = 
       },
     };
   }
+  if (kind === "prisma-mysql") {
+    const mysql = (await import("mysql2/promise")).default;
+    const { PrismaMariaDb } = await import("@prisma/adapter-mariadb");
+    const { PrismaClient } = await import("./generated/prisma-mysql/client.ts");
+    const prisma = new PrismaClient({ adapter: new PrismaMariaDb(mariadbConfig(MYSQL_URL, 10)) });
+    const count = mysql.createPool({ uri: MYSQL_URL, connectionLimit: 2 });
+    const txOptions = { transaction: { maxWait: 20_000, timeout: 20_000 } };
+    return {
+      kind, lease: false,
+      guard: prismaGuard(prisma, txOptions),
+      withOptions: (o) => prismaGuard(prisma, { ...txOptions, ...o }),
+      exec: (tx, text) => tx.$executeRawUnsafe(text),
+      withIsolation: (level) =>
+        prismaGuard(prisma, { transaction: { ...txOptions.transaction, isolationLevel: level === "serializable" ? "Serializable" : "RepeatableRead" } }),
+      async write(tx, key) {
+        await tx.ledger.create({ data: { eventKey: key, amount: 1 } });
+        const name = Buffer.from(key, "utf8");
+        await tx.counter.upsert({ where: { name }, create: { name, value: 1 }, update: { value: { increment: 1 } } });
+      },
+      effects: async (key) => Number(((await count.query("SELECT count(*) AS n FROM ledger WHERE event_key = ?", [key])) as any)[0][0].n),
+      claimed: async (key) => ((await count.query("SELECT 1 FROM processed_events WHERE `key` = ?", [key])) as any)[0].length === 1,
+      close: async () => {
+        await prisma.$disconnect();
+        await count.end();
+      },
+    };
+  }
   // Redis: the "effect" is an INCR that cannot roll back.
   const effectKey = (key: string) => `effects:${key}`;
   if (kind === "ioredis" || kind === "ioredis-v5") {
@@ -216,5 +243,18 @@ export async function makeSubject(kind: Kind, redisOptions: RedisGuardOptions = 
     close: async () => {
       await client.quit();
     },
+  };
+}
+
+/** The mariadb driver's pool options for a mysql:// URL (the adapter takes no mysql2 URI). */
+export function mariadbConfig(url: string, connectionLimit: number) {
+  const u = new URL(url);
+  return {
+    host: u.hostname,
+    port: Number(u.port || 3306),
+    user: decodeURIComponent(u.username || "root"),
+    password: decodeURIComponent(u.password),
+    database: u.pathname.replace(/^\//, ""),
+    connectionLimit,
   };
 }

@@ -70,3 +70,28 @@ import type { IncomingHttpHeaders } from "node:http";
 export function headerShapes(node: IncomingHttpHeaders, web: Headers, plain: Record<string, string>) {
   return [eventKey.github(node), eventKey.svix(web), eventKey.shopify(plain, { header: "x-shopify-event-id" })];
 }
+
+export async function fingerprintResultTypes(pool: pg.Pool) {
+  const g = postgresGuard(pool);
+  const plain = await g.run("k", async () => 1);
+  // @ts-expect-error: without { payload } a run cannot answer mismatch
+  void (plain.status === "mismatch");
+  const checked = await g.run("k", async () => 1, { payload: { id: "evt_1" }, onMismatch: "return" });
+  if (checked.status === "mismatch") return 422;
+  return checked.status === "processed" ? checked.result : 200;
+}
+
+import { PrismaMariaDb } from "@prisma/adapter-mariadb";
+import { PrismaClient as MysqlPrismaClient } from "./generated/prisma-mysql/client.ts";
+
+export async function prismaOnMysql() {
+  const mysqlPrisma = new MysqlPrismaClient({ adapter: new PrismaMariaDb("mariadb://root@127.0.0.1:3306/app") });
+  const g = prismaGuard(mysqlPrisma, { dialect: "mysql" });
+  const result = await g.run("k", async (tx) => (await tx.ledger.create({ data: { eventKey: "k", amount: 1 } })).id);
+  return result.status === "processed" ? result.result : 0;
+}
+
+export async function optionalRunOptions(pool: pg.Pool, options: { payload: unknown } | undefined) {
+  const r = await postgresGuard(pool).run("k", async () => 1, options);
+  return r.status === "mismatch" ? 422 : 200;
+}
