@@ -369,14 +369,20 @@ fn guard_module(dir: &Path, file: &Path, detected: &Detected, esm: bool, notes: 
                 });
             ("postgresGuard", imp, name)
         }
-        (database, Some(redis)) => {
-            if database == Some(Database::Mysql2) {
-                notes.push(
-                    "@retrysafe/guard has no MySQL guard: the guard keeps its claims in Redis (a lease), and the \
-                     MySQL claim table is written for when one exists"
-                        .into(),
-                );
-            }
+        (Some(Database::Mysql2), _) => {
+            let (imp, name) = existing(crate::regex!(r"export\s+const\s+(\w+)\s*=\s*(?:mysql\.)?createPool\s*\("))
+                .unwrap_or_else(|| {
+                    (
+                        format!(
+                            "{}// No exported mysql2 pool was found: this one reads DATABASE_URL.\nconst pool = mysql.createPool(process.env.DATABASE_URL!);\n",
+                            import("mysql", "mysql2/promise")
+                        ),
+                        "pool".into(),
+                    )
+                });
+            ("mysqlGuard", imp, name)
+        }
+        (_, Some(redis)) => {
             let pattern = match redis {
                 Redis::Ioredis => crate::regex!(r"export\s+const\s+(\w+)\s*=\s*new\s+(?:IORedis|Redis)\b"),
                 Redis::NodeRedis => crate::regex!(r"export\s+const\s+(\w+)\s*=\s*(?:await\s+)?createClient\s*\("),
@@ -400,14 +406,6 @@ fn guard_module(dir: &Path, file: &Path, detected: &Detected, esm: bool, notes: 
                     return None;
                 }
             }
-        }
-        (Some(Database::Mysql2), None) => {
-            notes.push(
-                "@retrysafe/guard has no MySQL guard yet and no Redis client is a dependency: the guard module was \
-                 not written (a Redis lease works with any database: `redisGuard(redis)`)"
-                    .into(),
-            );
-            return None;
         }
         (None, None) => {
             notes.push(
@@ -446,10 +444,12 @@ const POSTGRES_TABLE: &str = include_str!("../guard/sql/processed_events.sql");
 
 const MYSQL_TABLE: &str =
     "-- @retrysafe/guard: the claim table. The primary key is what makes the claim atomic: keep it.
+-- VARBINARY: the default collations ignore case and trailing spaces, which would merge keys.
 CREATE TABLE IF NOT EXISTS processed_events (
-  `key`        VARCHAR(255) NOT NULL PRIMARY KEY,
-  processed_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
-);
+  `key`        VARBINARY(512) NOT NULL PRIMARY KEY,
+  processed_at TIMESTAMP(6)   NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  fingerprint  CHAR(64) CHARACTER SET ascii NULL
+) ENGINE = InnoDB;
 ";
 
 fn claim_table(

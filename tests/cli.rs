@@ -946,6 +946,28 @@ fn init_sets_up_a_pg_project_once_and_refuses_to_overwrite() {
 }
 
 #[test]
+fn init_sets_up_a_mysql2_project_with_the_mysql_guard() {
+    let dir = project(&[
+        ("package.json", r#"{ "name": "app", "dependencies": { "mysql2": "^3", "ioredis": "^5" } }"#),
+        ("tsconfig.json", r#"{ "compilerOptions": { "baseUrl": ".", "paths": { "@/*": ["./src/*"] } } }"#),
+        (
+            "src/db.ts",
+            "import mysql from \"mysql2/promise\";\nexport const pool = mysql.createPool(process.env.MYSQL_URL!);\n",
+        ),
+        ("src/server.ts", STRIPE_HANDLER),
+    ]);
+    let o = run(&["init"], dir.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let guard = std::fs::read_to_string(dir.path().join("src/lib/guard.ts")).unwrap();
+    assert!(guard.contains("import { mysqlGuard } from \"@retrysafe/guard\";"), "{guard}");
+    assert!(guard.contains("import { pool } from \"../db\";"), "{guard}");
+    assert!(guard.contains("export const guard = mysqlGuard(pool);"), "{guard}");
+    let sql = std::fs::read_to_string(dir.path().join("sql/retrysafe_processed_events.sql")).unwrap();
+    // Binary keys: MySQL's default collations would make `evt_A` and `evt_a` one claim.
+    assert!(sql.contains("`key`        VARBINARY(512) NOT NULL PRIMARY KEY"), "{sql}");
+}
+
+#[test]
 fn init_keeps_a_project_that_is_already_set_up() {
     // The bundled example has its own guard module and no retrysafe.json.
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/stripe-express-prisma");
