@@ -529,7 +529,7 @@ fn run_target(args: VerifyArgs) -> u8 {
         }
     }
     let report = report::Report {
-        target: format!("{} {}", target.method, target.path),
+        target: if target.queue.is_some() { target.path.clone() } else { format!("{} {}", target.method, target.path) },
         provider: target.provider.map_or("bullmq", |p| p.name()).to_string(),
         event_id: target.event.id.clone(),
         outcomes,

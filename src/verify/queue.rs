@@ -186,7 +186,9 @@ impl Runner<'_> {
     /// app was killed at a crash point; returns the attempt.
     fn wait_job(&self, app: &App, event: &Event, restarted: bool) -> Result<Attempt, String> {
         let faults_before = app.trace().faults();
-        let deadline = Instant::now() + self.target.timeout * self.target.max_attempts as u32;
+        // BullMQ's own retries (and their backoff) happen within this one wait.
+        let patience = self.target.timeout * self.target.max_attempts as u32;
+        let deadline = Instant::now() + patience;
         loop {
             let state = self.producer()?.state(&event.id)?;
             let trace = app.trace();
@@ -206,7 +208,7 @@ impl Runner<'_> {
             }
             if Instant::now() > deadline {
                 let mut a = self.queue_attempt(event, &state, restarted, false);
-                a.error = Some(format!("the job was still `{state}` after {}s", self.target.timeout.as_secs()));
+                a.error = Some(format!("the job was still `{state}` after {}s", patience.as_secs()));
                 return Ok(a);
             }
             std::thread::sleep(Duration::from_millis(40));
