@@ -232,7 +232,7 @@ fn main() -> ExitCode {
         Command::Check(args) => run_check(args),
         Command::Fix(args) => run_fix(args),
         Command::Rules { format } => list_rules(format),
-        Command::Verify(args) => retrysafe::verify::run(*args),
+        Command::Verify(args) => retrysafe::verify::run(*args, retrysafe::rules::check_id),
         Command::DumpTree { file } => dump_tree(&file),
         Command::ParseOnly { paths, threads } => {
             let paths = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths };

@@ -278,6 +278,42 @@ fn setup_errors_are_one_line_and_exit_2() {
     let (code, _, err) = retrysafe(&["verify", "POST /hook", "--provider", "nope"], dir.path());
     assert_eq!(code, 2);
     assert!(err.contains("unknown provider `nope`"), "{err}");
+    // A queue: a bad job fixture is named, SQS is refused with the reason, nothing starts.
+    std::fs::write(dir.path().join("job.json"), "[1, 2]").unwrap();
+    let queue = |spec: &str| {
+        let args = [
+            "verify",
+            "--queue",
+            spec,
+            "--event",
+            "job.json",
+            "--start",
+            "touch started",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+        ];
+        retrysafe(&args, dir.path())
+    };
+    let (code, _, err) = queue("bullmq:emails");
+    assert_eq!((code, err.trim().lines().count()), (2, 1), "{err}");
+    assert!(err.contains("job.json: the job fixture must be a JSON object"), "{err}");
+    let (code, _, err) = queue("sqs:orders");
+    assert_eq!(code, 2);
+    assert!(err.contains("SQS is not supported yet") && err.contains("local SQS endpoint"), "{err}");
+    assert!(!dir.path().join("started").exists());
+}
+
+#[test]
+fn a_config_target_is_a_route_or_a_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("retrysafe.json"),
+        r#"{ "verify": { "targets": [ { "route": "POST /x", "queue": "bullmq:emails" } ] } }"#,
+    )
+    .unwrap();
+    let (code, _, err) = retrysafe(&["verify"], dir.path());
+    assert_eq!(code, 2);
+    assert!(err.contains("retrysafe.json: invalid config: verify.targets[0]: give either `route` or `queue`"), "{err}");
 }
 
 #[test]
@@ -302,4 +338,50 @@ fn config_targets_are_validated_with_the_file_named() {
     let (code, _, err) = retrysafe(&["verify"], dir.path());
     assert_eq!(code, 2);
     assert!(err.contains("`exit 3` exited"), "{err}");
+}
+
+#[test]
+fn queue_targets_are_bullmq_with_a_redis_and_sqs_is_refused_with_the_reason() {
+    use retrysafe::verify::queue::parse_queue;
+    let q = parse_queue("bullmq:emails", Some("redis://127.0.0.1:6379/2".into()), "bull").unwrap();
+    assert_eq!(
+        (q.name.as_str(), q.redis_url.as_str(), q.prefix.as_str()),
+        ("emails", "redis://127.0.0.1:6379/2", "bull")
+    );
+    assert!(parse_queue("bullmq:emails", None, "bull").unwrap_err().contains("--redis-url"));
+    assert!(parse_queue("bullmq:", Some("redis://x".into()), "bull").is_err());
+    assert!(parse_queue("bullmq:a:b", Some("redis://x".into()), "bull").is_err());
+    assert!(parse_queue("sqs:orders", Some("redis://x".into()), "bull").unwrap_err().contains("local SQS endpoint"));
+    assert!(parse_queue("kafka:t", Some("redis://x".into()), "bull").unwrap_err().contains("unknown queue kind"));
+    assert!(parse_queue("emails", Some("redis://x".into()), "bull").unwrap_err().contains("KIND:NAME"));
+}
+
+#[test]
+fn a_job_fixture_names_its_job_id_or_gets_one_per_role() {
+    use retrysafe::verify::queue::job_identity;
+    let path = std::path::Path::new("job.json");
+    let (id, name) = job_identity(path, br#"{"name":"welcome","data":{},"opts":{"jobId":"w-1"}}"#, "event").unwrap();
+    assert_eq!((id.as_str(), name.as_str()), ("w-1", "welcome"));
+    assert_eq!(job_identity(path, br#"{"id":"j-2","to":"a@b"}"#, "event").unwrap().0, "j-2");
+    assert_eq!(job_identity(path, br#"{"to":"a@b"}"#, "other").unwrap().0, "retrysafe-verify-other");
+    let bad = job_identity(path, b"[1]", "event").unwrap_err();
+    assert!(bad.starts_with("job.json:"), "{bad}");
+    assert!(
+        job_identity(path, b"{not json", "event").unwrap_err().starts_with("job.json: the job fixture is not JSON")
+    );
+    assert!(job_identity(path, br#"{"opts":{"jobId":"a:b"}}"#, "event").unwrap_err().contains("cannot contain `:`"));
+}
+
+#[test]
+fn queue_crash_points_parse_and_http_ones_still_do() {
+    let s = scenario::parse("crash:before-ack,crash:after-ack@2,crash:before-response", false, false).unwrap();
+    assert_eq!(
+        s[1..],
+        [
+            Scenario::Crash { point: "before-ack".into(), hit: 1 },
+            Scenario::Crash { point: "after-ack".into(), hit: 2 },
+            Scenario::Crash { point: "before-response".into(), hit: 1 }
+        ]
+    );
+    assert!(scenario::parse("crash:before-nack", false, false).is_err());
 }

@@ -9,7 +9,10 @@
  *   process), `reset` (drop the connection instead of responding), `error` (fail the query);
  * - reroutes `https.request` and `globalThis.fetch` calls to provider API hosts to the recording
  *   fake in the verify process, which decides by the provider's idempotency rules whether each
- *   call is a new effect or a replay.
+ *   call is a new effect or a replay;
+ * - for queue workers, names BullMQ's ack (its moveToFinished script, seen as ioredis runs it)
+ *   `before-ack`/`after-ack`, and Redis claims (SET NX, a claiming EVAL) through ioredis and
+ *   node-redis alike.
  */
 import * as fs from "node:fs";
 import * as http from "node:http";
@@ -115,6 +118,13 @@ function patchPg(pg: any): void {
       }
       return Promise.reject(failure);
     }
+    const wait = callback ? undefined : holdRun();
+    if (wait) {
+      return wait.then(() => original.apply(this, args)).then((res: unknown) => {
+        after.forEach((p) => reach(p));
+        return res;
+      });
+    }
     if (after.length === 0) return original.apply(this, args);
     if (callback) {
       args[args.length - 1] = (err: unknown, res: unknown) => {
@@ -134,22 +144,201 @@ function patchPg(pg: any): void {
   };
 }
 
+/** What a Redis command is to verify: a claim, the guard's completion, a BullMQ ack or fetch. */
+type RedisRole = {
+  claim: boolean;
+  commit: boolean;
+  ack?: { jobId: string };
+  fetch: boolean;
+  finish?: { jobId: string };
+  /** The worker's own bookkeeping (BullMQ's scripts, blocking waits), not the job's work. */
+  internal: boolean;
+};
+
+const BLOCKING = new Set(["bzpopmin", "bzpopmax", "brpoplpush", "blmove", "brpop", "blpop", "xread", "xreadgroup", "info", "client", "ping", "select", "hello", "auth", "quit"]);
+
+// An EVAL script that sets a key only if absent claims it (redisGuard's lease, hand-written
+// SET NX scripts); one that turns a lease into a `done:` marker is the guard's commit.
+const CLAIM_SCRIPT = /\bset['"]?\s*,[^\n]*['"]nx['"]/i;
+const COMMIT_SCRIPT = /\bset['"]?\s*,[^\n]*['"]done:['"]/i;
+// ioredis runs a script defined with defineCommand (BullMQ's) as EVALSHA of its SHA-1: the
+// definitions are recorded here so the calls can be named.
+const scriptNames = new Map<string, string>();
+const scriptTexts = new Map<string, string>();
+
+function recordScript(lua: unknown, name: string): void {
+  if (typeof lua !== "string") return;
+  const sha = (appRequire("node:crypto") as typeof import("node:crypto")).createHash("sha1").update(lua).digest("hex");
+  scriptNames.set(sha, name);
+  scriptTexts.set(sha, lua);
+}
+
+function redisRole(name: string, args: unknown[]): RedisRole {
+  const role: RedisRole = { claim: false, commit: false, fetch: false, internal: BLOCKING.has(name) };
+  if (name === "set") {
+    role.claim = args.some((a) => String(a).toUpperCase() === "NX");
+    return role;
+  }
+  if (name !== "eval" && name !== "evalsha") return role;
+  const first = String(args[0] ?? "");
+  const script = name === "eval" ? first : (scriptTexts.get(first) ?? "");
+  const defined = name === "evalsha" ? (scriptNames.get(first) ?? "") : "";
+  role.internal = defined !== "";
+  if (defined.startsWith("moveToFinished")) {
+    // BullMQ's moveToFinished: ARGV[1] the job id, ARGV[5] the target list.
+    const argv = args.slice(2 + Number(args[1] ?? 0));
+    const jobId = String(argv[0] ?? "");
+    role.finish = { jobId };
+    if (String(argv[4]) === "completed") role.ack = { jobId };
+    return role;
+  }
+  if (defined.startsWith("moveToActive")) {
+    role.fetch = true;
+    return role;
+  }
+  role.claim = CLAIM_SCRIPT.test(script);
+  role.commit = !role.claim && COMMIT_SCRIPT.test(script);
+  return role;
+}
+
+// concurrent:N for a queue: each run of the job is held at the first thing it does (its first
+// Redis command or query of its own, its first provider call, or its ack) until N runs are
+// held (BullMQ gave the same job out again after its lock was lost) or the wait runs out,
+// then all are released together, as the HTTP barrier releases N requests.
+const holdRuns = fault?.action === "hold" ? fault.hit : 0;
+let holdsOver = holdRuns < 2;
+const held: Array<() => void> = [];
+let heldTimer: NodeJS.Timeout | undefined;
+let jobsStarted = 0;
+let runsNotYetHeld = 0;
+
+function releaseHeld(): void {
+  holdsOver = true;
+  if (heldTimer) clearTimeout(heldTimer);
+  heldTimer = undefined;
+  held.splice(0).forEach((release) => release());
+}
+
+/** A promise to wait on before a run's first operation, while runs are gathered; else undefined. */
+function holdRun(): Promise<void> | undefined {
+  if (holdsOver || runsNotYetHeld === 0) return undefined;
+  runsNotYetHeld--;
+  return new Promise<void>((resolve) => {
+    held.push(resolve);
+    trace({ ev: "held", n: held.length });
+    if (held.length >= holdRuns) releaseHeld();
+    else heldTimer ??= setTimeout(releaseHeld, 12000);
+  });
+}
+
+function traceFetchedJob(reply: unknown): void {
+  const fetched = Array.isArray(reply) && Array.isArray(reply[0]) && reply[0].length > 0;
+  if (!fetched) return;
+  trace({ ev: "req-start", n: ++jobsStarted, job: String((reply as unknown[])[1] ?? "") });
+  if (!holdsOver) runsNotYetHeld++;
+}
+
+/** Names the points of one Redis command; returns what to do with its reply. */
+function redisPoints(role: RedisRole): { failure?: Error; after: () => void; fetch: boolean; hold: boolean } {
+  const after: string[] = [];
+  let failure: Error | undefined;
+  const hit = (point: string) => {
+    if (reach(point) === "error") failure = transientDbError();
+  };
+  if (role.claim) {
+    hit("before-claim");
+    after.push("after-claim");
+  }
+  if (role.commit) {
+    hit("before-commit");
+    after.push("after-commit");
+  }
+  if (role.finish) trace({ ev: "req-end", job: role.finish.jobId });
+  if (role.ack) {
+    reach("before-ack");
+    after.push("after-ack");
+  }
+  return { failure, after: () => after.forEach((p) => reach(p)), fetch: role.fetch, hold: !role.internal || !!role.ack };
+}
+
 function patchIoredis(ioredis: any): void {
   const Redis = ioredis?.Redis ?? ioredis?.default ?? ioredis;
   const proto = Redis?.prototype;
   if (!proto || typeof proto.sendCommand !== "function" || patched.has(proto)) return;
   patched.add(proto);
+  const originalDefine: AnyFn | undefined = proto.defineCommand;
+  if (typeof originalDefine === "function") {
+    proto.defineCommand = function (this: unknown, name: string, definition: { lua?: string }) {
+      recordScript(definition?.lua, String(name));
+      return originalDefine.call(this, name, definition);
+    };
+  }
   const original: AnyFn = proto.sendCommand;
   proto.sendCommand = function (this: unknown, command: any, ...rest: any[]) {
     const name = String(command?.name ?? "").toLowerCase();
     const args: unknown[] = Array.isArray(command?.args) ? command.args : [];
-    const isClaim = name === "set" && args.some((a) => String(a).toUpperCase() === "NX");
-    if (isClaim) {
-      reach("before-claim");
-      command.promise?.then?.(() => reach("after-claim"), () => undefined);
+    const points = redisPoints(redisRole(name, args));
+    if (points.failure) {
+      command.reject?.(points.failure);
+      return command.promise ?? Promise.reject(points.failure);
     }
-    return original.call(this, command, ...rest);
+    const wait = points.hold ? holdRun() : undefined;
+    const result = wait ? wait.then(() => original.call(this, command, ...rest)) : original.call(this, command, ...rest);
+    if (result && typeof result.then === "function") {
+      const observed = result.then((reply: unknown) => {
+        points.after();
+        if (points.fetch) traceFetchedJob(reply);
+        return reply;
+      });
+      // A command whose reply nobody awaits must not become an unhandled rejection here.
+      observed.catch(() => undefined);
+      return observed;
+    }
+    return result;
   };
+}
+
+/** node-redis v4 and v5: every command, typed or `sendCommand`, goes through the queue's addCommand. */
+function patchNodeRedisQueue(queueModule: any): void {
+  const Queue = queueModule?.default ?? queueModule;
+  const proto = Queue?.prototype;
+  if (!proto || typeof proto.addCommand !== "function" || patched.has(proto)) return;
+  patched.add(proto);
+  const original: AnyFn = proto.addCommand;
+  proto.addCommand = function (this: unknown, args: unknown[], ...rest: any[]) {
+    const list = Array.isArray(args) ? args : [];
+    const points = redisPoints(redisRole(String(list[0] ?? "").toLowerCase(), list.slice(1)));
+    if (points.failure) return Promise.reject(points.failure);
+    const wait = points.hold ? holdRun() : undefined;
+    const result = wait ? wait.then(() => original.call(this, args, ...rest)) : original.call(this, args, ...rest);
+    if (result && typeof result.then === "function") {
+      return result.then((reply: unknown) => {
+        points.after();
+        return reply;
+      });
+    }
+    return result;
+  };
+}
+
+function patchNodeRedis(): void {
+  // The queue module is internal to @redis/client; it is found next to the package's entry,
+  // from the app or from the `redis` package that depends on it.
+  const bases = [appRequire];
+  try {
+    bases.push(createRequire(appRequire.resolve("redis")));
+  } catch {
+    // No `redis` package: @redis/client may still be installed directly.
+  }
+  for (const base of bases) {
+    try {
+      const entry = base.resolve("@redis/client");
+      patchNodeRedisQueue(base(path.join(path.dirname(entry), "lib", "client", "commands-queue.js")));
+      return;
+    } catch {
+      // Not installed from here.
+    }
+  }
 }
 
 function patchServer(): void {
@@ -242,6 +431,7 @@ function patchFetch(): void {
     headers.set("x-retrysafe-host", target.hostname);
     const body = request.method === "GET" || request.method === "HEAD" ? undefined : await request.arrayBuffer();
     const rerouted = new URL(target.pathname + target.search, fakeUrl);
+    await holdRun();
     const response = await original(rerouted.href, { method: request.method, headers, body, signal: request.signal });
     reach(`after-effect:${target.hostname}`);
     return response;
@@ -258,6 +448,7 @@ function patchLoadedModules(): void {
   };
   tryPatch("pg", patchPg);
   tryPatch("ioredis", patchIoredis);
+  patchNodeRedis();
   // A driver loaded later from another directory (a workspace package) is patched on load.
   const nodeModule = appRequire("node:module");
   const originalLoad: AnyFn = nodeModule._load;
@@ -265,6 +456,7 @@ function patchLoadedModules(): void {
     const exported = originalLoad.call(this, request, ...rest);
     if (request === "pg") patchPg(exported);
     else if (request === "ioredis") patchIoredis(exported);
+    else if (request === "redis" || request === "@redis/client") patchNodeRedis();
     return exported;
   };
   nodeModule.syncBuiltinESMExports?.();

@@ -21,7 +21,8 @@ pub struct Fault {
 pub struct AppConfig {
     pub start: String,
     pub cwd: PathBuf,
-    pub addr: SocketAddr,
+    /// Where the app listens; `None` for a queue worker, which is ready once the preload runs.
+    pub addr: Option<SocketAddr>,
     pub env: Vec<(String, String)>,
     pub preload: Option<String>,
     pub start_timeout: Duration,
@@ -30,7 +31,7 @@ pub struct AppConfig {
 
 pub struct App {
     child: Child,
-    addr: SocketAddr,
+    addr: Option<SocketAddr>,
     stopped: bool,
     pub trace: PathBuf,
 }
@@ -38,10 +39,9 @@ pub struct App {
 impl App {
     /// Starts the app and waits until it accepts connections on the target port.
     pub fn start(config: &AppConfig, fault: Option<&Fault>, trace: &Path) -> Result<App, String> {
-        if super::deliver::port_open(config.addr) {
+        if let Some(addr) = config.addr.filter(|a| super::deliver::port_open(*a)) {
             return Err(format!(
-                "something already listens on {} before the app was started: stop it, or verify would test that instead",
-                config.addr
+                "something already listens on {addr} before the app was started: stop it, or verify would test that instead"
             ));
         }
         let _ = std::fs::remove_file(trace);
@@ -60,8 +60,10 @@ impl App {
             .stdout(log)
             .stderr(log_err)
             .process_group(0)
-            .env("PORT", config.addr.port().to_string())
             .env("RETRYSAFE_VERIFY_TRACE", trace);
+        if let Some(addr) = config.addr {
+            command.env("PORT", addr.port().to_string());
+        }
         for (k, v) in &config.env {
             command.env(k, v);
         }
@@ -78,25 +80,30 @@ impl App {
         let child = command.spawn().map_err(|e| format!("cannot run `{}`: {e}", config.start))?;
         let mut app = App { child, addr: config.addr, stopped: false, trace: trace.to_path_buf() };
         let deadline = Instant::now() + config.start_timeout;
+        let what = config.addr.map_or("start its worker".to_string(), |a| format!("listen on {a}"));
         loop {
-            if super::deliver::port_open(config.addr) {
+            let ready = match config.addr {
+                Some(addr) => super::deliver::port_open(addr),
+                // A worker has no port: it is up once the preload has run in it (jobs added
+                // before it connects wait in the queue).
+                None => config.preload.is_none() || Trace::read(trace).present(),
+            };
+            if ready {
                 return Ok(app);
             }
             if let Ok(Some(status)) = app.child.try_wait() {
                 app.stop();
                 return Err(format!(
-                    "`{}` exited ({status}) before listening on {}; its output is in {}",
+                    "`{}` exited ({status}) before it could {what}; its output is in {}",
                     config.start,
-                    config.addr,
                     config.log.display()
                 ));
             }
             if Instant::now() > deadline {
                 app.stop();
                 return Err(format!(
-                    "`{}` did not listen on {} within {}s; its output is in {}",
+                    "`{}` did not {what} within {}s; its output is in {}",
                     config.start,
-                    config.addr,
                     config.start_timeout.as_secs(),
                     config.log.display()
                 ));
@@ -120,7 +127,7 @@ impl App {
         // The group's other processes (node under `sh -c` or `npm run`) release the port a
         // moment after the signal; the next start must not mistake it for a stray server.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while super::deliver::port_open(self.addr) && Instant::now() < deadline {
+        while self.addr.is_some_and(super::deliver::port_open) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
     }

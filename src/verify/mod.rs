@@ -6,6 +6,7 @@ pub mod app;
 pub mod deliver;
 pub mod fake;
 pub mod html;
+pub mod queue;
 pub mod report;
 pub mod runner;
 pub mod scenario;
@@ -30,6 +31,16 @@ pub struct VerifyArgs {
     /// The route to deliver to: "POST /api/webhooks/stripe". Without it, every target in the
     /// `verify.targets` of retrysafe.json is verified.
     pub target: Option<String>,
+    /// Verify a queue consumer instead of a route: `bullmq:NAME` (jobs added through the app's
+    /// own BullMQ client; the event fixture is the job: `{ "name", "data", "opts" }`).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// The Redis the queue lives in (default: $REDIS_URL).
+    #[arg(long)]
+    pub redis_url: Option<String>,
+    /// BullMQ's key prefix.
+    #[arg(long, default_value = "bull")]
+    pub queue_prefix: String,
     /// The config file with `verify.targets` (default: ./retrysafe.json).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -163,6 +174,9 @@ fn generated_secret(provider: sign::Provider, seed: u64) -> String {
 }
 
 fn build_target(args: &VerifyArgs, work_dir: &Path) -> Result<runner::Target, String> {
+    if let Some(spec) = &args.queue {
+        return build_queue_target(args, spec, work_dir);
+    }
     let target =
         args.target.as_deref().ok_or("name the route to verify: retrysafe verify \"POST /api/webhooks/stripe\" ...")?;
     let (method, path) = match target.split_once(' ') {
@@ -187,7 +201,7 @@ fn build_target(args: &VerifyArgs, work_dir: &Path) -> Result<runner::Target, St
     let other = args.other_event.as_deref().map(|p| read_event(p, provider, "other", None, None)).transpose()?;
     let start = args.start.clone().ok_or("--start CMD (how to start the app) is required")?;
     let port = args.port.ok_or("--port N (where the app listens) is required")?;
-    let addr = deliver::loopback_target(&args.host, port)?;
+    let addr = Some(deliver::loopback_target(&args.host, port)?);
     let secret = match (&args.secret, &args.secret_env) {
         (Some(s), _) => s.clone(),
         (None, Some(name)) => {
@@ -199,41 +213,16 @@ fn build_target(args: &VerifyArgs, work_dir: &Path) -> Result<runner::Target, St
             );
         }
     };
-    let cwd = match &args.cwd {
-        Some(d) if !d.is_dir() => return Err(format!("{}: --cwd is not a directory", d.display())),
-        Some(d) => d.clone(),
-        None => std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?,
-    };
-    let fake = std::env::var("RETRYSAFE_VERIFY_FAKE_URL").unwrap_or_default();
-    let hosts = fake::effect_hosts(&args.effects)?;
-    let mut env = vec![
-        ("RETRYSAFE_VERIFY_FAKE".to_string(), fake),
-        ("RETRYSAFE_VERIFY_EFFECT_HOSTS".to_string(), hosts.join(",")),
-    ];
+    let cwd = work_cwd(args)?;
+    let mut env = app_env(args)?;
     if let Some(name) = &args.secret_env {
         env.push((name.clone(), secret.clone()));
     }
-    if let Some(p) = &args.claim_pattern {
-        regex::Regex::new(p).map_err(|e| format!("--claim-pattern: {e}"))?;
-        env.push(("RETRYSAFE_VERIFY_CLAIM".to_string(), p.clone()));
-    }
-    let state = match (&args.state, &args.state_sql) {
-        (Some(_), Some(_)) => return Err("give --state or --state-sql, not both".into()),
-        (Some(cmd), None) => runner::StateSource::Command(cmd.clone()),
-        (None, Some(sql)) => {
-            let url = args
-                .database_url
-                .clone()
-                .or_else(|| std::env::var("DATABASE_URL").ok())
-                .ok_or("--state-sql needs --database-url or $DATABASE_URL")?;
-            runner::StateSource::Sql { sql: sql.clone(), url }
-        }
-        (None, None) => runner::StateSource::None,
-    };
     Ok(runner::Target {
         method,
         path,
-        provider,
+        provider: Some(provider),
+        queue: None,
         secret,
         event,
         newer,
@@ -250,10 +239,105 @@ fn build_target(args: &VerifyArgs, work_dir: &Path) -> Result<runner::Target, St
             log: work_dir.join("app.log"),
         },
         reset: args.reset.clone(),
-        state,
+        state: state_source(args)?,
         timeout: Duration::from_secs(args.timeout.max(1)),
         max_attempts: args.max_attempts.max(2),
         work_dir: work_dir.to_path_buf(),
+    })
+}
+
+/// The environment every app run gets: where the recording fake is, which hosts it answers,
+/// and the claim pattern.
+fn app_env(args: &VerifyArgs) -> Result<Vec<(String, String)>, String> {
+    let fake = std::env::var("RETRYSAFE_VERIFY_FAKE_URL").unwrap_or_default();
+    let hosts = fake::effect_hosts(&args.effects)?;
+    let mut env = vec![
+        ("RETRYSAFE_VERIFY_FAKE".to_string(), fake),
+        ("RETRYSAFE_VERIFY_EFFECT_HOSTS".to_string(), hosts.join(",")),
+    ];
+    if let Some(p) = &args.claim_pattern {
+        regex::Regex::new(p).map_err(|e| format!("--claim-pattern: {e}"))?;
+        env.push(("RETRYSAFE_VERIFY_CLAIM".to_string(), p.clone()));
+    }
+    Ok(env)
+}
+
+fn work_cwd(args: &VerifyArgs) -> Result<PathBuf, String> {
+    match &args.cwd {
+        Some(d) if !d.is_dir() => Err(format!("{}: --cwd is not a directory", d.display())),
+        Some(d) => Ok(d.clone()),
+        None => std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}")),
+    }
+}
+
+/// `--queue bullmq:NAME`: a worker with no port and no signature; the fixtures are jobs.
+fn build_queue_target(args: &VerifyArgs, spec: &str, work_dir: &Path) -> Result<runner::Target, String> {
+    if args.target.is_some() {
+        return Err("give a route or --queue, not both".into());
+    }
+    let queue = queue::parse_queue(
+        spec,
+        args.redis_url.clone().or_else(|| std::env::var("REDIS_URL").ok()),
+        &args.queue_prefix,
+    )?;
+    let read_job = |path: &Path, label: &'static str| -> Result<runner::Event, String> {
+        let body = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let (id, name) = queue::job_identity(path, &body, label)?;
+        Ok(runner::Event { body, id, kind: name, label })
+    };
+    let event_path = args.event.as_deref().ok_or("--event FILE (the job fixture) is required")?;
+    let event = read_job(event_path, "event")?;
+    let newer = args.newer_event.as_deref().map(|p| read_job(p, "newer")).transpose()?;
+    let other = args.other_event.as_deref().map(|p| read_job(p, "other")).transpose()?;
+    for (label, e) in [("--newer-event", &newer), ("--other-event", &other)] {
+        if e.as_ref().is_some_and(|e| e.id == event.id) {
+            return Err(format!("{label}: its job id `{}` is the --event job's: give each job its own id", event.id));
+        }
+    }
+    let start = args.start.clone().ok_or("--start CMD (how to start the worker) is required")?;
+    let mut env = app_env(args)?;
+    env.push(("REDIS_URL".to_string(), queue.redis_url.clone()));
+    Ok(runner::Target {
+        method: "QUEUE".into(),
+        path: spec.to_string(),
+        provider: None,
+        queue: Some(queue),
+        secret: String::new(),
+        event,
+        newer,
+        other,
+        addr: None,
+        host_header: String::new(),
+        app: app::AppConfig {
+            start,
+            cwd: work_cwd(args)?,
+            addr: None,
+            env,
+            preload: (args.preload != "none").then(|| args.preload.clone()),
+            start_timeout: Duration::from_secs(args.start_timeout),
+            log: work_dir.join("app.log"),
+        },
+        reset: args.reset.clone(),
+        state: state_source(args)?,
+        timeout: Duration::from_secs(args.timeout.max(1)),
+        max_attempts: args.max_attempts.max(2),
+        work_dir: work_dir.to_path_buf(),
+    })
+}
+
+fn state_source(args: &VerifyArgs) -> Result<runner::StateSource, String> {
+    Ok(match (&args.state, &args.state_sql) {
+        (Some(_), Some(_)) => return Err("give --state or --state-sql, not both".into()),
+        (Some(cmd), None) => runner::StateSource::Command(cmd.clone()),
+        (None, Some(sql)) => {
+            let url = args
+                .database_url
+                .clone()
+                .or_else(|| std::env::var("DATABASE_URL").ok())
+                .ok_or("--state-sql needs --database-url or $DATABASE_URL")?;
+            runner::StateSource::Sql { sql: sql.clone(), url }
+        }
+        (None, None) => runner::StateSource::None,
     })
 }
 
@@ -261,7 +345,11 @@ fn build_target(args: &VerifyArgs, work_dir: &Path) -> Result<runner::Target, St
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct TargetConfig {
-    route: String,
+    /// An HTTP route, or nothing when `queue` is given.
+    route: Option<String>,
+    queue: Option<String>,
+    redis_url: Option<String>,
+    queue_prefix: Option<String>,
     provider: Option<String>,
     event: Option<PathBuf>,
     newer_event: Option<PathBuf>,
@@ -291,7 +379,7 @@ struct VerifySection {
 
 /// The targets declared in the config file, each as the flags it stands for. Relative paths
 /// are taken from the config file's directory.
-fn configured_targets(args: &VerifyArgs) -> Result<Vec<VerifyArgs>, String> {
+fn configured_targets(args: &VerifyArgs, check_rule: crate::config::CheckRule) -> Result<Vec<VerifyArgs>, String> {
     let path = args.config.clone().unwrap_or_else(|| PathBuf::from(crate::config::CONFIG_FILE));
     if !path.is_file() {
         return Err(format!(
@@ -299,7 +387,7 @@ fn configured_targets(args: &VerifyArgs) -> Result<Vec<VerifyArgs>, String> {
             path.display()
         ));
     }
-    let config = crate::config::Config::load(&path, crate::rules::check_id).map_err(|e| e.to_string())?;
+    let config = crate::config::Config::load(&path, check_rule).map_err(|e| e.to_string())?;
     let section = config
         .verify
         .ok_or_else(|| format!("{}: no `verify` section (`verify: {{ targets: [...] }}`)", path.display()))?;
@@ -310,12 +398,26 @@ fn configured_targets(args: &VerifyArgs) -> Result<Vec<VerifyArgs>, String> {
     }
     let base = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
     let rel = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
-    Ok(section
+    section
         .targets
         .into_iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
             let mut a = args.clone();
-            a.target = Some(t.route);
+            match (t.route, t.queue) {
+                (Some(route), None) => a.target = Some(route),
+                (None, Some(queue)) => a.queue = Some(queue),
+                _ => {
+                    return Err(format!(
+                        "{}: invalid config: verify.targets[{i}]: give either `route` or `queue`",
+                        path.display()
+                    ));
+                }
+            }
+            a.redis_url = a.redis_url.or(t.redis_url);
+            if let Some(p) = t.queue_prefix {
+                a.queue_prefix = p;
+            }
             a.provider = a.provider.or(t.provider);
             a.event = a.event.or(t.event.map(rel));
             a.newer_event = a.newer_event.or(t.newer_event.map(rel));
@@ -343,18 +445,20 @@ fn configured_targets(args: &VerifyArgs) -> Result<Vec<VerifyArgs>, String> {
                 a.preload = p;
             }
             a.claim_pattern = a.claim_pattern.or(t.claim_pattern);
-            a
+            Ok(a)
         })
-        .collect())
+        .collect()
 }
 
 /// Runs `retrysafe verify`: 0 no divergence, 1 a scenario diverged, 2 a setup error. Without a
-/// route, runs every target of `verify.targets`; the worst outcome is the exit code.
-pub fn run(args: VerifyArgs) -> ExitCode {
-    if args.target.is_some() {
+/// route, runs every target of `verify.targets`; the worst outcome is the exit code. The config
+/// is loaded with `check_rule` for its rule ids (the CLI passes the rules' check, so verify
+/// depends on no rule).
+pub fn run(args: VerifyArgs, check_rule: crate::config::CheckRule) -> ExitCode {
+    if args.target.is_some() || args.queue.is_some() {
         return ExitCode::from(run_target(args));
     }
-    let targets = match configured_targets(&args) {
+    let targets = match configured_targets(&args, check_rule) {
         Ok(t) => t,
         Err(e) => return setup_error(e),
     };
@@ -409,7 +513,10 @@ fn run_target(args: VerifyArgs) -> u8 {
         );
     }
     let keep = |e: String| setup_error(format!("{e} (the app log and traces are in {})", work_dir.display()));
-    let mut runner = runner::Runner::new(&target, &fake);
+    let mut runner = match runner::Runner::new(&target, &fake) {
+        Ok(r) => r,
+        Err(e) => return keep(e),
+    };
     let (reference, single) = match runner.reference() {
         Ok(r) => r,
         Err(e) => return keep(e),
@@ -422,8 +529,8 @@ fn run_target(args: VerifyArgs) -> u8 {
         }
     }
     let report = report::Report {
-        target: format!("{} {}", target.method, target.path),
-        provider: target.provider.name().to_string(),
+        target: if target.queue.is_some() { target.path.clone() } else { format!("{} {}", target.method, target.path) },
+        provider: target.provider.map_or("bullmq", |p| p.name()).to_string(),
         event_id: target.event.id.clone(),
         outcomes,
     };
@@ -443,7 +550,11 @@ fn run_target(args: VerifyArgs) -> u8 {
         VerifyFormat::Json => println!("{}", report::json(&report)),
         VerifyFormat::Junit => print!("{}", report::junit(&report)),
     }
-    let _ = std::fs::remove_dir_all(&work_dir);
+    if std::env::var_os("RETRYSAFE_VERIFY_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    } else {
+        eprintln!("retrysafe verify: the work directory is kept: {}", work_dir.display());
+    }
     if report.count(runner::Verdict::Fail) > 0 { 1 } else { 0 }
 }
 

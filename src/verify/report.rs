@@ -47,6 +47,7 @@ pub fn statuses(o: &Outcome) -> String {
         .iter()
         .map(|a| match (a.status, &a.fault) {
             (_, Some(f)) if f.starts_with("kill") => "killed".to_string(),
+            (None, _) if a.job.is_some() => a.job.clone().unwrap_or_default(),
             (None, Some(_)) => "dropped".to_string(),
             (Some(s), _) => s.to_string(),
             (None, None) => "no-response".to_string(),
@@ -78,7 +79,7 @@ pub fn text(r: &Report) -> String {
     let mut out = format!("retrysafe verify {} ({}, event {})\n\n", r.target, r.provider, r.event_id);
     let width = r.outcomes.iter().map(|o| o.scenario.len()).max().unwrap_or(8).max(8) + 2;
     out.push_str(&format!(
-        "{:<width$}{:<14}{:<22}{:<11}{}\n",
+        "{:<width$}{:<14}{:<24}{:<11}{}\n",
         "scenario", "result", "deliveries", "state", "effects expected/seen"
     ));
     for o in &r.outcomes {
@@ -88,7 +89,7 @@ pub fn text(r: &Report) -> String {
             format!("{}/{}", o.expected_effects, o.seen_effects)
         };
         out.push_str(&format!(
-            "{:<width$}{:<14}{:<22}{:<11}{}\n",
+            "{:<width$}{:<14}{:<24}{:<11}{}\n",
             o.scenario,
             verdict_label(o.verdict),
             statuses(o),

@@ -31,12 +31,16 @@ pub enum StateSource {
 pub struct Target {
     pub method: String,
     pub path: String,
-    pub provider: Provider,
+    /// Whose signature deliveries carry; `None` for a queue.
+    pub provider: Option<Provider>,
+    /// `--queue`: jobs are delivered through BullMQ instead of HTTP requests.
+    pub queue: Option<super::queue::QueueTarget>,
     pub secret: String,
     pub event: Event,
     pub newer: Option<Event>,
     pub other: Option<Event>,
-    pub addr: SocketAddr,
+    /// The HTTP target; `None` for a queue.
+    pub addr: Option<SocketAddr>,
     pub host_header: String,
     pub app: AppConfig,
     pub reset: Option<String>,
@@ -51,6 +55,8 @@ pub struct Attempt {
     /// Which fixture was delivered (`event`, `newer`, `other`).
     pub event: String,
     pub status: Option<u16>,
+    /// A queue job's state when the attempt ended (`completed`, `failed`, `killed`).
+    pub job: Option<String>,
     pub error: Option<String>,
     /// The fault the preload injected during this attempt (`kill at after-claim`).
     pub fault: Option<String>,
@@ -100,12 +106,18 @@ pub struct Reference {
 pub struct Runner<'a> {
     pub target: &'a Target,
     pub fake: &'a Fake,
-    epoch: Instant,
+    pub(super) epoch: Instant,
     app_runs: usize,
+    pub(super) producer: Option<std::cell::RefCell<super::queue::Producer>>,
 }
 
 fn is_2xx(s: Option<u16>) -> bool {
     s.is_some_and(|s| (200..300).contains(&s))
+}
+
+/// The delivery was acknowledged: a 2xx, or a queue job that completed.
+fn acknowledged(a: &Attempt) -> bool {
+    is_2xx(a.status) || a.job.as_deref() == Some("completed")
 }
 
 fn run_shell(what: &str, command: &str, cwd: &std::path::Path) -> Result<String, String> {
@@ -184,7 +196,7 @@ fn state_divergence(reference: &Option<String>, got: &Option<String>) -> Option<
     Some("state differs from the reference".into())
 }
 
-fn describe_fault(trace: &Trace) -> Option<String> {
+pub(super) fn describe_fault(trace: &Trace) -> Option<String> {
     trace.fault().map(|f| {
         format!(
             "{} at {}{}",
@@ -199,11 +211,26 @@ fn describe_fault(trace: &Trace) -> Option<String> {
 }
 
 impl<'a> Runner<'a> {
-    pub fn new(target: &'a Target, fake: &'a Fake) -> Runner<'a> {
-        Runner { target, fake, epoch: Instant::now(), app_runs: 0 }
+    pub fn new(target: &'a Target, fake: &'a Fake) -> Result<Runner<'a>, String> {
+        let producer = match &target.queue {
+            Some(q) => Some(std::cell::RefCell::new(super::queue::Producer::start(
+                q,
+                &target.app.cwd,
+                &target.work_dir.join("producer.log"),
+            )?)),
+            None => None,
+        };
+        Ok(Runner { target, fake, epoch: Instant::now(), app_runs: 0, producer })
     }
 
-    fn reset(&self) -> Result<(), String> {
+    fn addr(&self) -> Result<SocketAddr, String> {
+        self.target.addr.ok_or_else(|| "this scenario needs an HTTP target".to_string())
+    }
+
+    pub(super) fn reset(&self) -> Result<(), String> {
+        if self.producer.is_some() {
+            self.queue_reset()?;
+        }
         if let Some(cmd) = &self.target.reset {
             run_shell("--reset", cmd, &self.target.app.cwd)?;
         }
@@ -231,7 +258,7 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn start(&mut self, fault: Option<&Fault>) -> Result<App, String> {
+    pub(super) fn start(&mut self, fault: Option<&Fault>) -> Result<App, String> {
         self.app_runs += 1;
         let trace = self.target.work_dir.join(format!("trace-{}.jsonl", self.app_runs));
         App::start(&self.target.app, fault, &trace)
@@ -240,7 +267,8 @@ impl<'a> Runner<'a> {
     fn request(&self, event: &Event, secret: &str) -> Result<Vec<u8>, String> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let delivery = Delivery { body: &event.body, event_id: &event.id, event_type: &event.kind };
-        let headers = sign::sign(self.target.provider, secret, &delivery, now).map_err(|e| e.0)?;
+        let provider = self.target.provider.ok_or("an HTTP delivery needs --provider")?;
+        let headers = sign::sign(provider, secret, &delivery, now).map_err(|e| e.0)?;
         Ok(deliver::build_request(
             &self.target.method,
             &self.target.path,
@@ -254,6 +282,7 @@ impl<'a> Runner<'a> {
         Attempt {
             event: event.label.to_string(),
             status: r.status,
+            job: None,
             error: r.error.clone(),
             fault: None,
             restarted,
@@ -264,9 +293,12 @@ impl<'a> Runner<'a> {
     }
 
     fn deliver_once(&self, app: &App, event: &Event, restarted: bool) -> Result<Attempt, String> {
+        if self.producer.is_some() {
+            return self.queue_deliver(app, event);
+        }
         let request = self.request(event, &self.target.secret)?;
         let faults_before = app.trace().faults();
-        let r = deliver::deliver(self.target.addr, &request, self.target.timeout, self.epoch);
+        let r = deliver::deliver(self.addr()?, &request, self.target.timeout, self.epoch);
         let mut attempt = self.attempt(event, &r, restarted, false);
         let trace = app.trace();
         if trace.faults() > faults_before {
@@ -277,8 +309,15 @@ impl<'a> Runner<'a> {
 
     /// Redelivers as the provider would until a 2xx or `max_attempts` in all.
     fn until_acknowledged(&self, app: &App, event: &Event, attempts: &mut Vec<Attempt>) -> Result<(), String> {
+        if self.producer.is_some() {
+            // BullMQ retries a failed job itself, within the one delivery.
+            if attempts.is_empty() {
+                attempts.push(self.deliver_once(app, event, false)?);
+            }
+            return Ok(());
+        }
         let mut restarted = false;
-        while attempts.len() < self.target.max_attempts && !attempts.last().is_some_and(|a| is_2xx(a.status)) {
+        while attempts.len() < self.target.max_attempts && !attempts.last().is_some_and(acknowledged) {
             if !attempts.is_empty() {
                 std::thread::sleep(Duration::from_millis(300));
             }
@@ -289,7 +328,7 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    fn finish(&self, app: &mut App) -> Result<RunResult, String> {
+    pub(super) fn finish(&self, app: &mut App) -> Result<RunResult, String> {
         // The state is read with the app stopped, so nothing still running in the background
         // changes it while it is read.
         let trace = app.trace();
@@ -303,11 +342,17 @@ impl<'a> Runner<'a> {
         self.reset()?;
         let mut app = self.start(None)?;
         let attempt = self.deliver_once(&app, &self.target.event, false)?;
-        if !is_2xx(attempt.status) {
+        if !acknowledged(&attempt) {
             let trace = app.trace();
             app.stop();
-            let how =
-                attempt.status.map_or_else(|| attempt.error.clone().unwrap_or_default(), |s| format!("status {s}"));
+            let how = match (&attempt.job, attempt.status) {
+                (Some(job), _) => format!(
+                    "the job ended `{job}`{}",
+                    attempt.error.as_ref().map_or(String::new(), |e| format!(": {e}"))
+                ),
+                (None, Some(s)) => format!("status {s}"),
+                (None, None) => attempt.error.clone().unwrap_or_default(),
+            };
             let hint = if trace.present() {
                 ""
             } else {
@@ -349,7 +394,12 @@ impl<'a> Runner<'a> {
                 let mut hosts: Vec<String> =
                     reference.effects.iter().filter(|e| e.performed()).map(|e| e.host.clone()).collect();
                 hosts.dedup();
-                for p in super::scenario::CRASH_POINTS {
+                let points = if self.producer.is_some() {
+                    super::scenario::QUEUE_CRASH_POINTS
+                } else {
+                    super::scenario::CRASH_POINTS
+                };
+                for p in points {
                     if *p == "after-effect" {
                         for h in &hosts {
                             out.push(Scenario::Crash { point: format!("after-effect:{h}"), hit: 1 });
@@ -365,7 +415,7 @@ impl<'a> Runner<'a> {
         out
     }
 
-    fn outcome(
+    pub(super) fn outcome(
         &self,
         scenario: &Scenario,
         reference: &Reference,
@@ -381,7 +431,7 @@ impl<'a> Runner<'a> {
         };
         let mut reason =
             effects_divergence(&reference.effects, &effects).or_else(|| state_divergence(&reference.state, &state));
-        if reason.is_none() && !attempts.last().is_some_and(|a| is_2xx(a.status)) {
+        if reason.is_none() && !attempts.last().is_some_and(acknowledged) {
             reason = Some(format!("the event was never acknowledged in {} attempts", attempts.len()));
         }
         Outcome {
@@ -398,7 +448,7 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn skipped(scenario: &Scenario, why: &str) -> Outcome {
+    pub(super) fn skipped(scenario: &Scenario, why: &str) -> Outcome {
         Outcome {
             scenario: scenario.name(),
             verdict: Verdict::Skipped,
@@ -414,6 +464,16 @@ impl<'a> Runner<'a> {
     }
 
     pub fn run(&mut self, scenario: &Scenario, reference: &Reference) -> Result<Outcome, String> {
+        if self.producer.is_some() {
+            match scenario {
+                Scenario::Retry
+                | Scenario::Concurrent(_)
+                | Scenario::Crash { .. }
+                | Scenario::LostResponse
+                | Scenario::BadSignature => return self.queue_run(scenario, reference),
+                _ => {}
+            }
+        }
         match scenario {
             Scenario::Single | Scenario::CrashAll => Ok(Self::skipped(scenario, "expanded elsewhere")),
             Scenario::Retry => self.retry(scenario, reference),
@@ -454,7 +514,7 @@ impl<'a> Runner<'a> {
         let mut app = self.start(None)?;
         let event = &self.target.event;
         let requests = (0..n).map(|_| self.request(event, &self.target.secret)).collect::<Result<Vec<_>, _>>()?;
-        let responses = deliver::deliver_together(self.target.addr, requests, self.target.timeout, self.epoch);
+        let responses = deliver::deliver_together(self.addr()?, requests, self.target.timeout, self.epoch);
         let trace = app.trace();
         // Overlap: the preload saw two or more requests in the handler at once; without a
         // preload trace, every request was complete before the first response began.
@@ -514,9 +574,12 @@ impl<'a> Runner<'a> {
             app.stop();
             app = self.start(None)?;
         }
-        let second = self.deliver_once(&app, event, restarted)?;
-        attempts.push(second);
-        self.until_acknowledged(&app, event, &mut attempts)?;
+        // A queue job that survived the fault was retried by BullMQ within its one delivery.
+        if self.producer.is_none() || restarted {
+            let second = self.deliver_once(&app, event, restarted)?;
+            attempts.push(second);
+            self.until_acknowledged(&app, event, &mut attempts)?;
+        }
         let mut run = self.finish(&mut app)?;
         for p in std::mem::take(&mut run.2) {
             if !points.contains(&p) {
@@ -578,9 +641,9 @@ impl<'a> Runner<'a> {
         self.reset()?;
         let mut app = self.start(None)?;
         let before = self.state()?;
-        let wrong = wrong_secret(self.target.provider, &self.target.secret);
+        let wrong = wrong_secret(self.target.provider.ok_or("bad-signature needs --provider")?, &self.target.secret);
         let request = self.request(&self.target.event, &wrong)?;
-        let r = deliver::deliver(self.target.addr, &request, self.target.timeout, self.epoch);
+        let r = deliver::deliver(self.addr()?, &request, self.target.timeout, self.epoch);
         let mut attempt = self.attempt(&self.target.event, &r, false, false);
         attempt.signature = "wrong";
         let (state, effects, points) = self.finish(&mut app)?;
@@ -667,7 +730,7 @@ impl<'a> Runner<'a> {
         let seen = effects.iter().filter(|e| e.performed()).count();
         let dropped_effects = other_effects > 0 && seen < expected;
         let dropped_state = other_changes_state && state == reference.state;
-        let reason = if !attempts.iter().all(|a| is_2xx(a.status)) {
+        let reason = if !attempts.iter().all(acknowledged) {
             Some("one of the two events was not acknowledged".to_string())
         } else if dropped_effects || dropped_state {
             Some(format!(

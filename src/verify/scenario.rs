@@ -1,8 +1,12 @@
 //! The scenarios `verify` runs, each compared with the single-delivery reference.
 
-/// The crash points of seed 2's boundaries the preload knows how to reach.
+/// The crash points of seed 2's boundaries the preload knows how to reach in an HTTP handler.
 pub const CRASH_POINTS: &[&str] =
     &["before-claim", "after-claim", "after-effect", "before-commit", "after-commit", "before-response"];
+
+/// The same in a queue worker: the ack (BullMQ recording the job completed) instead of the response.
+pub const QUEUE_CRASH_POINTS: &[&str] =
+    &["before-claim", "after-claim", "after-effect", "before-commit", "after-commit", "before-ack", "after-ack"];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Scenario {
@@ -32,8 +36,8 @@ SCENARIOS (--scenarios, comma-separated; default `all`):
                       inconclusive if the app did not handle them at the same time
   crash:POINT[@N]     SIGKILL the app the N-th time it reaches POINT, restart it, redeliver:
                       before-claim, after-claim, after-effect:HOST, before-commit,
-                      after-commit, before-response; crash:* runs them all;
-                      inconclusive if the point was never reached
+                      after-commit, before-response (queues: before-ack, after-ack
+                      instead); crash:* runs them all; inconclusive if never reached
   lost-response       the work completes, the connection is reset before the response; redeliver
   out-of-order        the --newer-event fixture first, then --event; compared with in-order
   distinct-events     --event then --other-event (another event about the same object):
@@ -42,7 +46,13 @@ SCENARIOS (--scenarios, comma-separated; default `all`):
   fault:effect        the first provider API call answers 503; the event must end processed
                       exactly once (a 5xx and the provider's retry, or a retry inside the app)
   fault:db            the first database write fails; as fault:effect
-  all                 every scenario above (those needing a second fixture only when given)";
+  all                 every scenario above (those needing a second fixture only when given)
+
+QUEUES (--queue bullmq:NAME --event job.json, the job as `{ \"name\", \"data\", \"opts\" }`):
+  retry moves the completed job back to wait; crash:POINT kills the worker, restarts it, and
+  BullMQ's own stalled check gives the job out again (its lock's expiry fast-forwarded);
+  concurrent:N loses the running job's lock so BullMQ gives it out again while it runs (at
+  most maxStalledCount + 1 = 2 runs at once); lost-response and bad-signature do not apply.";
 
 fn parse_one(item: &str) -> Result<Vec<Scenario>, String> {
     let item = item.trim();
@@ -72,9 +82,10 @@ fn parse_one(item: &str) -> Result<Vec<Scenario>, String> {
                     None => (rest, 1),
                 };
                 let base = point.split(':').next().unwrap_or("");
-                if !CRASH_POINTS.contains(&base) || (base == "after-effect") != point.starts_with("after-effect:") {
+                let known = CRASH_POINTS.contains(&base) || QUEUE_CRASH_POINTS.contains(&base);
+                if !known || (base == "after-effect") != point.starts_with("after-effect:") {
                     return Err(format!(
-                        "`{item}`: unknown crash point (known: before-claim, after-claim, after-effect:HOST, before-commit, after-commit, before-response, *)"
+                        "`{item}`: unknown crash point (known: before-claim, after-claim, after-effect:HOST, before-commit, after-commit, before-response, before-ack, after-ack, *)"
                     ));
                 }
                 Scenario::Crash { point: point.to_string(), hit }

@@ -1,0 +1,1 @@
+TRUNCATE users, processed_webhooks, processed_events;
