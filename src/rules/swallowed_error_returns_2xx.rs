@@ -986,10 +986,13 @@ fn mentioned_after(func: Node, name: &str, after: usize, src: &str) -> bool {
     found
 }
 
-fn fail_stmt(c: &Cx, i: usize, file: &SourceFile, cond: &str, err: &str) -> String {
+/// The statement that fails the delivery when `cond` holds. `answers`: the call sits in the
+/// handler's own body, where a 500 answers the request; inside a callback (a guard `run`, a
+/// transaction) a response would let the callback complete, committing the claim, so it throws.
+fn fail_stmt(c: &Cx, answers: bool, file: &SourceFile, cond: &str, err: &str) -> String {
     let semi = file.style().semi();
     match c.model.handler.respond(500) {
-        Some(answer) if i == 0 && c.model.handler.framework == Framework::Express => format!("if ({cond}) {answer}"),
+        Some(answer) if answers && c.model.handler.framework == Framework::Express => format!("if ({cond}) {answer}"),
         _ => format!("if ({cond}) throw {err}{semi}"),
     }
 }
@@ -1032,6 +1035,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             continue;
         }
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
+        let answers = i == 0 && ast::enclosing_function(call) == Some(func);
         // Inside a deliberate best-effort `try` (so marked, or its catch says so), a throw added
         // here only reaches that catch, which swallows it on purpose: no fix is written.
         let swallowed_by_try = ast::ancestors(stmt).take_while(|a| a.id() != func.id()).any(|a| {
@@ -1086,7 +1090,10 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                         format!("const {{ error: {err} }} = ")
                                     },
                                 ),
-                                Edit::insert(after_stmt, format!("{eol}{indent}{}", fail_stmt(c, i, file, err, err))),
+                                Edit::insert(
+                                    after_stmt,
+                                    format!("{eol}{indent}{}", fail_stmt(c, answers, file, err, err)),
+                                ),
                             ],
                         )
                     });
@@ -1132,7 +1139,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                 "check the returned error",
                                 vec![Edit::insert(
                                     after_stmt,
-                                    format!("{eol}{indent}{}", fail_stmt(c, i, file, &e, &e)),
+                                    format!("{eol}{indent}{}", fail_stmt(c, answers, file, &e, &e)),
                                 )],
                             ))
                         };
@@ -1191,7 +1198,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                     .and_then(|b| ast::named_children(b).last().copied())
                                 {
                                     let fail = match c.model.handler.respond(500) {
-                                        Some(answer) if i == 0 && c.model.handler.framework == Framework::Express => {
+                                        Some(answer) if answers && c.model.handler.framework == Framework::Express => {
                                             answer
                                         }
                                         _ => format!("throw {name}{}", file.style().semi()),
@@ -1219,7 +1226,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                         "check the returned error",
                                         vec![Edit::insert(
                                             at,
-                                            format!("{eol}{indent}{}", fail_stmt(c, i, file, &name, &name)),
+                                            format!("{eol}{indent}{}", fail_stmt(c, answers, file, &name, &name)),
                                         )],
                                     );
                                     (true, Some(fix))
@@ -1241,7 +1248,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                                 Edit::insert(last.end_byte(), binding),
                                                 Edit::insert(
                                                     after_stmt,
-                                                    format!("{eol}{indent}{}", fail_stmt(c, i, file, &err, &err)),
+                                                    format!("{eol}{indent}{}", fail_stmt(c, answers, file, &err, &err)),
                                                 ),
                                             ],
                                         ))
