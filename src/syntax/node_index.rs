@@ -26,6 +26,8 @@ pub struct NodeIndex {
     parents: Vec<u32>,
     /// For each node, the position of its nearest function ancestor (`NO_FUNCTION`: none).
     functions: Vec<u32>,
+    /// The binding sites by name, built on the first lookup of a name.
+    bindings: std::cell::OnceCell<super::bindings::Bindings>,
 }
 
 const NO_FUNCTION: u32 = u32::MAX;
@@ -125,7 +127,15 @@ impl NodeIndex {
                     break;
                 }
                 if !cursor.goto_parent() {
-                    return NodeIndex { _tree: tree, root_id, nodes, ends, parents, functions };
+                    return NodeIndex {
+                        _tree: tree,
+                        root_id,
+                        nodes,
+                        ends,
+                        parents,
+                        functions,
+                        bindings: Default::default(),
+                    };
                 }
             }
         }
@@ -152,6 +162,49 @@ impl NodeIndex {
         let at = self.position(node)?;
         let function = self.functions[at];
         Some((function != NO_FUNCTION).then(|| self.nodes[function as usize]))
+    }
+
+    /// The tree's root node.
+    pub fn root<'t>(&self) -> Node<'t> {
+        self.nodes[0]
+    }
+
+    /// The binding sites of this tree, read from `src`; None when they were read from
+    /// another text (a caller's wrong text must not answer for the right one).
+    fn bindings(&self, src: &str) -> Option<&super::bindings::Bindings> {
+        let bindings =
+            self.bindings.get_or_init(|| super::bindings::Bindings::build(&self.nodes, &self.ends, &self.parents, src));
+        bindings.reads(src).then_some(bindings)
+    }
+
+    /// `ast::find_binding_init` answered from the binding sites: the value of the last
+    /// `const name = value` inside `scope` that starts before `before`. None when this index
+    /// cannot answer (another tree or text).
+    pub fn plain_init<'t>(&self, scope: Node<'t>, name: &str, src: &str, before: usize) -> Option<Option<Node<'t>>> {
+        let at = self.position(scope)?;
+        let bindings = self.bindings(src)?;
+        Some(bindings.plain_init(name, at as u32, self.ends[at], before).map(|v| self.nodes[v as usize]))
+    }
+
+    /// `ast::module_declaration_init` answered from the binding sites (None: this index
+    /// cannot answer).
+    pub fn module_declaration_init<'t>(&self, name: &str, src: &str, before: usize) -> Option<Option<Node<'t>>> {
+        let bindings = self.bindings(src)?;
+        let is_declaration = |top: u32| super::ast::is_declaration_statement(self.nodes[top as usize]);
+        Some(bindings.module_init(name, before, is_declaration).map(|v| self.nodes[v as usize]))
+    }
+
+    /// `ast::latest_binding` answered from the binding sites (None: this index cannot answer).
+    pub fn latest_binding<'t>(
+        &self,
+        scope: Node<'t>,
+        name: &str,
+        src: &str,
+        before: usize,
+    ) -> Option<Option<(Node<'t>, Vec<String>)>> {
+        let at = self.position(scope)?;
+        let bindings = self.bindings(src)?;
+        Some(bindings.latest(name, at as u32, self.ends[at], before).map(|(v, path)| (self.nodes[v as usize], path)))
     }
 
     /// Pre-order walk of `node`'s subtree; `visit` returns false to skip a node's children.
