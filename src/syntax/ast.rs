@@ -504,7 +504,7 @@ pub fn pattern_path(pattern: Node, name: &str, src: &str) -> Option<Vec<String>>
 /// `node` is any node of the tree.
 pub fn module_declaration_init<'t>(node: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
     if let Some(index) = super::node_index::for_node(node)
-        && let Some(found) = index.module_declaration_init(name, src, before)
+        && let Some(found) = index.module_declaration_init(node, name, src, before)
     {
         super::budget::charge();
         return found;
@@ -532,7 +532,7 @@ pub fn root_above(node: Node) -> Option<Node> {
         && index.parent(node).is_some()
     {
         super::budget::charge();
-        let root = index.root();
+        let root = super::node_index::root_node(node);
         return (root != node).then_some(root);
     }
     ancestors(node).last()
@@ -578,7 +578,7 @@ mod tests {
                     compared += 1;
                 }
                 assert_eq!(
-                    index.module_declaration_init(name, src, id.start_byte()),
+                    index.module_declaration_init(id, name, src, id.start_byte()),
                     Some(module_declaration_init_by_walk(id, name, src, id.start_byte())),
                     "{} {name}",
                     file.path.display()
