@@ -231,7 +231,7 @@ fn summarise(
     let mut found = Vec::new();
     for inner in ast::calls_in(body, false) {
         if ast::callee_path(inner, &file.text).len() > 1
-            && inner.parent().is_some_and(|p| p.kind() == "member_expression")
+            && ast::parent(inner).is_some_and(|p| p.kind() == "member_expression")
         {
             continue; // only the outermost call of a chain
         }
@@ -271,7 +271,7 @@ pub fn block_category(project: &Project, file: &Arc<SourceFile>, node: Node) -> 
     let src = &file.text;
     let calls = ast::calls_in(node, false)
         .into_iter()
-        .filter(|c| c.parent().is_none_or(|p| p.kind() != "member_expression"))
+        .filter(|c| ast::parent(c).is_none_or(|p| p.kind() != "member_expression"))
         .filter(|c| ast::callee_path(*c, src).first().is_none_or(|r| r != "console"));
     combine(calls.map(|c| call_category(project, file, c, 3)))
 }

@@ -90,8 +90,8 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
             }
             // `idempotencyKey` of `{ idempotencyKey: k }`, the fragment of `{ "Idempotency-Key": k }`
             let name = m.get("key_name")?;
-            let key = if name.kind() == "string_fragment" { name.parent()? } else { name };
-            key.parent().filter(|p| p.kind() == "pair" && p.child_by_field_name("key") == Some(key))
+            let key = if name.kind() == "string_fragment" { ast::parent(name)? } else { name };
+            ast::parent(key).filter(|p| p.kind() == "pair" && p.child_by_field_name("key") == Some(key))
         })
         .collect();
     super::queries::tree_order(&mut properties);
@@ -103,7 +103,7 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
         let (Some(key), Some(value)) = (key, value) else { continue };
         let name = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
         let site = if name == "id"
-            && n.parent().and_then(|o| o.parent()).is_some_and(|p| {
+            && ast::parent(n).and_then(ast::parent).is_some_and(|p| {
                 p.kind() == "pair" && p.child_by_field_name("key").is_some_and(|k| text(k, src) == "deduplication")
             }) {
             Some(KeySite::JobId)
@@ -208,83 +208,17 @@ pub fn marker_id<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     best.map(|(_, v)| v)
 }
 
-/// A binding of `name` visible at `before` inside `root`: its initializer and the property path
-/// a destructuring pattern adds (`const { data: { id } } = evt` → (evt, ["data", "id"])).
-pub fn binding<'t>(root: Node<'t>, name: &str, src: &str, before: usize) -> Option<(Node<'t>, Vec<String>)> {
-    let mut best = None;
-    ast::walk(root, &mut |n| {
-        if n.start_byte() >= before {
-            return false;
-        }
-        if n.kind() == "variable_declarator"
-            && let (Some(pattern), Some(value)) = (n.child_by_field_name("name"), n.child_by_field_name("value"))
-            && let Some(path) = pattern_path(pattern, name, src)
-        {
-            best = Some((value, path));
-        }
-        // `let key = null; ... key = `${prefix}${id}`;`: the latest plain assignment wins.
-        if n.kind() == "assignment_expression"
-            && let (Some(left), Some(value)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
-            && left.kind() == "identifier"
-            && text(left, src) == name
-            && best.is_some()
-        {
-            best = Some((value, Vec::new()));
-        }
-        true
-    });
-    best
-}
-
-fn pattern_path(pattern: Node, name: &str, src: &str) -> Option<Vec<String>> {
-    match pattern.kind() {
-        "identifier" | "shorthand_property_identifier_pattern" => (text(pattern, src) == name).then(Vec::new),
-        "object_pattern" => {
-            for prop in ast::named_children(pattern) {
-                match prop.kind() {
-                    "shorthand_property_identifier_pattern" if text(prop, src) == name => {
-                        return Some(vec![name.to_string()]);
-                    }
-                    "object_assignment_pattern" => {
-                        let left = prop.child_by_field_name("left")?;
-                        if text(left, src) == name {
-                            return Some(vec![name.to_string()]);
-                        }
-                    }
-                    "pair_pattern" => {
-                        let key = prop.child_by_field_name("key")?;
-                        let value = prop.child_by_field_name("value")?;
-                        let value = if value.kind() == "assignment_pattern" {
-                            value.child_by_field_name("left")?
-                        } else {
-                            value
-                        };
-                        if let Some(mut rest) = pattern_path(value, name, src) {
-                            let k = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
-                            rest.insert(0, k);
-                            return Some(rest);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            None
-        }
-        _ => None,
-    }
-}
-
 /// The scope to look bindings up in for a node: its enclosing function, then the module.
 fn lookup<'t>(at: Node<'t>, name: &str, src: &str) -> Option<(Node<'t>, Vec<String>)> {
     let mut scope = ast::enclosing_function(at);
     while let Some(func) = scope {
-        if let Some(found) = binding(func, name, src, at.start_byte()) {
+        if let Some(found) = ast::latest_binding(func, name, src, at.start_byte()) {
             return Some(found);
         }
         scope = ast::enclosing_function(func);
     }
-    let root = ast::ancestors(at).last()?;
-    binding(root, name, src, at.start_byte())
+    let root = ast::root_above(at)?;
+    ast::latest_binding(root, name, src, at.start_byte())
 }
 
 /// The initializer of a plain `const name = <init>` binding an identifier or shorthand refers to.
@@ -332,7 +266,7 @@ fn expand_inner<'t>(node: Node<'t>, src: &str, stop_at_delivery: bool) -> Vec<No
                 return false;
             }
             if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
-                && n.parent()
+                && ast::parent(n)
                     .is_none_or(|p| p.kind() != "member_expression" || p.child_by_field_name("object") == Some(n))
             {
                 ids.push(n);
@@ -568,7 +502,7 @@ pub fn enclosing_loop<'t>(node: Node<'t>, func: Node<'t>, src: &str) -> Option<N
     ast::ancestors(node).take_while(|a| *a != func).find(|a| {
         matches!(a.kind(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
             || (ast::is_function(*a)
-                && a.parent().and_then(|p| p.parent()).is_some_and(|c| {
+                && ast::parent(a).and_then(ast::parent).is_some_and(|c| {
                     c.kind() == "call_expression"
                         && ast::callee_name(c, src)
                             .is_some_and(|n| matches!(n.as_str(), "map" | "forEach" | "flatMap" | "all"))

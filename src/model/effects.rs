@@ -579,16 +579,7 @@ fn constructed_by<'s>(call: Node, path: &[String], src: &'s str) -> Option<&'s s
     // The enclosing function's own declarations, then the module's top-level ones: never a
     // walk of the whole file per call (files of thousands of lines have thousands of calls).
     let local = ast::enclosing_function(call).and_then(|f| ast::find_binding_init(f, root, src, call.start_byte()));
-    let init = local.or_else(|| {
-        let program = ast::ancestors(call).last()?;
-        ast::named_children(program).into_iter().filter(|n| n.start_byte() < call.start_byte()).find_map(|stmt| {
-            let decl = if stmt.kind() == "export_statement" { stmt.named_child(0)? } else { stmt };
-            if !matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
-                return None;
-            }
-            ast::find_binding_init(decl, root, src, call.start_byte())
-        })
-    })?;
+    let init = local.or_else(|| ast::module_declaration_init(call, root, src, call.start_byte()))?;
     let mut init = ast::unwrap_expr(init);
     // `key ? new Resend(key) : null`: the client is what the branch that builds one builds.
     if init.kind() == "ternary_expression" {
@@ -690,13 +681,13 @@ fn is_db_root(root: &str) -> bool {
 
 /// A chain is classified at its outermost call only.
 fn chain_end(call: Node, src: &str) -> bool {
-    let Some(parent) = call.parent() else {
+    let Some(parent) = ast::parent(call) else {
         return true;
     };
     if parent.kind() != "member_expression" {
         return true;
     }
-    if parent.parent().is_none_or(|g| g.kind() != "call_expression") {
+    if ast::parent(parent).is_none_or(|g| g.kind() != "call_expression") {
         return true;
     }
     let prop = parent.child_by_field_name("property").map(|p| text(p, src)).unwrap_or("");
@@ -890,7 +881,7 @@ pub fn sql_text(call: Node, args: &[Node], src: &str) -> Option<String> {
             "identifier" => {
                 let scope = ast::enclosing_function(call).unwrap_or(call);
                 let init = ast::find_binding_init(scope, text(*first, src), src, call.start_byte()).or_else(|| {
-                    let root = ast::ancestors(call).last()?;
+                    let root = ast::root_above(call)?;
                     ast::find_binding_init(root, text(*first, src), src, call.start_byte())
                 })?;
                 text(init, src).to_string()

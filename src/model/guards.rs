@@ -54,8 +54,8 @@ pub fn guard_call_kind(call: Node, src: &str) -> Option<GuardKind> {
 pub fn guard_at(node: Node, src: &str) -> Option<GuardKind> {
     for anc in ast::ancestors(node) {
         if ast::is_function(anc)
-            && let Some(args) = anc.parent().filter(|p| p.kind() == "arguments")
-            && let Some(call) = args.parent().filter(|c| c.kind() == "call_expression")
+            && let Some(args) = ast::parent(anc).filter(|p| p.kind() == "arguments")
+            && let Some(call) = ast::parent(args).filter(|c| c.kind() == "call_expression")
             && let Some(kind) = guard_call_kind(call, src)
         {
             return Some(kind);
@@ -97,7 +97,7 @@ fn in_exit_branch(call: Node, func: Node) -> bool {
     ast::ancestors(call).take_while(|a| a.id() != func.id()).any(|a| {
         a.kind() == "catch_clause"
             || (a.kind() == "statement_block"
-                && a.parent().is_some_and(|p| !ast::is_function(p))
+                && ast::parent(a).is_some_and(|p| !ast::is_function(p))
                 && a.named_children(&mut a.walk())
                     .filter(|c| c.kind() != "comment")
                     .last()

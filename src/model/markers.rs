@@ -257,9 +257,9 @@ fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
 
 /// `.catch((e) => { if (e.code === 'P2002') ... })` on the insert's promise.
 fn is_followed_by_catch(call: Node, src: &str) -> bool {
-    call.parent()
+    ast::parent(call)
         .filter(|p| p.kind() == "member_expression")
-        .and_then(|p| p.parent())
+        .and_then(ast::parent)
         .filter(|g| g.kind() == "call_expression")
         .is_some_and(|g| {
             let t = text(g, src);
@@ -445,7 +445,7 @@ fn transaction_callback<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
             && anc
                 .parent()
                 .filter(|p| p.kind() == "arguments")
-                .and_then(|a| a.parent())
+                .and_then(ast::parent)
                 .is_some_and(|c| c.kind() == "call_expression" && guards::guard_call_kind(c, src).is_some())
     })
 }
@@ -457,7 +457,7 @@ fn releases_on_failure(steps: &FunctionSteps, src: &str) -> bool {
             && ast::ancestors(*call).any(|a| {
                 matches!(a.kind(), "catch_clause" | "finally_clause")
                     || (a.kind() == "arguments"
-                        && a.parent().is_some_and(|c| {
+                        && ast::parent(a).is_some_and(|c| {
                             c.kind() == "call_expression"
                                 && ast::callee_name(c, src).is_some_and(|n| n == "catch" || n == "finally")
                         }))

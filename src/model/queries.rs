@@ -266,7 +266,7 @@ pub fn reached_outside_functions(n: Node, from: Node) -> bool {
         if at == from {
             return true;
         }
-        match at.parent() {
+        match ast::parent(at) {
             Some(p) => at = p,
             None => return false,
         }
@@ -322,7 +322,7 @@ pub fn call_of_callee(mut callee: Node) -> Option<Node> {
 /// the order the Rust walks a query replaces produced.
 pub fn tree_order(nodes: &mut Vec<Node>) {
     // Nodes of one range are nested: the shallower one comes first.
-    let depth = |n: &Node| std::iter::successors(n.parent(), |p| p.parent()).count();
+    let depth = |n: &Node| ast::ancestors(*n).count();
     nodes.sort_by(|a, b| {
         (a.start_byte(), std::cmp::Reverse(a.end_byte()))
             .cmp(&(b.start_byte(), std::cmp::Reverse(b.end_byte())))

@@ -227,7 +227,7 @@ fn remote_read(call: tree_sitter::Node, src: &str) -> bool {
     }
     // `${API}/payments/${id}` where `const API = "https://..."`.
     let first_name = crate::regex!(r"^`\$\{\s*([A-Za-z_$][\w$]*)\s*\}").captures(url_text).map(|c| c[1].to_string());
-    let root = ast::ancestors(call).last().unwrap_or(call);
+    let root = ast::root_above(call).unwrap_or(call);
     first_name
         .and_then(|n| ast::find_binding_init(root, &n, src, call.start_byte()))
         .is_some_and(|init| src[init.byte_range()].contains("http"))

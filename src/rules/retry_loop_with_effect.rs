@@ -237,7 +237,7 @@ fn reads_loop_names(node: Node, lp: &RetryLoop, src: &str) -> bool {
 }
 
 fn fresh_name(func: Node, base: &str, names: &mut Vec<String>, src: &str) -> String {
-    let root = ast::ancestors(func).last().unwrap_or(func);
+    let root = ast::root_above(func).unwrap_or(func);
     let taken = |n: &str| names.iter().any(|x| x == n) || ast::mentions_identifier(root, src, n);
     let mut name = base.to_string();
     let mut i = 2;

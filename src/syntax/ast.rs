@@ -214,9 +214,9 @@ pub fn object_property<'t>(object: Node<'t>, key: &str, src: &str) -> Option<Nod
 
 /// The nearest ancestor that is a function.
 pub fn enclosing_function(node: Node) -> Option<Node> {
-    // A climb per node of a deep nest would cost the square of its depth; a tree walked
-    // often enough to have a node list answers in one lookup.
-    if let Some(index) = super::node_index::existing(node)
+    // A climb per node of a deep nest would cost the square of its depth; a tree climbed
+    // or walked often enough to have a node list answers in one lookup.
+    if let Some(index) = super::node_index::for_node(node)
         && let Some(function) = index.enclosing_function(node)
     {
         super::budget::charge();
@@ -229,12 +229,13 @@ pub fn ancestors(node: Node) -> impl Iterator<Item = Node> {
     std::iter::successors(parent(node), |n| parent(*n))
 }
 
-/// `node.parent()`, from the tree's node list where one is built: tree-sitter finds a
-/// parent by descending from the root, which the rules' many upward climbs multiply.
+/// `node.parent()`, from the tree's node list: tree-sitter finds a parent by descending from
+/// the root, so the rules' many upward climbs would cost the square of a nest's depth. A tree
+/// climbed or walked a few times gets its list.
 pub fn parent<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> Option<Node<'t>> {
     let node = *node.borrow();
     super::budget::charge();
-    match super::node_index::existing(node).and_then(|index| index.parent(node)) {
+    match super::node_index::for_node(node).and_then(|index| index.parent(node)) {
         Some(parent) => parent,
         None => node.parent(),
     }
@@ -348,7 +349,7 @@ pub fn mentions_identifier(node: Node, src: &str, name: &str) -> bool {
 pub fn enclosing_statement(node: Node) -> Option<Node> {
     let mut cur = node;
     loop {
-        let parent = cur.parent()?;
+        let parent = self::parent(cur)?;
         if matches!(parent.kind(), "statement_block" | "program" | "switch_case" | "switch_default") {
             return Some(cur);
         }
@@ -386,6 +387,16 @@ pub fn following_siblings(node: Node) -> Vec<Node> {
 /// The initializer of `const name = <init>` visible in the function scope containing `at`
 /// (a simple, flow-insensitive lookup: the nearest declaration before `at`).
 pub fn find_binding_init<'t>(scope: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
+    if let Some(index) = super::node_index::for_node(scope)
+        && let Some(found) = index.plain_init(scope, name, src, before)
+    {
+        super::budget::charge();
+        return found;
+    }
+    find_binding_init_by_walk(scope, name, src, before)
+}
+
+fn find_binding_init_by_walk<'t>(scope: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
     let mut best: Option<Node> = None;
     walk(scope, &mut |n| {
         if n.start_byte() >= before {
@@ -402,4 +413,179 @@ pub fn find_binding_init<'t>(scope: Node<'t>, name: &str, src: &str, before: usi
         true
     });
     best
+}
+
+/// A binding of `name` visible at `before` inside `scope`: its initializer and the property
+/// path a destructuring pattern adds (`const { data: { id } } = evt` → (evt, ["data", "id"])).
+/// The last declarator wins, and after one a plain assignment (`let key = null; ...
+/// key = `${prefix}${id}`;`).
+pub fn latest_binding<'t>(scope: Node<'t>, name: &str, src: &str, before: usize) -> Option<(Node<'t>, Vec<String>)> {
+    if let Some(index) = super::node_index::for_node(scope)
+        && let Some(found) = index.latest_binding(scope, name, src, before)
+    {
+        super::budget::charge();
+        return found;
+    }
+    latest_binding_by_walk(scope, name, src, before)
+}
+
+fn latest_binding_by_walk<'t>(
+    scope: Node<'t>,
+    name: &str,
+    src: &str,
+    before: usize,
+) -> Option<(Node<'t>, Vec<String>)> {
+    let mut best = None;
+    walk(scope, &mut |n| {
+        if n.start_byte() >= before {
+            return false;
+        }
+        if n.kind() == "variable_declarator"
+            && let (Some(pattern), Some(value)) = (field(n, "name"), field(n, "value"))
+            && let Some(path) = pattern_path(pattern, name, src)
+        {
+            best = Some((value, path));
+        }
+        if n.kind() == "assignment_expression"
+            && let (Some(left), Some(value)) = (field(n, "left"), field(n, "right"))
+            && left.kind() == "identifier"
+            && text(left, src) == name
+            && best.is_some()
+        {
+            best = Some((value, Vec::new()));
+        }
+        true
+    });
+    best
+}
+
+/// The property path under which a declarator's pattern binds `name`: empty for the name
+/// itself, `["data", "id"]` for `{ data: { id } }`; None when the pattern does not bind it.
+pub fn pattern_path(pattern: Node, name: &str, src: &str) -> Option<Vec<String>> {
+    match pattern.kind() {
+        "identifier" | "shorthand_property_identifier_pattern" => (text(pattern, src) == name).then(Vec::new),
+        "object_pattern" => {
+            for prop in named_children(pattern) {
+                match prop.kind() {
+                    "shorthand_property_identifier_pattern" if text(prop, src) == name => {
+                        return Some(vec![name.to_string()]);
+                    }
+                    "object_assignment_pattern" => {
+                        let left = prop.child_by_field_name("left")?;
+                        if text(left, src) == name {
+                            return Some(vec![name.to_string()]);
+                        }
+                    }
+                    "pair_pattern" => {
+                        let key = prop.child_by_field_name("key")?;
+                        let value = prop.child_by_field_name("value")?;
+                        let value = if value.kind() == "assignment_pattern" {
+                            value.child_by_field_name("left")?
+                        } else {
+                            value
+                        };
+                        if let Some(mut rest) = pattern_path(value, name, src) {
+                            let k = string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
+                            rest.insert(0, k);
+                            return Some(rest);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// The initializer of `const name = <init>` in the first declaration statement of the module
+/// (exported or not) that declares `name` before `before` (the last such declarator in it).
+/// `node` is any node of the tree.
+pub fn module_declaration_init<'t>(node: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
+    if let Some(index) = super::node_index::for_node(node)
+        && let Some(found) = index.module_declaration_init(node, name, src, before)
+    {
+        super::budget::charge();
+        return found;
+    }
+    module_declaration_init_by_walk(node, name, src, before)
+}
+
+fn module_declaration_init_by_walk<'t>(node: Node<'t>, name: &str, src: &str, before: usize) -> Option<Node<'t>> {
+    let program = root_above(node).unwrap_or(node);
+    named_children(program)
+        .into_iter()
+        .filter(|n| n.start_byte() < before && is_declaration_statement(*n))
+        .find_map(|stmt| find_binding_init_by_walk(stmt, name, src, before))
+}
+
+/// `const`, `let` or `var` declarations, exported or not.
+pub fn is_declaration_statement(stmt: Node) -> bool {
+    let decl = if stmt.kind() == "export_statement" { stmt.named_child(0) } else { Some(stmt) };
+    decl.is_some_and(|d| matches!(d.kind(), "lexical_declaration" | "variable_declaration"))
+}
+
+/// The root of `node`'s tree; None when `node` is the root.
+pub fn root_above(node: Node) -> Option<Node> {
+    if let Some(index) = super::node_index::for_node(node)
+        && index.parent(node).is_some()
+    {
+        super::budget::charge();
+        let root = super::node_index::root_node(node);
+        return (root != node).then_some(root);
+    }
+    ancestors(node).last()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The binding sites answer every lookup as the walks they replace do: for each
+    /// identifier of every fixture and example, in each function around it and the module.
+    #[test]
+    fn indexed_binding_lookups_equal_the_walks() {
+        let mut compared = 0;
+        for file in crate::source::fixture_and_example_files() {
+            let src = &file.text;
+            let mut identifiers = Vec::new();
+            walk(file.root(), &mut |n| {
+                if n.kind() == "identifier" {
+                    identifiers.push(n);
+                }
+                true
+            });
+            let index = (0..4).find_map(|_| super::super::node_index::for_node(file.root())).expect("a node list");
+            for id in identifiers {
+                let name = text(id, src);
+                let scopes = ancestors(id).filter(|a| is_function(*a) || a.kind() == "program");
+                for scope in scopes {
+                    let by_walk = find_binding_init_by_walk(scope, name, src, id.start_byte());
+                    assert_eq!(
+                        index.plain_init(scope, name, src, id.start_byte()),
+                        Some(by_walk),
+                        "{} {name}",
+                        file.path.display()
+                    );
+                    let by_walk = latest_binding_by_walk(scope, name, src, id.start_byte());
+                    assert_eq!(
+                        index.latest_binding(scope, name, src, id.start_byte()),
+                        Some(by_walk),
+                        "{} {name}",
+                        file.path.display()
+                    );
+                    compared += 1;
+                }
+                assert_eq!(
+                    index.module_declaration_init(id, name, src, id.start_byte()),
+                    Some(module_declaration_init_by_walk(id, name, src, id.start_byte())),
+                    "{} {name}",
+                    file.path.display()
+                );
+            }
+            super::super::node_index::forget();
+        }
+        assert!(compared > 10_000, "only {compared} lookups compared");
+    }
 }

@@ -2,5 +2,6 @@
 //! expression unwrapping, and the per-tree parent index.
 
 pub mod ast;
+mod bindings;
 pub mod budget;
 pub mod node_index;

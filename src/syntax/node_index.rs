@@ -18,7 +18,6 @@ pub struct NodeIndex {
     /// A reference-counted copy of the tree: it keeps every subtree the nodes point into
     /// alive for as long as this index is.
     _tree: Tree,
-    root_id: usize,
     nodes: Vec<Node<'static>>,
     /// For each node, the position just past its subtree.
     ends: Vec<u32>,
@@ -26,13 +25,17 @@ pub struct NodeIndex {
     parents: Vec<u32>,
     /// For each node, the position of its nearest function ancestor (`NO_FUNCTION`: none).
     functions: Vec<u32>,
+    /// The binding sites by name, built on the first lookup of a name.
+    bindings: std::cell::OnceCell<super::bindings::Bindings>,
 }
 
 const NO_FUNCTION: u32 = u32::MAX;
 
 enum Entry {
     Counting(u32),
-    Built(Rc<NodeIndex>),
+    /// The list, and the root id of the tree this entry's key is the address of: the tree
+    /// the list was built for and the list's own copy of it have roots of different ids.
+    Built(Rc<NodeIndex>, usize),
 }
 
 thread_local! {
@@ -48,9 +51,18 @@ pub fn forget() {
 pub fn existing(node: Node) -> Option<Rc<NodeIndex>> {
     let key = node.into_raw().tree as usize;
     INDEXES.with(|m| match m.borrow().get(&key) {
-        Some(Entry::Built(index)) if index.nodes[0].into_raw().id == root_of(node) => Some(index.clone()),
+        Some(Entry::Built(index, root_id)) if *root_id == root_of(node) as usize => Some(index.clone()),
         _ => None,
     })
+}
+
+/// The root of `node`'s own tree. A root's id is an address inside its tree, so the list's
+/// copy of the root is another node than the root of the tree a caller holds: handing that
+/// out made two top-level statements' parents compare unequal.
+pub fn root_node(node: Node) -> Node {
+    // SAFETY: `node` borrows a live tree, so its tree pointer is valid, and the root lives as
+    // long as that tree.
+    unsafe { Node::from_raw(ffi::ts_tree_root_node(node.into_raw().tree)) }
 }
 
 fn root_of(node: Node) -> *const std::ffi::c_void {
@@ -69,8 +81,8 @@ pub fn for_node(node: Node) -> Option<Rc<NodeIndex>> {
         match entry {
             // The index holds its own copy of the tree, so a freed tree's address reused by
             // another tree shows as a different root.
-            Entry::Built(index) if index.root_id == root_id => return Some(index.clone()),
-            Entry::Built(_) => *entry = Entry::Counting(0),
+            Entry::Built(index, built_for) if *built_for == root_id => return Some(index.clone()),
+            Entry::Built(..) => *entry = Entry::Counting(0),
             Entry::Counting(n) if *n < WALKS_BEFORE_INDEXING => {
                 *n += 1;
                 return None;
@@ -79,17 +91,19 @@ pub fn for_node(node: Node) -> Option<Rc<NodeIndex>> {
         }
         // SAFETY: `tree` is live (see above); the copy is released when the index drops.
         let copy = unsafe { Tree::from_raw(ffi::ts_tree_copy(tree)) };
-        let index = Rc::new(NodeIndex::build(copy, root_id));
-        let copy_key = index.nodes[0].into_raw().tree as usize;
-        *entry = Entry::Built(index.clone());
-        // Nodes handed out belong to the copy; walks starting from them find the same list.
-        map.insert(copy_key, Entry::Built(index.clone()));
+        let index = Rc::new(NodeIndex::build(copy));
+        let copy_root = index.nodes[0].into_raw();
+        *entry = Entry::Built(index.clone(), root_id);
+        // Nodes handed out belong to the copy; walks and climbs starting from them find the
+        // same list (before, they found the copy's other root id and rebuilt the list every
+        // third call).
+        map.insert(copy_root.tree as usize, Entry::Built(index.clone(), copy_root.id as usize));
         Some(index)
     })
 }
 
 impl NodeIndex {
-    fn build(tree: Tree, root_id: usize) -> NodeIndex {
+    fn build(tree: Tree) -> NodeIndex {
         // SAFETY: the nodes point into `tree`'s subtrees, which this index keeps alive by
         // owning `tree`; they are never handed out beyond the index's lifetime because
         // `forget` runs only between analyses, when no node of an analysis is held.
@@ -125,13 +139,31 @@ impl NodeIndex {
                     break;
                 }
                 if !cursor.goto_parent() {
-                    return NodeIndex { _tree: tree, root_id, nodes, ends, parents, functions };
+                    return NodeIndex { _tree: tree, nodes, ends, parents, functions, bindings: Default::default() };
                 }
             }
         }
     }
 
+    /// The node at position `at` as a node of `like`'s tree (the original or the list's copy:
+    /// they share every subtree but the root), so that nodes from the list and from the
+    /// caller's own navigation compare and climb alike.
+    fn home<'t>(&self, at: u32, like: Node<'t>) -> Node<'t> {
+        if at == 0 {
+            return root_node(like);
+        }
+        let raw = self.nodes[at as usize].into_raw();
+        // SAFETY: both trees share the subtree `raw` points into, which `like`'s tree keeps
+        // alive for as long as `like` lives.
+        unsafe { Node::from_raw(ffi::TSNode { tree: like.into_raw().tree, ..raw }) }
+    }
+
     fn position(&self, node: Node) -> Option<usize> {
+        // A root's id is an address inside its tree, not its subtree: the root of the tree
+        // this list copied has another id than the list's own.
+        if node.id() == root_of(node) as usize {
+            return Some(0);
+        }
         let start = node.start_byte();
         let first = self.nodes.partition_point(|n| n.start_byte() < start);
         self.nodes[first..]
@@ -144,14 +176,58 @@ impl NodeIndex {
     /// `node`'s parent; None at the root, or when `node` is not in this tree.
     pub fn parent<'t>(&self, node: Node<'t>) -> Option<Option<Node<'t>>> {
         let at = self.position(node)?;
-        Some((at != 0).then(|| self.nodes[self.parents[at] as usize]))
+        Some((at != 0).then(|| self.home(self.parents[at], node)))
     }
 
     /// `node`'s nearest function ancestor; None when `node` is not in this tree.
     pub fn enclosing_function<'t>(&self, node: Node<'t>) -> Option<Option<Node<'t>>> {
         let at = self.position(node)?;
         let function = self.functions[at];
-        Some((function != NO_FUNCTION).then(|| self.nodes[function as usize]))
+        Some((function != NO_FUNCTION).then(|| self.home(function, node)))
+    }
+
+    /// The binding sites of this tree, read from `src`; None when they were read from
+    /// another text (a caller's wrong text must not answer for the right one).
+    fn bindings(&self, src: &str) -> Option<&super::bindings::Bindings> {
+        let bindings =
+            self.bindings.get_or_init(|| super::bindings::Bindings::build(&self.nodes, &self.ends, &self.parents, src));
+        bindings.reads(src).then_some(bindings)
+    }
+
+    /// `ast::find_binding_init` answered from the binding sites: the value of the last
+    /// `const name = value` inside `scope` that starts before `before`. None when this index
+    /// cannot answer (another tree or text).
+    pub fn plain_init<'t>(&self, scope: Node<'t>, name: &str, src: &str, before: usize) -> Option<Option<Node<'t>>> {
+        let at = self.position(scope)?;
+        let bindings = self.bindings(src)?;
+        Some(bindings.plain_init(name, at as u32, self.ends[at], before).map(|v| self.home(v, scope)))
+    }
+
+    /// `ast::module_declaration_init` answered from the binding sites (None: this index
+    /// cannot answer).
+    pub fn module_declaration_init<'t>(
+        &self,
+        like: Node<'t>,
+        name: &str,
+        src: &str,
+        before: usize,
+    ) -> Option<Option<Node<'t>>> {
+        let bindings = self.bindings(src)?;
+        let is_declaration = |top: u32| super::ast::is_declaration_statement(self.nodes[top as usize]);
+        Some(bindings.module_init(name, before, is_declaration).map(|v| self.home(v, like)))
+    }
+
+    /// `ast::latest_binding` answered from the binding sites (None: this index cannot answer).
+    pub fn latest_binding<'t>(
+        &self,
+        scope: Node<'t>,
+        name: &str,
+        src: &str,
+        before: usize,
+    ) -> Option<Option<(Node<'t>, Vec<String>)>> {
+        let at = self.position(scope)?;
+        let bindings = self.bindings(src)?;
+        Some(bindings.latest(name, at as u32, self.ends[at], before).map(|(v, path)| (self.home(v, scope), path)))
     }
 
     /// Pre-order walk of `node`'s subtree; `visit` returns false to skip a node's children.
@@ -164,7 +240,9 @@ impl NodeIndex {
         let mut i = at;
         while i < end {
             super::budget::charge();
-            i = if visit(self.nodes[i]) { i + 1 } else { self.ends[i] as usize };
+            // `node` itself rather than the list's copy of it: a root's id differs between the two.
+            let visited = if i == at { node } else { self.home(i as u32, node) };
+            i = if visit(visited) { i + 1 } else { self.ends[i] as usize };
         }
         true
     }
