@@ -24,7 +24,9 @@ A failure that the provider never hears about, so it never retries:
   that swallows the error and returns normally;
 - an error returned as a value and never checked before a 2xx: supabase-js
   (`const { error } = await supabase.from(t).insert(...)`, or the result not even read),
-  Resend (`resend.emails.send` returns `{ data, error }` and never throws), results of
+  Resend (`resend.emails.send` returns `{ data, error }` and never throws), a local wrapper
+  that returns either one's result (`return resend.emails.send(...)`; its fix is display-only,
+  since the wrapper may return something else on other paths), results of
   `Promise.allSettled` never inspected for rejections;
 - a failure reported only in the body (`{ error }`, `{ status: 500 }`, `{ success: false }`)
   of a 2xx response in a `catch` or an error branch.
