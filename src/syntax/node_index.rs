@@ -33,8 +33,7 @@ const NO_FUNCTION: u32 = u32::MAX;
 
 enum Entry {
     Counting(u32),
-    /// The list, and the root id of the tree this entry's key is the address of: the tree
-    /// the list was built for and the list's own copy of it have roots of different ids.
+    /// The list, and the identity (`tree_identity`) of the tree it was built for.
     Built(Rc<NodeIndex>, usize),
 }
 
@@ -51,7 +50,7 @@ pub fn forget() {
 pub fn existing(node: Node) -> Option<Rc<NodeIndex>> {
     let key = node.into_raw().tree as usize;
     INDEXES.with(|m| match m.borrow().get(&key) {
-        Some(Entry::Built(index, root_id)) if *root_id == root_of(node) as usize => Some(index.clone()),
+        Some(Entry::Built(index, identity)) if *identity == tree_identity(node.into_raw().tree) => Some(index.clone()),
         _ => None,
     })
 }
@@ -65,6 +64,17 @@ pub fn root_node(node: Node) -> Node {
     unsafe { Node::from_raw(ffi::ts_tree_root_node(node.into_raw().tree)) }
 }
 
+/// What tells one tree from another at the same address: its root subtree. A root node's id
+/// is the address of the root field inside the tree struct, so a freed tree's address reused
+/// by a new tree gives the same root id; the subtree that field points to is kept alive by
+/// the index's own copy, so no later tree can have it. (The list's copy shares it too.)
+fn tree_identity(tree: *const ffi::TSTree) -> usize {
+    // SAFETY: `tree` is a live tree (callers hold a node of it); a root node's id points at
+    // the tree's root field, one pointer-sized `Subtree` (a pointer, or inline data for a
+    // tiny tree, which is then compared by value).
+    unsafe { *(ffi::ts_tree_root_node(tree).id as *const usize) }
+}
+
 fn root_of(node: Node) -> *const std::ffi::c_void {
     // SAFETY: `node` borrows a live tree, so its tree pointer is valid.
     unsafe { ffi::ts_tree_root_node(node.into_raw().tree) }.id
@@ -73,14 +83,13 @@ fn root_of(node: Node) -> *const std::ffi::c_void {
 /// The node list of `node`'s tree, once that tree has been walked often enough.
 pub fn for_node(node: Node) -> Option<Rc<NodeIndex>> {
     let tree = node.into_raw().tree;
-    // SAFETY: `node` borrows a live tree, so its tree pointer is valid.
-    let root_id = unsafe { ffi::ts_tree_root_node(tree) }.id as usize;
+    let root_id = tree_identity(tree);
     INDEXES.with(|m| {
         let mut map = m.borrow_mut();
         let entry = map.entry(tree as usize).or_insert(Entry::Counting(0));
         match entry {
             // The index holds its own copy of the tree, so a freed tree's address reused by
-            // another tree shows as a different root.
+            // another tree shows as a different root subtree.
             Entry::Built(index, built_for) if *built_for == root_id => return Some(index.clone()),
             Entry::Built(..) => *entry = Entry::Counting(0),
             Entry::Counting(n) if *n < WALKS_BEFORE_INDEXING => {
@@ -97,7 +106,7 @@ pub fn for_node(node: Node) -> Option<Rc<NodeIndex>> {
         // Nodes handed out belong to the copy; walks and climbs starting from them find the
         // same list (before, they found the copy's other root id and rebuilt the list every
         // third call).
-        map.insert(copy_root.tree as usize, Entry::Built(index.clone(), copy_root.id as usize));
+        map.insert(copy_root.tree as usize, Entry::Built(index.clone(), tree_identity(copy_root.tree)));
         Some(index)
     })
 }
