@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { canonicalJson, payloadFingerprint } from "./fingerprint.js";
 import { GuardCommitError, GuardError, GuardMismatchError } from "./errors.js";
 import { backoffMs, classifyError, describeError, queryOf, type FailureClass } from "./outbox.js";
-import { checkKey, quoteTable } from "./util.js";
+import { checkKey, pollUntilStopped, quoteTable } from "./util.js";
 import { quoteMysqlTable } from "./mysql.js";
 import { mysqlExec, mysqlJson, mysqlKindsFilter, mysqlText, mysqlTransaction, sqlDialectOf, type SqlDialect } from "./dialect.js";
 
@@ -418,35 +418,7 @@ export function createInbox(options: InboxOptions): Inbox {
     dialect,
     acceptEvent,
     process: processEvents,
-    start(opts) {
-      const pollMs = opts.pollMs ?? 1000;
-      let stopped = false;
-      let wake: (() => void) | undefined;
-      const loop = (async () => {
-        while (!stopped) {
-          try {
-            await processEvents(opts);
-          } catch (err) {
-            opts.onError?.(err);
-          }
-          if (stopped) break;
-          await new Promise<void>((resolve) => {
-            const t = setTimeout(resolve, pollMs);
-            wake = () => {
-              clearTimeout(t);
-              resolve();
-            };
-          });
-        }
-      })();
-      return {
-        async stop() {
-          stopped = true;
-          wake?.();
-          await loop;
-        },
-      };
-    },
+    start: (opts) => pollUntilStopped(() => processEvents(opts), opts),
     get: (key) => store.get(key),
   };
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { checkKey, loadDrizzleSql, quoteTable } from "./util.js";
+import { checkKey, loadDrizzleSql, pollUntilStopped, quoteTable } from "./util.js";
 import { quoteMysqlTable } from "./mysql.js";
 import { mysqlExec, mysqlJson, mysqlKindsFilter, mysqlText, mysqlTransaction, sqlDialectOf, type SqlDialect } from "./dialect.js";
 
@@ -529,34 +529,6 @@ export function createOutbox(options: OutboxOptions = {}): Outbox {
       return storeFor(tx).enqueue(tx, message);
     },
     dispatch,
-    start(opts) {
-      const pollMs = opts.pollMs ?? 1000;
-      let stopped = false;
-      let wake: (() => void) | undefined;
-      const loop = (async () => {
-        while (!stopped) {
-          try {
-            await dispatch(opts);
-          } catch (err) {
-            opts.onError?.(err);
-          }
-          if (stopped) break;
-          await new Promise<void>((resolve) => {
-            const t = setTimeout(resolve, pollMs);
-            wake = () => {
-              clearTimeout(t);
-              resolve();
-            };
-          });
-        }
-      })();
-      return {
-        async stop() {
-          stopped = true;
-          wake?.();
-          await loop;
-        },
-      };
-    },
+    start: (opts) => pollUntilStopped(() => dispatch(opts), opts),
   };
 }

@@ -121,3 +121,41 @@ export function loadDrizzleSql(): Promise<any> {
   sqlTag ??= import("drizzle-orm").then((m: any) => m.sql ?? m.default?.sql);
   return sqlTag;
 }
+
+/**
+ * Runs `pass` every `pollMs` (default 1 s) until `stop()`, which wakes a sleeping loop and
+ * resolves once the pass in flight has finished. A pass that throws goes to `onError` and the
+ * loop goes on (the inbox's and the outbox's `start`).
+ */
+export function pollUntilStopped(
+  pass: () => Promise<unknown>,
+  opts: { pollMs?: number; onError?: (err: unknown) => void },
+): { stop(): Promise<void> } {
+  const pollMs = opts.pollMs ?? 1000;
+  let stopped = false;
+  let wake: (() => void) | undefined;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        await pass();
+      } catch (err) {
+        opts.onError?.(err);
+      }
+      if (stopped) break;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, pollMs);
+        wake = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      wake?.();
+      await loop;
+    },
+  };
+}
