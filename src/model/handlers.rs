@@ -296,6 +296,17 @@ impl<'a> Finder<'a> {
             let lower = route_hint.to_ascii_lowercase();
             WEBHOOK_WORDS.iter().filter(|w| lower.contains(*w)).all(|w| *w == "events")
         };
+        // An operator's route (`pages/api/admin/backfill.ts`, `POST /mod/grant`) is called by a
+        // person or a cron job holding a token, not by a provider that redelivers: a wrapper
+        // named for webhooks does not make it one. A provider named or verified in its own body
+        // still does.
+        let operator_route = framework.is_http()
+            && (operator_path(&self.path) || operator_path(route_hint))
+            && !verifies
+            && providers::detect(body_text).is_none();
+        if operator_route {
+            return;
+        }
         let is_webhook = !framework.is_http()
             || self.wrapper_verifies
             || (names_webhook(route_hint) && !self.user_authenticated && (!events_only || provider.is_some()))
@@ -1091,6 +1102,13 @@ fn routing_path(path: &std::path::Path) -> String {
         Some(i) => full[i..].to_string(),
         None => full,
     }
+}
+
+/// A path with a segment for operators' endpoints: `admin`, `mod`, `moderation`, `debug`.
+fn operator_path(path: &str) -> bool {
+    path.split(['/', '\\'])
+        .map(|seg| seg.split('.').next().unwrap_or(seg).to_ascii_lowercase())
+        .any(|seg| matches!(seg.as_str(), "admin" | "mod" | "moderator" | "moderation" | "debug"))
 }
 
 /// Middleware or a guard that authenticates a signed-in user (not a sender's signature).

@@ -235,10 +235,11 @@ fn relational(t: &str) -> bool {
     crate::regex!(r"[^=!<>]<=?[^=<]|[^=>]>=?[^=>]|===?\s*\d|\d\s*===?").is_match(t)
 }
 
-/// An `if (attempt >= max) throw/break/return` inside the body.
+/// An `if (attempt >= max) throw/break/return` inside the body, the comparison written in the
+/// condition or in a flag it tests (`const willRetry = retry < MAX; if (willRetry) ...`).
 fn body_checks_count(body: Node, src: &str) -> bool {
     ast::descendants_of_kind(body, "if_statement").into_iter().any(|i| {
-        let cond = i.child_by_field_name("condition").map(|c| text(c, src)).unwrap_or("");
+        let cond = i.child_by_field_name("condition").map(|c| flag_value(c, body, src)).unwrap_or("");
         let cons = i.child_by_field_name("consequence");
         relational(cond)
             && crate::regex!(r"(?i)attempt|retr|tries|tried|count|max|\bi\b|\bn\b").is_match(cond)
@@ -247,6 +248,30 @@ fn body_checks_count(body: Node, src: &str) -> bool {
                 t.contains("throw") || t.contains("return") || t.contains("break")
             })
     })
+}
+
+/// The condition's text, or, when it tests a flag (`willRetry`, `!exhausted`) declared in the
+/// body, the flag's initializer: that is where the attempt count is compared.
+fn flag_value<'s>(cond: Node, body: Node, src: &'s str) -> &'s str {
+    let mut inner = ast::unwrap_expr(cond);
+    while inner.kind() == "parenthesized_expression" || inner.kind() == "unary_expression" {
+        match inner.named_child(0) {
+            Some(n) => inner = ast::unwrap_expr(n),
+            None => break,
+        }
+    }
+    if inner.kind() == "identifier" {
+        let name = text(inner, src);
+        let init = ast::descendants_of_kind(body, "variable_declarator").into_iter().find_map(|d| {
+            d.child_by_field_name("name")
+                .filter(|n| n.kind() == "identifier" && text(*n, src) == name)
+                .and(d.child_by_field_name("value"))
+        });
+        if let Some(init) = init {
+            return text(init, src);
+        }
+    }
+    text(cond, src)
 }
 
 /// Whether an attempt waits before the next one.
@@ -345,6 +370,10 @@ mod tests {
     fn recursion_and_libraries() {
         let l = loops("async function send(p) { try { return await post(p); } catch { return send(p); } }");
         assert_eq!(l, vec![(RetryKind::Recursion, false, false)]);
+        let l = loops(
+            "async function send(p, retry = 0) { try { return await post(p); } catch (e) { const again = retry < MAX; if (again) { return send(p, retry + 1); } throw e; } }",
+        );
+        assert_eq!(l, vec![(RetryKind::Recursion, true, false)]);
         let l = loops("async function f() { await pRetry(async () => { await post(); }, { retries: 5 }); }");
         assert_eq!(l.len(), 1);
         assert!(l[0].1 && l[0].2);

@@ -22,6 +22,8 @@ either has no stable key (a Stripe/Resend/Square/... call without an idempotency
 BullMQ add without `jobId`, a FIFO send without `MessageDeduplicationId`, a POST without an
 `Idempotency-Key` header, an email/SMS/chat send), or whose key is computed INSIDE the loop
 body from a random or time value (`const idempotencyKey = uuid()` per attempt).
+Calls whose repetition ends in the state one attempt leaves (Stripe `update`, `cancel`, `del`:
+absolute values and deletions) need no key and are not reported.
 
 ## Why retries break it
 A timeout does not mean the call failed: the provider may have charged, sent or enqueued
@@ -85,7 +87,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 }
                 let local = reach::resolve_call(cx.project, file, call).is_some();
                 let Some(effect) = effects::classify(call, src, local) else { continue };
-                if effect.kind.is_db() || effect.kind == EffectKind::Possible {
+                // An absolute update or a cancel that went through ends in the same state
+                // when the attempt is repeated: no key is needed to make the retry safe.
+                if effect.kind.is_db() || effect.kind == EffectKind::Possible || effect.replays_harmlessly(src) {
                     continue;
                 }
                 let finding = match effect.key {
