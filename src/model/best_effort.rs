@@ -165,6 +165,11 @@ fn category_in(
         return Category::Read;
     }
     let name = path.last().map(|s| s.trim_end_matches("()").to_string()).unwrap_or_default();
+    // An emitter's `emitAsync` runs whatever listens: the bus's name (`this.events`) says
+    // nothing about what that work is.
+    if name == "emitAsync" {
+        return Category::Work;
+    }
     if let Some(def) = reach::resolve_call(project, file, call) {
         let named = named_category(&def.name);
         if depth == 0 || !seen.insert((def.file.path.clone(), def.span.start)) {

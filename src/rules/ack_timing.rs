@@ -18,7 +18,9 @@ Work that is not finished when the delivery is acknowledged:
 - the response is sent (`res.json()`, `res.sendStatus()`, `reply.send()`) and the handler
   awaits more work afterwards;
 - a promise of an effect is dropped: an SDK/database call or a call to a project `async`
-  function used as a statement without `await`/`return` (also `.then()` chains);
+  function used as a statement without `await`/`return` (also `.then()` chains), or an
+  event emitter's `emitAsync(...)` (EventEmitter2, `@nestjs/event-emitter`), whose promise is
+  the listeners' work;
 - `items.forEach(async (item) => ...)`: `forEach` does not wait for the callbacks;
 - `void work()`;
 - work deferred past the response: `after()`, `waitUntil()`, `setImmediate`, `setTimeout`,
@@ -99,6 +101,10 @@ impl Cx<'_> {
                 .map(ast::unwrap_expr)
                 .filter(|o| o.kind() == "call_expression");
             return inner.is_some_and(|i| self.promise_work(i));
+        }
+        // `emitAsync` runs the listeners and resolves when they are done: its promise is their work.
+        if last == "emitAsync" && path.len() >= 2 {
+            return true;
         }
         let def = reach::resolve_call(self.project, self.file, call);
         if let Some(def) = &def {
