@@ -492,6 +492,10 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             || DUP_CODE.is_match(text(body, src))
             || text(body, src).contains("batchItemFailures")
             || marked_best_effort(c, try_stmt, src)
+            // "failed to refresh the cache", "non-critical": the catch's own words ("track"
+            // alone also names recording the event's work, so it does not count here)
+            || says_best_effort(body, src).is_some_and(|w| w != "track")
+            || refines_initialised_values(block, func, src)
         {
             continue;
         }
@@ -806,7 +810,12 @@ fn best_effort_name(name: &str) -> bool {
 /// The catch's own words say the work is best-effort: "failed to refresh the cache",
 /// "non-critical", "failed to track".
 fn catch_says_best_effort(clause: Node, src: &str) -> Option<String> {
-    let t = text(clause.child_by_field_name("body")?, src).to_ascii_lowercase();
+    says_best_effort(clause.child_by_field_name("body")?, src).map(|w| format!("work its own message calls \"{w}\""))
+}
+
+/// A block's own words (its log messages, its comments) call the work best-effort.
+fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
+    let t = text(block, src).to_ascii_lowercase();
     const SAID: &[&str] = &[
         "cache",
         "analytics",
@@ -818,7 +827,34 @@ fn catch_says_best_effort(clause: Node, src: &str) -> Option<String> {
         "non-fatal",
         "nonfatal",
     ];
-    SAID.iter().find(|w| t.contains(**w)).map(|w| format!("work its own message calls \"{w}\""))
+    SAID.iter().find(|w| t.contains(**w)).copied()
+}
+
+/// The `try` only refines values that already hold one (`profile = await enhance(profile)`):
+/// when it fails, the previous value stands, a fallback kept on purpose, and no work of the
+/// event is lost.
+fn refines_initialised_values(block: Node, func: Node, src: &str) -> bool {
+    let stmts: Vec<Node> = ast::named_children(block).into_iter().filter(|s| s.kind() != "comment").collect();
+    !stmts.is_empty()
+        && stmts.iter().all(|stmt| {
+            let Some(assign) = stmt
+                .named_child(0)
+                .filter(|e| stmt.kind() == "expression_statement" && e.kind() == "assignment_expression")
+            else {
+                return false;
+            };
+            let (Some(left), Some(right)) = (assign.child_by_field_name("left"), assign.child_by_field_name("right"))
+            else {
+                return false;
+            };
+            let initialised = left.kind() == "identifier"
+                && ast::find_binding_init(func, text(left, src), src, block.start_byte())
+                    .is_some_and(|init| !matches!(text(ast::unwrap_expr(init), src), "null" | "undefined"));
+            initialised
+                && ast::calls_in(right, true)
+                    .into_iter()
+                    .all(|call| effects::classify(call, src, false).is_none_or(|e| e.kind == EffectKind::Possible))
+        })
 }
 
 /// Work that is not the event's own: analytics, telemetry, caches, alerts and logs. A catch
@@ -1039,19 +1075,33 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
         let answers = i == 0 && ast::enclosing_function(call) == Some(func);
         // Inside a deliberate best-effort `try` (so marked, or its catch says so), a throw added
-        // here only reaches that catch, which swallows it on purpose: no fix is written.
-        let swallowed_by_try = ast::ancestors(stmt).take_while(|a| a.id() != func.id()).any(|a| {
-            a.kind() == "statement_block"
-                && a.parent().is_some_and(|t| {
-                    t.kind() == "try_statement"
-                        && t.child_by_field_name("body").is_some_and(|b| b.id() == a.id())
-                        && t.child_by_field_name("handler").is_some_and(|h| {
-                            h.child_by_field_name("body")
-                                .is_some_and(|b| same_fn_nodes(b, "throw_statement").is_empty())
-                                && (marked_best_effort(c, t, src) || catch_says_best_effort(h, src).is_some())
-                        })
-                })
-        });
+        // here only reaches that catch, which swallows it on purpose: no fix is written. When
+        // the catch's own message says so ("refreshing the cached totals"), the result is left
+        // unchecked on purpose too: no finding.
+        let best_effort_try = |by_catch_words: bool| {
+            ast::ancestors(stmt).take_while(|a| a.id() != func.id()).any(|a| {
+                a.kind() == "statement_block"
+                    && a.parent().is_some_and(|t| {
+                        t.kind() == "try_statement"
+                            && t.child_by_field_name("body").is_some_and(|b| b.id() == a.id())
+                            && t.child_by_field_name("handler").is_some_and(|h| {
+                                h.child_by_field_name("body")
+                                    .is_some_and(|b| same_fn_nodes(b, "throw_statement").is_empty())
+                                    && if by_catch_words {
+                                        h.child_by_field_name("body")
+                                            .and_then(|b| says_best_effort(b, src))
+                                            .is_some_and(|w| w != "track")
+                                    } else {
+                                        marked_best_effort(c, t, src) || catch_says_best_effort(h, src).is_some()
+                                    }
+                            })
+                    })
+            })
+        };
+        if best_effort_try(true) {
+            continue;
+        }
+        let swallowed_by_try = best_effort_try(false);
         let value = ast::unwrap_expr(call);
         let indent = file.indent_at(stmt.start_byte()).to_string();
         let after_stmt = crate::fix::text::line_end(file, stmt.end_byte());
@@ -1195,6 +1245,14 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                         && n.child_by_field_name("consequence")
                                             .is_some_and(|b| b.kind() == "statement_block" && b.named_child_count() > 0)
                                 });
+                                // `if (cacheError) console.warn("could not refresh the cache")`:
+                                // the check's own words say the work is best-effort.
+                                if logging_if
+                                    .and_then(|n| n.child_by_field_name("consequence"))
+                                    .is_some_and(|b| says_best_effort(b, src).is_some())
+                                {
+                                    continue;
+                                }
                                 if let Some(last) = logging_if
                                     .and_then(|n| n.child_by_field_name("consequence"))
                                     .and_then(|b| ast::named_children(b).last().copied())
