@@ -154,6 +154,16 @@ impl Cx<'_> {
     }
 }
 
+/// A callee named for telemetry or a notification (`sendEmail`, `trackSignup`): the promises
+/// it drops are that best-effort work's own (a mail's fallback queue), not the event's.
+fn sends_notification(scope: &Scope) -> bool {
+    scope.depth > 0
+        && matches!(
+            best_effort::named_category(&scope.function.name),
+            Some(best_effort::Category::Telemetry | best_effort::Category::Notification)
+        )
+}
+
 fn is_async(func: Node, src: &str) -> bool {
     let func = if func.kind() == "method_definition" || ast::is_function(func) { func } else { return false };
     (0..func.child_count()).filter_map(|i| func.child(i)).any(|c| c.kind() == "async")
@@ -360,6 +370,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                     && arg.kind() == "call_expression"
                     && c.promise_work(arg)
                     && !c.best_effort(arg)
+                    && !sends_notification(scope)
                 {
                     let fix = if enclosing_is_async(n, src) {
                         Fix::unsafe_("await it", vec![Edit::replace(n.start_byte(), arg.start_byte(), "await ")])
@@ -385,6 +396,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                     && responses::responses_in(call, src, &[], false).is_empty()
                     && c.promise_work(call)
                     && !c.best_effort(call)
+                    && !sends_notification(scope)
                 {
                     let fix = if enclosing_is_async(n, src) {
                         Fix::unsafe_("add `await`", vec![Edit::insert(call.start_byte(), "await ")])
