@@ -172,6 +172,9 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
             None
         };
     }
+    if let Some(found) = supabase_chain(call, &path, src, func, key) {
+        return found;
+    }
     // Drizzle: db.select().from(t), db.insert(t), db.delete(t).
     let drizzle_table = |method: &str| {
         crate::regex!(r"\.(\w+)\(\s*(\w+)").captures_iter(call_text).find(|c| &c[1] == method).map(|c| c[2].to_string())
@@ -231,6 +234,62 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
         _ => return None,
     };
     marker(op, false)
+}
+
+/// supabase-js and PostgREST chains: `supabase.from("webhook_events").select().eq(...)`,
+/// `.insert({...})`, `.upsert(...)`, `.update({ processed: true }).eq(...)`, `.delete().eq(...)`.
+/// Only the outermost call of a chain answers (`Some(None)` for a chain on another table,
+/// `None` when the call is no such chain), so each statement counts once.
+fn supabase_chain<'t>(
+    call: Node<'t>,
+    path: &[String],
+    src: &str,
+    func: Node,
+    key: Option<&EventKey>,
+) -> Option<Option<Marker<'t>>> {
+    let from_at = path.iter().position(|p| p == "from()")?;
+    let verb = path[from_at + 1..]
+        .iter()
+        .map(|p| p.trim_end_matches("()"))
+        .find(|p| matches!(*p, "select" | "insert" | "upsert" | "update" | "delete"))?;
+    if call.parent().is_some_and(|p| p.kind() == "member_expression") {
+        return Some(None);
+    }
+    // The `from("table")` call inside the chain.
+    let mut inner = call;
+    let table = loop {
+        let object = inner.child_by_field_name("function").and_then(|f| f.child_by_field_name("object"))?;
+        let object = ast::unwrap_expr(object);
+        if object.kind() != "call_expression" {
+            return None;
+        }
+        if ast::callee_name(object, src).as_deref() == Some("from") {
+            break ast::arguments(object).first().and_then(|a| ast::string_value(*a, src))?;
+        }
+        inner = object;
+    };
+    if !is_marker_table(&table, call, src, func, key) {
+        return Some(None);
+    }
+    let call_text = text(call, src);
+    let op = match verb {
+        "select" => MarkerOp::Check,
+        "insert" => {
+            // `const { error } = await supabase.from(t).insert(...); if (error?.code === "23505")`:
+            // the unique violation is read back, so the insert is the claim.
+            let after = &src[call.end_byte()..func.end_byte().max(call.end_byte())];
+            let reads_violation = ast::ancestors(call)
+                .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
+                .any(|a| a.kind() == "variable_declarator")
+                && crate::regex!(r#"23505|duplicate|unique"#)
+                    .is_match(after.get(..after.len().min(600)).unwrap_or(after));
+            if reads_violation { MarkerOp::Claim } else { insert_op(call, src, false) }
+        }
+        "upsert" => insert_op(call, src, call_text.contains("ignoreDuplicates")),
+        "update" => MarkerOp::Write,
+        _ => MarkerOp::Release,
+    };
+    Some(Some(Marker { op, call, lease: false }))
 }
 
 fn is_marker_table(name: &str, call: Node, src: &str, func: Node, key: Option<&EventKey>) -> bool {
@@ -450,18 +509,23 @@ fn transaction_callback<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
     })
 }
 
-/// A release of the marker on failure: a delete in a `catch`/`finally` or a `.catch(...)`.
+/// A release of the marker on failure: a delete in a `catch`/`finally` or a `.catch(...)`, or
+/// one followed by a `throw` in its block (`if (error) { await release(); throw error }`, the
+/// shape of clients that return their errors).
 fn releases_on_failure(steps: &FunctionSteps, src: &str) -> bool {
     steps.steps.iter().any(|(step, call, _)| {
         *step == Step::Marker(MarkerOp::Release)
-            && ast::ancestors(*call).any(|a| {
+            && (ast::enclosing_statement(*call).is_some_and(|stmt| {
+                std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling())
+                    .any(|n| n.kind() == "throw_statement")
+            }) || ast::ancestors(*call).any(|a| {
                 matches!(a.kind(), "catch_clause" | "finally_clause")
                     || (a.kind() == "arguments"
                         && ast::parent(a).is_some_and(|c| {
                             c.kind() == "call_expression"
                                 && ast::callee_name(c, src).is_some_and(|n| n == "catch" || n == "finally")
                         }))
-            })
+            }))
     })
 }
 

@@ -1073,6 +1073,13 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             continue;
         }
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
+        // Clean-up on the way out of a failure (`await release(); throw error`): the delivery
+        // fails whatever this call returns.
+        if std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling())
+            .any(|n| n.kind() == "throw_statement")
+        {
+            continue;
+        }
         let answers = i == 0 && ast::enclosing_function(call) == Some(func);
         // Inside a deliberate best-effort `try` (so marked, or its catch says so), a throw added
         // here only reaches that catch, which swallows it on purpose: no fix is written. When
