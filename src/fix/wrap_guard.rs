@@ -11,6 +11,7 @@ use crate::model::ast::{self, text};
 use crate::model::effects;
 use crate::model::guards::{self, GuardKind};
 use crate::model::markers;
+use crate::model::payload;
 use crate::model::{EventKey, Framework, Scope};
 use crate::model::{providers, reach};
 use crate::source::SourceFile;
@@ -1064,6 +1065,15 @@ fn effect_placements(region: &[Node], src: &str, flavor: GuardFlavor, in_transac
             if out.iter().any(|p| p.short.starts_with(&format!("`{label}`"))) {
                 continue;
             }
+            // A key cannot make a repeat of another request a no-op: such a call is placed as
+            // if it took no key (effect-missing-idempotency-key declines it too).
+            let per_attempt = if e.key.is_none() { payload::per_attempt_value(&e, src) } else { None };
+            let unkeyable = per_attempt.as_ref().map_or(String::new(), |v| {
+                format!(", and no idempotency key can protect it: its payload reads {}", v.sentence())
+            });
+            let unkeyed = per_attempt
+                .as_ref()
+                .map_or(String::new(), |v| format!(" (no key: `{}` is new on every attempt)", v.shown));
             let placement = if e.key.is_some() {
                 Placement {
                     short: format!("`{label}` keyed"),
@@ -1071,7 +1081,7 @@ fn effect_placements(region: &[Node], src: &str, flavor: GuardFlavor, in_transac
                         "`{label}` cannot roll back: its provider idempotency key makes a repeat after a rolled-back attempt a no-op"
                     ),
                 }
-            } else if e.sdk.accepts_key() {
+            } else if e.sdk.accepts_key() && per_attempt.is_none() {
                 Placement {
                     short: format!("`{label}` needs its idempotency key"),
                     why: format!(
@@ -1080,18 +1090,18 @@ fn effect_placements(region: &[Node], src: &str, flavor: GuardFlavor, in_transac
                 }
             } else if flavor == GuardFlavor::Lease {
                 Placement {
-                    short: format!("`{label}` under the lease"),
+                    short: format!("`{label}` under the lease{unkeyed}"),
                     why: format!(
-                        "`{label}` cannot roll back: the lease keeps a concurrent duplicate from sending it twice; a crash between it and the guard's record repeats it"
+                        "`{label}` cannot roll back: the lease keeps a concurrent duplicate from sending it twice; a crash between it and the guard's record repeats it{unkeyable}"
                     ),
                 }
             } else if in_transaction
                 || matches!(flavor, GuardFlavor::Prisma | GuardFlavor::Postgres | GuardFlavor::Drizzle)
             {
                 Placement {
-                    short: format!("`{label}` → outbox"),
+                    short: format!("`{label}` → outbox{unkeyed}"),
                     why: format!(
-                        "`{label}` cannot roll back and now runs inside the database transaction (held open over the network; a failure after it rolls back and repeats it): enqueue it with `createOutbox` from @retrysafe/guard through `tx` and send it from the dispatcher"
+                        "`{label}` cannot roll back and now runs inside the database transaction (held open over the network; a failure after it rolls back and repeats it){unkeyable}: enqueue it with `createOutbox` from @retrysafe/guard through `tx` and send it from the dispatcher"
                     ),
                 }
             } else {

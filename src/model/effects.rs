@@ -192,6 +192,18 @@ impl Effect<'_> {
     }
 }
 
+/// Stripe request options: an object literal whose keys are all options keys.
+pub fn is_stripe_options(node: Node, src: &str) -> bool {
+    const KEYS: &[&str] =
+        &["idempotencyKey", "stripeAccount", "apiVersion", "maxNetworkRetries", "timeout", "apiKey", "stripeContext"];
+    node.kind() == "object"
+        && ast::named_children(node).iter().all(|p| {
+            let key = p.child_by_field_name("key").map(|k| text(k, src)).unwrap_or_else(|| text(*p, src));
+            KEYS.contains(&key)
+        })
+        && node.named_child_count() > 0
+}
+
 const POSSIBLE_PREFIXES: &[&str] = &[
     "send",
     "email",

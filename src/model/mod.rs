@@ -9,6 +9,7 @@ pub mod guards;
 pub mod handlers;
 pub mod keys;
 pub mod markers;
+pub mod payload;
 pub mod providers;
 pub mod queries;
 pub mod reach;

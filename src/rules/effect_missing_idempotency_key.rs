@@ -4,6 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::edits::merge_property;
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
+use crate::model::payload::{self, PerAttempt};
 use crate::model::reach::{self, Scope};
 use crate::model::{Effect, EventKey, Sdk, effects};
 use std::sync::Arc;
@@ -39,6 +40,15 @@ Square's body field, Svix's third argument, Inngest's event `id`, Trigger.dev's 
 (third argument of `tasks.trigger(id, payload, opts)`, second of `myTask.trigger(payload,
 opts)`). Inside a loop, in a helper that a caller runs once per item, or where no event key is
 known, the fix is display-only: the key must also name the item, and retrysafe does not guess.
+It is display-only too when the payload reads a value that is new on every attempt: a column
+the database generated for a row the handler inserted (`order.id` after
+`prisma.order.create({ data })` without `id` in `data`, `createdAt`, a Drizzle
+`.returning()` column not among the `.values()`), or `Date.now()`, `new Date()`,
+`Math.random()`, `randomUUID()`, `nanoid()`, `cuid()`, directly or through a local. The retry
+after a crash would send other parameters under the same key, which Stripe
+(`idempotency_error`) and Resend (409) reject on every redelivery: the fix would turn an
+occasional duplicate into an event that never completes. Fields the insert copied from what
+it wrote (`order.email` after `data: { email }`) are as stable as the values written.
 
 ## Decisions
 - Stripe DELETE requests (`*.del`, `subscriptions.cancel`, `deleteDiscount`) take no key: they
@@ -142,15 +152,28 @@ fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str, lo
             "add an idempotency key derived from the event",
             "no event key is known in this function: pass the event (or its key) in and use it",
         ),
-        (Some(key), false) => match key_edit(effect, key, op, &file.text) {
-            Some(edit) => Fix::safe(format!("add idempotency key `{op}:…`"), vec![edit]),
-            None => Fix::display_only("add an idempotency key", "the call's arguments are not literal objects"),
+        (Some(key), false) => match payload::per_attempt_value(effect, &file.text) {
+            Some(value) => per_attempt_fix(&value, op),
+            None => match key_edit(effect, key, op, &file.text) {
+                Some(edit) => Fix::safe(format!("add idempotency key `{op}:…`"), vec![edit]),
+                None => Fix::display_only("add an idempotency key", "the call's arguments are not literal objects"),
+            },
         },
     };
     Diagnostic::new(RULE.id, file, effect.call, message)
         .in_handler(model, scope)
         .help("derive the key from the event, e.g. `refund:${event.id}`, so every retry reuses it")
         .with_fix(Some(fix))
+}
+
+fn per_attempt_fix(value: &PerAttempt, op: &str) -> Fix {
+    Fix::display_only(
+        format!(
+            "make the payload retry-stable (`{}` is new on every attempt), then add idempotency key `{op}:…`",
+            value.shown
+        ),
+        value.key_note(),
+    )
 }
 
 /// Whether a function between the handler and `scope` is called from a loop
@@ -240,7 +263,7 @@ fn key_edit(effect: &Effect, key: &EventKey, op: &str, src: &str) -> Option<Edit
     };
     let arguments = effect.call.child_by_field_name("arguments")?;
     let target = match position {
-        Position::LastOptions => args.last().copied().filter(|a| is_stripe_options(*a, src)),
+        Position::LastOptions => args.last().copied().filter(|a| effects::is_stripe_options(*a, src)),
         Position::Nth(i) => match args.get(i) {
             Some(a) if a.kind() == "object" => Some(*a),
             Some(_) => return None,
@@ -270,18 +293,6 @@ enum Position {
     LastOptions,
     Nth(usize),
     SqsInput,
-}
-
-/// Stripe request options: an object literal whose keys are all options keys.
-fn is_stripe_options(node: Node, src: &str) -> bool {
-    const KEYS: &[&str] =
-        &["idempotencyKey", "stripeAccount", "apiVersion", "maxNetworkRetries", "timeout", "apiKey", "stripeContext"];
-    node.kind() == "object"
-        && ast::named_children(node).iter().all(|p| {
-            let key = p.child_by_field_name("key").map(|k| text(k, src)).unwrap_or_else(|| text(*p, src));
-            KEYS.contains(&key)
-        })
-        && node.named_child_count() > 0
 }
 
 #[cfg(test)]

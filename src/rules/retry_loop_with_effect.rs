@@ -6,6 +6,7 @@ use crate::fix::edits::merge_property;
 use crate::fix::{Edit, Fix, text as fixtext};
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys;
+use crate::model::payload;
 use crate::model::retry_loops::{self, RetryLoop};
 use crate::model::{Effect, EffectKind, EventKey, Sdk, effects, reach};
 use crate::source::SourceFile;
@@ -291,6 +292,15 @@ fn missing_key(
     };
     if dedupe_keys::items_loop(stmt, func, src, Some(key)).is_some() {
         return display("the retry runs in a loop over items: the key must name the item as well as the event");
+    }
+    if let Some(value) = payload::per_attempt_value(effect, src) {
+        return Some((
+            message.clone(),
+            Fix::display_only(
+                format!("make the payload retry-stable (`{}` is new on every attempt), then pass a key", value.shown),
+                value.key_note(),
+            ),
+        ));
     }
     let (prop, base, value) = if effect.sdk == Sdk::Bullmq {
         let name = ast::arguments(effect.call)

@@ -1,7 +1,7 @@
 import express from "express";
 import type Stripe from "stripe";
-import { resend, stripe } from "./clients.ts";
-import { guard } from "./guard.ts";
+import { prisma, resend, stripe } from "./clients.ts";
+import { guard } from "@/lib/guard";
 
 const app = express();
 
@@ -13,26 +13,26 @@ app.post("/webhooks/stripe", express.raw({ type: "application/json" }), async (r
     return res.status(400).send("invalid signature");
   }
 
-  // The claim and the order commit together; a crash rolls both back, so the redelivery
-  // runs again, and the email's idempotency key makes Resend send it once.
-  await guard.run(`stripe:${event.id}`, async (tx) => {
-    if (event.type !== "checkout.session.completed") return;
-    const session = event.data.object as Stripe.Checkout.Session;
-    const order = await tx.order.create({
-      data: { stripeSessionId: session.id, amountTotal: session.amount_total ?? 0, email: session.customer_email ?? "" },
-    });
-    const { error } = await resend.emails.send(
-      {
+  const result = await guard.run(`stripe:${event.id}`, async (tx) => {
+    if (event.type === "checkout.session.completed") {
+      const session = event.data.object as Stripe.Checkout.Session;
+      const order = await tx.order.create({
+        data: { stripeSessionId: session.id, amountTotal: session.amount_total ?? 0, email: session.customer_email ?? "" },
+      });
+      // Everything the email says comes from the event or from fields the insert copied from
+      // it: the generated `order.id` would differ on every attempt, and no idempotency key can
+      // make a repeat of a different email a no-op.
+      const { error } = await resend.emails.send({
         from: "Acme <orders@acme.dev>",
         to: order.email,
-        subject: "Your order",
+        subject: `Your order ${session.id}`,
         html: `<p>Thanks! We received ${(order.amountTotal / 100).toFixed(2)}.</p>`,
-      },
-      { idempotencyKey: `order-email/${event.id}` },
-    );
-    // Resend reports failures in the result: throw, so the transaction rolls back and Stripe retries.
-    if (error) throw new Error(`resend: ${error.message}`);
+      }, { idempotencyKey: `email:${event.id}` });
+      if (error) throw error;
+    }
   });
+  if (result.status === "in-progress") return res.status(409).end();
+
   res.json({ received: true });
 });
 

@@ -21,10 +21,13 @@ app.post("/webhooks/stripe", express.raw({ type: "application/json" }), async (r
     const order = await prisma.order.create({
       data: { stripeSessionId: session.id, amountTotal: session.amount_total ?? 0, email: session.customer_email ?? "" },
     });
+    // Everything the email says comes from the event or from fields the insert copied from
+    // it: the generated `order.id` would differ on every attempt, and no idempotency key can
+    // make a repeat of a different email a no-op.
     await resend.emails.send({
       from: "Acme <orders@acme.dev>",
       to: order.email,
-      subject: `Your order ${order.id}`,
+      subject: `Your order ${session.id}`,
       html: `<p>Thanks! We received ${(order.amountTotal / 100).toFixed(2)}.</p>`,
     });
   }
