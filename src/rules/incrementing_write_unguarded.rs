@@ -129,6 +129,58 @@ pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
 /// `record.field += n` / `record.list.push(x)` / `record.list = [...record.list, x]` on a
 /// record loaded with `await find...`, then saved; or an update whose data reads the
 /// loaded record's field (`credits: user.credits + n`).
+/// `const points = user.loyaltyPoints ?? 0; const next = points + earned;` then
+/// `update({ data: { loyaltyPoints: next } })`: a field set to a sum or difference computed,
+/// through locals, from the same field of a loaded record.
+fn computed_from_loaded_field<'t>(
+    update: Node<'t>,
+    func: Node<'t>,
+    src: &str,
+    loaded: &dyn Fn(&str, usize) -> Option<Node<'t>>,
+) -> Option<Node<'t>> {
+    let at = update.start_byte();
+    let sources = |name: &str| -> Vec<Node<'t>> {
+        // The value and, one step back, the values of the locals it adds up.
+        let Some(init) = ast::find_binding_init(func, name, src, at).map(ast::unwrap_expr) else {
+            return Vec::new();
+        };
+        if init.kind() != "binary_expression"
+            || !init.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "+" | "-"))
+        {
+            return Vec::new();
+        }
+        let mut members = ast::descendants_of_kind(init, "member_expression");
+        for id in ast::descendants_of_kind(init, "identifier") {
+            if let Some(inner) = ast::find_binding_init(func, text(id, src), src, init.start_byte()) {
+                members.extend(ast::descendants_of_kind(inner, "member_expression"));
+                if inner.kind() == "member_expression" {
+                    members.push(inner);
+                }
+            }
+        }
+        members
+    };
+    ast::descendants_of_kind(update, "pair")
+        .into_iter()
+        .chain(ast::descendants_of_kind(update, "shorthand_property_identifier"))
+        .find_map(|prop| {
+            let (field, value) = if prop.kind() == "pair" {
+                let key = prop.child_by_field_name("key")?;
+                let value = prop.child_by_field_name("value").map(ast::unwrap_expr)?;
+                (text(key, src).trim_matches(['"', '\'']), value)
+            } else {
+                (text(prop, src), prop)
+            };
+            if !matches!(value.kind(), "identifier" | "shorthand_property_identifier") {
+                return None;
+            }
+            sources(text(value, src)).into_iter().find_map(|m| {
+                let path = ast::member_path(m, src);
+                (path.last().map(String::as_str) == Some(field)).then(|| loaded(path.first()?, at)).flatten()
+            })
+        })
+}
+
 fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Option<Node<'t>>)> {
     let mut out = Vec::new();
     let loaded = |name: &str, at: usize| {
@@ -180,7 +232,7 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                         let name = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
                         loaded(name, n.start_byte())
                     });
-                    if let Some(load) = load {
+                    if let Some(load) = load.or_else(|| computed_from_loaded_field(n, func, src, &loaded)) {
                         let what = "read-modify-write (an update computed from the loaded record)".to_string();
                         out.push((n, what, Some(load)));
                     }
