@@ -642,7 +642,7 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
         // the lookup and the insert atomic, so two concurrent deliveries both insert. The
         // insert is the handler's work, so the fix keeps it (no marker calls to remove).
         if !s.iter().any(|(step, _, _)| matches!(step, Step::Marker(_)))
-            && let Some(decision) = existence_checked_insert(func, src)
+            && let Some(decision) = existence_checked_insert(func, src).or_else(|| status_checked_transition(func, src))
         {
             out.push(Pattern { kind: PatternKind::CheckThenInsert, scope: index, at: range(decision), calls: vec![] });
         }
@@ -698,6 +698,72 @@ fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
             if tests_lookup {
                 return Some(*stmt);
             }
+        }
+    }
+    None
+}
+
+/// The business row's status is the marker: `if (order.status === "PAID") return`, then the
+/// work, then an update that sets `status` on its own (`where: { id }`, not a compare-and-set
+/// on the status). Two concurrent deliveries both read the old status and both do the work.
+fn status_checked_transition<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let field_test =
+        crate::regex!(r"^\(?\s*!?\s*\(?\s*([A-Za-z_$][\w$]*)\??\.(\w+)\s*(?:===?|!==?)\s*[\w.$'\x22]+\s*\)?\s*\)?$");
+    let updates: Vec<Node> = ast::calls_in(func, false)
+        .into_iter()
+        .filter(|c| {
+            effects::classify(*c, src, false)
+                .is_some_and(|e| matches!(e.kind, effects::EffectKind::DbUpdate | effects::EffectKind::DbUpsert))
+        })
+        .collect();
+    for stmt in ast::descendants_of_kind(func, "if_statement") {
+        let (Some(cond), Some(cons)) = (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
+        else {
+            continue;
+        };
+        let last = if cons.kind() == "statement_block" {
+            ast::named_children(cons).into_iter().rfind(|n| n.kind() != "comment")
+        } else {
+            Some(cons)
+        };
+        let leaves =
+            last.is_some_and(|n| matches!(n.kind(), "return_statement" | "throw_statement" | "continue_statement"));
+        let Some(caps) = field_test.captures(text(cond, src)) else { continue };
+        if !leaves || stmt.child_by_field_name("alternative").is_some() {
+            continue;
+        }
+        let (record, field) = (caps[1].to_string(), caps[2].to_string());
+        // The tested value was read from the database before the test.
+        let read = ast::find_binding_init(func, &record, src, stmt.start_byte())
+            .or_else(|| ast::find_destructured_init(func, &record, src, stmt.start_byte()))
+            .is_some_and(|init| text(init, src).trim_start().starts_with("await"));
+        if !read || !matches!(field.as_str(), "status" | "state" | "paymentStatus" | "paid" | "processed") {
+            continue;
+        }
+        let sets_field = |update: Node| {
+            let args = ast::arguments(update);
+            let data = args.iter().map(|a| text(*a, src)).collect::<String>();
+            let sets = crate::regex!(r"(\w+)\s*:").captures_iter(&data).any(|c| c[1] == field);
+            // `where: { id, status: "PENDING" }`: a compare-and-set, atomic on its own.
+            let cas = ast::descendants_of_kind(update, "pair").into_iter().any(|p| {
+                p.child_by_field_name("key").is_some_and(|k| text(k, src) == "where")
+                    && p.child_by_field_name("value").is_some_and(|v| text(v, src).contains(field.as_str()))
+            });
+            sets && !cas
+        };
+        let Some(update) = updates.iter().find(|u| u.start_byte() > stmt.end_byte() && sets_field(**u)) else {
+            continue;
+        };
+        // Work between the test and the status write (the write itself aside).
+        let work = ast::calls_in(func, false).into_iter().any(|c| {
+            c.start_byte() > stmt.end_byte()
+                && c.end_byte() <= update.end_byte()
+                && c.id() != update.id()
+                && !ast::contains(*update, c)
+                && effects::classify(c, src, false).is_some_and(|e| e.kind != effects::EffectKind::Possible)
+        });
+        if work {
+            return Some(stmt);
         }
     }
     None
