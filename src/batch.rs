@@ -237,6 +237,27 @@ fn cache_id(path: &Path) -> String {
     project::normalize(&absolute).to_string_lossy().into_owned()
 }
 
+/// Which build is running: two builds of one version may judge a file differently (a rule
+/// fixed between releases, a development build), so a clean result of one is no answer for the
+/// other. The executable's size and modification time tell builds apart without reading it.
+fn build_identity() -> u64 {
+    static IDENTITY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *IDENTITY.get_or_init(|| {
+        let meta = std::env::current_exe().and_then(std::fs::metadata);
+        let (len, modified) = match meta {
+            Ok(m) => (
+                m.len(),
+                m.modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos()),
+            ),
+            Err(_) => (0, 0),
+        };
+        fnv1a(format!("{len}:{modified}").as_bytes())
+    })
+}
+
 pub const CACHE_DIR: &str = ".retrysafe-cache";
 const CACHE_FILE: &str = "results-v1.json";
 
@@ -252,7 +273,9 @@ impl ResultCache {
             .filter(|v| v["version"] == env!("CARGO_PKG_VERSION"))
             .and_then(|v| serde_json::from_value(v["clean"].clone()).ok())
             .unwrap_or_default();
-        let mut salt = fnv1a(env!("CARGO_PKG_VERSION").as_bytes()) ^ fnv1a(options_signature.as_bytes()).rotate_left(1);
+        let mut salt = fnv1a(env!("CARGO_PKG_VERSION").as_bytes())
+            ^ fnv1a(options_signature.as_bytes()).rotate_left(1)
+            ^ build_identity().rotate_left(2);
         for schema in files.iter().filter(|f| crate::workspace::is_schema_file(f)) {
             let text = project.current_text(schema).unwrap_or_default();
             salt = salt.rotate_left(5) ^ fnv1a(schema.to_string_lossy().as_bytes()) ^ fnv1a(text.as_bytes());
