@@ -637,8 +637,19 @@ fn caller_context(c: &Cx, i: usize, throws: bool) -> Option<String> {
 /// payment, or an awaited project call named for a write (`saveResult`, `updateJobStatus`,
 /// `recordAttempt`).
 fn committed_before<'t>(func: Node<'t>, at: usize, src: &str) -> Option<Node<'t>> {
+    // Only work on the way to `at`: a write in another `case` or branch (which does not lead
+    // here) is another delivery's work.
+    let target = func.descendant_for_byte_range(at, at)?;
+    let on_the_way = |call: Node| {
+        ast::ancestors(call).take_while(|a| a.id() != func.id()).all(|a| {
+            let branch = matches!(a.kind(), "switch_case" | "switch_default" | "else_clause" | "catch_clause")
+                || a.kind() == "statement_block" && ast::parent(a).is_some_and(|p| p.kind() == "if_statement");
+            !branch || ast::contains(a, target)
+        })
+    };
     ast::calls_in(func, true).into_iter().find(|call| {
         call.end_byte() <= at
+            && on_the_way(*call)
             && (effects::classify(*call, src, false)
                 .is_some_and(|e| e.kind.is_db() || matches!(e.kind, EffectKind::Payment | EffectKind::Http))
                 || ast::parent(*call).is_some_and(|p| p.kind() == "await_expression")
