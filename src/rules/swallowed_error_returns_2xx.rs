@@ -89,6 +89,16 @@ try {
   instead, because Express 4 does not catch rejected async handlers;
 - `Promise.allSettled` whose results are not used: `Promise.all`;
 - a failure in the body only: the status becomes the body's status, or 500.
+
+The catch fixes are display-only where the added failure would misfire: a catch in a loop over
+items (the other items would be dropped, the finished ones redone), in a callback nothing awaits
+(a timer, a listener, a dropped async IIFE: an unhandled rejection), inside another catch that
+swallows too (in the same function, or around every call of the callee), a catch that recovers
+by itself (awaited work that is not logging or recording the error), one that leaves a fallback
+value the code after the `try` goes on with, one whose own message calls the work a
+notification, and one reached after the event's own work already ran on the way to it (a
+database write or payment, an awaited project call named for a write such as `saveResult` or
+`recordAttempt`, in this function or in the caller before the call).
 "#;
 
 pub const RULE: Rule = Rule {
