@@ -178,6 +178,18 @@ fn plan(
     let deletions: Vec<Node> = removal_statements(func, src, remove);
     let deleted = |n: Node| deletions.iter().any(|d| d.id() == n.id());
     let key_fn = Some(key);
+    // A marker row the handler goes on using (`update({ where: { eventId }, data: { processedAt } })`
+    // after the insert): with the insert gone that call finds no row and fails every delivery.
+    if let Some(other) = marker_row_reused(func, src, &deletions, key_fn) {
+        // `db\n  .update(t)` reads as `db.update(t)`
+        let joined: String = text(other, src).split_whitespace().collect();
+        let shown = joined.find(['(', '{']).map_or(joined.as_str(), |i| &joined[..i]);
+        return Err(format!(
+            "the handler goes on using the marker row it inserts (`{shown}`, line {}): without the insert that \
+             call finds no row; replace the marker and its later updates with the guard by hand",
+            other.start_position().row + 1
+        ));
+    }
 
     // The block whose statements are the work: the handler body, a `for (const record of
     // event.Records)` body that binds the key, or a `try` block around the work.
@@ -968,9 +980,55 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
         }
     }
     out.extend(extra);
+    // A `try` every statement of which goes (`try { const seen = await check(); if (seen) return }
+    // catch (e) { warn(e) }`) goes whole, rather than leaving `try {}` and a catch about nothing.
+    let emptied: Vec<Node> = ast::descendants_of_kind(func, "try_statement")
+        .into_iter()
+        .filter(|t| {
+            t.child_by_field_name("finalizer").is_none()
+                && t.parent().is_some_and(|p| p.kind() == "statement_block")
+                && t.child_by_field_name("body").is_some_and(|b| {
+                    let stmts: Vec<Node> =
+                        ast::named_children(b).into_iter().filter(|n| n.kind() != "comment").collect();
+                    !stmts.is_empty() && stmts.iter().all(|st| out.iter().any(|o| o.id() == st.id()))
+                })
+        })
+        .collect();
+    out.retain(|o| !emptied.iter().any(|t| ast::contains(*t, *o)));
+    out.extend(emptied);
     out.sort_by_key(|n| n.start_byte());
     out.dedup_by_key(|n| n.id());
     out
+}
+
+/// A call outside the deleted statements that names the table of a marker write they delete.
+fn marker_row_reused<'t>(
+    func: Node<'t>,
+    src: &str,
+    deletions: &[Node<'t>],
+    key: Option<&EventKey>,
+) -> Option<Node<'t>> {
+    let in_deleted = |n: Node| deletions.iter().any(|d| ast::contains(*d, n));
+    let tables: Vec<String> = deletions
+        .iter()
+        .flat_map(|d| ast::calls_in(*d, false))
+        .filter(|c| markers::classify(*c, src, func, key).is_some_and(|m| m.op != markers::MarkerOp::Check))
+        .filter_map(|c| markers::table_of(c, src))
+        .collect();
+    if tables.is_empty() {
+        return None;
+    }
+    // Drizzle's `db.update(table)` / `db.delete(table)` name the table as their argument.
+    let named = |c: Node| {
+        markers::table_of(c, src).or_else(|| {
+            crate::regex!(r"\.(?:update|delete)\(\s*([A-Za-z_$][\w$]*)\s*\)")
+                .captures(text(c, src))
+                .map(|m| m[1].to_string())
+        })
+    };
+    ast::calls_in(func, false)
+        .into_iter()
+        .find(|c| !in_deleted(*c) && named(*c).is_some_and(|t| tables.iter().any(|m| m.eq_ignore_ascii_case(&t))))
 }
 
 /// An `if` whose consequence only answers and returns (or is a bare return).
@@ -992,13 +1050,15 @@ fn deletion(file: &SourceFile, stmt: Node) -> Edit {
     if alone_before && alone_after {
         let next_line = |at: usize| src[at..].find('\n').map_or(src.len(), |i| at + i + 1);
         let mut start = line_start;
-        // Line comments directly above describe the statement: they go with it.
-        if let Some(prev) = stmt.prev_sibling().filter(|p| p.kind() == "comment" && text(*p, src).starts_with("//"))
+        // The block of line comments directly above describes the statement: it goes with it.
+        let mut above = stmt.prev_sibling();
+        while let Some(prev) = above.filter(|p| p.kind() == "comment" && text(*p, src).starts_with("//"))
             && prev.end_byte() <= start
             && file.line_col(prev.start_byte()).0 + 1 == file.line_col(start).0
             && src[file.line_start(prev.start_byte())..prev.start_byte()].trim().is_empty()
         {
             start = file.line_start(prev.start_byte());
+            above = prev.prev_sibling();
         }
         Edit::delete(start, next_line(line_end))
     } else {

@@ -779,7 +779,7 @@ fn is_row_lookup(call: Node, src: &str) -> bool {
 
 /// The table a query builder or ORM call names: the argument of `from`/`insert`/`into`/
 /// `table`/`insertInto` in the chain, or the model of `client.model.op(...)`.
-fn table_of(call: Node, src: &str) -> Option<String> {
+pub fn table_of(call: Node, src: &str) -> Option<String> {
     let mut cur = Some(call);
     while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
         let callee = c.child_by_field_name("function")?;

@@ -89,6 +89,16 @@ try {
   instead, because Express 4 does not catch rejected async handlers;
 - `Promise.allSettled` whose results are not used: `Promise.all`;
 - a failure in the body only: the status becomes the body's status, or 500.
+
+The catch fixes are display-only where the added failure would misfire: a catch in a loop over
+items (the other items would be dropped, the finished ones redone), in a callback nothing awaits
+(a timer, a listener, a dropped async IIFE: an unhandled rejection), inside another catch that
+swallows too (in the same function, or around every call of the callee), a catch that recovers
+by itself (awaited work that is not logging or recording the error), one that leaves a fallback
+value the code after the `try` goes on with, one whose own message calls the work a
+notification, and one reached after the event's own work already ran on the way to it (a
+database write or payment, an awaited project call named for a write such as `saveResult` or
+`recordAttempt`, in this function or in the caller before the call).
 "#;
 
 pub const RULE: Rule = Rule {
@@ -355,13 +365,334 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         else {
             continue;
         };
-        if let (Some(why), Some(fix)) = (deliberate_swallow(func, try_stmt, src), d.fix.as_ref())
-            && fix.applicability != Applicability::DisplayOnly
+        let Some(fix) = d.fix.as_ref().filter(|f| f.applicability != Applicability::DisplayOnly) else { continue };
+        let throws = fix.edits.iter().any(|e| e.replacement.contains("throw "));
+        let Some(clause) = try_stmt.child_by_field_name("handler") else { continue };
+        if let Some(why) =
+            deliberate_swallow(func, try_stmt, src).or_else(|| misfires(c, i, func, clause, try_stmt, throws))
         {
             d.fix = Some(Fix::display_only(fix.title.clone(), why));
         }
     }
     found
+}
+
+/// Why the added failure would do harm or nothing where it goes, though nothing marks the
+/// swallow as deliberate: the catch sits in a loop over items, in a callback nobody awaits,
+/// inside another catch that swallows it too, recovers by itself, or leaves a fallback value
+/// the code after it uses; or the caller already did the event's work (or swallows too).
+fn misfires(c: &Cx, i: usize, func: Node, clause: Node, try_stmt: Node, throws: bool) -> Option<String> {
+    let src = c.model.scopes[i].file().text.as_str();
+    unawaited_callback(func, clause, src)
+        .or_else(|| item_loop(func, try_stmt, src))
+        .or_else(|| throws.then(|| enclosing_swallow(c, i, func, try_stmt, src)).flatten())
+        .or_else(|| recovers(clause, src))
+        .or_else(|| keeps_fallback(func, clause, try_stmt, src))
+        .or_else(|| (i > 0).then(|| caller_context(c, i, throws)).flatten())
+}
+
+/// A throw in a callback nobody awaits (a timer, a listener, an async IIFE whose promise is
+/// dropped) is an unhandled rejection, not a failure the provider hears about.
+fn unawaited_callback(func: Node, clause: Node, src: &str) -> Option<String> {
+    let mut f = ast::enclosing_function(clause)?;
+    while f.id() != func.id() {
+        if !reaches_caller(f, src) {
+            let line = f.start_position().row + 1;
+            return Some(format!(
+                "the catch is in a callback nothing awaits (line {line}): a throw there is an unhandled rejection \
+                 (which can crash the process), not a failure the provider hears about; report it by hand"
+            ));
+        }
+        f = ast::enclosing_function(f)?;
+    }
+    None
+}
+
+/// Whether an error thrown in the nested function `f` reaches the function around it: `f` is
+/// awaited or returned (directly, as an IIFE, or as the callback of an awaited call), or is
+/// synchronous and called in place. Timers and listeners never pass it on.
+fn reaches_caller(f: Node, src: &str) -> bool {
+    const DETACHED: &[&str] = &[
+        "setInterval",
+        "setTimeout",
+        "setImmediate",
+        "nextTick",
+        "queueMicrotask",
+        "on",
+        "once",
+        "addListener",
+        "addEventListener",
+        "forEach",
+    ];
+    let is_async = text(f, src).trim_start().starts_with("async");
+    let mut cur = f;
+    while let Some(p) = ast::parent(cur) {
+        match p.kind() {
+            "await_expression" | "return_statement" | "arrow_function" => return true,
+            "new_expression" => return false,
+            "call_expression" => {
+                let through_arguments = p.child_by_field_name("arguments").is_some_and(|a| ast::contains(a, cur));
+                if through_arguments && ast::callee_name(p, src).is_some_and(|n| DETACHED.contains(&n.as_str())) {
+                    return false;
+                }
+                cur = p;
+            }
+            "arguments"
+            | "member_expression"
+            | "parenthesized_expression"
+            | "array"
+            | "as_expression"
+            | "non_null_expression"
+            | "spread_element" => cur = p,
+            "expression_statement" => return !is_async,
+            "unary_expression" => return !is_async && !text(p, src).starts_with("void"),
+            _ => return true,
+        }
+    }
+    true
+}
+
+/// A catch inside a loop over items: failing there abandons the items after this one and the
+/// retry redoes those before it.
+fn item_loop(func: Node, try_stmt: Node, src: &str) -> Option<String> {
+    const ITERATING: &[&str] = &["forEach", "map", "flatMap", "filter", "reduce", "some", "every"];
+    let looping = ast::ancestors(try_stmt).take_while(|a| a.id() != func.id()).find(|a| {
+        matches!(a.kind(), "for_in_statement" | "for_statement" | "while_statement" | "do_statement")
+            || ast::is_function(*a)
+                && ast::parent(*a)
+                    .filter(|p| p.kind() == "arguments")
+                    .and_then(ast::parent)
+                    .and_then(|call| ast::callee_name(call, src))
+                    .is_some_and(|n| ITERATING.contains(&n.as_str()))
+    })?;
+    Some(format!(
+        "the catch is inside a loop over items (line {}): failing there abandons the items after this one and \
+         the retry redoes those before it; collect the failures and fail after the loop (or report them per item) \
+         by hand",
+        looping.start_position().row + 1
+    ))
+}
+
+/// A catch that gives no failure back: no throw, no non-2xx answer, no returned value, no
+/// recorded failure.
+fn swallows(body: Node, src: &str, names: &[&str]) -> bool {
+    same_fn_nodes(body, "throw_statement").is_empty()
+        && !responses::responses_in(body, src, names, true).iter().any(|r| !r.is_2xx())
+        && same_fn_nodes(body, "return_statement").iter().all(|r| r.named_child(0).is_none())
+        && !records_failure(body, src)
+}
+
+/// The innermost `try` of `func` around `node` (in its block, not its catch) whose catch
+/// swallows what is thrown at `node`.
+fn swallowing_try<'t>(func: Node<'t>, node: Node<'t>, src: &str, names: &[&str]) -> Option<Node<'t>> {
+    let mut child = node;
+    for a in ast::ancestors(node) {
+        if a.id() == func.id() || ast::is_function(a) {
+            return None;
+        }
+        if a.kind() == "try_statement" && a.child_by_field_name("body").is_some_and(|b| b.id() == child.id()) {
+            let body = a.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"));
+            return body.filter(|b| swallows(*b, src, names)).map(|_| a);
+        }
+        child = a;
+    }
+    None
+}
+
+/// A rethrow caught again by a swallowing `try` around this one changes only what the rest
+/// of that try does.
+fn enclosing_swallow(c: &Cx, i: usize, func: Node, try_stmt: Node, src: &str) -> Option<String> {
+    let outer = swallowing_try(func, try_stmt, src, &own_names(c, i))?;
+    Some(format!(
+        "a rethrow here lands in the catch at line {}, which swallows it as well: it would only skip the rest of \
+         that try; fix that catch instead",
+        outer.child_by_field_name("handler").unwrap_or(outer).start_position().row + 1
+    ))
+}
+
+/// Work the catch does itself (awaited calls that neither log nor record the error): it
+/// recovers (`mkdir` when the directory is missing, a new customer when the old one is gone),
+/// and a failure added after the recovery would fail the delivery it saved.
+fn recovers(clause: Node, src: &str) -> Option<String> {
+    let body = clause.child_by_field_name("body")?;
+    let param = clause.child_by_field_name("parameter").map(|p| text(p, src)).unwrap_or("");
+    let recovery = ast::calls_in(body, true).into_iter().find(|call| {
+        let awaited = ast::parent(*call).is_some_and(|p| p.kind() == "await_expression");
+        let effect = effects::classify(*call, src, false).is_some_and(|e| e.kind != EffectKind::Possible);
+        if !awaited && !effect {
+            return false;
+        }
+        let path = ast::callee_path(*call, src);
+        let name = path.last().map(|n| n.to_ascii_lowercase()).unwrap_or_default();
+        let t = text(*call, src);
+        let reporting = path.first().is_some_and(|r| r == "console")
+            || path.iter().any(|p| best_effort_name(p))
+            || ["fail", "error", "report", "notify", "audit", "release", "unlock", "close", "disconnect", "rollback"]
+                .iter()
+                .any(|w| name.contains(w))
+            || t.to_ascii_lowercase().contains("rollback")
+            || (!param.is_empty()
+                && param.chars().all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '$')
+                && ast::mentions_identifier(*call, src, param));
+        !reporting
+    })?;
+    Some(format!(
+        "the catch recovers by itself (`{}`): a failure added after the recovery would fail the delivery it \
+         saved and redo the recovery on the retry; change it by hand if the recovery is not enough",
+        first_line_of(text(recovery, src))
+    ))
+}
+
+/// A value the code after the `try` goes on with when the work failed: the catch assigns a
+/// fallback (`client = null`, then `return client`), or the try assigns a variable declared
+/// before it from a read, which stays unset on failure (`let sha; try { sha = await read() }
+/// catch {}`, `sha` used after).
+fn keeps_fallback(func: Node, clause: Node, try_stmt: Node, src: &str) -> Option<String> {
+    let after = &src[try_stmt.end_byte()..func.end_byte()];
+    let read_after = |name: &str| crate::regex!(r"[A-Za-z_$][\w$]*").find_iter(after).any(|m| m.as_str() == name);
+    let root = |left: Node| -> Option<String> {
+        let mut n = left;
+        while matches!(n.kind(), "member_expression" | "subscript_expression") {
+            n = n.child_by_field_name("object")?;
+        }
+        (n.kind() == "identifier").then(|| text(n, src).to_string())
+    };
+    let body = clause.child_by_field_name("body")?;
+    // A catch that returns or throws ends the work there: nothing goes on with a fallback.
+    if !same_fn_nodes(body, "return_statement").is_empty() || !same_fn_nodes(body, "throw_statement").is_empty() {
+        return None;
+    }
+    let fallback = same_fn_nodes(body, "assignment_expression").into_iter().find_map(|a| {
+        let left = a.child_by_field_name("left")?;
+        root(left).filter(|r| read_after(r)).map(|_| text(left, src))
+    });
+    if let Some(name) = fallback {
+        return Some(format!(
+            "the catch leaves a fallback in `{name}`, which the code after the try goes on with: the failure is \
+             handled by design; rethrow by hand only if the event's work cannot do without it"
+        ));
+    }
+    let block = try_stmt.child_by_field_name("body")?;
+    let unset = same_fn_nodes(block, "assignment_expression").into_iter().find_map(|a| {
+        let left = a.child_by_field_name("left").filter(|l| l.kind() == "identifier")?;
+        let name = text(left, src);
+        let declared_before = ast::find_binding_init(func, name, src, try_stmt.start_byte()).is_some()
+            || crate::regex!(r"\b(?:let|var)\s+([A-Za-z_$][\w$]*)")
+                .captures_iter(&src[func.start_byte()..try_stmt.start_byte()])
+                .any(|c| &c[1] == name);
+        let reads = ast::calls_in(a.child_by_field_name("right")?, false)
+            .into_iter()
+            .all(|call| effects::classify(call, src, false).is_none_or(|e| e.kind == EffectKind::Possible));
+        (declared_before && reads && read_after(name) && !ast::mentions_identifier(body, src, name))
+            .then(|| name.to_string())
+    });
+    unset.map(|name| {
+        format!(
+            "`{name}` keeps its value from before the try when the try fails, and the code after it goes on with \
+             that: a lookup with a fallback, not lost work; rethrow by hand only if the event's work needs `{name}`"
+        )
+    })
+}
+
+/// The callee's callers: every call of it sits in a try whose catch swallows (a rethrow here
+/// reaches only that catch), or one of them already did the event's work before the call
+/// (failing the delivery would redo it on the retry).
+fn caller_context(c: &Cx, i: usize, throws: bool) -> Option<String> {
+    let name = c.model.scopes[i].chain.last()?;
+    let mut sites = Vec::new();
+    for s in &c.model.scopes[..i] {
+        let Some(f) = s.node() else { continue };
+        let src = s.file().text.as_str();
+        for call in ast::calls_in(f, false) {
+            if ast::callee_name(call, src).is_some_and(|n| n == *name) {
+                sites.push((s, f, call));
+            }
+        }
+    }
+    if sites.is_empty() {
+        return None;
+    }
+    if throws {
+        let caught: Vec<Node> = sites
+            .iter()
+            .filter_map(|(s, f, call)| {
+                let names = if s.depth == 0 { responses::handler_names(&c.model.handler) } else { Vec::new() };
+                swallowing_try(*f, *call, &s.file().text, &names)
+            })
+            .collect();
+        if caught.len() == sites.len() {
+            let (s, _, _) = sites[0];
+            return Some(format!(
+                "every call of `{name}` is inside a try whose catch swallows the error as well ({}:{}): a rethrow \
+                 here reaches only that catch; fix that one instead",
+                s.file().path.file_name().map_or(String::new(), |n| n.to_string_lossy().to_string()),
+                caught[0].child_by_field_name("handler").unwrap_or(caught[0]).start_position().row + 1
+            ));
+        }
+    }
+    sites.iter().find_map(|(s, f, site)| {
+        let src = s.file().text.as_str();
+        let done = committed_before(*f, site.start_byte(), src)?;
+        Some(format!(
+            "the caller already did the event's work (`{}`, line {}) before calling `{name}`: failing the delivery \
+             here would redo that work on the retry; wrap the work in the guard first, or rethrow by hand if it is \
+             idempotent",
+            first_line_of(text(done, src)),
+            done.start_position().row + 1
+        ))
+    })
+}
+
+/// The first write of the event's work that `func` runs before byte `at`: a database write or
+/// payment, or an awaited project call named for a write (`saveResult`, `updateJobStatus`,
+/// `recordAttempt`).
+fn committed_before<'t>(func: Node<'t>, at: usize, src: &str) -> Option<Node<'t>> {
+    // Only work on the way to `at`: a write in another `case` or branch (which does not lead
+    // here) is another delivery's work.
+    let target = func.descendant_for_byte_range(at, at)?;
+    let on_the_way = |call: Node| {
+        ast::ancestors(call).take_while(|a| a.id() != func.id()).all(|a| {
+            let branch = matches!(a.kind(), "switch_case" | "switch_default" | "else_clause" | "catch_clause")
+                || a.kind() == "statement_block" && ast::parent(a).is_some_and(|p| p.kind() == "if_statement");
+            !branch || ast::contains(a, target)
+        })
+    };
+    ast::calls_in(func, true).into_iter().find(|call| {
+        call.end_byte() <= at
+            && on_the_way(*call)
+            && (effects::classify(*call, src, false)
+                .is_some_and(|e| e.kind.is_db() || matches!(e.kind, EffectKind::Payment | EffectKind::Http))
+                || ast::parent(*call).is_some_and(|p| p.kind() == "await_expression")
+                    && ast::callee_name(*call, src).is_some_and(|n| write_verb(&n)))
+    })
+}
+
+/// A function name that starts with a write verb (whole camelCase word: `updateJobStatus`,
+/// not `updatedAt`).
+fn write_verb(name: &str) -> bool {
+    const VERBS: &[&str] = &[
+        "save",
+        "update",
+        "create",
+        "insert",
+        "upsert",
+        "persist",
+        "record",
+        "mark",
+        "complete",
+        "finish",
+        "store",
+        "write",
+        "delete",
+        "increment",
+        "grant",
+        "charge",
+        "refund",
+        "deliver",
+    ];
+    VERBS.iter().any(|v| {
+        name.strip_prefix(v).is_some_and(|rest| rest.is_empty() || rest.starts_with(|ch: char| ch.is_ascii_uppercase()))
+    })
 }
 
 /// Why a swallowing catch looks deliberate: a comment at the try or in the catch speaks of
@@ -386,10 +717,7 @@ fn deliberate_swallow(func: Node, try_stmt: Node, src: &str) -> Option<String> {
             "a comment at this catch speaks of \"{word}\": the swallow looks deliberate; change it by hand"
         ));
     }
-    let committed = ast::calls_in(func, true).into_iter().find(|call| {
-        call.end_byte() <= try_stmt.start_byte()
-            && effects::classify(*call, src, false).is_some_and(|e| e.kind.is_db() || e.kind == EffectKind::Payment)
-    })?;
+    let committed = committed_before(func, try_stmt.start_byte(), src)?;
     let line = committed.start_position().row + 1;
     Some(format!(
         "this catch runs after the event's own work (`{}`, line {line}) already ran: failing the delivery here \
@@ -826,6 +1154,8 @@ fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
         "non-critical",
         "non-fatal",
         "nonfatal",
+        // "error sending the notification": a message beside the event's work, not the work
+        "notification",
     ];
     SAID.iter().find(|w| t.contains(**w)).copied()
 }
