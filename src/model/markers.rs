@@ -709,6 +709,7 @@ fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
 fn status_checked_transition<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
     let field_test =
         crate::regex!(r"^\(?\s*!?\s*\(?\s*([A-Za-z_$][\w$]*)\??\.(\w+)\s*(?:===?|!==?)\s*[\w.$'\x22]+\s*\)?\s*\)?$");
+    let object_key = crate::regex!(r"(\w+)\s*:");
     let updates: Vec<Node> = ast::calls_in(func, false)
         .into_iter()
         .filter(|c| {
@@ -743,7 +744,7 @@ fn status_checked_transition<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> 
         let sets_field = |update: Node| {
             let args = ast::arguments(update);
             let data = args.iter().map(|a| text(*a, src)).collect::<String>();
-            let sets = crate::regex!(r"(\w+)\s*:").captures_iter(&data).any(|c| c[1] == field);
+            let sets = object_key.captures_iter(&data).any(|c| c[1] == field);
             // `where: { id, status: "PENDING" }`: a compare-and-set, atomic on its own.
             let cas = ast::descendants_of_kind(update, "pair").into_iter().any(|p| {
                 p.child_by_field_name("key").is_some_and(|k| text(k, src) == "where")
