@@ -357,7 +357,10 @@ impl Project {
             (None, None) => Arc::default(),
             (Some(root), None) => {
                 let mut packages = WorkspacePackages::new();
-                let manifests = ignore::WalkBuilder::new(root)
+                // A run from the workspace root (`check .`) names files relatively: the last
+                // ancestor of `packages/a/src` is the empty path, which the walker cannot open.
+                let walk_from = if root.as_os_str().is_empty() { Path::new(".") } else { root };
+                let manifests = ignore::WalkBuilder::new(walk_from)
                     .max_depth(Some(5))
                     .filter_entry(|e| e.file_name() != "node_modules")
                     .build()
