@@ -794,32 +794,96 @@ pub fn normalize(path: &Path) -> PathBuf {
 pub use crate::source::jsonc_to_json;
 
 fn parse_tsconfig_paths(dir: &Path, text: &str) -> PathAliases {
-    let Ok(json) = serde_json::from_str::<serde_json::Value>(&jsonc_to_json(text)) else {
-        return Vec::new();
+    let options = effective_compiler_options(dir, text, 0);
+    // `paths` targets are relative to `baseUrl` when one is set, else to the config that
+    // declares them (TypeScript 4.1 on).
+    let base = options.base_url.clone().or_else(|| options.paths.as_ref().map(|(_, d)| d.clone()));
+    let mut out: Vec<(String, Vec<PathBuf>)> = match (&options.paths, &base) {
+        (Some((paths, _)), Some(base)) => paths
+            .iter()
+            .map(|(pattern, targets)| {
+                let targets = targets
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|t| t.as_str()).map(|t| base.join(t)).collect())
+                    .unwrap_or_default();
+                (pattern.clone(), targets)
+            })
+            .collect(),
+        _ => Vec::new(),
     };
-    let options = &json["compilerOptions"];
-    let base = dir.join(options["baseUrl"].as_str().unwrap_or("."));
-    let mut out: Vec<(String, Vec<PathBuf>)> = options["paths"]
-        .as_object()
-        .map(|paths| {
-            paths
-                .iter()
-                .map(|(pattern, targets)| {
-                    let targets = targets
-                        .as_array()
-                        .map(|a| a.iter().filter_map(|t| t.as_str()).map(|t| base.join(t)).collect())
-                        .unwrap_or_default();
-                    (pattern.clone(), targets)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    // SvelteKit writes `$lib` into a generated `.svelte-kit/tsconfig.json` that a checkout
+    // does not have; its default target is `src/lib`.
+    if !out.iter().any(|(p, _)| p == "$lib" || p == "$lib/*")
+        && ["svelte.config.js", "svelte.config.ts", "svelte.config.mjs"].iter().any(|c| dir.join(c).is_file())
+    {
+        out.push(("$lib".into(), vec![dir.join("src/lib")]));
+        out.push(("$lib/*".into(), vec![dir.join("src/lib/*")]));
+    }
     // Longest prefix first, as TypeScript matches.
     out.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
-    if options["baseUrl"].is_string() {
+    if let Some(base) = options.base_url {
         out.push(("*".into(), vec![base.join("*")]));
     }
     out
+}
+
+/// The `baseUrl` and `paths` a tsconfig ends up with through its `extends` chain: the nearest
+/// config that sets each wins, and each is resolved against the directory of the config that
+/// set it.
+#[derive(Default)]
+struct CompilerPaths {
+    base_url: Option<PathBuf>,
+    paths: Option<(serde_json::Map<String, serde_json::Value>, PathBuf)>,
+}
+
+fn effective_compiler_options(dir: &Path, text: &str, depth: usize) -> CompilerPaths {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&jsonc_to_json(text)) else {
+        return CompilerPaths::default();
+    };
+    let options = &json["compilerOptions"];
+    let mut own = CompilerPaths {
+        base_url: options["baseUrl"].as_str().map(|b| dir.join(b)),
+        paths: options["paths"].as_object().map(|p| (p.clone(), dir.to_path_buf())),
+    };
+    if depth >= 5 {
+        return own;
+    }
+    // `extends` is a path or (TypeScript 5) a list of them; later entries override earlier ones.
+    let parents: Vec<&str> = match &json["extends"] {
+        serde_json::Value::String(s) => vec![s.as_str()],
+        serde_json::Value::Array(a) => a.iter().filter_map(|v| v.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    for spec in parents.into_iter().rev() {
+        if own.base_url.is_some() && own.paths.is_some() {
+            break;
+        }
+        let Some(file) = extended_config(dir, spec) else { continue };
+        let Ok(parent_text) = std::fs::read_to_string(&file) else { continue };
+        let parent = effective_compiler_options(file.parent().unwrap_or(dir), &parent_text, depth + 1);
+        own.base_url = own.base_url.or(parent.base_url);
+        own.paths = own.paths.or(parent.paths);
+    }
+    own
+}
+
+/// The file an `extends` names: a relative path (the `.json` may be left out) or a package's
+/// config under a `node_modules` above the extending config.
+fn extended_config(dir: &Path, spec: &str) -> Option<PathBuf> {
+    let with_json = |p: PathBuf| {
+        if p.is_file() {
+            return Some(p);
+        }
+        let json = PathBuf::from(format!("{}.json", p.display()));
+        json.is_file().then_some(json)
+    };
+    if spec.starts_with("./") || spec.starts_with("../") || Path::new(spec).is_absolute() {
+        return with_json(dir.join(spec));
+    }
+    dir.ancestors().find_map(|d| {
+        let base = d.join("node_modules").join(spec);
+        with_json(base.clone()).or_else(|| with_json(base.join("tsconfig.json")))
+    })
 }
 
 #[cfg(test)]
