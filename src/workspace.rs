@@ -138,6 +138,10 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "deliveryMethod",
             // Convex HTTP actions
             "httpAction(",
+            // Botpress integration handlers: `handler: bp.IntegrationProps['handler']`
+            "IntegrationProps",
+            // oRPC procedures: `.route({ method: "POST", path }).handler(fn)`
+            ".handler(",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.

@@ -45,6 +45,13 @@ pub enum Framework {
     /// Convex HTTP actions: `export const hook = httpAction(async (ctx, request) => ...)`,
     /// routed by `http.route({ path, method, handler })`; they answer with a fetch `Response`.
     ConvexHttp,
+    /// Botpress integrations: `export const handler: bp.IntegrationProps['handler'] = async
+    /// ({ req, client }) => ...`, the function Botpress calls with each request sent to the
+    /// integration's webhook URL; it answers `{ status, body }` (nothing: 200, a throw: 500).
+    Botpress,
+    /// oRPC procedures routed by OpenAPI: `publicProcedure.route({ method: "POST", path:
+    /// "/stripe/webhook" }).input(...).handler(fn)`; a thrown `ORPCError` answers its code.
+    Orpc,
 }
 
 impl Framework {
@@ -296,7 +303,9 @@ impl<'a> Finder<'a> {
             let lower = route_hint.to_ascii_lowercase();
             WEBHOOK_WORDS.iter().filter(|w| lower.contains(*w)).all(|w| *w == "events")
         };
+        // Botpress calls an integration's handler only for requests to its webhook URL.
         let is_webhook = !framework.is_http()
+            || framework == Framework::Botpress
             || self.wrapper_verifies
             || (names_webhook(route_hint) && !self.user_authenticated && (!events_only || provider.is_some()))
             || verifies
@@ -483,6 +492,10 @@ impl<'a> Finder<'a> {
                             Framework::LambdaSqs,
                             path,
                         );
+                    }
+                    if botpress_handler_type(declared_type) {
+                        let name = format!("botpress handler {} ({})", text(n, src), short_path(path));
+                        self.push(v, name, Framework::Botpress, path);
                     }
                 }
             }
@@ -788,6 +801,8 @@ impl<'a> Finder<'a> {
                     }
                 }
             }
+            // oRPC: `procedure.route({ method: "POST", path }).input(schema).handler(fn)`
+            ("handler", n) if n >= 2 && args.len() == 1 => self.orpc_route(call, args[0], &file_path),
             ("process", n) if n >= 2 => {
                 if let Some(f) = args.last() {
                     self.push(*f, format!("queue processor ({})", short_path(&file_path)), Framework::Bullmq, "");
@@ -869,6 +884,38 @@ impl<'a> Finder<'a> {
             }
             _ => {}
         }
+    }
+
+    /// The `.route({ method, path })` call earlier in an oRPC builder chain ending in
+    /// `.handler(fn)`: a POST, PUT or PATCH route is a webhook as any route is. A procedure
+    /// built on an authenticated base (`authenticatedProcedure`, `protectedProcedure`) serves
+    /// signed-in users.
+    fn orpc_route(&mut self, call: Node, func: Node, file_path: &str) {
+        let src = self.src();
+        let mut object = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object"));
+        let mut route = None;
+        while let Some(link) = object.filter(|o| o.kind() == "call_expression") {
+            let callee = link.child_by_field_name("function").filter(|f| f.kind() == "member_expression");
+            if route.is_none()
+                && callee.and_then(|c| c.child_by_field_name("property")).is_some_and(|p| text(p, src) == "route")
+            {
+                route = ast::arguments(link).first().copied().filter(|a| a.kind() == "object");
+            }
+            object = callee.and_then(|c| c.child_by_field_name("object"));
+        }
+        let Some(opts) = route else { return };
+        let method = ast::object_property(opts, "method", src)
+            .and_then(|m| ast::string_value(m, src))
+            .unwrap_or_default()
+            .to_ascii_uppercase();
+        if !["POST", "PUT", "PATCH"].contains(&method.as_str()) {
+            return;
+        }
+        let url = ast::object_property(opts, "path", src).and_then(|u| ast::string_value(u, src)).unwrap_or_default();
+        let base = object.map(|o| text(o, src)).unwrap_or("");
+        self.user_authenticated = crate::regex!(r"(?i)authed|authenticated|protected|private").is_match(base);
+        self.push(func, format!("{method} {url}"), Framework::Orpc, &format!("{url} {file_path}"));
+        self.user_authenticated = false;
     }
 
     /// Nuxt/Nitro file routes: `export default defineEventHandler(fn)` (or `eventHandler(fn)`,
@@ -1236,6 +1283,11 @@ fn convex_http_action<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
         .and_then(|_| call.child_by_field_name("function"))
         .filter(|f| f.kind() == "identifier" && text(*f, src) == "httpAction")?;
     ast::arguments(call).into_iter().find(|a| ast::is_function(*a))
+}
+
+/// `bp.IntegrationProps['handler']`: the type Botpress gives an integration's request handler.
+fn botpress_handler_type(declared: &str) -> bool {
+    crate::regex!(r#"IntegrationProps\s*\[\s*['"]handler['"]\s*\]"#).is_match(declared)
 }
 
 /// A function whose first two parameters are named like a Node request and response.
