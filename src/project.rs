@@ -692,44 +692,72 @@ fn read_imports(file: &SourceFile) -> Vec<Import> {
             }
             "lexical_declaration" | "variable_declaration" => {
                 for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
-                    let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value"))
-                    else {
-                        continue;
-                    };
-                    let Some(source) = require_source(value, src) else {
-                        continue;
-                    };
-                    match name.kind() {
-                        "identifier" => {
-                            out.push(Import { local: text(name, src).into(), source, imported: "*".into() })
-                        }
-                        "object_pattern" => {
-                            for prop in ast::named_children(name) {
-                                let (imported, local) = match prop.kind() {
-                                    "shorthand_property_identifier_pattern" => {
-                                        (text(prop, src).to_string(), text(prop, src).to_string())
-                                    }
-                                    "pair_pattern" => {
-                                        let (Some(k), Some(v)) =
-                                            (prop.child_by_field_name("key"), prop.child_by_field_name("value"))
-                                        else {
-                                            continue;
-                                        };
-                                        (text(k, src).to_string(), text(v, src).to_string())
-                                    }
-                                    _ => continue,
-                                };
-                                out.push(Import { local, source: source.clone(), imported });
-                            }
-                        }
-                        _ => {}
-                    }
+                    declarator_import(d, src, require_source, &mut out);
                 }
             }
             _ => {}
         }
     }
+    // Imports inside functions: `const { handleIssueUpdate } = await import("@/lib/state")`
+    // (a lazily loaded helper) and a `require` in a function body. Function-scoped, but a
+    // name a file binds to a module's export is rarely bound to something else elsewhere.
+    if src.contains("import(") || src.contains("require(") {
+        let root = file.root();
+        ast::walk(root, &mut |n| {
+            // top-level declarators were read above
+            if n.kind() == "variable_declarator" && n.parent().and_then(|p| p.parent()) != Some(root) {
+                declarator_import(
+                    n,
+                    src,
+                    |v, src| dynamic_import_source(v, src).or_else(|| require_source(v, src)),
+                    &mut out,
+                );
+            }
+            true
+        });
+    }
     out
+}
+
+/// The imports one `const <pattern> = <module>` declarator binds, `source` naming the module.
+fn declarator_import(d: Node, src: &str, source: impl Fn(Node, &str) -> Option<String>, out: &mut Vec<Import>) {
+    let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+        return;
+    };
+    let Some(source) = source(value, src) else {
+        return;
+    };
+    match name.kind() {
+        "identifier" => out.push(Import { local: text(name, src).into(), source, imported: "*".into() }),
+        "object_pattern" => {
+            for prop in ast::named_children(name) {
+                let (imported, local) = match prop.kind() {
+                    "shorthand_property_identifier_pattern" => {
+                        (text(prop, src).to_string(), text(prop, src).to_string())
+                    }
+                    "pair_pattern" => {
+                        let (Some(k), Some(v)) = (prop.child_by_field_name("key"), prop.child_by_field_name("value"))
+                        else {
+                            continue;
+                        };
+                        (text(k, src).to_string(), text(v, src).to_string())
+                    }
+                    _ => continue,
+                };
+                out.push(Import { local, source: source.clone(), imported });
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `await import("x")` → "x".
+fn dynamic_import_source(value: Node, src: &str) -> Option<String> {
+    let call = ast::unwrap_expr(value);
+    if call.kind() != "call_expression" || call.child_by_field_name("function")?.kind() != "import" {
+        return None;
+    }
+    ast::string_value(*ast::arguments(call).first()?, src)
 }
 
 /// `require("x")` or `require("x").y` → "x".
