@@ -111,6 +111,9 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "@trigger.dev",
             "serve(",
             "webhooks.on(",
+            // Probot apps: `app.on("push", handler)` in a module that names Probot
+            "'probot'",
+            "\"probot\"",
             // h3 (Nuxt/Nitro) route modules
             "defineEventHandler",
             "eventHandler(",

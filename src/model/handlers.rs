@@ -337,7 +337,9 @@ impl<'a> Finder<'a> {
         let import = project::imports(self.file).iter().find(|i| i.local == name)?;
         let target = self.project.resolve(&self.file.path, &import.source)?;
         let target = self.project.load(&target).ok()?;
-        self.project.exported_function(&target, &import.imported, 0)
+        // `const handler = require("./handler")` binds the module: its `module.exports` function
+        let exported = if import.imported == "*" { "default" } else { import.imported.as_str() };
+        self.project.exported_function(&target, exported, 0)
     }
 
     /// `this.handleMessage` (as in `consumer.run({ eachMessage: this.handleMessage.bind(this) })`):
@@ -823,8 +825,16 @@ impl<'a> Finder<'a> {
             }
             ("on", n) if n >= 2 && args.len() >= 2 => {
                 let event = ast::string_value(args[0], src).unwrap_or_else(|| text(args[0], src).to_string());
-                if path[n - 2] == "webhooks" && self.file.text.contains("octokit") {
+                let t = &self.file.text;
+                // the registry may come from a helper module (`getOctoApp().webhooks`): the
+                // delivery it is handed in the same file says what it is
+                let octokit = t.contains("octokit")
+                    || t.contains("webhooks.verifyAndReceive(")
+                    || t.contains("webhooks.receive(");
+                if path[n - 2] == "webhooks" && octokit {
                     self.push(args[1], format!("octokit on {event}"), Framework::Octokit, "");
+                } else if self.probot_app() && github_event_names(args[0], src) {
+                    self.push(args[1], format!("probot on {event}"), Framework::Octokit, "");
                 } else if ast::string_value(args[0], src).as_deref() == Some("message")
                     && (self.file.text.contains("@google-cloud/pubsub")
                         || path[path.len() - 2].to_ascii_lowercase().contains("subscription"))
@@ -916,6 +926,12 @@ impl<'a> Finder<'a> {
         self.user_authenticated = crate::regex!(r"(?i)authed|authenticated|protected|private").is_match(base);
         self.push(func, format!("{method} {url}"), Framework::Orpc, &format!("{url} {file_path}"));
         self.user_authenticated = false;
+    }
+
+    /// A Probot app module: `module.exports = (app) => { app.on("push", handler) }`, with
+    /// Probot imported or named in its JSDoc type (`@param {import('probot').Probot} app`).
+    fn probot_app(&self) -> bool {
+        crate::regex!(r#"['"]probot['"]"#).is_match(&self.file.text)
     }
 
     /// Nuxt/Nitro file routes: `export default defineEventHandler(fn)` (or `eventHandler(fn)`,
@@ -1283,6 +1299,15 @@ fn convex_http_action<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
         .and_then(|_| call.child_by_field_name("function"))
         .filter(|f| f.kind() == "identifier" && text(*f, src) == "httpAction")?;
     ast::arguments(call).into_iter().find(|a| ast::is_function(*a))
+}
+
+/// `"push"`, `"pull_request.closed"` or a list of them: GitHub event names as Probot takes them.
+fn github_event_names(arg: Node, src: &str) -> bool {
+    let names: Vec<Node> = if arg.kind() == "array" { ast::named_children(arg) } else { vec![arg] };
+    !names.is_empty()
+        && names
+            .iter()
+            .all(|n| ast::string_value(*n, src).is_some_and(|e| crate::regex!(r"^[a-z_]+(\.[a-z_]+)?$").is_match(&e)))
 }
 
 /// `bp.IntegrationProps['handler']`: the type Botpress gives an integration's request handler.
