@@ -357,7 +357,10 @@ impl Project {
             (None, None) => Arc::default(),
             (Some(root), None) => {
                 let mut packages = WorkspacePackages::new();
-                let manifests = ignore::WalkBuilder::new(root)
+                // A run from the workspace root (`check .`) names files relatively: the last
+                // ancestor of `packages/a/src` is the empty path, which the walker cannot open.
+                let walk_from = if root.as_os_str().is_empty() { Path::new(".") } else { root };
+                let manifests = ignore::WalkBuilder::new(walk_from)
                     .max_depth(Some(5))
                     .filter_entry(|e| e.file_name() != "node_modules")
                     .build()
@@ -689,44 +692,72 @@ fn read_imports(file: &SourceFile) -> Vec<Import> {
             }
             "lexical_declaration" | "variable_declaration" => {
                 for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
-                    let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value"))
-                    else {
-                        continue;
-                    };
-                    let Some(source) = require_source(value, src) else {
-                        continue;
-                    };
-                    match name.kind() {
-                        "identifier" => {
-                            out.push(Import { local: text(name, src).into(), source, imported: "*".into() })
-                        }
-                        "object_pattern" => {
-                            for prop in ast::named_children(name) {
-                                let (imported, local) = match prop.kind() {
-                                    "shorthand_property_identifier_pattern" => {
-                                        (text(prop, src).to_string(), text(prop, src).to_string())
-                                    }
-                                    "pair_pattern" => {
-                                        let (Some(k), Some(v)) =
-                                            (prop.child_by_field_name("key"), prop.child_by_field_name("value"))
-                                        else {
-                                            continue;
-                                        };
-                                        (text(k, src).to_string(), text(v, src).to_string())
-                                    }
-                                    _ => continue,
-                                };
-                                out.push(Import { local, source: source.clone(), imported });
-                            }
-                        }
-                        _ => {}
-                    }
+                    declarator_import(d, src, require_source, &mut out);
                 }
             }
             _ => {}
         }
     }
+    // Imports inside functions: `const { handleIssueUpdate } = await import("@/lib/state")`
+    // (a lazily loaded helper) and a `require` in a function body. Function-scoped, but a
+    // name a file binds to a module's export is rarely bound to something else elsewhere.
+    if src.contains("import(") || src.contains("require(") {
+        let root = file.root();
+        ast::walk(root, &mut |n| {
+            // top-level declarators were read above
+            if n.kind() == "variable_declarator" && n.parent().and_then(|p| p.parent()) != Some(root) {
+                declarator_import(
+                    n,
+                    src,
+                    |v, src| dynamic_import_source(v, src).or_else(|| require_source(v, src)),
+                    &mut out,
+                );
+            }
+            true
+        });
+    }
     out
+}
+
+/// The imports one `const <pattern> = <module>` declarator binds, `source` naming the module.
+fn declarator_import(d: Node, src: &str, source: impl Fn(Node, &str) -> Option<String>, out: &mut Vec<Import>) {
+    let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+        return;
+    };
+    let Some(source) = source(value, src) else {
+        return;
+    };
+    match name.kind() {
+        "identifier" => out.push(Import { local: text(name, src).into(), source, imported: "*".into() }),
+        "object_pattern" => {
+            for prop in ast::named_children(name) {
+                let (imported, local) = match prop.kind() {
+                    "shorthand_property_identifier_pattern" => {
+                        (text(prop, src).to_string(), text(prop, src).to_string())
+                    }
+                    "pair_pattern" => {
+                        let (Some(k), Some(v)) = (prop.child_by_field_name("key"), prop.child_by_field_name("value"))
+                        else {
+                            continue;
+                        };
+                        (text(k, src).to_string(), text(v, src).to_string())
+                    }
+                    _ => continue,
+                };
+                out.push(Import { local, source: source.clone(), imported });
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `await import("x")` → "x".
+fn dynamic_import_source(value: Node, src: &str) -> Option<String> {
+    let call = ast::unwrap_expr(value);
+    if call.kind() != "call_expression" || call.child_by_field_name("function")?.kind() != "import" {
+        return None;
+    }
+    ast::string_value(*ast::arguments(call).first()?, src)
 }
 
 /// `require("x")` or `require("x").y` → "x".
@@ -791,32 +822,96 @@ pub fn normalize(path: &Path) -> PathBuf {
 pub use crate::source::jsonc_to_json;
 
 fn parse_tsconfig_paths(dir: &Path, text: &str) -> PathAliases {
-    let Ok(json) = serde_json::from_str::<serde_json::Value>(&jsonc_to_json(text)) else {
-        return Vec::new();
+    let options = effective_compiler_options(dir, text, 0);
+    // `paths` targets are relative to `baseUrl` when one is set, else to the config that
+    // declares them (TypeScript 4.1 on).
+    let base = options.base_url.clone().or_else(|| options.paths.as_ref().map(|(_, d)| d.clone()));
+    let mut out: Vec<(String, Vec<PathBuf>)> = match (&options.paths, &base) {
+        (Some((paths, _)), Some(base)) => paths
+            .iter()
+            .map(|(pattern, targets)| {
+                let targets = targets
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|t| t.as_str()).map(|t| base.join(t)).collect())
+                    .unwrap_or_default();
+                (pattern.clone(), targets)
+            })
+            .collect(),
+        _ => Vec::new(),
     };
-    let options = &json["compilerOptions"];
-    let base = dir.join(options["baseUrl"].as_str().unwrap_or("."));
-    let mut out: Vec<(String, Vec<PathBuf>)> = options["paths"]
-        .as_object()
-        .map(|paths| {
-            paths
-                .iter()
-                .map(|(pattern, targets)| {
-                    let targets = targets
-                        .as_array()
-                        .map(|a| a.iter().filter_map(|t| t.as_str()).map(|t| base.join(t)).collect())
-                        .unwrap_or_default();
-                    (pattern.clone(), targets)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    // SvelteKit writes `$lib` into a generated `.svelte-kit/tsconfig.json` that a checkout
+    // does not have; its default target is `src/lib`.
+    if !out.iter().any(|(p, _)| p == "$lib" || p == "$lib/*")
+        && ["svelte.config.js", "svelte.config.ts", "svelte.config.mjs"].iter().any(|c| dir.join(c).is_file())
+    {
+        out.push(("$lib".into(), vec![dir.join("src/lib")]));
+        out.push(("$lib/*".into(), vec![dir.join("src/lib/*")]));
+    }
     // Longest prefix first, as TypeScript matches.
     out.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
-    if options["baseUrl"].is_string() {
+    if let Some(base) = options.base_url {
         out.push(("*".into(), vec![base.join("*")]));
     }
     out
+}
+
+/// The `baseUrl` and `paths` a tsconfig ends up with through its `extends` chain: the nearest
+/// config that sets each wins, and each is resolved against the directory of the config that
+/// set it.
+#[derive(Default)]
+struct CompilerPaths {
+    base_url: Option<PathBuf>,
+    paths: Option<(serde_json::Map<String, serde_json::Value>, PathBuf)>,
+}
+
+fn effective_compiler_options(dir: &Path, text: &str, depth: usize) -> CompilerPaths {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&jsonc_to_json(text)) else {
+        return CompilerPaths::default();
+    };
+    let options = &json["compilerOptions"];
+    let mut own = CompilerPaths {
+        base_url: options["baseUrl"].as_str().map(|b| dir.join(b)),
+        paths: options["paths"].as_object().map(|p| (p.clone(), dir.to_path_buf())),
+    };
+    if depth >= 5 {
+        return own;
+    }
+    // `extends` is a path or (TypeScript 5) a list of them; later entries override earlier ones.
+    let parents: Vec<&str> = match &json["extends"] {
+        serde_json::Value::String(s) => vec![s.as_str()],
+        serde_json::Value::Array(a) => a.iter().filter_map(|v| v.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    for spec in parents.into_iter().rev() {
+        if own.base_url.is_some() && own.paths.is_some() {
+            break;
+        }
+        let Some(file) = extended_config(dir, spec) else { continue };
+        let Ok(parent_text) = std::fs::read_to_string(&file) else { continue };
+        let parent = effective_compiler_options(file.parent().unwrap_or(dir), &parent_text, depth + 1);
+        own.base_url = own.base_url.or(parent.base_url);
+        own.paths = own.paths.or(parent.paths);
+    }
+    own
+}
+
+/// The file an `extends` names: a relative path (the `.json` may be left out) or a package's
+/// config under a `node_modules` above the extending config.
+fn extended_config(dir: &Path, spec: &str) -> Option<PathBuf> {
+    let with_json = |p: PathBuf| {
+        if p.is_file() {
+            return Some(p);
+        }
+        let json = PathBuf::from(format!("{}.json", p.display()));
+        json.is_file().then_some(json)
+    };
+    if spec.starts_with("./") || spec.starts_with("../") || Path::new(spec).is_absolute() {
+        return with_json(dir.join(spec));
+    }
+    dir.ancestors().find_map(|d| {
+        let base = d.join("node_modules").join(spec);
+        with_json(base.clone()).or_else(|| with_json(base.join("tsconfig.json")))
+    })
 }
 
 #[cfg(test)]

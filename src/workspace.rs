@@ -111,6 +111,9 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "@trigger.dev",
             "serve(",
             "webhooks.on(",
+            // Probot apps: `app.on("push", handler)` in a module that names Probot
+            "'probot'",
+            "\"probot\"",
             // h3 (Nuxt/Nitro) route modules
             "defineEventHandler",
             "eventHandler(",
@@ -138,6 +141,10 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "deliveryMethod",
             // Convex HTTP actions
             "httpAction(",
+            // Botpress integration handlers: `handler: bp.IntegrationProps['handler']`
+            "IntegrationProps",
+            // oRPC procedures: `.route({ method: "POST", path }).handler(fn)`
+            ".handler(",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.

@@ -1312,3 +1312,25 @@ fn fix_write_refuses_a_dirty_work_tree_and_lists_what_it_wrote() {
     let o = run(&["fix", ".", "--guard", "@/lib/guard#guard", "--write"], dir.path());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// A handler importing another workspace package by name, checked as `check .` from the
+/// workspace root (relative paths, as CI and editors run it) and by absolute path: both reach
+/// the package and report the refund there.
+#[test]
+fn a_workspace_package_is_reached_from_a_run_at_the_workspace_root() {
+    let handler = monorepo_handler("app", "refund").replace("\"./lib/refund\"", "\"@mono/billing\"");
+    let dir = project(&[
+        ("package.json", "{ \"name\": \"mono\", \"private\": true, \"workspaces\": [\"packages/*\"] }\n"),
+        ("packages/app/package.json", "{ \"name\": \"@mono/app\" }\n"),
+        ("packages/app/src/server.ts", &handler),
+        ("packages/billing/package.json", "{ \"name\": \"@mono/billing\", \"main\": \"src/index.ts\" }\n"),
+        ("packages/billing/src/index.ts", &refunding_callee("refund")),
+    ]);
+    let expected = vec![("packages/billing/src/index.ts".to_string(), "effect-missing-idempotency-key".to_string())];
+    let o = run(&["check", ".", SELECT, "--format", "json", "--no-cache"], dir.path());
+    assert_eq!(findings(&o), expected, "{}", stderr(&o));
+    let absolute = dir.path().to_string_lossy().into_owned();
+    let o = run(&["check", &absolute, SELECT, "--format", "json", "--no-cache"], dir.path());
+    let found: Vec<String> = findings(&o).into_iter().map(|(f, _)| f).collect();
+    assert!(found.len() == 1 && found[0].ends_with("packages/billing/src/index.ts"), "{found:?}");
+}

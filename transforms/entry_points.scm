@@ -4,11 +4,12 @@
 
 ; Route and consumer registrations: app.post(path, ...handler), router.route(p).post(h),
 ; queue.process(fn), consumer.run({ eachMessage }), channel.consume(q, fn),
-; subscription.on('message', fn), inngest.createFunction(...), Deno.serve(fn), client.send(...)
+; subscription.on('message', fn), inngest.createFunction(...), Deno.serve(fn), client.send(...),
+; oRPC's procedure.route({ method, path }).handler(fn)
 (call_expression
   function: (member_expression
     property: (property_identifier) @name)
-  (#match? @name "^(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send)$")) @call
+  (#match? @name "^(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler)$")) @call
 
 ; Bare registrations: serve(fn), task({ run }), schemaTask({ run }),
 ; h3 route modules: export default defineEventHandler(async (event) => ...)

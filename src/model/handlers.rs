@@ -45,6 +45,13 @@ pub enum Framework {
     /// Convex HTTP actions: `export const hook = httpAction(async (ctx, request) => ...)`,
     /// routed by `http.route({ path, method, handler })`; they answer with a fetch `Response`.
     ConvexHttp,
+    /// Botpress integrations: `export const handler: bp.IntegrationProps['handler'] = async
+    /// ({ req, client }) => ...`, the function Botpress calls with each request sent to the
+    /// integration's webhook URL; it answers `{ status, body }` (nothing: 200, a throw: 500).
+    Botpress,
+    /// oRPC procedures routed by OpenAPI: `publicProcedure.route({ method: "POST", path:
+    /// "/stripe/webhook" }).input(...).handler(fn)`; a thrown `ORPCError` answers its code.
+    Orpc,
 }
 
 impl Framework {
@@ -307,7 +314,9 @@ impl<'a> Finder<'a> {
         if operator_route {
             return;
         }
+        // Botpress calls an integration's handler only for requests to its webhook URL.
         let is_webhook = !framework.is_http()
+            || framework == Framework::Botpress
             || self.wrapper_verifies
             || (names_webhook(route_hint) && !self.user_authenticated && (!events_only || provider.is_some()))
             || verifies
@@ -339,7 +348,9 @@ impl<'a> Finder<'a> {
         let import = project::imports(self.file).iter().find(|i| i.local == name)?;
         let target = self.project.resolve(&self.file.path, &import.source)?;
         let target = self.project.load(&target).ok()?;
-        self.project.exported_function(&target, &import.imported, 0)
+        // `const handler = require("./handler")` binds the module: its `module.exports` function
+        let exported = if import.imported == "*" { "default" } else { import.imported.as_str() };
+        self.project.exported_function(&target, exported, 0)
     }
 
     /// `this.handleMessage` (as in `consumer.run({ eachMessage: this.handleMessage.bind(this) })`):
@@ -494,6 +505,10 @@ impl<'a> Finder<'a> {
                             Framework::LambdaSqs,
                             path,
                         );
+                    }
+                    if botpress_handler_type(declared_type) {
+                        let name = format!("botpress handler {} ({})", text(n, src), short_path(path));
+                        self.push(v, name, Framework::Botpress, path);
                     }
                 }
             }
@@ -799,6 +814,8 @@ impl<'a> Finder<'a> {
                     }
                 }
             }
+            // oRPC: `procedure.route({ method: "POST", path }).input(schema).handler(fn)`
+            ("handler", n) if n >= 2 && args.len() == 1 => self.orpc_route(call, args[0], &file_path),
             ("process", n) if n >= 2 => {
                 if let Some(f) = args.last() {
                     self.push(*f, format!("queue processor ({})", short_path(&file_path)), Framework::Bullmq, "");
@@ -819,8 +836,16 @@ impl<'a> Finder<'a> {
             }
             ("on", n) if n >= 2 && args.len() >= 2 => {
                 let event = ast::string_value(args[0], src).unwrap_or_else(|| text(args[0], src).to_string());
-                if path[n - 2] == "webhooks" && self.file.text.contains("octokit") {
+                let t = &self.file.text;
+                // the registry may come from a helper module (`getOctoApp().webhooks`): the
+                // delivery it is handed in the same file says what it is
+                let octokit = t.contains("octokit")
+                    || t.contains("webhooks.verifyAndReceive(")
+                    || t.contains("webhooks.receive(");
+                if path[n - 2] == "webhooks" && octokit {
                     self.push(args[1], format!("octokit on {event}"), Framework::Octokit, "");
+                } else if self.probot_app() && github_event_names(args[0], src) {
+                    self.push(args[1], format!("probot on {event}"), Framework::Octokit, "");
                 } else if ast::string_value(args[0], src).as_deref() == Some("message")
                     && (self.file.text.contains("@google-cloud/pubsub")
                         || path[path.len() - 2].to_ascii_lowercase().contains("subscription"))
@@ -880,6 +905,44 @@ impl<'a> Finder<'a> {
             }
             _ => {}
         }
+    }
+
+    /// The `.route({ method, path })` call earlier in an oRPC builder chain ending in
+    /// `.handler(fn)`: a POST, PUT or PATCH route is a webhook as any route is. A procedure
+    /// built on an authenticated base (`authenticatedProcedure`, `protectedProcedure`) serves
+    /// signed-in users.
+    fn orpc_route(&mut self, call: Node, func: Node, file_path: &str) {
+        let src = self.src();
+        let mut object = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object"));
+        let mut route = None;
+        while let Some(link) = object.filter(|o| o.kind() == "call_expression") {
+            let callee = link.child_by_field_name("function").filter(|f| f.kind() == "member_expression");
+            if route.is_none()
+                && callee.and_then(|c| c.child_by_field_name("property")).is_some_and(|p| text(p, src) == "route")
+            {
+                route = ast::arguments(link).first().copied().filter(|a| a.kind() == "object");
+            }
+            object = callee.and_then(|c| c.child_by_field_name("object"));
+        }
+        let Some(opts) = route else { return };
+        let method = ast::object_property(opts, "method", src)
+            .and_then(|m| ast::string_value(m, src))
+            .unwrap_or_default()
+            .to_ascii_uppercase();
+        if !["POST", "PUT", "PATCH"].contains(&method.as_str()) {
+            return;
+        }
+        let url = ast::object_property(opts, "path", src).and_then(|u| ast::string_value(u, src)).unwrap_or_default();
+        let base = object.map(|o| text(o, src)).unwrap_or("");
+        self.user_authenticated = crate::regex!(r"(?i)authed|authenticated|protected|private").is_match(base);
+        self.push(func, format!("{method} {url}"), Framework::Orpc, &format!("{url} {file_path}"));
+        self.user_authenticated = false;
+    }
+
+    /// A Probot app module: `module.exports = (app) => { app.on("push", handler) }`, with
+    /// Probot imported or named in its JSDoc type (`@param {import('probot').Probot} app`).
+    fn probot_app(&self) -> bool {
+        crate::regex!(r#"['"]probot['"]"#).is_match(&self.file.text)
     }
 
     /// Nuxt/Nitro file routes: `export default defineEventHandler(fn)` (or `eventHandler(fn)`,
@@ -1254,6 +1317,20 @@ fn convex_http_action<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
         .and_then(|_| call.child_by_field_name("function"))
         .filter(|f| f.kind() == "identifier" && text(*f, src) == "httpAction")?;
     ast::arguments(call).into_iter().find(|a| ast::is_function(*a))
+}
+
+/// `"push"`, `"pull_request.closed"` or a list of them: GitHub event names as Probot takes them.
+fn github_event_names(arg: Node, src: &str) -> bool {
+    let names: Vec<Node> = if arg.kind() == "array" { ast::named_children(arg) } else { vec![arg] };
+    !names.is_empty()
+        && names
+            .iter()
+            .all(|n| ast::string_value(*n, src).is_some_and(|e| crate::regex!(r"^[a-z_]+(\.[a-z_]+)?$").is_match(&e)))
+}
+
+/// `bp.IntegrationProps['handler']`: the type Botpress gives an integration's request handler.
+fn botpress_handler_type(declared: &str) -> bool {
+    crate::regex!(r#"IntegrationProps\s*\[\s*['"]handler['"]\s*\]"#).is_match(declared)
 }
 
 /// A function whose first two parameters are named like a Node request and response.

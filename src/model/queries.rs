@@ -44,6 +44,7 @@ const MEMBER_NAMES: &[&str] = &[
     "schemaTask",
     "serve",
     "send",
+    "handler",
 ];
 
 /// Bare registration calls: `serve(fn)`, `defineEventHandler(...)`, ...
@@ -521,7 +522,7 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
     let root = file.root();
     let tokens = crate::regex!(
         r"(?x)
-        \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send)(?-u:\b)
+        \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler)(?-u:\b)
         | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler
                     |export|Worker|queue|process|fetch|exports|callback)(?-u:\b)
         | @"
