@@ -47,7 +47,8 @@ expression: inside a template literal only the substitution changes, so a prefix
 reads, the key expression at the site is replaced instead, so the variable keeps its value.
 The fix needs review because deduplication changes meaning: events already recorded under the
 old key are no longer recognised. Where no event key is known, the fix is display-only.
-Not reported: Paystack/Flutterwave keys that combine the event name with `data.id` (those
+Not reported: a provider idempotency key that names its operation on the object
+(`${charge.id}_payout`, `refund:${charge.id}`: once per object, on purpose), Paystack/Flutterwave keys that combine the event name with `data.id` (those
 providers have no event id), keys that also contain the event key (an item within an event).
 "#;
 
@@ -71,6 +72,12 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             let src = &file.text;
             for key in dedupe_keys::find(func, src) {
                 if key.site == KeySite::DeduplicationId && !text(key.call, src).contains("MessageGroupId") {
+                    continue;
+                }
+                // A provider key that names its operation on the object (`${charge.id}_payout`,
+                // `refund:${charge.id}`) says "once per object" on purpose: a later event about
+                // the object is still processed, only this call is not repeated.
+                if key.site == KeySite::IdempotencyKey && names_operation(key.value, src) {
                     continue;
                 }
                 let Some(wrong) = wrong_part(&key, provider, shopify_header.as_deref(), src) else {
@@ -353,4 +360,14 @@ mod tests {
             assert_eq!(found, ["'X-GitHub-Hook-Id'"], "{dialect:?}");
         }
     }
+}
+
+/// A template key with literal text beside its substitutions: `${chargeId}_creator_payout`.
+fn names_operation(value: Node, src: &str) -> bool {
+    let value = ast::unwrap_expr(value);
+    value.kind() == "template_string"
+        && crate::regex!(r"\$\{[^}]*\}")
+            .replace_all(text(value, src).trim_matches('`'), "")
+            .chars()
+            .any(|c| c.is_alphanumeric())
 }
