@@ -322,6 +322,16 @@ fn reads_right_field(node: Node, provider: Option<Provider>, src: &str) -> bool 
     })
 }
 
+/// A template key with literal text beside its substitutions: `${chargeId}_creator_payout`.
+fn names_operation(value: Node, src: &str) -> bool {
+    let value = ast::unwrap_expr(value);
+    value.kind() == "template_string"
+        && crate::regex!(r"\$\{[^}]*\}")
+            .replace_all(text(value, src).trim_matches('`'), "")
+            .chars()
+            .any(|c| c.is_alphanumeric())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,14 +370,4 @@ mod tests {
             assert_eq!(found, ["'X-GitHub-Hook-Id'"], "{dialect:?}");
         }
     }
-}
-
-/// A template key with literal text beside its substitutions: `${chargeId}_creator_payout`.
-fn names_operation(value: Node, src: &str) -> bool {
-    let value = ast::unwrap_expr(value);
-    value.kind() == "template_string"
-        && crate::regex!(r"\$\{[^}]*\}")
-            .replace_all(text(value, src).trim_matches('`'), "")
-            .chars()
-            .any(|c| c.is_alphanumeric())
 }
