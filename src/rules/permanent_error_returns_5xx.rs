@@ -483,7 +483,9 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             // Bull v3 (`queue.process(fn)`, `bull`, `@nestjs/bull`) has no UnrecoverableError:
             // `job.discard()` before the throw stops its retries.
             let bull_v3 = model.handler.framework == Framework::Bullmq
-                && (model.handler.name.starts_with("queue processor") || bull_import.is_match(src));
+                && (model.handler.name.starts_with("queue processor")
+                    || bull_import.is_match(src)
+                    || bull_import.is_match(&model.handler.file.text));
             let (class, module) = match model.handler.framework {
                 Framework::Bullmq if bull_v3 => ("Error", None),
                 Framework::Bullmq => ("UnrecoverableError", Some("bullmq")),
@@ -491,6 +493,15 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 _ => ("AbortTaskRunError", None),
             };
             let fix = match module {
+                // A helper the job calls (a factory, a service) is called by other code too:
+                // changing what it throws changes it for them.
+                Some(_) if scope.depth > 0 => Fix::display_only(
+                    format!("throw {class} so the job fails without retries"),
+                    format!(
+                        "the throw is in `{}`, which other code may call: throw `{class}` from the job, or map this error to it there",
+                        scope.function.name
+                    ),
+                ),
                 Some(module) => {
                     let mut edits = vec![Edit::replace(ctor.start_byte(), ctor.end_byte(), class)];
                     let spec = GuardSpec { module: module.to_string(), export: class.to_string() };

@@ -823,6 +823,9 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             // "failed to refresh the cache", "non-critical": the catch's own words ("track"
             // alone also names recording the event's work, so it does not count here)
             || says_best_effort(body, src).is_some_and(|w| w != "track")
+            // "This will catch if the label already exists": the swallow is the duplicate case.
+            || comment_block_above(src, src[..try_stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1))
+                .is_some_and(|c| crate::regex!(r"already exists?|duplicate|exists already").is_match(&c))
             || refines_initialised_values(block, func, src)
         {
             continue;
