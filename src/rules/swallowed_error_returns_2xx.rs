@@ -740,6 +740,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
     let fw = c.model.handler.framework;
     let names = own_names(c, i);
     let mut out = Vec::new();
+    let duplicate_case = crate::regex!(r"already exists?|duplicate|exists already");
     for clause in ast::descendants_of_kind(func, "catch_clause") {
         let Some(try_stmt) = clause.parent().filter(|p| p.kind() == "try_statement") else { continue };
         // Work deferred past the response (`after(...)`) is ack-timing's finding.
@@ -825,7 +826,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             || says_best_effort(body, src).is_some_and(|w| w != "track")
             // "This will catch if the label already exists": the swallow is the duplicate case.
             || comment_block_above(src, src[..try_stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1))
-                .is_some_and(|c| crate::regex!(r"already exists?|duplicate|exists already").is_match(&c))
+                .is_some_and(|c| duplicate_case.is_match(&c))
             || refines_initialised_values(block, func, src)
         {
             continue;
