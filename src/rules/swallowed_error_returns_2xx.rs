@@ -828,6 +828,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             || comment_block_above(src, src[..try_stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1))
                 .is_some_and(|c| duplicate_case.is_match(&c))
             || refines_initialised_values(block, func, src)
+            || result_checked_after(block, try_stmt, func, src)
         {
             continue;
         }
@@ -1162,6 +1163,24 @@ fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
         "notification",
     ];
     SAID.iter().find(|w| t.contains(**w)).copied()
+}
+
+/// The `try` adds to a variable declared before it (`content += parsed`) and the code after
+/// it tests that variable (`if (!content) { ...; return }`): a failed attempt is handled there,
+/// by what is missing, not lost in the catch.
+fn result_checked_after(block: Node, try_stmt: Node, func: Node, src: &str) -> bool {
+    let built: Vec<&str> = ast::descendants_of_kind(block, "augmented_assignment_expression")
+        .into_iter()
+        .filter_map(|a| a.child_by_field_name("left").filter(|l| l.kind() == "identifier"))
+        .map(|l| text(l, src))
+        .filter(|name| ast::find_binding_init(func, name, src, try_stmt.start_byte()).is_some())
+        .collect();
+    !built.is_empty()
+        && ast::descendants_of_kind(func, "if_statement").into_iter().any(|i| {
+            i.start_byte() > try_stmt.end_byte()
+                && i.child_by_field_name("condition")
+                    .is_some_and(|c| built.iter().any(|name| ast::mentions_identifier(c, src, name)))
+        })
 }
 
 /// The `try` only refines values that already hold one (`profile = await enhance(profile)`):
