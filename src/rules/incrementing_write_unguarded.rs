@@ -50,7 +50,7 @@ pub const RULE: Rule = Rule {
     summary: "relative write (increment, append) outside the claim: every redelivery adds again",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
-    preview: true,
+    preview: false,
     check,
 };
 
