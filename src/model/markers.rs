@@ -515,17 +515,15 @@ fn transaction_callback<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
 fn releases_on_failure(steps: &FunctionSteps, src: &str) -> bool {
     steps.steps.iter().any(|(step, call, _)| {
         *step == Step::Marker(MarkerOp::Release)
-            && (ast::enclosing_statement(*call).is_some_and(|stmt| {
-                std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling())
-                    .any(|n| n.kind() == "throw_statement")
-            }) || ast::ancestors(*call).any(|a| {
-                matches!(a.kind(), "catch_clause" | "finally_clause")
-                    || (a.kind() == "arguments"
-                        && ast::parent(a).is_some_and(|c| {
-                            c.kind() == "call_expression"
-                                && ast::callee_name(c, src).is_some_and(|n| n == "catch" || n == "finally")
-                        }))
-            }))
+            && (ast::enclosing_statement(*call).is_some_and(ast::followed_by_throw)
+                || ast::ancestors(*call).any(|a| {
+                    matches!(a.kind(), "catch_clause" | "finally_clause")
+                        || (a.kind() == "arguments"
+                            && ast::parent(a).is_some_and(|c| {
+                                c.kind() == "call_expression"
+                                    && ast::callee_name(c, src).is_some_and(|n| n == "catch" || n == "finally")
+                            }))
+                }))
     })
 }
 

@@ -825,7 +825,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             // alone also names recording the event's work, so it does not count here)
             || says_best_effort(body, src).is_some_and(|w| w != "track")
             // "This will catch if the label already exists": the swallow is the duplicate case.
-            || comment_block_above(src, src[..try_stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1))
+            || comment_block_above(src, file.line_start(try_stmt.start_byte()))
                 .is_some_and(|c| duplicate_case.is_match(&c))
             || refines_initialised_values(block, func, src)
             || result_checked_after(block, try_stmt, func, src)
@@ -1428,9 +1428,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
         // Clean-up on the way out of a failure (`await release(); throw error`): the delivery
         // fails whatever this call returns.
-        if std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling())
-            .any(|n| n.kind() == "throw_statement")
-        {
+        if ast::followed_by_throw(stmt) {
             continue;
         }
         let answers = i == 0 && ast::enclosing_function(call) == Some(func);

@@ -538,6 +538,11 @@ pub fn root_above(node: Node) -> Option<Node> {
     ancestors(node).last()
 }
 
+/// A `throw` follows `stmt` in its block: whatever `stmt` does, the code leaves by failing.
+pub fn followed_by_throw(stmt: Node) -> bool {
+    std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling()).any(|n| n.kind() == "throw_statement")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
