@@ -159,7 +159,12 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
             .map(|c| c[1].to_string())
             .unwrap_or_default();
         if !is_marker_table(&table, call, src, func, key) {
-            return None;
+            let inserts = upper.trim_start_matches(['`', '"', '\'']).trim_start().starts_with("INSERT");
+            return (inserts && claims_by_violation(call, src)).then_some(Marker {
+                op: MarkerOp::Claim,
+                call,
+                lease: false,
+            });
         }
         let stmt = upper.trim_start_matches(['`', '"', '\'']).trim_start();
         return if stmt.starts_with("SELECT") {
@@ -190,11 +195,10 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     if lower.first().is_some_and(|_| path.iter().any(|p| p == "insert()")) {
         let table = drizzle_table("insert")?;
         let handled = call_text.contains("onConflictDoNothing") || call_text.contains(".ignore()");
-        return is_marker_table(&table, call, src, func, key).then(|| Marker {
-            op: insert_op(call, src, handled),
-            call,
-            lease: false,
-        });
+        if !is_marker_table(&table, call, src, func, key) {
+            return claims_by_violation(call, src).then_some(Marker { op: MarkerOp::Claim, call, lease: false });
+        }
+        return Some(Marker { op: insert_op(call, src, handled), call, lease: false });
     }
     if path.iter().any(|p| p == "delete()") {
         let table = drizzle_table("delete")?;
@@ -220,7 +224,12 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
         }
     }
     if !is_marker_table(&model, call, src, func, key) {
-        return None;
+        let inserts = matches!(last.as_str(), "create" | "insert" | "insertone" | "save");
+        return (inserts && claims_by_violation(call, src)).then_some(Marker {
+            op: MarkerOp::Claim,
+            call,
+            lease: false,
+        });
     }
     let op = match last.as_str() {
         "findunique" | "finduniqueorthrow" | "findfirst" | "findone" | "findbyid" | "findbypk" | "count" | "exists"
@@ -269,7 +278,8 @@ fn supabase_chain<'t>(
         inner = object;
     };
     if !is_marker_table(&table, call, src, func, key) {
-        return Some(None);
+        let claim = verb == "insert" && claims_by_violation(call, src);
+        return Some(claim.then_some(Marker { op: MarkerOp::Claim, call, lease: false }));
     }
     let call_text = text(call, src);
     let op = match verb {
@@ -312,6 +322,65 @@ fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
         .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
         .any(|a| matches!(a.kind(), "variable_declarator" | "if_statement" | "binary_expression" | "return_statement"));
     if caught || (conflict_ignored && used) { MarkerOp::Claim } else { MarkerOp::Write }
+}
+
+/// A claim on one of the handler's own business rows (an order, a purchase) rather than on a
+/// marker table: the row is work as well as the claim, so a fix must keep it.
+fn own_row_claim(call: Node, src: &str, func: Node, key: Option<&EventKey>) -> bool {
+    let table = table_of(call, src).or_else(|| {
+        let sql = effects::sql_text(call, &ast::arguments(call), src)?;
+        crate::regex!(r"(?i)\binto\s+[`\x22]?(\w+)").captures(&sql).map(|c| c[1].to_string())
+    });
+    claims_by_violation(call, src) && table.is_none_or(|t| !is_marker_table(&t, call, src, func, key))
+}
+
+/// An insert whose unique violation the function reads back and answers as a duplicate, by
+/// leaving (`catch (e) { if (e.code === "P2002") return ... }`, `if (error?.code === "23505")
+/// return`): the row is the claim on the event, whatever its table is called.
+fn claims_by_violation(call: Node, src: &str) -> bool {
+    let violation = crate::regex!(r"(?i)P2002|23505|\b11000\b|ER_DUP|unique.?(?:violation|constraint)|duplicate.?key");
+    // An `if` on the violation whose branch leaves the function.
+    let leaves = |n: Node| {
+        let ifs = std::iter::once(n)
+            .filter(|n| n.kind() == "if_statement")
+            .chain(ast::descendants_of_kind(n, "if_statement"));
+        ifs.into_iter().any(|i| {
+            i.child_by_field_name("condition").is_some_and(|c| violation.is_match(text(c, src)))
+                && i.child_by_field_name("consequence").is_some_and(|b| {
+                    matches!(b.kind(), "return_statement" | "continue_statement")
+                        || !ast::descendants_of_kind(b, "return_statement").is_empty()
+                        || !ast::descendants_of_kind(b, "continue_statement").is_empty()
+                })
+        })
+    };
+    for a in ast::ancestors(call).take_while(|a| !ast::is_function(*a)) {
+        if a.kind() == "try_statement"
+            && a.child_by_field_name("body").is_some_and(|b| ast::contains(b, call))
+            && a.child_by_field_name("handler").is_some_and(leaves)
+        {
+            return true;
+        }
+    }
+    // `.catch((e) => ...)` on the insert's promise.
+    let caught = ast::parent(call)
+        .filter(|p| p.kind() == "member_expression")
+        .and_then(ast::parent)
+        .filter(|g| g.kind() == "call_expression" && ast::callee_name(*g, src).as_deref() == Some("catch"));
+    if let Some(c) = caught {
+        return leaves(c);
+    }
+    // `const { error } = await insert(...); if (error) { if (error.code === "23505") return ... }`
+    let bound = ast::ancestors(call)
+        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
+        .any(|a| a.kind() == "variable_declarator");
+    bound
+        && ast::enclosing_statement(call).is_some_and(|stmt| {
+            ast::following_siblings(stmt)
+                .into_iter()
+                .filter(|n| n.kind() != "comment")
+                .take(2)
+                .any(|n| n.kind() == "if_statement" && leaves(n))
+        })
 }
 
 /// `.catch((e) => { if (e.code === 'P2002') ... })` on the insert's promise.
@@ -478,13 +547,18 @@ impl PatternKind {
     }
 }
 
-/// The patterns of `kind` when it is the most specific kind among `patterns` (one handler's),
-/// else none: which rule describes a handler's hand-written dedupe is a fact of the handler,
+/// The patterns of `kind` that are the most specific kind among the handler's patterns on the
+/// same marker: which rule describes a handler's hand-written dedupe is a fact of the handler,
 /// decided here once, whichever rules are enabled.
 pub fn most_specific(patterns: &[Pattern], kind: PatternKind) -> impl Iterator<Item = &Pattern> {
-    let top = patterns.iter().map(|p| p.kind.specificity()).min();
-    patterns.iter().filter(move |p| p.kind == kind && top == Some(kind.specificity()))
+    patterns.iter().filter(move |p| {
+        let top = patterns.iter().filter(|q| q.marker == p.marker).map(|q| q.kind.specificity()).min();
+        p.kind == kind && top == Some(kind.specificity())
+    })
 }
+
+const OWN_ROW_FIX: &str = "the marker is one of the handler's own rows, which the work needs: keep its write, and \
+     move it into one transaction with the work (or write it last), or let a guard `run` claim the event around both";
 
 /// A racy hand-written dedupe found in one scope.
 #[derive(Clone, Debug)]
@@ -495,6 +569,13 @@ pub struct Pattern {
     pub at: (usize, usize),
     /// The marker calls of this pattern (checks, writes), in the scope's file.
     pub calls: Vec<(usize, usize)>,
+    /// Why the fix cannot be the guard wrap that removes the marker calls: the marker is one
+    /// of the handler's own rows, which the work needs.
+    pub manual_fix: Option<&'static str>,
+    /// For a business row's status used as the marker, the node reported (the status test of
+    /// a race, the status write of a record-first); `None` for a marker table or key. A race
+    /// and a write before the work on one status are two defects, both reported.
+    pub marker: Option<(usize, usize)>,
 }
 
 /// The nearest transaction/guard callback around `node`.
@@ -576,6 +657,8 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                 scope: index,
                 at: range(check.1),
                 calls: vec![range(check.1), range(write.1)],
+                marker: None,
+                manual_fix: None,
             });
             continue;
         }
@@ -593,6 +676,8 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                 scope: index,
                 at: range(decision),
                 calls: std::iter::once(check.1).chain([marker]).chain(write_after.map(|w| w.1)).map(range).collect(),
+                marker: None,
+                manual_fix: None,
             });
             continue;
         }
@@ -610,7 +695,15 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                 if let Some(c) = check {
                     calls.push(range(c.1));
                 }
-                out.push(Pattern { kind: PatternKind::RecordBeforeEffect, scope: index, at: range(marker), calls });
+                let own_row = own_row_claim(marker, src, func, scope.event_key.as_ref());
+                out.push(Pattern {
+                    kind: PatternKind::RecordBeforeEffect,
+                    scope: index,
+                    at: range(marker),
+                    calls,
+                    marker: None,
+                    manual_fix: own_row.then_some(OWN_ROW_FIX),
+                });
             }
             continue;
         }
@@ -631,6 +724,8 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                     scope: index,
                     at: range(marker),
                     calls: vec![range(marker)],
+                    marker: None,
+                    manual_fix: None,
                 });
             }
             continue;
@@ -639,10 +734,27 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
         // (`const [paid] = select(payments)...; if (!paid) insert(payments)`). Nothing makes
         // the lookup and the insert atomic, so two concurrent deliveries both insert. The
         // insert is the handler's work, so the fix keeps it (no marker calls to remove).
-        if !s.iter().any(|(step, _, _)| matches!(step, Step::Marker(_)))
-            && let Some(decision) = existence_checked_insert(func, src).or_else(|| status_checked_transition(func, src))
-        {
-            out.push(Pattern { kind: PatternKind::CheckThenInsert, scope: index, at: range(decision), calls: vec![] });
+        if s.iter().any(|(step, _, _)| matches!(step, Step::Marker(_))) {
+            continue;
+        }
+        if let Some(decision) = existence_checked_insert(func, src) {
+            out.push(Pattern {
+                kind: PatternKind::CheckThenInsert,
+                scope: index,
+                at: range(decision),
+                calls: vec![],
+                marker: None,
+                manual_fix: None,
+            });
+            continue;
+        }
+        // Each status field is its own marker, so a handler can show both kinds.
+        for status in status_markers(project, file, func, src) {
+            let (kind, at, manual_fix) = match status {
+                StatusMarker::Race { decision } => (PatternKind::CheckThenInsert, decision, None),
+                StatusMarker::RecordFirst { at } => (PatternKind::RecordBeforeEffect, at, Some(OWN_ROW_FIX)),
+            };
+            out.push(Pattern { kind, scope: index, at: range(at), calls: vec![], marker: Some(range(at)), manual_fix });
         }
     }
     out
@@ -701,20 +813,39 @@ fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
     None
 }
 
-/// The business row's status is the marker: `if (order.status === "PAID") return`, then the
-/// work, then an update that sets `status` on its own (`where: { id }`, not a compare-and-set
-/// on the status). Two concurrent deliveries both read the old status and both do the work.
-fn status_checked_transition<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
+/// What a status test followed by a write of the same status field amounts to.
+#[derive(Clone, Copy, Debug)]
+enum StatusMarker<'t> {
+    /// `if (order.status === PAID) return`, the work, then the status set on its own (not a
+    /// compare-and-set): two concurrent deliveries both read the old status and both work.
+    Race { decision: Node<'t> },
+    /// The status a retry stops on is written first and the work follows outside any
+    /// transaction with it: when the work fails, the retry finds the status and stops, and
+    /// the event is lost. `at` is the write, or the transaction that holds it.
+    RecordFirst { at: Node<'t> },
+}
+
+/// The test `if (<record>.<field> === <value>) return` (or `!==`), where the record was read
+/// from the database before it; a local alias of the field (`const before = row.status`)
+/// counts as the field.
+struct StatusTest<'t> {
+    decision: Node<'t>,
+    field: String,
+    value: String,
+    /// `===`: the exit is taken when the field holds `value`; `!==`: when it holds anything else.
+    equal: bool,
+}
+
+fn status_tests<'t>(func: Node<'t>, src: &str) -> Vec<StatusTest<'t>> {
     let field_test =
-        crate::regex!(r"^\(?\s*!?\s*\(?\s*([A-Za-z_$][\w$]*)\??\.(\w+)\s*(?:===?|!==?)\s*[\w.$'\x22]+\s*\)?\s*\)?$");
-    let object_key = crate::regex!(r"(\w+)\s*:");
-    let updates: Vec<Node> = ast::calls_in(func, false)
-        .into_iter()
-        .filter(|c| {
-            effects::classify(*c, src, false)
-                .is_some_and(|e| matches!(e.kind, effects::EffectKind::DbUpdate | effects::EffectKind::DbUpsert))
-        })
-        .collect();
+        crate::regex!(r"^\(?\s*\(?\s*([A-Za-z_$][\w$]*)(?:\??\.(\w+))?\s*(===?|!==?)\s*([\w.$'\x22]+)\s*\)?\s*\)?$");
+    let field_alias = crate::regex!(r"^([A-Za-z_$][\w$]*)\??\.(\w+)$");
+    let read_before = |name: &str, at: usize| {
+        ast::find_binding_init(func, name, src, at)
+            .or_else(|| ast::find_destructured_init(func, name, src, at))
+            .is_some_and(|init| text(init, src).trim_start().starts_with("await"))
+    };
+    let mut out = Vec::new();
     for stmt in ast::descendants_of_kind(func, "if_statement") {
         let (Some(cond), Some(cons)) = (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
         else {
@@ -727,45 +858,127 @@ fn status_checked_transition<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> 
         };
         let leaves =
             last.is_some_and(|n| matches!(n.kind(), "return_statement" | "throw_statement" | "continue_statement"));
-        let Some(caps) = field_test.captures(text(cond, src)) else { continue };
         if !leaves || stmt.child_by_field_name("alternative").is_some() {
             continue;
         }
-        let (record, field) = (caps[1].to_string(), caps[2].to_string());
-        // The tested value was read from the database before the test.
-        let read = ast::find_binding_init(func, &record, src, stmt.start_byte())
-            .or_else(|| ast::find_destructured_init(func, &record, src, stmt.start_byte()))
-            .is_some_and(|init| text(init, src).trim_start().starts_with("await"));
-        if !read || !matches!(field.as_str(), "status" | "state" | "paymentStatus" | "paid" | "processed") {
+        let Some(caps) = field_test.captures(text(cond, src)) else { continue };
+        let (record, field) = match caps.get(2) {
+            Some(field) => (caps[1].to_string(), field.as_str().to_string()),
+            // `const before = row.status; if (before === incoming) return`
+            None => {
+                let Some(init) = ast::find_binding_init(func, &caps[1], src, stmt.start_byte()) else { continue };
+                let Some(m) = field_alias.captures(text(init, src).trim()) else {
+                    continue;
+                };
+                (m[1].to_string(), m[2].to_string())
+            }
+        };
+        if !is_status_field(&field) || !read_before(&record, stmt.start_byte()) {
             continue;
         }
-        let sets_field = |update: Node| {
-            let args = ast::arguments(update);
-            let data = args.iter().map(|a| text(*a, src)).collect::<String>();
-            let sets = object_key.captures_iter(&data).any(|c| c[1] == field);
-            // `where: { id, status: "PENDING" }`: a compare-and-set, atomic on its own.
-            let cas = ast::descendants_of_kind(update, "pair").into_iter().any(|p| {
-                p.child_by_field_name("key").is_some_and(|k| text(k, src) == "where")
-                    && p.child_by_field_name("value").is_some_and(|v| text(v, src).contains(field.as_str()))
-            });
-            sets && !cas
-        };
-        let Some(update) = updates.iter().find(|u| u.start_byte() > stmt.end_byte() && sets_field(**u)) else {
-            continue;
-        };
-        // Work between the test and the status write (the write itself aside).
-        let work = ast::calls_in(func, false).into_iter().any(|c| {
-            c.start_byte() > stmt.end_byte()
-                && c.end_byte() <= update.end_byte()
-                && c.id() != update.id()
-                && !ast::contains(*update, c)
-                && effects::classify(c, src, false).is_some_and(|e| e.kind != effects::EffectKind::Possible)
-        });
-        if work {
-            return Some(stmt);
+        out.push(StatusTest { decision: stmt, field, value: caps[4].to_string(), equal: caps[3].starts_with('=') });
+    }
+    out
+}
+
+fn is_status_field(field: &str) -> bool {
+    let lower = field.to_ascii_lowercase();
+    lower.ends_with("status") || lower == "state" || matches!(lower.as_str(), "paid" | "processed")
+}
+
+/// A write that sets `field`: the value it sets (`data: { status: X }`, `.set({ status: X })`,
+/// `values({ status: X })`) and whether it is a compare-and-set on that field (`where: { id,
+/// status: "PENDING" }`, `.where(and(eq(t.id, id), eq(t.status, "PENDING")))`).
+fn status_write(write: Node, field: &str, src: &str) -> Option<(String, bool)> {
+    let in_where = |n: Node| {
+        ast::ancestors(n).take_while(|a| a.id() != write.id()).any(|a| {
+            (a.kind() == "pair" && a.child_by_field_name("key").is_some_and(|k| text(k, src) == "where"))
+                || (a.kind() == "arguments"
+                    && ast::parent(a).is_some_and(|c| ast::callee_name(c, src).as_deref() == Some("where")))
+        })
+    };
+    let mut value = None;
+    let mut cas = false;
+    for pair in ast::descendants_of_kind(write, "pair") {
+        let Some(key) = pair.child_by_field_name("key") else { continue };
+        let name = text(key, src).trim_matches(['"', '\'']);
+        if name == field {
+            if in_where(pair) {
+                cas = true;
+            } else if value.is_none() {
+                value = pair.child_by_field_name("value").map(|v| text(v, src).to_string());
+            }
         }
     }
-    None
+    for shorthand in ast::descendants_of_kind(write, "shorthand_property_identifier") {
+        if text(shorthand, src) == field {
+            if in_where(shorthand) {
+                cas = true;
+            } else if value.is_none() {
+                value = Some(field.to_string());
+            }
+        }
+    }
+    cas |= ast::descendants_of_kind(write, "member_expression")
+        .into_iter()
+        .any(|m| m.child_by_field_name("property").is_some_and(|p| text(p, src) == field) && in_where(m));
+    value.map(|v| (v, cas))
+}
+
+fn status_markers<'t>(project: &Project, file: &Arc<SourceFile>, func: Node<'t>, src: &str) -> Vec<StatusMarker<'t>> {
+    let writes: Vec<Node> = ast::calls_in(func, false)
+        .into_iter()
+        .filter(|c| {
+            effects::classify(*c, src, false)
+                .is_some_and(|e| matches!(e.kind, effects::EffectKind::DbUpdate | effects::EffectKind::DbUpsert))
+        })
+        .collect();
+    let calls = ast::calls_in(func, false);
+    let mut out = Vec::new();
+    for test in status_tests(func, src) {
+        let after = test.decision.end_byte();
+        let Some((write, value, cas)) = writes
+            .iter()
+            .filter(|w| w.start_byte() > after)
+            .find_map(|w| status_write(*w, &test.field, src).map(|(v, cas)| (*w, v, cas)))
+        else {
+            continue;
+        };
+        let outside_write = |c: &Node| c.id() != write.id() && !ast::contains(write, *c);
+        // Work between the test and the status write (the write itself aside).
+        let is_work = |c: &Node| {
+            classify(*c, src, func, None).is_none()
+                && call_step(project, file, *c, 0, &mut HashSet::new()) == Some(Step::Work)
+        };
+        let work_before = calls
+            .iter()
+            .filter(|c| c.start_byte() > after && c.end_byte() <= write.end_byte())
+            .any(|c| outside_write(c) && is_work(c));
+        // The test is a marker only when a retry stops on the written value: `=== X` then `X`
+        // written, `!== X` then another value.
+        let stops_retry = if test.equal { value == test.value } else { value != test.value };
+        if !stops_retry {
+            continue;
+        }
+        if work_before && !cas {
+            out.push(StatusMarker::Race { decision: test.decision });
+        }
+        let tx = transaction_callback(write, src);
+        let region_end = tx.map_or(write.end_byte(), |t| t.end_byte());
+        let work_after =
+            calls.iter().filter(|c| c.start_byte() >= region_end && !ast::exclusive_branches(write, **c)).any(is_work);
+        // Setting the field back on failure (`catch { status: previous }`) releases it.
+        let released = writes.iter().any(|w| {
+            w.start_byte() > write.end_byte()
+                && status_write(*w, &test.field, src).is_some()
+                && ast::ancestors(*w).any(|a| matches!(a.kind(), "catch_clause" | "finally_clause"))
+        });
+        if work_after && !released {
+            let at = tx.and_then(|t| ast::ancestors(t).find(|a| a.kind() == "call_expression")).unwrap_or(write);
+            out.push(StatusMarker::RecordFirst { at });
+        }
+    }
+    out
 }
 
 /// A read of rows: `findFirst`/`findUnique`/`findOne`, `select(...)...`, `maybeSingle`.

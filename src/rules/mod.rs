@@ -207,10 +207,18 @@ pub(crate) fn report_dedupe_patterns(
             let scope = &model.scopes[p.scope];
             let file = scope.file();
             let Some(node) = file.root().descendant_for_byte_range(p.at.0, p.at.1) else { continue };
-            let shown =
-                crate::model::ast::text(node, &file.text).lines().next().unwrap_or("").trim_end_matches(['(', '{']);
+            let first_line = crate::model::ast::text(node, &file.text).lines().next().unwrap_or("");
+            // A chain broken over lines (`db\n  .insert(payment)`) reads better as its callee path.
+            let shown = if node.kind() == "call_expression" && !first_line.contains('(') {
+                crate::model::ast::callee_path(node, &file.text).join(".")
+            } else {
+                first_line.trim_end_matches(['(', '{']).to_string()
+            };
             let remove: Vec<(usize, usize)> = if p.scope == 0 { p.calls.clone() } else { Vec::new() };
-            let mut fix = crate::fix::wrap_guard::wrap_fix(cx, model, &remove, &[]);
+            let mut fix = match p.manual_fix {
+                Some(reason) => crate::fix::Fix::display_only("make the marker and the work one unit", reason),
+                None => crate::fix::wrap_guard::wrap_fix(cx, model, &remove, &[]),
+            };
             if p.scope != 0 && fix.applicability != crate::fix::Applicability::DisplayOnly {
                 let note = fix.note.take().unwrap_or_default();
                 fix.note = Some(format!(
@@ -219,7 +227,7 @@ pub(crate) fn report_dedupe_patterns(
                 ));
             }
             out.push(
-                Diagnostic::new(rule, file, node, message(shown))
+                Diagnostic::new(rule, file, node, message(&shown))
                     .in_handler(model, scope)
                     .help("let one guard `run` claim the event and do the work, instead of a hand-written marker")
                     .with_fix(Some(fix)),

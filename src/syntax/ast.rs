@@ -345,6 +345,19 @@ pub fn mentions_identifier(node: Node, src: &str, name: &str) -> bool {
     found
 }
 
+/// Whether `a` and `b` sit in different branches of one `if`/`else` or in different cases of
+/// one `switch`, so that no single run executes both (fall-through aside).
+pub fn exclusive_branches(a: Node, b: Node) -> bool {
+    ancestors(a).any(|anc| match anc.kind() {
+        "if_statement" => {
+            let (Some(cons), Some(alt)) = (field(anc, "consequence"), field(anc, "alternative")) else { return false };
+            (contains(cons, a) && contains(alt, b)) || (contains(alt, a) && contains(cons, b))
+        }
+        "switch_case" | "switch_default" => parent(anc).is_some_and(|body| contains(body, b)) && !contains(anc, b),
+        _ => false,
+    })
+}
+
 /// The statement that directly contains `node` inside a statement block.
 pub fn enclosing_statement(node: Node) -> Option<Node> {
     let mut cur = node;
