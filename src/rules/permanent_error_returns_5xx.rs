@@ -325,6 +325,20 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     if i != 0 && !uncaught.get_or_insert_with(|| uncaught_scopes(cx, model))[i] {
                         continue;
                     }
+                    // A thin wrapper around the check (`validateRequest(raw, sig)` returning
+                    // `constructEvent(...)`): the throw escapes where the handler calls it, and
+                    // that call is where the try goes.
+                    if i != 0
+                        && let Some(site) = thin_wrapper_call_site(cx, model, i, func)
+                    {
+                        let handler_file = model.scopes[0].file();
+                        out.push(diag(model, &model.scopes[0], site, format!(
+                            "`{}` throws on {what} (through `{}`) outside any try: the uncaught error answers 500 (or hangs the request) and the provider retries a delivery that can never succeed",
+                            callee(site, &handler_file.text),
+                            callee(call, src)
+                        ), wrap_fix(model, handler_file, site)));
+                        continue;
+                    }
                     let fix = if i == 0 {
                         wrap_fix(model, file, call)
                     } else {
@@ -398,6 +412,21 @@ fn diag(model: &HandlerModel, scope: &Scope, node: Node, message: String, fix: F
 }
 
 /// `const event = check(...)` → `let event; try { event = check(...) } catch { return <400> }`.
+/// The handler's own call of scope `i` when that scope is called directly by the handler and
+/// does nothing but read the request and run the check.
+fn thin_wrapper_call_site<'a>(cx: &Context, model: &'a HandlerModel, i: usize, func: Node) -> Option<Node<'a>> {
+    let scope = &model.scopes[i];
+    let body = ast::function_body(func)?;
+    if scope.depth != 1 || !only_checks(body, &scope.file().text, cx.project, scope.file()) {
+        return None;
+    }
+    let handler = &model.scopes[0];
+    ast::calls_in(handler.node()?, true).into_iter().find(|c| {
+        reach::resolve_call(cx.project, handler.file(), *c)
+            .is_some_and(|d| d.span == scope.function.span && d.file.path == scope.function.file.path)
+    })
+}
+
 fn wrap_fix(model: &HandlerModel, file: &SourceFile, call: Node) -> Fix {
     let Some(answer) = model.handler.respond(400) else {
         return Fix::display_only("catch the check and answer 400", "no response object is in scope");
