@@ -1,11 +1,12 @@
 //! missing-signature-verification
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
-use crate::model::ast;
+use crate::model::ast::{self, text};
 use crate::model::{Framework, Provider, effects, express_app, handlers, providers, reach, stmts, verify};
 use crate::source::SourceFile;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use tree_sitter::Node;
 
 const DOCS: &str = r#"
 ## What it finds
@@ -316,11 +317,60 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if !acts {
             continue;
         }
-        let message = "this webhook handler acts on the request body without verifying the provider's signature: forged and replayed deliveries are processed, and a forged event id burns the real delivery's dedupe key";
+        // A credential header read and never compared is the place to fix: say so there.
+        let (at, message) = match credential_header_read(func, &root_scope.file().text) {
+            Some((read, name)) => (
+                read,
+                format!(
+                    "the `{name}` header is read but never checked against a secret or signature: forged and replayed deliveries are processed, and a forged event id burns the real delivery's dedupe key"
+                ),
+            ),
+            None => (
+                func,
+                "this webhook handler acts on the request body without verifying the provider's signature: forged and replayed deliveries are processed, and a forged event id burns the real delivery's dedupe key".to_string(),
+            ),
+        };
         out.push(
-            Diagnostic::new(RULE.id, root_scope.file(), func, message)
+            Diagnostic::new(RULE.id, root_scope.file(), at, message)
                 .in_handler(model, root_scope)
                 .help(help_for(handler.provider)),
         );
     }
+}
+
+/// The first read of a credential header in the handler (`req.headers.get("authorization")`,
+/// `req.headers["x-signature"]`, `c.req.header("x-webhook-token")`, `getHeader(event, ...)`)
+/// and the header's name.
+fn credential_header_read<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, String)> {
+    let credential =
+        crate::regex!(r"(?i)^(authorization|x-[\w-]*(signature|token|hmac|secret)[\w-]*|[\w-]*-signature)$");
+    let mut found = None;
+    ast::walk(func, &mut |n| {
+        if found.is_some() {
+            return false;
+        }
+        let name = match n.kind() {
+            "call_expression" => {
+                let args = ast::arguments(n);
+                // h3 / Nuxt: `getHeader(event, "stripe-signature")`
+                let at = match ast::callee_path(n, src).last().map(String::as_str) {
+                    Some("get" | "header") => 0,
+                    Some("getHeader" | "getRequestHeader") => 1,
+                    _ => return true,
+                };
+                args.get(at).and_then(|a| ast::string_value(*a, src))
+            }
+            "subscript_expression" => n
+                .child_by_field_name("object")
+                .filter(|o| text(*o, src).ends_with("headers"))
+                .and_then(|_| n.child_by_field_name("index"))
+                .and_then(|i| ast::string_value(i, src)),
+            _ => None,
+        };
+        if let Some(name) = name.filter(|h| credential.is_match(h)) {
+            found = Some((n, name));
+        }
+        true
+    });
+    found
 }
