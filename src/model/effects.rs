@@ -975,6 +975,13 @@ pub fn classify_sql(sql: &str) -> Option<EffectKind> {
 
 fn object_prop<'t>(node: Node<'t>, key: &str, src: &str) -> Option<Node<'t>> {
     let node = ast::unwrap_expr(node);
+    // Options passed only when a key is at hand: `key ? { idempotencyKey: key } : undefined`.
+    if node.kind() == "ternary_expression" {
+        return ["consequence", "alternative"]
+            .into_iter()
+            .filter_map(|f| node.child_by_field_name(f))
+            .find_map(|branch| object_prop(branch, key, src));
+    }
     if node.kind() != "object" {
         return None;
     }
