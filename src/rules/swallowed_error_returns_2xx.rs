@@ -1161,6 +1161,14 @@ fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
         "nonfatal",
         // "error sending the notification": a message beside the event's work, not the work
         "notification",
+        // "error logging the transaction", "failed to write the audit row": the failed write is
+        // the log itself
+        "error logging",
+        "failed to log",
+        "audit log",
+        "audit trail",
+        // circuit-breaker bookkeeping about the endpoint, not the event's work
+        "breaker",
     ];
     SAID.iter().find(|w| t.contains(**w)).copied()
 }
@@ -1830,7 +1838,10 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
                 || t.contains("fail")
                 || t.starts_with("!ok")
                 || t.starts_with("!success")
-                || t.contains(".ok"))
+                || t.contains(".ok")
+                // `!result.success`, `result.success === false`: the helper's own failure result
+                || (t.trim_matches(['(', ')', ' ']).starts_with('!') && t.trim_matches(['(', ')', ' ']).ends_with(".success"))
+                || t.contains(".success === false"))
         });
         if !(in_catch || error_branch || status.is_some_and(|s| s >= 500)) {
             continue;
