@@ -324,6 +324,35 @@ fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
     if caught || (conflict_ignored && used) { MarkerOp::Claim } else { MarkerOp::Write }
 }
 
+/// A unique violation, as the code that reads one back names it.
+fn unique_violation() -> &'static regex::Regex {
+    crate::regex!(r"(?i)P2002|23505|\b11000\b|ER_DUP|unique.?(?:violation|constraint)|duplicate.?key")
+}
+
+/// A `try` around the insert (also around the transaction callback that holds it) whose catch
+/// tests for a unique violation: the constraint decides a concurrent duplicate, not the lookup.
+fn violation_caught(call: Node, src: &str) -> bool {
+    let violation = unique_violation();
+    let mut callbacks = 0;
+    for a in ast::ancestors(call) {
+        if ast::is_function(a) {
+            // Only through callbacks handed to a call (`db.transaction(async (tx) => ...)`).
+            let passed = a.parent().is_some_and(|p| p.kind() == "arguments");
+            callbacks += 1;
+            if !passed || callbacks > 2 {
+                return false;
+            }
+        }
+        if a.kind() == "try_statement"
+            && a.child_by_field_name("body").is_some_and(|b| ast::contains(b, call))
+            && a.child_by_field_name("handler").is_some_and(|h| violation.is_match(text(h, src)))
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// A claim on one of the handler's own business rows (an order, a purchase) rather than on a
 /// marker table: the row is work as well as the claim, so a fix must keep it.
 fn own_row_claim(call: Node, src: &str, func: Node, key: Option<&EventKey>) -> bool {
@@ -338,7 +367,7 @@ fn own_row_claim(call: Node, src: &str, func: Node, key: Option<&EventKey>) -> b
 /// leaving (`catch (e) { if (e.code === "P2002") return ... }`, `if (error?.code === "23505")
 /// return`): the row is the claim on the event, whatever its table is called.
 fn claims_by_violation(call: Node, src: &str) -> bool {
-    let violation = crate::regex!(r"(?i)P2002|23505|\b11000\b|ER_DUP|unique.?(?:violation|constraint)|duplicate.?key");
+    let violation = unique_violation();
     // An `if` on the violation whose branch leaves the function.
     let leaves = |n: Node| {
         let ifs = std::iter::once(n)
@@ -771,6 +800,7 @@ fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
     let inserts: Vec<(Node, String)> = ast::calls_in(func, false)
         .into_iter()
         .filter(|c| effects::classify(*c, src, false).is_some_and(|e| e.kind == effects::EffectKind::DbInsert))
+        .filter(|c| !violation_caught(*c, src))
         .filter_map(|c| Some((c, table_of(c, src)?)))
         .collect();
     if inserts.is_empty() {
