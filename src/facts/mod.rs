@@ -30,12 +30,12 @@ impl HandlerModel {
         self.dedupe_patterns.get_or_init(|| crate::model::markers::patterns(project, &self.scopes))
     }
 
-    /// Whether any scope checks, claims or writes a processed marker by hand, a business row's
-    /// status serving as one included.
+    /// Whether any scope checks, claims or writes a processed marker by hand, a business row
+    /// (its existence or its status) serving as one included.
     pub fn has_hand_written_dedupe(&self, project: &Project) -> bool {
         *self.hand_written_dedupe.get_or_init(|| {
             crate::model::markers::has_hand_written_dedupe(project, &self.scopes)
-                || self.dedupe_patterns(project).iter().any(|p| p.marker.is_some())
+                || !self.dedupe_patterns(project).is_empty()
         })
     }
 }

@@ -766,7 +766,7 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
         if s.iter().any(|(step, _, _)| matches!(step, Step::Marker(_))) {
             continue;
         }
-        if let Some(decision) = existence_checked_insert(func, src) {
+        if let Some(decision) = existence_checked_insert(project, file, func, src) {
             out.push(Pattern {
                 kind: PatternKind::CheckThenInsert,
                 scope: index,
@@ -793,16 +793,36 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
 static EMPTY_COMPARISON: std::sync::LazyLock<regex::Regex> =
     std::sync::LazyLock::new(|| regex::Regex::new(r"(?:==+\s*(?:null|undefined|0)\b)").unwrap());
 
-/// The `if` that lets an insert run only when a lookup of the same table found no row: around
+/// The lookup whose row lets an insert run only when the same table had no row: an `if` around
 /// the insert with the lookup negated (`if (!row)`, `if (rows.length === 0)`), or before it
 /// leaving the function when the row exists (`if (row) return`).
-fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
-    let inserts: Vec<(Node, String)> = ast::calls_in(func, false)
-        .into_iter()
-        .filter(|c| effects::classify(*c, src, false).is_some_and(|e| e.kind == effects::EffectKind::DbInsert))
-        .filter(|c| !violation_caught(*c, src))
-        .filter_map(|c| Some((c, table_of(c, src)?)))
-        .collect();
+fn existence_checked_insert<'t>(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    func: Node<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    let unguarded_insert = |c: &Node, src: &str| {
+        effects::classify(*c, src, false).is_some_and(|e| e.kind == effects::EffectKind::DbInsert)
+            && !violation_caught(*c, src)
+    };
+    let calls = ast::calls_in(func, false);
+    let mut inserts: Vec<(Node, String)> =
+        calls.iter().filter(|c| unguarded_insert(c, src)).filter_map(|c| Some((*c, table_of(*c, src)?))).collect();
+    // The insert can sit in a helper the handler calls after the check (`addCredits(...)`
+    // inserting the ledger row it looked up): the helper's call stands for it.
+    for call in &calls {
+        let Some(def) = reach::resolve_call(project, file, *call) else { continue };
+        let Some(body) = def.node() else { continue };
+        let def_src = &def.file.text;
+        if let Some(table) = ast::calls_in(body, false)
+            .into_iter()
+            .filter(|c| unguarded_insert(c, def_src))
+            .find_map(|c| table_of(c, def_src))
+        {
+            inserts.push((*call, table));
+        }
+    }
     if inserts.is_empty() {
         return None;
     }
@@ -812,35 +832,43 @@ fn existence_checked_insert<'t>(func: Node<'t>, src: &str) -> Option<Node<'t>> {
             let Some(cond) = stmt.child_by_field_name("condition") else { continue };
             let Some(cons) = stmt.child_by_field_name("consequence") else { continue };
             let around = ast::contains(cons, *insert);
-            let leaves = !around && stmt.end_byte() < insert.start_byte() && {
-                let t = text(cons, src).trim_start_matches('{').trim_start();
-                t.starts_with("return") || t.starts_with("continue") || t.starts_with("throw")
-            };
+            let leaves = !around && stmt.end_byte() < insert.start_byte() && exits(cons);
             if !around && !leaves {
                 continue;
             }
             let cond_text = text(cond, src);
             let compares_empty = EMPTY_COMPARISON.is_match(cond_text);
-            let tests_lookup = ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
+            let lookup = ast::descendants_of_kind(cond, "identifier").into_iter().find_map(|id| {
                 let name = text(id, src);
                 let negated = cond_text.contains(&format!("!{name}")) || compares_empty;
                 if negated != around {
-                    return false;
+                    return None;
                 }
                 let init = ast::find_binding_init(func, name, src, stmt.start_byte())
                     .or_else(|| ast::find_destructured_init(func, name, src, stmt.start_byte()));
-                init.map(ast::unwrap_expr).filter(|i| i.kind() == "call_expression").is_some_and(|lookup| {
-                    effects::classify(lookup, src, false).is_none()
-                        && is_row_lookup(lookup, src)
-                        && table_of(lookup, src).as_deref() == Some(table.as_str())
+                init.map(ast::unwrap_expr).filter(|i| i.kind() == "call_expression").filter(|lookup| {
+                    effects::classify(*lookup, src, false).is_none()
+                        && is_row_lookup(*lookup, src)
+                        && table_of(*lookup, src).as_deref() == Some(table.as_str())
                 })
             });
-            if tests_lookup {
-                return Some(*stmt);
+            // Reported at the read of the row, as a marker table's check is.
+            if let Some(lookup) = lookup {
+                return Some(lookup);
             }
         }
     }
     None
+}
+
+/// Whether a branch ends by leaving: its last statement returns, throws or continues.
+fn exits(branch: Node) -> bool {
+    let last = if branch.kind() == "statement_block" {
+        ast::named_children(branch).into_iter().rfind(|n| n.kind() != "comment")
+    } else {
+        Some(branch)
+    };
+    last.is_some_and(|n| matches!(n.kind(), "return_statement" | "throw_statement" | "continue_statement"))
 }
 
 /// What a status test followed by a write of the same status field amounts to.
@@ -881,14 +909,7 @@ fn status_tests<'t>(func: Node<'t>, src: &str) -> Vec<StatusTest<'t>> {
         else {
             continue;
         };
-        let last = if cons.kind() == "statement_block" {
-            ast::named_children(cons).into_iter().rfind(|n| n.kind() != "comment")
-        } else {
-            Some(cons)
-        };
-        let leaves =
-            last.is_some_and(|n| matches!(n.kind(), "return_statement" | "throw_statement" | "continue_statement"));
-        if !leaves || stmt.child_by_field_name("alternative").is_some() {
+        if !exits(cons) || stmt.child_by_field_name("alternative").is_some() {
             continue;
         }
         let Some(caps) = field_test.captures(text(cond, src)) else { continue };

@@ -207,9 +207,12 @@ pub(crate) fn report_dedupe_patterns(
             let scope = &model.scopes[p.scope];
             let file = scope.file();
             let Some(node) = file.root().descendant_for_byte_range(p.at.0, p.at.1) else { continue };
-            let first_line = crate::model::ast::text(node, &file.text).lines().next().unwrap_or("");
-            // A chain broken over lines (`db\n  .insert(payment)`) reads better as its callee path.
-            let shown = if node.kind() == "call_expression" && !first_line.contains('(') {
+            let whole = crate::model::ast::text(node, &file.text);
+            let first_line = whole.lines().next().unwrap_or("");
+            // A chain broken over lines (`db\n  .insert(payment)`, `db()\n  .select()`) reads
+            // better as its callee path.
+            let broken = whole.contains('\n') && (!first_line.contains('(') || first_line.ends_with("()"));
+            let shown = if node.kind() == "call_expression" && broken {
                 crate::model::ast::callee_path(node, &file.text).join(".")
             } else {
                 first_line.trim_end_matches(['(', '{']).to_string()
