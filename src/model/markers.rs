@@ -326,7 +326,7 @@ fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
 
 /// A unique violation, as the code that reads one back names it.
 fn unique_violation() -> &'static regex::Regex {
-    crate::regex!(r"(?i)P2002|23505|\b11000\b|ER_DUP|unique.?(?:violation|constraint)|duplicate.?key")
+    crate::regex!(r"(?i)P2002|23505|\b11000\b|ER_DUP|unique.?(?:violation|constraint)|duplicate.?key|already_exists")
 }
 
 /// A `try` around the insert (also around the transaction callback that holds it) whose catch
@@ -823,6 +823,13 @@ fn existence_checked_insert<'t>(
             inserts.push((*call, table));
         }
     }
+    // A provider's resource created after looking for it (`issues.listComments` then
+    // `issues.createComment`): the provider's list or search is the lookup.
+    for call in &calls {
+        if let Some(resource) = api_resource_created(*call, src).filter(|_| !violation_caught(*call, src)) {
+            inserts.push((*call, resource));
+        }
+    }
     if inserts.is_empty() {
         return None;
     }
@@ -846,7 +853,11 @@ fn existence_checked_insert<'t>(
                 }
                 let init = ast::find_binding_init(func, name, src, stmt.start_byte())
                     .or_else(|| ast::find_destructured_init(func, name, src, stmt.start_byte()));
-                init.map(ast::unwrap_expr).filter(|i| i.kind() == "call_expression").filter(|lookup| {
+                let init = init.map(ast::unwrap_expr).filter(|i| i.kind() == "call_expression")?;
+                if let Some(resource) = table.strip_prefix(API_RESOURCE) {
+                    return api_lookup(func, init, resource, src, stmt.start_byte());
+                }
+                Some(init).filter(|lookup| {
                     effects::classify(*lookup, src, false).is_none()
                         && is_row_lookup(*lookup, src)
                         && table_of(*lookup, src).as_deref() == Some(table.as_str())
@@ -1030,6 +1041,45 @@ fn status_markers<'t>(project: &Project, file: &Arc<SourceFile>, func: Node<'t>,
         }
     }
     out
+}
+
+const API_RESOURCE: &str = "api:";
+
+/// `octokit.rest.issues.createComment(...)`, `context.github.issues.create(...)`: a create on a
+/// provider's API (not a database), named by its namespace (`api:octokit.rest.issues`).
+fn api_resource_created(call: Node, src: &str) -> Option<String> {
+    let effect = effects::classify(call, src, false)?;
+    if effect.kind.is_db() {
+        return None;
+    }
+    let path = ast::callee_path(call, src);
+    let (last, namespace) = path.split_last()?;
+    (last.starts_with("create") && namespace.len() >= 2 && namespace.iter().all(|p| !p.ends_with("()")))
+        .then(|| format!("{API_RESOURCE}{}", namespace.join(".")))
+}
+
+/// The tested value's lookup, for a resource created on a provider's API: a list or search on
+/// the same namespace, directly or through the element found in its result (`const found =
+/// comments.data.find(...)`, reported there), or a helper named for the duplicate it looks for.
+fn api_lookup<'t>(func: Node<'t>, init: Node<'t>, resource: &str, src: &str, before: usize) -> Option<Node<'t>> {
+    let is_lookup = |call: Node| {
+        let path = ast::callee_path(call, src);
+        let Some((last, namespace)) = path.split_last() else { return false };
+        let lower = last.to_ascii_lowercase();
+        let reads = ["list", "search", "get", "find"].iter().any(|v| lower.starts_with(v));
+        (reads && namespace.join(".") == resource)
+            || (namespace.is_empty() && (lower.contains("duplicate") || lower.contains("exist")))
+    };
+    if is_lookup(init) {
+        return Some(init);
+    }
+    // `comments.data.find(...)`: one hop to the call that produced `comments`.
+    if matches!(ast::callee_name(init, src).as_deref(), Some("find" | "some" | "filter")) {
+        let root = ast::callee_path(init, src).first()?.clone();
+        let source = ast::find_binding_init(func, &root, src, before).map(ast::unwrap_expr)?;
+        return (source.kind() == "call_expression" && is_lookup(source)).then_some(init);
+    }
+    None
 }
 
 /// A read of rows: `findFirst`/`findUnique`/`findOne`, `select(...)...`, `maybeSingle`.
