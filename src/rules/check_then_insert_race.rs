@@ -8,7 +8,15 @@ const DOCS: &str = r#"
 Hand-written dedupe that reads the processed marker first and writes it only after the
 work: `if (await prisma.processedEvent.findUnique({ where: { id: event.id } })) return`
 (or `redis.get`/`exists`/`sismember`, a `SELECT`, a helper such as `isProcessed(id)`),
-then the work, then `create`/`INSERT`/`SET` of the marker.
+then the work, then `create`/`INSERT`/`SET` of the marker. The marker can also be the
+handler's own data:
+- a business row looked up and inserted only when missing (`const [paid] = select(payments)
+  ...; if (paid) return; ...insert(payments)`), the insert possibly in a helper called after
+  the lookup (reported at the lookup);
+- a business row's status (`if (order.status === "PAID") return`, the work, then the status
+  set by an update that is not a compare-and-set; reported at the test);
+- a provider's resource looked for, then created (`issues.listComments` and a `find`, then
+  `issues.createComment`; a helper named for the duplicate it checks).
 
 ## Why retries break it
 Two concurrent deliveries (a provider retry racing a slow first attempt, two instances)
@@ -19,6 +27,8 @@ work and the marker write also repeats the work on the next delivery.
 When a real claim comes before the work — an atomic `SET NX`, a unique insert whose
 conflict is handled (`P2002`/`23505`/`11000` caught, `ON CONFLICT DO NOTHING` with the row
 count read, `skipDuplicates` with the count read): the check is then only an optimisation.
+Likewise a lookup-then-insert whose insert's unique violation is caught (also around the
+transaction that holds it), and a provider create whose `already_exists` answer is caught.
 Code inside a guard `run` or a claim transaction. A handler whose pattern is this one is
 not also reported by `unguarded-side-effect` or `incrementing-write-unguarded`.
 

@@ -20,6 +20,9 @@ const DOCS: &str = r#"
   whose `catch` answers 5xx or rethrows, or the throwing check is not in a `try` at all, so
   the framework answers 500 — also in a function the handler calls, when no caller on the
   way catches it (a Nest controller delegating to `this.service.handleWebhook(raw, sig)`).
+  When that function is a thin wrapper the handler calls directly (it only reads the request
+  and runs the check, like `validateRequest(raw, sig)`), the finding is at the handler's call,
+  where the `try` belongs.
   Not reported: a `catch` that throws the project's own error named for the client's fault
   (`throw errors.invalidWebhookSignature()`, `new InvalidSignatureError()`) in a framework
   whose error handler gives it a status (Nest, Express, Fastify, Koa, Hono).

@@ -8,7 +8,13 @@ const DOCS: &str = r#"
 A handler that writes its processed marker or claim first (`redis.set(key, 1, 'NX')`,
 `await prisma.processedEvent.create(...)`, `INSERT INTO processed_events`) and then does
 the work outside any transaction with it, with no release of the marker when the work
-fails (no delete of the key in a `catch`/`finally`).
+fails (no delete of the key in a `catch`/`finally`). The marker can be the handler's own data:
+- a business row whose unique violation is answered as "already done" (`catch (e) { if
+  (e.code === "P2002") return ... }`, `if (error.code === "23505") return`), whatever the
+  table is called;
+- a business row's status that an early return tests (`if (payment.status === incoming.status)
+  return`), written before the work to the value a retry stops on (or, for `!==`, to any
+  other value), in a statement or a transaction that commits before the work.
 
 ## Why retries break it
 If the work throws or the process crashes part-way, the marker says "processed": the
@@ -16,8 +22,9 @@ provider's retry is answered as a duplicate and the event is lost for good.
 
 ## Not reported
 When the work is inside the same transaction as the claim (it rolls back with it); when
-the marker is a lease deleted on failure (`catch (e) { await redis.del(key); throw e }`);
-code inside a guard `run`.
+the marker is a lease deleted on failure (`catch (e) { await redis.del(key); throw e }`) or a
+status set back in a `catch`; a status written first to an unfinished value the test does not
+stop on (`processing`, then `done` after the work); code inside a guard `run`.
 
 ## Bad
 ```ts
@@ -34,11 +41,14 @@ const result = await guard.run(`stripe:${event.id}`, async () => {
 if (result.status === "in-progress") return res.status(409).end();
 ```
 
-## Fix (unsafe: review)
+## Fix (unsafe: review; display-only for the handler's own rows)
 Replaces the hand-written claim (and the `if (!claimed) return` after it) with one guard
 `run` around the work: a database guard commits the claim with the DB work, a lease guard
 (`redisGuard`) releases the key when the work throws. See `retrysafe explain
-unguarded-side-effect` for the wrap.
+unguarded-side-effect` for the wrap. When the marker is one of the handler's own rows
+(a status, a business row claimed by its unique key) the row is work too and must stay: the
+fix is display-only and says to move the write into one transaction with the work, write it
+last, or let a guard claim the event around both.
 "#;
 
 pub const RULE: Rule = Rule {

@@ -29,7 +29,8 @@ A failure that the provider never hears about, so it never retries:
   since the wrapper may return something else on other paths), results of
   `Promise.allSettled` never inspected for rejections;
 - a failure reported only in the body (`{ error }`, `{ status: 500 }`, `{ success: false }`)
-  of a 2xx response in a `catch` or an error branch.
+  of a 2xx response in a `catch` or an error branch (also a branch on a helper's own failure
+  result: `if (!result.success) return Response.json({ error: result.error })`).
 
 Not reported: a `catch` that rethrows, answers a non-2xx status, calls `next(err)`, or records
 the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a retry / dead-letter
@@ -42,7 +43,9 @@ failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`
 used after the `try`); deliberate best-effort calls: a callee listed in the config's `bestEffort`
 list, a `catch` (or the comment block right above its `try`, or above its function) saying "best
 effort" / "non-fatal" / "non-critical" / "safe to ignore" / "don't fail ... if" / "do not throw" /
-"fire-and-forget", or a `retrysafe-ignore` suppression with the reason; a `try` whose only work
+"fire-and-forget", a message naming the failed write as logging or an audit entry ("error
+logging the transaction"), or circuit-breaker bookkeeping, or a `retrysafe-ignore` suppression
+with the reason; a `try` whose only work
 is telemetry or a notification (logs, audit entries, analytics, error reports, emails, SMS),
 judged by what the callee does (a project helper is followed), then by the SDK call, then by
 the words of its name; a `try` of lookups only whose `catch` falls through (the work continues
