@@ -134,34 +134,50 @@ impl Engine {
     }
 
     pub fn check(&self) -> Report {
+        let outcomes = self.analyse_paths(&self.files, false);
+        self.report(outcomes.iter().map(|(o, _)| o))
+    }
+
+    /// Analyses `paths` in parallel, in order; with `record`, each with the project files its
+    /// analysis read (what the fix loop needs to know which files an edit can affect).
+    fn analyse_paths(&self, paths: &[PathBuf], record: bool) -> Vec<(Outcome, Option<HashSet<PathBuf>>)> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(self.options.threads).build();
         let run = || {
-            self.files
+            paths
                 .par_iter()
                 .map(|path| {
-                    let outcome = self.analyse_path(path);
+                    let (outcome, reads) = if record {
+                        let (outcome, reads) = project::recording_reads(|| self.analyse_path(path));
+                        (outcome, Some(reads))
+                    } else {
+                        (self.analyse_path(path), None)
+                    };
                     if let (Some(hook), Outcome::Checked(diags, _)) = (&self.on_file, &outcome) {
                         hook(path, diags);
                     }
-                    outcome
+                    (outcome, reads)
                 })
                 .collect::<Vec<_>>()
         };
-        let results = match pool {
+        match pool {
             Ok(pool) => pool.install(run),
             Err(_) => run(),
-        };
+        }
+    }
+
+    /// The report of a run from each file's outcome, in the order the files were discovered.
+    fn report<'o>(&self, outcomes: impl Iterator<Item = &'o Outcome>) -> Report {
         let mut report = Report { errors: self.discovery_errors.clone(), ..Report::default() };
-        for result in results {
+        for result in outcomes {
             match result {
                 Outcome::Checked(diags, syntax) => {
                     report.files_checked += 1;
-                    report.diagnostics.extend(diags);
-                    report.notes.extend(syntax);
+                    report.diagnostics.extend(diags.iter().cloned());
+                    report.notes.extend(syntax.iter().cloned());
                 }
                 Outcome::Skipped => {}
-                Outcome::Note(n) => report.notes.push(n),
-                Outcome::Error(e) => report.errors.push(e),
+                Outcome::Note(n) => report.notes.push(n.clone()),
+                Outcome::Error(e) => report.errors.push(e.clone()),
             }
         }
         report.diagnostics = self.finish(report.diagnostics);
@@ -414,6 +430,7 @@ impl Engine {
     }
 }
 
+#[derive(Clone)]
 enum Outcome {
     /// The findings, and a note when the file does not parse cleanly.
     Checked(Vec<Diagnostic>, Option<String>),
@@ -467,8 +484,28 @@ impl Engine {
         let mut seen: BTreeMap<PathBuf, HashSet<u64>> = BTreeMap::new();
         let mut stuck: HashSet<PathBuf> = HashSet::new();
         let mut rejected: HashSet<Rejection> = HashSet::new();
+        // Each file's outcome in the last pass and the files its analysis read. A pass
+        // re-analyses only the files an edit of the pass before can affect: an unchanged file
+        // whose analysis read no edited file gets the same findings again.
+        let mut outcomes: Vec<(Outcome, Option<HashSet<PathBuf>>)> = Vec::new();
+        // The files the last pass edited; None: analyse every file.
+        let mut edited: Option<HashSet<PathBuf>> = None;
         for pass in 0..MAX_PASSES {
-            let check = self.check();
+            match &edited {
+                None => outcomes = self.analyse_paths(&self.files, true),
+                Some(edited) => {
+                    let stale: Vec<usize> =
+                        (0..self.files.len()).filter(|&i| affected(&self.files[i], &outcomes[i], edited)).collect();
+                    let paths: Vec<PathBuf> = stale.iter().map(|&i| self.files[i].clone()).collect();
+                    for (i, fresh) in stale.into_iter().zip(self.analyse_paths(&paths, true)) {
+                        outcomes[i] = fresh;
+                    }
+                }
+            }
+            let check = self.report(outcomes.iter().map(|(o, _)| o));
+            let mut edited_now: HashSet<PathBuf> = HashSet::new();
+            // A new file or a fix dropped for one can change what any file resolves or reads.
+            let mut everything = false;
             if pass == 0 {
                 report.first_pass = check.diagnostics.clone();
                 report.errors = check.errors;
@@ -512,7 +549,10 @@ impl Engine {
                         f.new_files.iter().all(|(p, t)| report.new_files.iter().all(|(q, u)| q != p || u == t))
                     })
                 });
-                changed |= diags.len() != before;
+                if diags.len() != before {
+                    changed = true;
+                    everything = true;
+                }
                 let fixes: Vec<&crate::fix::Fix> = diags.iter().filter_map(|d| d.fix.as_ref()).collect();
                 for fix in &fixes {
                     for (path, text) in &fix.new_files {
@@ -520,6 +560,7 @@ impl Engine {
                             self.project.add_virtual_file(path.clone(), text.clone());
                             report.new_files.push((path.clone(), text.clone()));
                             changed = true;
+                            everything = true;
                         }
                     }
                 }
@@ -590,6 +631,7 @@ impl Engine {
                         Some(updated) => {
                             entry.fixed = result.text;
                             self.project.insert(Arc::new(updated));
+                            edited_now.insert(target.clone());
                             changed = true;
                         }
                         None => {
@@ -601,6 +643,10 @@ impl Engine {
             if !changed {
                 break;
             }
+            // Only modules are followed by what an analysis reads; an edited schema or config
+            // file can change any file's analysis.
+            everything |= edited_now.iter().any(|p| Dialect::for_path(p).is_none());
+            edited = (!everything).then_some(edited_now);
             if pass == MAX_PASSES - 1 {
                 for f in files.values_mut().filter(|f| f.original != f.fixed) {
                     f.problems.push(format!("{}: fixes did not converge after {MAX_PASSES} passes", f.path.display()));
@@ -610,6 +656,20 @@ impl Engine {
         report.files = files.into_values().collect();
         report
     }
+}
+
+/// Whether a file's last outcome can change after `edited` were edited: the file itself, a
+/// file its analysis read, or one its findings point into or fix was edited.
+fn affected(path: &Path, (outcome, reads): &(Outcome, Option<HashSet<PathBuf>>), edited: &HashSet<PathBuf>) -> bool {
+    let Some(reads) = reads else { return true };
+    if edited.contains(&project::normalize(path)) || edited.contains(path) || reads.iter().any(|r| edited.contains(r)) {
+        return true;
+    }
+    let Outcome::Checked(diags, _) = outcome else { return false };
+    diags.iter().any(|d| {
+        edited.contains(&d.file.path)
+            || d.fix.as_ref().and_then(|f| f.target.as_ref()).is_some_and(|t| edited.contains(t))
+    })
 }
 
 /// Where a file stops parsing: the analysis covers what parses, and a user who sees no

@@ -95,6 +95,36 @@ pub struct Project {
     overlays: Mutex<HashMap<PathBuf, Arc<str>>>,
 }
 
+thread_local! {
+    static READS: std::cell::RefCell<Option<std::collections::HashSet<PathBuf>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` and returns, with its result, every project file whose text it read on this
+/// thread (loads, texts, directory contents). The fix loop re-analyses a file only when one of
+/// those changed, so whatever reads a file's text must go through `note_read`.
+pub fn recording_reads<R>(f: impl FnOnce() -> R) -> (R, std::collections::HashSet<PathBuf>) {
+    let outer = READS.with(|r| r.borrow_mut().replace(Default::default()));
+    let out = f();
+    let reads = READS.with(|r| std::mem::replace(&mut *r.borrow_mut(), outer)).unwrap_or_default();
+    // A recording inside another: the outer one read these too.
+    READS.with(|r| {
+        if let Some(outer) = r.borrow_mut().as_mut() {
+            outer.extend(reads.iter().cloned());
+        }
+    });
+    (out, reads)
+}
+
+fn note_read(path: &Path) {
+    READS.with(|r| {
+        if let Some(reads) = r.borrow_mut().as_mut()
+            && !reads.contains(path)
+        {
+            reads.insert(path.to_path_buf());
+        }
+    });
+}
+
 impl Project {
     pub fn new() -> Project {
         Project::default()
@@ -103,6 +133,7 @@ impl Project {
     /// Parses (once) and returns a project file.
     pub fn load(&self, path: &Path) -> Result<Arc<SourceFile>, LoadError> {
         let key = normalize(path);
+        note_read(&key);
         if let Some(Some(file)) = self.files.lock().unwrap().get(&key) {
             return Ok(file.clone());
         }
@@ -144,6 +175,7 @@ impl Project {
     /// The text of a file as analysis sees it: an overlay if there is one, else the disk.
     pub fn current_text(&self, path: &Path) -> Result<String, LoadError> {
         let key = normalize(path);
+        note_read(&key);
         if let Some(t) = self.overlays.lock().unwrap().get(&key) {
             return Ok(t.to_string());
         }
@@ -203,6 +235,9 @@ impl Project {
             .filter(|p| p.is_file())
             .filter_map(|p| read_text(&p).ok().map(|t| (normalize(&p), t)))
             .collect();
+        for (p, _) in &out {
+            note_read(p);
+        }
         let dir = normalize(dir);
         for (p, t) in self.virtual_files.lock().unwrap().iter() {
             if p.parent() == Some(dir.as_path()) && !out.iter().any(|(q, _)| q == p) {
@@ -266,6 +301,7 @@ impl Project {
 
     /// The text of a file a fix of this run creates, if `path` is one.
     pub fn virtual_text(&self, path: &Path) -> Option<String> {
+        note_read(&normalize(path));
         self.virtual_files.lock().unwrap().get(&normalize(path)).cloned()
     }
 

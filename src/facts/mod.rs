@@ -3,6 +3,8 @@
 
 use crate::config::{Config, GuardSpec};
 use crate::model::Framework;
+use crate::model::ast;
+use crate::model::reach;
 use crate::model::responses::{self, Response};
 use crate::model::{Handler, Scope};
 use crate::project::Project;
@@ -84,4 +86,47 @@ pub fn http_responses<'a>(cx: &'a Context) -> Vec<(&'a HandlerModel, &'a Scope, 
         }
     }
     out
+}
+
+/// Whether a function between the handler and `scope` is called from a loop
+/// (`for (const item of items) await refundItem(item, event)`): one event key per call would
+/// make every item after the first replay the first item's response.
+pub fn reached_in_loop(cx: &Context, model: &HandlerModel, scope: &Scope) -> bool {
+    let mut cur = scope;
+    while cur.depth > 0 {
+        let parent_chain = &cur.chain[..cur.chain.len() - 1];
+        let Some(parent) = model.scopes.iter().find(|s| s.depth + 1 == cur.depth && s.chain == parent_chain) else {
+            return false;
+        };
+        let Some(func) = parent.node() else { return false };
+        let file = parent.file();
+        let looped = ast::calls_in(func, false).into_iter().any(|call| {
+            reach::resolve_call(cx.project, file, call)
+                .is_some_and(|def| def.span == cur.function.span && Arc::ptr_eq(&def.file, &cur.function.file))
+                && in_loop(call, parent)
+        });
+        if looped {
+            return true;
+        }
+        cur = parent;
+    }
+    false
+}
+
+/// Whether `call` runs in a loop of its scope (a `for`/`while`, or a `.map`/`.forEach` callback).
+pub fn in_loop(call: Node, scope: &Scope) -> bool {
+    let Some(func) = scope.node() else {
+        return false;
+    };
+    ast::ancestors(call).take_while(|a| *a != func).any(|a| {
+        matches!(a.kind(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
+            || (a.kind() == "arguments"
+                && a.parent().is_some_and(|c| {
+                    c.kind() == "call_expression"
+                        && c.child_by_field_name("function").is_some_and(|f| {
+                            let t = f.utf8_text(scope.file().text.as_bytes()).unwrap_or("");
+                            t.ends_with(".map") || t.ends_with(".forEach") || t.ends_with(".flatMap")
+                        })
+                }))
+    })
 }

@@ -64,9 +64,9 @@ fn review_reason(file: &SourceFile, start: usize, end: usize, fix: &Fix) -> Opti
 /// into a function whose own answers are all in the other's: the handler was taken for the
 /// wrong framework, and the added answer would not compile or never reach the client.
 fn foreign_answer(file: &SourceFile, edits: &[Edit]) -> Option<&'static str> {
-    let node_style = regex::Regex::new(r"\b\w+\.(status|code)\(\d+\)\.(end|send|json)\(|\b\w+\.sendStatus\(").unwrap();
+    let node_style = crate::regex!(r"\b\w+\.(status|code)\(\d+\)\.(end|send|json)\(|\b\w+\.sendStatus\(");
     let fetch_style = |t: &str| t.contains("new Response(") || t.contains("Response.json(");
-    let receiver = regex::Regex::new(r"\b(\w+)\.(?:status|code|sendStatus)\(").unwrap();
+    let receiver = crate::regex!(r"\b(\w+)\.(?:status|code|sendStatus)\(");
     for e in edits {
         let (adds_fetch, adds_node) = (fetch_style(&e.replacement), node_style.is_match(&e.replacement));
         if !adds_fetch && !adds_node {
@@ -88,18 +88,37 @@ fn foreign_answer(file: &SourceFile, edits: &[Edit]) -> Option<&'static str> {
         // `stripe.status(200).end()`: the receiver was taken for the response object, but the
         // function never answers through it.
         if let Some(r) = receiver.captures(&e.replacement).map(|c| c[1].to_string()) {
-            let answers_through = regex::Regex::new(&format!(
-                r"\b{}\.(status|code|send|json|end|sendStatus|redirect|set|header|type|writeHead)\b",
-                regex::escape(&r)
-            ))
-            .unwrap();
             let typical = matches!(r.as_str(), "res" | "response" | "reply" | "resp" | "rep" | "ctx" | "c");
-            if !typical && !answers_through.is_match(own) {
+            if !typical && !answers_through(&r, own) {
                 return Some("Express (`res.status(...)`) through a value that is not the response");
             }
         }
     }
     None
+}
+
+/// Whether `text` answers through `receiver` (`receiver.status(`, `receiver.json`, ...). The
+/// pattern depends on the receiver's name, and compiling it costs far more than matching:
+/// settling runs for every fix, so each name's pattern is compiled once per thread.
+fn answers_through(receiver: &str, text: &str) -> bool {
+    thread_local! {
+        static COMPILED: std::cell::RefCell<std::collections::HashMap<String, regex::Regex>> = Default::default();
+    }
+    COMPILED.with(|compiled| {
+        let mut compiled = compiled.borrow_mut();
+        // A long-lived server sees unboundedly many names; a reset keeps the cache small.
+        if compiled.len() > 256 {
+            compiled.clear();
+        }
+        let re = compiled.entry(receiver.to_string()).or_insert_with(|| {
+            regex::Regex::new(&format!(
+                r"\b{}\.(status|code|send|json|end|sendStatus|redirect|set|header|type|writeHead)\b",
+                regex::escape(receiver)
+            ))
+            .unwrap()
+        });
+        re.is_match(text)
+    })
 }
 
 /// An edit that adds an import (or a `require`) at module level, or extends an import.
@@ -116,7 +135,7 @@ fn is_import(file: &SourceFile, e: &Edit) -> bool {
 
 /// A deleted statement whose text is inserted elsewhere, and that verifies a signature.
 fn moves_verification(file: &SourceFile, edits: &[Edit]) -> bool {
-    let verifying = regex::Regex::new(r"(?i)verif|signature|constructEvent|hmac|timingSafeEqual|webhooks?\.").unwrap();
+    let verifying = crate::regex!(r"(?i)verif|signature|constructEvent|hmac|timingSafeEqual|webhooks?\.");
     edits.iter().filter(|e| e.end > e.start).any(|deleted| {
         let moved = file.text[deleted.start..deleted.end].trim();
         moved.len() > 8

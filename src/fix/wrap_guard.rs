@@ -1173,6 +1173,16 @@ fn effect_placements(region: &[Node], src: &str, flavor: GuardFlavor, in_transac
     out
 }
 
+/// `prismaGuard(client`: the guard module's own name for the client it wraps (one pattern per
+/// guard function, compiled once).
+fn client_argument(fn_name: &str) -> &'static regex::Regex {
+    match fn_name {
+        "prismaGuard" => crate::regex!(r"prismaGuard\(\s*([A-Za-z_$][\w$]*)"),
+        "drizzleGuard" => crate::regex!(r"drizzleGuard\(\s*([A-Za-z_$][\w$]*)"),
+        _ => crate::regex!(r"postgresGuard\(\s*([A-Za-z_$][\w$]*)"),
+    }
+}
+
 /// Rewrites of the root client to the transaction client inside the wrapped region.
 #[allow(clippy::too_many_arguments)]
 fn db_rewrites(
@@ -1192,7 +1202,7 @@ fn db_rewrites(
         GuardFlavor::Lease | GuardFlavor::Unknown => return (Vec::new(), None),
     };
     if let Some(t) = guard_source(cx, file, spec)
-        && let Some(c) = regex::Regex::new(&format!(r"{fn_name}\(\s*([A-Za-z_$][\w$]*)")).unwrap().captures(&t)
+        && let Some(c) = client_argument(fn_name).captures(&t)
     {
         roots.push(c[1].to_string());
     }

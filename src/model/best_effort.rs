@@ -303,6 +303,29 @@ pub fn read_rpc(call: Node, src: &str) -> bool {
         && ast::arguments(call).first().and_then(|a| ast::string_value(*a, src)).is_some_and(|n| read_segment(&n))
 }
 
+/// Calls that run their callback after the current one returns (`after`, `waitUntil`,
+/// `setImmediate`, ...).
+const DEFERRERS: &[&str] =
+    &["after", "unstable_after", "waitUntil", "setImmediate", "setTimeout", "nextTick", "queueMicrotask"];
+
+/// The deferring call's name when `call` defers its callback: work handed to it may run after
+/// the response (or never, when the runtime stops).
+pub fn deferrer(call: Node, src: &str) -> Option<String> {
+    let path = ast::callee_path(call, src);
+    let last = path.last()?.trim_end_matches("()");
+    if !DEFERRERS.contains(&last) {
+        return None;
+    }
+    if last == "nextTick" && path.first().is_none_or(|p| p != "process") {
+        return None;
+    }
+    if matches!(last, "after" | "unstable_after" | "setImmediate" | "setTimeout" | "queueMicrotask") && path.len() != 1
+    {
+        return None;
+    }
+    Some(path.join("."))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -994,6 +994,36 @@ fn last_object_property<'t>(args: &[Node<'t>], key: &str, src: &str) -> Option<N
     args.iter().rev().take(1).find_map(|a| object_prop(*a, key, src))
 }
 
+/// The operation an effect performs, as an idempotency key names it:
+/// `stripe.refunds.create` → "refund"; `stripe.paymentIntents.capture` → "paymentIntent-capture".
+pub fn operation_name(label: &str) -> String {
+    let parts: Vec<&str> = label.split('.').map(|p| p.trim_end_matches("()")).collect();
+    let last = parts.last().copied().unwrap_or("call");
+    let noun = parts.len().checked_sub(2).and_then(|i| parts.get(i)).copied().unwrap_or(last);
+    // Adyen's service objects: `PaymentsApi.payments` is a payment, and the method names
+    // the modification itself (Adyen keys are at most 64 characters).
+    let service = noun.strip_suffix("Api").or_else(|| noun.strip_suffix("API")).filter(|n| !n.is_empty());
+    let noun = service.unwrap_or(noun);
+    let noun = noun
+        .strip_suffix("ies")
+        .map(|s| format!("{s}y"))
+        .unwrap_or_else(|| noun.strip_suffix('s').unwrap_or(noun).to_string());
+    let (n, l) = (noun.to_ascii_lowercase(), last.to_ascii_lowercase());
+    if matches!(last, "create" | "send") || n == l || l == format!("{n}s") {
+        lower_first(&noun)
+    } else if l.starts_with(&n) || service.is_some() {
+        // `refunds.refundPayment` → "refundPayment", not "refund-refundPayment".
+        last.to_string()
+    } else {
+        format!("{noun}-{last}")
+    }
+}
+
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_ascii_lowercase().to_string() + c.as_str()).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

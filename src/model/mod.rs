@@ -3,6 +3,7 @@
 // The syntax helpers predate the split into layers; this path keeps every user's import.
 pub use crate::syntax::ast;
 pub mod best_effort;
+pub mod claims;
 pub mod dedupe_keys;
 pub mod effects;
 pub mod guards;

@@ -90,6 +90,28 @@ pub fn first_verification<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
         .min_by_key(|c| c.start_byte())
 }
 
+/// A call that throws on a bad signature.
+pub fn is_verify(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let Some(last) = path.last().map(|s| s.trim_end_matches("()")) else {
+        return false;
+    };
+    match last {
+        "constructEvent" | "constructEventAsync" | "verifyWebhook" | "parseEventNotification" => true,
+        // Octokit's `app.webhooks.verifyAndReceive` throws on a bad signature before dispatching.
+        "unmarshal" | "verifyAndReceive" => path.iter().any(|p| p == "webhooks"),
+        "verify" => {
+            let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
+            (root == "resend" && path.iter().any(|p| p == "webhooks"))
+                || ((src.contains("\"svix\"") || src.contains("'svix'") || src.contains("standardwebhooks"))
+                    && path.len() == 2
+                    && (root.starts_with("wh") || root.contains("webhook") || root.contains("svix")))
+                || path.first().is_some_and(|r| r == "Webhook()")
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
-use crate::model::best_effort;
+use crate::model::best_effort::{self, deferrer};
 use crate::model::reach::{self, Scope};
 use crate::model::responses;
 use crate::model::{EffectKind, Framework, effects};
@@ -75,9 +75,6 @@ pub const RULE: Rule = Rule {
     preview: false,
     check,
 };
-
-const DEFERRERS: &[&str] =
-    &["after", "unstable_after", "waitUntil", "setImmediate", "setTimeout", "nextTick", "queueMicrotask"];
 
 struct Cx<'a> {
     project: &'a Project,
@@ -172,22 +169,6 @@ fn is_async(func: Node, src: &str) -> bool {
 
 fn enclosing_is_async(node: Node, src: &str) -> bool {
     ast::enclosing_function(node).is_some_and(|f| is_async(f, src))
-}
-
-pub fn deferrer(call: Node, src: &str) -> Option<String> {
-    let path = ast::callee_path(call, src);
-    let last = path.last()?.trim_end_matches("()");
-    if !DEFERRERS.contains(&last) {
-        return None;
-    }
-    if last == "nextTick" && path.first().is_none_or(|p| p != "process") {
-        return None;
-    }
-    if matches!(last, "after" | "unstable_after" | "setImmediate" | "setTimeout" | "queueMicrotask") && path.len() != 1
-    {
-        return None;
-    }
-    Some(path.join("."))
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {

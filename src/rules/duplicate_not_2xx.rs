@@ -1,9 +1,9 @@
 //! duplicate-not-2xx
 
-use super::in_progress_not_retryable::{DUPLICATE, NxKind, literal_test, nx_failed, nx_kind};
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::Fix;
 use crate::model::ast::{self, text};
+use crate::model::claims::{DUP_CODE, DUPLICATE, NxKind, literal_test, nx_failed, nx_kind};
 use crate::model::guards;
 use crate::model::responses::{self, Response, Style};
 use regex::Regex;
@@ -49,12 +49,6 @@ pub const RULE: Rule = Rule {
     check,
 };
 
-pub static DUP_CODE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"P2002|23505|\b11000\b|ER_DUP_ENTRY|unique_violation|UniqueConstraint|SQLITE_CONSTRAINT_UNIQUE|duplicate key",
-    )
-    .unwrap()
-});
 static IN_PROGRESS_WORD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)in[-_ ]?progress|processing|running|locked").unwrap());
 

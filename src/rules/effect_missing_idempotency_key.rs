@@ -1,13 +1,14 @@
 //! effect-missing-idempotency-key
 
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
+use crate::facts::{in_loop, reached_in_loop};
 use crate::fix::edits::merge_property;
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
+use crate::model::effects::operation_name;
 use crate::model::payload::{self, PerAttempt};
 use crate::model::reach::{self, Scope};
 use crate::model::{Effect, EventKey, Sdk, effects};
-use std::sync::Arc;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -176,77 +177,6 @@ fn per_attempt_fix(value: &PerAttempt, op: &str) -> Fix {
     )
 }
 
-/// Whether a function between the handler and `scope` is called from a loop
-/// (`for (const item of items) await refundItem(item, event)`): one event key per call would
-/// make every item after the first replay the first item's response.
-pub fn reached_in_loop(cx: &Context, model: &HandlerModel, scope: &Scope) -> bool {
-    let mut cur = scope;
-    while cur.depth > 0 {
-        let parent_chain = &cur.chain[..cur.chain.len() - 1];
-        let Some(parent) = model.scopes.iter().find(|s| s.depth + 1 == cur.depth && s.chain == parent_chain) else {
-            return false;
-        };
-        let Some(func) = parent.node() else { return false };
-        let file = parent.file();
-        let looped = ast::calls_in(func, false).into_iter().any(|call| {
-            reach::resolve_call(cx.project, file, call)
-                .is_some_and(|def| def.span == cur.function.span && Arc::ptr_eq(&def.file, &cur.function.file))
-                && in_loop(call, parent)
-        });
-        if looped {
-            return true;
-        }
-        cur = parent;
-    }
-    false
-}
-
-fn in_loop(call: Node, scope: &Scope) -> bool {
-    let Some(func) = scope.node() else {
-        return false;
-    };
-    ast::ancestors(call).take_while(|a| *a != func).any(|a| {
-        matches!(a.kind(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
-            || (a.kind() == "arguments"
-                && a.parent().is_some_and(|c| {
-                    c.kind() == "call_expression"
-                        && c.child_by_field_name("function").is_some_and(|f| {
-                            let t = f.utf8_text(scope.file().text.as_bytes()).unwrap_or("");
-                            t.ends_with(".map") || t.ends_with(".forEach") || t.ends_with(".flatMap")
-                        })
-                }))
-    })
-}
-
-/// `stripe.refunds.create` → "refund"; `stripe.paymentIntents.capture` → "paymentIntent-capture".
-pub fn operation_name(label: &str) -> String {
-    let parts: Vec<&str> = label.split('.').map(|p| p.trim_end_matches("()")).collect();
-    let last = parts.last().copied().unwrap_or("call");
-    let noun = parts.len().checked_sub(2).and_then(|i| parts.get(i)).copied().unwrap_or(last);
-    // Adyen's service objects: `PaymentsApi.payments` is a payment, and the method names
-    // the modification itself (Adyen keys are at most 64 characters).
-    let service = noun.strip_suffix("Api").or_else(|| noun.strip_suffix("API")).filter(|n| !n.is_empty());
-    let noun = service.unwrap_or(noun);
-    let noun = noun
-        .strip_suffix("ies")
-        .map(|s| format!("{s}y"))
-        .unwrap_or_else(|| noun.strip_suffix('s').unwrap_or(noun).to_string());
-    let (n, l) = (noun.to_ascii_lowercase(), last.to_ascii_lowercase());
-    if matches!(last, "create" | "send") || n == l || l == format!("{n}s") {
-        lower_first(&noun)
-    } else if l.starts_with(&n) || service.is_some() {
-        // `refunds.refundPayment` → "refundPayment", not "refund-refundPayment".
-        last.to_string()
-    } else {
-        format!("{noun}-{last}")
-    }
-}
-
-fn lower_first(s: &str) -> String {
-    let mut c = s.chars();
-    c.next().map(|f| f.to_ascii_lowercase().to_string() + c.as_str()).unwrap_or_default()
-}
-
 /// Where and how the key goes, per SDK (docs/providers.md, "SDKs that accept an idempotency key").
 fn key_edit(effect: &Effect, key: &EventKey, op: &str, src: &str) -> Option<Edit> {
     let args = ast::arguments(effect.call);
@@ -299,12 +229,15 @@ enum Position {
 mod tests {
     #[test]
     fn operation_names() {
-        assert_eq!(super::operation_name("stripe.refunds.create"), "refund");
-        assert_eq!(super::operation_name("stripe.paymentIntents.capture"), "paymentIntent-capture");
-        assert_eq!(super::operation_name("resend.emails.send"), "email");
-        assert_eq!(super::operation_name("stripe.subscriptions.update"), "subscription-update");
-        assert_eq!(super::operation_name("square.refunds.refundPayment"), "refundPayment");
-        assert_eq!(super::operation_name("checkout.PaymentsApi.payments"), "payment");
-        assert_eq!(super::operation_name("checkout.ModificationsApi.refundCapturedPayment"), "refundCapturedPayment");
+        assert_eq!(crate::model::effects::operation_name("stripe.refunds.create"), "refund");
+        assert_eq!(crate::model::effects::operation_name("stripe.paymentIntents.capture"), "paymentIntent-capture");
+        assert_eq!(crate::model::effects::operation_name("resend.emails.send"), "email");
+        assert_eq!(crate::model::effects::operation_name("stripe.subscriptions.update"), "subscription-update");
+        assert_eq!(crate::model::effects::operation_name("square.refunds.refundPayment"), "refundPayment");
+        assert_eq!(crate::model::effects::operation_name("checkout.PaymentsApi.payments"), "payment");
+        assert_eq!(
+            crate::model::effects::operation_name("checkout.ModificationsApi.refundCapturedPayment"),
+            "refundCapturedPayment"
+        );
     }
 }

@@ -5,6 +5,7 @@ use crate::fix::{Edit, Fix, GuardSpec, imports};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::responses;
+use crate::model::verify::is_verify;
 use crate::model::{Framework, effects};
 use crate::source::SourceFile;
 use regex::Regex;
@@ -84,28 +85,6 @@ pub const RULE: Rule = Rule {
 static PERMANENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)not found|no such|does ?n[o']t exist|doesn't exist|invalid|missing|malformed|validation|unknown (event|type|job|action)|unsupported|not supported").unwrap()
 });
-
-/// A call that throws on a bad signature.
-pub fn is_verify(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
-    let Some(last) = path.last().map(|s| s.trim_end_matches("()")) else {
-        return false;
-    };
-    match last {
-        "constructEvent" | "constructEventAsync" | "verifyWebhook" | "parseEventNotification" => true,
-        // Octokit's `app.webhooks.verifyAndReceive` throws on a bad signature before dispatching.
-        "unmarshal" | "verifyAndReceive" => path.iter().any(|p| p == "webhooks"),
-        "verify" => {
-            let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
-            (root == "resend" && path.iter().any(|p| p == "webhooks"))
-                || ((src.contains("\"svix\"") || src.contains("'svix'") || src.contains("standardwebhooks"))
-                    && path.len() == 2
-                    && (root.starts_with("wh") || root.contains("webhook") || root.contains("svix")))
-                || path.first().is_some_and(|r| r == "Webhook()")
-        }
-        _ => false,
-    }
-}
 
 /// A call that throws on a malformed payload.
 fn is_parse(call: Node, src: &str) -> bool {

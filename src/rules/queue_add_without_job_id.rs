@@ -1,7 +1,7 @@
 //! queue-add-without-job-id
 
-use super::effect_missing_idempotency_key::reached_in_loop;
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::facts::reached_in_loop;
 use crate::fix::edits::merge_property;
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};

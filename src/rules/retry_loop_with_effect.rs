@@ -1,11 +1,11 @@
 //! retry-loop-with-effect
 
-use super::effect_missing_idempotency_key::operation_name;
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::edits::merge_property;
 use crate::fix::{Edit, Fix, text as fixtext};
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys;
+use crate::model::effects::operation_name;
 use crate::model::payload;
 use crate::model::retry_loops::{self, RetryLoop};
 use crate::model::{Effect, EffectKind, EventKey, Sdk, effects, reach};

@@ -1,13 +1,13 @@
 //! swallowed-error-returns-2xx
 
-use super::duplicate_not_2xx::DUP_CODE;
-use super::permanent_error_returns_5xx::is_verify;
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::{Applicability, Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::best_effort;
+use crate::model::claims::DUP_CODE;
 use crate::model::reach::Scope;
 use crate::model::responses::{self, Response, Style};
+use crate::model::verify::is_verify;
 use crate::model::{EffectKind, Framework, Sdk, effects, markers};
 use crate::source::SourceFile;
 use std::collections::HashSet;
@@ -749,7 +749,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         // Work deferred past the response (`after(...)`) is ack-timing's finding.
         let deferred = ast::ancestors(clause)
             .take_while(|a| *a != func)
-            .any(|a| a.kind() == "call_expression" && super::ack_timing::deferrer(a, src).is_some());
+            .any(|a| a.kind() == "call_expression" && crate::model::best_effort::deferrer(a, src).is_some());
         if deferred {
             continue;
         }

@@ -155,8 +155,8 @@ pub fn unquote(name: &str) -> String {
 }
 
 pub fn split_qualified(name: &str) -> Vec<String> {
-    let r = Regex::new(IDENT).unwrap();
-    r.find_iter(name).map(|m| m.as_str().to_string()).collect()
+    static R: OnceLock<Regex> = OnceLock::new();
+    re(&R, || IDENT.to_string()).find_iter(name).map(|m| m.as_str().to_string()).collect()
 }
 
 /// The plain column names of a `(a, "b" DESC, lower(c))` list (expressions skipped).
