@@ -816,7 +816,11 @@ impl<'a> Finder<'a> {
             }
             // oRPC: `procedure.route({ method: "POST", path }).input(schema).handler(fn)`
             ("handler", n) if n >= 2 && args.len() == 1 => self.orpc_route(call, args[0], &file_path),
-            ("process", n) if n >= 2 => {
+            // Bull's `queue.process([name], [concurrency], fn)`: anything else before the function
+            // is data, as in a batching helper's `limiter.process(ids, (batch) => ...)`
+            ("process", n)
+                if n >= 2 && args[..args.len().saturating_sub(1)].iter().all(|a| queue_option_arg(*a, src)) =>
+            {
                 if let Some(f) = args.last() {
                     self.push(*f, format!("queue processor ({})", short_path(&file_path)), Framework::Bullmq, "");
                 }
@@ -1231,6 +1235,25 @@ fn path_constant(name: &str) -> bool {
         return false;
     }
     lower.contains("path") || lower.contains("route") || last.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+}
+
+/// A job name or concurrency as Bull's `process` takes them before the processor: a literal, or
+/// a constant naming one (`QUEUE_NAME`, `JobType.SendEmail`, `queueName`, `concurrency`). A
+/// variable holding data (`ids`, `batch`) is no such option.
+fn queue_option_arg(arg: Node, src: &str) -> bool {
+    match arg.kind() {
+        "string" | "template_string" | "number" => true,
+        "identifier" | "member_expression" => {
+            let name = text(arg, src);
+            let last = name.rsplit('.').next().unwrap_or(name).trim();
+            let constant = last.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            // an enum member: `JobType.SendEmail`
+            let enum_member = arg.kind() == "member_expression" && name.starts_with(|c: char| c.is_ascii_uppercase());
+            let lower = last.to_ascii_lowercase();
+            constant || enum_member || lower.ends_with("name") || lower.ends_with("concurrency")
+        }
+        _ => false,
+    }
 }
 
 /// The path of `router.route('/path')` when `call` is a method called on it.
