@@ -86,13 +86,11 @@ fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
             class_method(project, file, &class, method)
         }
         [ns, name] => namespace_function(project, file, ns, name).or_else(|| {
-            // `svc.method()` needs `new X()` somewhere in the file; most member calls
-            // (`res.json`, `console.log`, `db.insert`) have no such binding to look for.
-            if !src.contains("new ") || ns.ends_with("()") {
+            if ns.ends_with("()") {
                 return None;
             }
-            let class = local_instance_class(file, call, ns)?;
-            class_method(project, file, &class, name)
+            let (class_file, class) = instance_class(project, file, call, ns)?;
+            class_method(project, &class_file, &class, name)
         }),
         _ => None,
     }
@@ -248,14 +246,91 @@ fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<Strin
     None
 }
 
-/// The class of a local `const <name> = new X()` visible at `call` (innermost function first,
-/// then the module).
-fn local_instance_class(file: &Arc<SourceFile>, call: Node, name: &str) -> Option<String> {
+/// The class of the instance `name` holds at `call`, and the file that names that class: a
+/// local `const <name> = new X()` (innermost function first, then the module), one a factory
+/// returns (`const consumer = createConsumer(env)` with `createConsumer` returning `new
+/// Consumer(...)`), or a module's exported singleton (`import { jobs } from "./jobs"` with
+/// `export const jobs = new JobRunner()` there).
+fn instance_class(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    call: Node,
+    name: &str,
+) -> Option<(Arc<SourceFile>, String)> {
     let src = &file.text;
-    ast::ancestors(call)
+    let local = ast::ancestors(call)
         .filter(|a| ast::is_function(*a) || a.kind() == "program")
-        .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()))
-        .and_then(|init| constructed_class(init, src))
+        .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()));
+    match local {
+        Some(init) => initialized_class(project, file, init, 0),
+        None => {
+            let import = project::imports(file).iter().find(|i| i.local == name && i.imported != "*")?;
+            let target = project.resolve(&file.path, &import.source)?;
+            let target = project.load(&target).ok()?;
+            let exported = import.imported.clone();
+            let init = exported_binding_init(&target, &exported)?;
+            initialized_class(project, &target, init, 0)
+        }
+    }
+}
+
+/// The class an initializer constructs: `new X()` directly, or through a project function that
+/// returns one (followed two factories deep).
+fn initialized_class(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    init: Node,
+    depth: usize,
+) -> Option<(Arc<SourceFile>, String)> {
+    let init = ast::unwrap_expr(init);
+    if let Some(class) = constructed_class(init, &file.text) {
+        return Some((file.clone(), class));
+    }
+    if init.kind() != "call_expression" || depth >= 2 {
+        return None;
+    }
+    let factory = resolve_call(project, file, init)?;
+    let node = factory.node()?;
+    let returned = returned_values(node);
+    returned.into_iter().find_map(|r| initialized_class(project, &factory.file, r, depth + 1))
+}
+
+/// What a function returns: an arrow's expression body, else the values of its own `return`
+/// statements (not those of functions nested in it).
+fn returned_values(func: Node) -> Vec<Node> {
+    let Some(body) = func.child_by_field_name("body") else { return Vec::new() };
+    if body.kind() != "statement_block" {
+        return vec![body];
+    }
+    let mut out = Vec::new();
+    ast::walk(body, &mut |n| {
+        if n != body && ast::is_function(n) {
+            return false;
+        }
+        if n.kind() == "return_statement"
+            && let Some(value) = n.named_child(0)
+        {
+            out.push(value);
+        }
+        true
+    });
+    out
+}
+
+/// The initializer of a top-level `export const <name> = ...` (or a `const` the module exports
+/// by an export clause).
+fn exported_binding_init<'t>(file: &'t Arc<SourceFile>, name: &str) -> Option<Node<'t>> {
+    let src = &file.text;
+    let root = file.root();
+    let init = ast::find_binding_init(root, name, src, usize::MAX)?;
+    // a binding of a nested function is no module binding
+    let declarator = init.parent().filter(|d| d.kind() == "variable_declarator")?;
+    let statement = declarator.parent()?;
+    let top = match statement.parent() {
+        Some(p) if p.kind() == "export_statement" => p,
+        _ => statement,
+    };
+    (top.parent().is_some_and(|p| p.kind() == "program")).then_some(init)
 }
 
 /// `new X(...)` → "X".
