@@ -389,26 +389,149 @@ pub fn scopes(project: &Project, handler: &Handler) -> Vec<Scope> {
         let file = scope.file().clone();
         let Some(func) = scope.node() else { continue };
         for call in ast::calls_in(func, false) {
-            let Some(def) = resolve_call(project, &file, call) else {
-                continue;
+            let defs = match resolve_call(project, &file, call) {
+                Some(def) => vec![def],
+                None => dispatch_targets(project, &file, call),
             };
-            if out.iter().any(|s| s.function.span == def.span && Arc::ptr_eq(&s.function.file, &def.file))
-                || (def.span.start <= func.start_byte()
-                    && func.end_byte() <= def.span.end
-                    && Arc::ptr_eq(&def.file, &file))
-            {
-                continue;
+            for def in defs {
+                if out.iter().any(|s| s.function.span == def.span && Arc::ptr_eq(&s.function.file, &def.file))
+                    || (def.span.start <= func.start_byte()
+                        && func.end_byte() <= def.span.end
+                        && Arc::ptr_eq(&def.file, &file))
+                {
+                    continue;
+                }
+                let event_key = scope.event_key.as_ref().and_then(|key| rebind_key(key, call, &file.text, &def));
+                let mut chain = scope.chain.clone();
+                chain.push(def.name.clone());
+                out.push(Scope {
+                    guarded: scope.guard_at(call),
+                    function: def,
+                    depth: scope.depth + 1,
+                    chain,
+                    event_key,
+                });
+                if out.len() >= MAX_SCOPES {
+                    break;
+                }
             }
-            let event_key = scope.event_key.as_ref().and_then(|key| rebind_key(key, call, &file.text, &def));
-            let mut chain = scope.chain.clone();
-            chain.push(def.name.clone());
-            out.push(Scope { guarded: scope.guard_at(call), function: def, depth: scope.depth + 1, chain, event_key });
             if out.len() >= MAX_SCOPES {
                 break;
             }
         }
     }
     out
+}
+
+/// The functions a dispatch table can call: `handlers[event.type](event)`, or a handler taken
+/// from one first, directly (`const handle = handlers[type]`) or through a lookup function
+/// (`const handle = handlerFor(type)` returning `type in handlers ? handlers[type] : ignore`).
+/// The table is an object literal of this module or one it imports; each function value in it
+/// is a possible callee.
+fn dispatch_targets(project: &Project, file: &Arc<SourceFile>, call: Node) -> Vec<FunctionDef> {
+    let src = &file.text;
+    let Some(callee) = call.child_by_field_name("function").map(ast::unwrap_expr) else { return Vec::new() };
+    let lookup = match callee.kind() {
+        "subscript_expression" => Some((file.clone(), Span::of(callee))),
+        "identifier" => {
+            let name = text(callee, src);
+            let init = ast::ancestors(call)
+                .filter(|a| ast::is_function(*a) || a.kind() == "program")
+                .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()))
+                .map(ast::unwrap_expr);
+            match init {
+                Some(init) if init.kind() == "subscript_expression" => Some((file.clone(), Span::of(init))),
+                Some(init) if init.kind() == "call_expression" => resolve_call(project, file, init).and_then(|f| {
+                    let node = f.node()?;
+                    let subscript = returned_values(node).into_iter().find_map(first_subscript)?;
+                    Some((f.file.clone(), Span::of(subscript)))
+                }),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let Some((table_file, span)) = lookup else { return Vec::new() };
+    let Some(subscript) = table_file.node_at(span) else { return Vec::new() };
+    // a computed key picks among the entries; a literal one names a single property
+    if subscript.child_by_field_name("index").is_none_or(|i| matches!(i.kind(), "string" | "number")) {
+        return Vec::new();
+    }
+    let Some(table) = subscript.child_by_field_name("object").filter(|o| o.kind() == "identifier") else {
+        return Vec::new();
+    };
+    let table = text(table, &table_file.text).to_string();
+    let (table_file, init) = match ast::find_binding_init(table_file.root(), &table, &table_file.text, usize::MAX) {
+        Some(init) => (table_file.clone(), Span::of(init)),
+        None => {
+            let Some(import) = project::imports(&table_file).iter().find(|i| i.local == table && i.imported != "*")
+            else {
+                return Vec::new();
+            };
+            let Some(target) = project.resolve(&table_file.path, &import.source).and_then(|t| project.load(&t).ok())
+            else {
+                return Vec::new();
+            };
+            match exported_binding_init(&target, &import.imported) {
+                Some(init) => {
+                    let span = Span::of(init);
+                    (target.clone(), span)
+                }
+                None => return Vec::new(),
+            }
+        }
+    };
+    let Some(object) = table_file.node_at(init).map(ast::unwrap_expr).filter(|o| o.kind() == "object") else {
+        return Vec::new();
+    };
+    let tsrc = &table_file.text;
+    let mut out: Vec<FunctionDef> = Vec::new();
+    for entry in ast::named_children(object) {
+        let def = match entry.kind() {
+            "method_definition" => Some(FunctionDef {
+                file: table_file.clone(),
+                span: Span::of(entry),
+                name: entry.child_by_field_name("name").map(|n| text(n, tsrc)).unwrap_or("").to_string(),
+            }),
+            "pair" => entry.child_by_field_name("value").map(ast::unwrap_expr).and_then(|v| match v.kind() {
+                "identifier" => resolve_name(project, &table_file, text(v, tsrc)),
+                _ if ast::is_function(v) => Some(FunctionDef {
+                    file: table_file.clone(),
+                    span: Span::of(v),
+                    name: entry
+                        .child_by_field_name("key")
+                        .map(|k| ast::string_value(k, tsrc).unwrap_or_else(|| text(k, tsrc).to_string()))
+                        .unwrap_or_default(),
+                }),
+                _ => None,
+            }),
+            // `{ handleSaleCompleted }`
+            "shorthand_property_identifier" => resolve_name(project, &table_file, text(entry, tsrc)),
+            _ => None,
+        };
+        if let Some(def) = def
+            && !out.iter().any(|d| d.span == def.span && Arc::ptr_eq(&d.file, &def.file))
+        {
+            out.push(def);
+        }
+    }
+    out
+}
+
+/// The first `table[key]` in an expression (a lookup's `key in table ? table[key] : fallback`).
+fn first_subscript(expr: Node) -> Option<Node> {
+    let mut found = None;
+    ast::walk(expr, &mut |n| {
+        if found.is_some() || (n != expr && ast::is_function(n)) {
+            return false;
+        }
+        if n.kind() == "subscript_expression" {
+            found = Some(n);
+            return false;
+        }
+        true
+    });
+    found
 }
 
 /// Renames the key's root to the callee parameter that receives it: `handlePaid(event)` with
