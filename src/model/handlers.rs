@@ -56,6 +56,11 @@ pub enum Framework {
     /// onComplete, onError }, opts)` and liteque's `new Runner(queue, { run })`. `run(job)` is
     /// called again when it throws or its worker dies, until the job's retries run out.
     JobRunner,
+    /// A listener of in-process events that a webhook route re-emits per delivery, registered
+    /// by a decorator that names the provider: `@OnStripeEvent('invoice.paid')` (an alias of
+    /// `@nestjs/event-emitter`'s `@OnEvent`), `@OnEvent('stripe.invoice.paid')`. It is handed
+    /// the event's object, not the delivery, so no delivery id is known.
+    EventListener,
 }
 
 impl Framework {
@@ -74,6 +79,7 @@ impl Framework {
                 | Framework::CloudflareQueue
                 | Framework::ShopifyWebhook
                 | Framework::JobRunner
+                | Framework::EventListener
         )
     }
 
@@ -301,6 +307,7 @@ impl<'a> Finder<'a> {
             Framework::ShopifyWebhook => Some(Provider::Shopify),
             // its own queue client: no provider's delivery semantics or id apply
             Framework::JobRunner => None,
+            Framework::EventListener => provider_from_words(route_hint),
             _ => providers::detect(body_text)
                 .or_else(|| providers::detect(&self.file.text))
                 .or_else(|| provider_from_words(route_hint)),
@@ -1197,6 +1204,23 @@ impl<'a> Finder<'a> {
         if name == "fetch" {
             if decorators.is_empty() {
                 self.cloudflare_fetch(method);
+            }
+            return;
+        }
+        if let Some(listens) = decorators
+            .iter()
+            .find(|d| crate::regex!(r"^@On\w*Event\s*\(").is_match(d) && provider_from_words(d).is_some())
+        {
+            let before = self.found.len();
+            let hint = listens.clone();
+            self.push(
+                method,
+                format!("event listener {name} ({})", hint.trim_start_matches('@')),
+                Framework::EventListener,
+                &hint,
+            );
+            for handler in &mut self.found[before..] {
+                handler.event_key = None;
             }
             return;
         }
