@@ -76,7 +76,7 @@ fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
     let src = &file.text;
     let path = ast::callee_path(call, src);
     match path.as_slice() {
-        [name] => resolve_name(project, file, name),
+        [name] => resolve_name(project, file, name).or_else(|| enclosing_scope_function(file, call, name)),
         [this, method] if this == "this" => {
             let class = enclosing_class(call)?;
             method_in(project, file, class, method, method, 0)
@@ -94,6 +94,36 @@ fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
         }),
         _ => None,
     }
+}
+
+/// A function bound in a scope enclosing the call rather than at the module's top level:
+/// `const onMessage = async (message) => {...}` inside a `start()` whose consumer callback calls
+/// `onMessage(message)`.
+fn enclosing_scope_function(file: &Arc<SourceFile>, call: Node, name: &str) -> Option<FunctionDef> {
+    let src = &file.text;
+    let found = ast::ancestors(call).filter(|a| ast::is_function(*a)).find_map(|scope| {
+        let bound = ast::find_binding_init(scope, name, src, call.start_byte())
+            .map(ast::unwrap_expr)
+            .filter(|f| ast::is_function(*f));
+        // `async function onMessage(...) {}` declared in the scope's own body (hoisted)
+        bound.or_else(|| {
+            let body = scope.child_by_field_name("body")?;
+            let mut declared = None;
+            ast::walk(body, &mut |n| {
+                if declared.is_some() {
+                    return false;
+                }
+                if n.kind() == "function_declaration"
+                    && n.child_by_field_name("name").is_some_and(|x| text(x, src) == name)
+                {
+                    declared = Some(n);
+                }
+                !ast::is_function(n)
+            });
+            declared
+        })
+    })?;
+    Some(FunctionDef { file: file.clone(), span: Span::of(found), name: name.to_string() })
 }
 
 fn namespace_function(project: &Project, file: &Arc<SourceFile>, ns: &str, name: &str) -> Option<FunctionDef> {
