@@ -145,3 +145,31 @@ pub fn diagnose(engine: &Engine) -> Diagnosis {
 fn paths(engine: &Engine) -> String {
     engine.options.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
+
+/// Each handler and the functions its analysis reaches, with the calls that led there; a
+/// helper missing here is one whose findings no run can report.
+pub fn reach(engine: &Engine) -> String {
+    let mut out = String::new();
+    let (handlers, errors) = engine.entry_points();
+    for h in &handlers {
+        let (line, _) = h.file.line_col(h.function.start);
+        let (end, _) = h.file.line_col(h.function.end);
+        let _ = writeln!(out, "{}:{line}-{end}: {} ({:?})", display_path(&h.file.path), h.name, h.framework);
+        crate::model::reach::forget_resolutions();
+        for scope in crate::model::reach::scopes(&engine.project, h).iter().skip(1) {
+            let (line, _) = scope.file().line_col(scope.function.span.start);
+            let (end, _) = scope.file().line_col(scope.function.span.end);
+            let _ = writeln!(
+                out,
+                "  {}:{line}-{end}: {} <- {}",
+                display_path(&scope.file().path),
+                scope.function.name,
+                scope.chain.join(" > ")
+            );
+        }
+    }
+    for e in errors {
+        let _ = writeln!(out, "error: {e}");
+    }
+    out
+}

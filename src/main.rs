@@ -54,6 +54,13 @@ enum Command {
     /// Print a file's syntax tree and the handlers found in it (for rule authors).
     #[command(hide = true)]
     DumpTree { file: PathBuf },
+    /// Every handler found and each function its analysis reaches (for finder authors: "why is
+    /// this helper's bug not reported?").
+    #[command(hide = true)]
+    Reach {
+        #[command(flatten)]
+        common: Common,
+    },
     /// Parse every file `check` would discover, and nothing else (the benchmark's baseline).
     #[command(hide = true)]
     ParseOnly {
@@ -200,6 +207,7 @@ fn main() -> ExitCode {
         "init",
         "doctor",
         "dump-tree",
+        "reach",
         "parse-only",
         "lsp",
         "verify",
@@ -234,6 +242,14 @@ fn main() -> ExitCode {
         Command::Rules { format } => list_rules(format),
         Command::Verify(args) => retrysafe::verify::run(*args, retrysafe::rules::check_id),
         Command::DumpTree { file } => dump_tree(&file),
+        Command::Reach { common } => {
+            let engine = match engine(&common, None) {
+                Ok(e) => e,
+                Err(code) => return code,
+            };
+            print!("{}", retrysafe::doctor::reach(&engine));
+            ExitCode::SUCCESS
+        }
         Command::ParseOnly { paths, threads } => {
             let paths = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths };
             let start = std::time::Instant::now();

@@ -145,6 +145,12 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "IntegrationProps",
             // oRPC procedures: `.route({ method: "POST", path }).handler(fn)`
             ".handler(",
+            // queue clients' job runners: `client.createRunner(queue, { run })`, liteque's
+            // `new Runner(queue, { run })`
+            ".createRunner",
+            "new Runner(",
+            // BullMQ's manual processing: `const job = await worker.getNextJob(token)`
+            ".getNextJob(",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.
@@ -154,6 +160,10 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
         pattern.push(r"export\s+(?:async\s+)?(?:function\s+|const\s+)\w*(?i:hook|callback|ipn)".to_string());
         // Cloudflare Queues consumers written without `async`: `queue(batch, env) {`
         pattern.push(r"\bqueue\s*\(\s*batch\b".to_string());
+        // listeners of a provider's re-emitted events: `@OnStripeEvent('invoice.paid')`
+        pattern.push(r"@On\w*Event\s*\(".to_string());
+        // ... or as a property: `queue: async (batch, env) => ...`
+        pattern.push(r"\bqueue\s*:\s*(?:async\b|function\b|\()".to_string());
         // ... and its `fetch` written without `async`: `fetch(request, env) {`
         pattern.push(r"\bfetch\s*\(\s*(?:request|req)\b[^)]*\benv\b".to_string());
         // ... or an export clause: `export { POST }`, `export { handler as POST }`.

@@ -5,11 +5,12 @@
 ; Route and consumer registrations: app.post(path, ...handler), router.route(p).post(h),
 ; queue.process(fn), consumer.run({ eachMessage }), channel.consume(q, fn),
 ; subscription.on('message', fn), inngest.createFunction(...), Deno.serve(fn), client.send(...),
-; oRPC's procedure.route({ method, path }).handler(fn)
+; oRPC's procedure.route({ method, path }).handler(fn), a queue client's createRunner(queue, { run }),
+; BullMQ's manual processing loop: const job = await worker.getNextJob(token)
 (call_expression
   function: (member_expression
     property: (property_identifier) @name)
-  (#match? @name "^(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler)$")) @call
+  (#match? @name "^(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob)$")) @call
 
 ; Bare registrations: serve(fn), task({ run }), schemaTask({ run }),
 ; h3 route modules: export default defineEventHandler(async (event) => ...)
@@ -20,10 +21,10 @@
 ; Route modules and Lambda handlers: export async function POST, export default ..., export const handler
 (export_statement) @export
 
-; BullMQ: new Worker(name, processor)
+; BullMQ: new Worker(name, processor); liteque: new Runner(queue, { run })
 (new_expression
   constructor: (identifier) @ctor
-  (#eq? @ctor "Worker")) @new
+  (#match? @ctor "^(Worker|Runner)$")) @new
 
 ; NestJS @Post() / @Process() methods (decorators precede the method in the class body;
 ; a sibling pattern, as `(class_body (decorator) . (method_definition))` misses a method
@@ -45,8 +46,9 @@
     (#match? @left "^(module\\s*\\.\\s*)?exports\\b"))) @assignment
 
 ; @shopify/shopify-api webhook handlers: `{ deliveryMethod: DeliveryMethod.Http, callback: async (topic, shop, body, webhookId) => {} }`
-; (Rust checks the `deliveryMethod` sibling)
+; (Rust checks the `deliveryMethod` sibling), and Cloudflare Queues' consumer written as a
+; property: `export default { fetch: app.fetch, queue: async (batch, env) => {} }`
 (pair
   key: (property_identifier) @key
   value: [(arrow_function) (function_expression) (identifier)]
-  (#eq? @key "callback")) @pair
+  (#match? @key "^(callback|queue)$")) @pair

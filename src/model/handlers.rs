@@ -52,6 +52,15 @@ pub enum Framework {
     /// oRPC procedures routed by OpenAPI: `publicProcedure.route({ method: "POST", path:
     /// "/stripe/webhook" }).input(...).handler(fn)`; a thrown `ORPCError` answers its code.
     Orpc,
+    /// A job runner of a queue client: karakeep-style `queueClient.createRunner(queue, { run,
+    /// onComplete, onError }, opts)` and liteque's `new Runner(queue, { run })`. `run(job)` is
+    /// called again when it throws or its worker dies, until the job's retries run out.
+    JobRunner,
+    /// A listener of in-process events that a webhook route re-emits per delivery, registered
+    /// by a decorator that names the provider: `@OnStripeEvent('invoice.paid')` (an alias of
+    /// `@nestjs/event-emitter`'s `@OnEvent`), `@OnEvent('stripe.invoice.paid')`. It is handed
+    /// the event's object, not the delivery, so no delivery id is known.
+    EventListener,
 }
 
 impl Framework {
@@ -69,6 +78,8 @@ impl Framework {
                 | Framework::Octokit
                 | Framework::CloudflareQueue
                 | Framework::ShopifyWebhook
+                | Framework::JobRunner
+                | Framework::EventListener
         )
     }
 
@@ -208,7 +219,7 @@ impl<'a> Finder<'a> {
                 Candidate::New => self.new_expr(node),
                 Candidate::Method => self.decorated_method(node),
                 Candidate::Assignment => self.commonjs_export(node, &path, is_pages_api, is_function_dir),
-                Candidate::Pair => self.shopify_webhook_callback(node),
+                Candidate::Pair => self.pair(node),
             }
         }
         for (candidate, node) in queries::entry_point_candidates(&file) {
@@ -253,10 +264,11 @@ impl<'a> Finder<'a> {
                 return self.push(object, name, framework, route_hint);
             }
             // wrapped: withAuth(async (req) => ...); a wrapper that verifies the sender
-            // (`verifySignatureAppRouter(handler)` of QStash, `withWebhookSignature(fn)`) makes a webhook
-            let Some(inner) =
-                ast::arguments(func).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier")
-            else {
+            // (`verifySignatureAppRouter(handler)` of QStash, `withWebhookSignature(fn)`) makes a webhook;
+            // wrappers nest: `withTracing("job", withEventLog("job", run))`
+            let Some(inner) = ast::arguments(func).into_iter().rev().find(|a| {
+                ast::is_function(*a) || a.kind() == "identifier" || ast::unwrap_expr(*a).kind() == "call_expression"
+            }) else {
                 return;
             };
             let verifies = func
@@ -293,6 +305,9 @@ impl<'a> Finder<'a> {
             Framework::Octokit => Some(Provider::Github),
             Framework::CloudflareQueue => Some(Provider::CloudflareQueue),
             Framework::ShopifyWebhook => Some(Provider::Shopify),
+            // its own queue client: no provider's delivery semantics or id apply
+            Framework::JobRunner => None,
+            Framework::EventListener => provider_from_words(route_hint),
             _ => providers::detect(body_text)
                 .or_else(|| providers::detect(&self.file.text))
                 .or_else(|| provider_from_words(route_hint)),
@@ -453,6 +468,10 @@ impl<'a> Finder<'a> {
                 let framework = match params.len() {
                     1 if named(0, &["req", "request"]) => Framework::DenoServe,
                     2 if named(0, &["req", "request"]) && named(1, &["res", "response"]) => Framework::NextPagesApi,
+                    // a route folder's middleware files (Evershop's `api/<route>/[before]handler.ts`)
+                    3 if named(0, &["req", "request"]) && named(1, &["res", "response"]) && named(2, &["next"]) => {
+                        Framework::Express
+                    }
                     _ => return,
                 };
                 self.push(func, format!("default export ({})", short_path(path)), framework, path);
@@ -587,6 +606,92 @@ impl<'a> Finder<'a> {
             self.push(func, format!("firebase function {name} ({})", short_path(path)), Framework::Express, &hint);
         }
         true
+    }
+
+    fn pair(&mut self, pair: Node) {
+        let src = self.src();
+        match pair.child_by_field_name("key").map(|k| text(k, src)) {
+            Some("queue") => {
+                // `export default { fetch: app.fetch, queue: async (batch, env) => {...} }`
+                let Some(value) = pair.child_by_field_name("value").map(ast::unwrap_expr) else { return };
+                let params = ast::parameter_names(value, src);
+                if ast::is_function(value) && self.exported_by_default(pair) && (1..=3).contains(&params.len()) {
+                    let name = format!("cloudflare queue consumer ({})", short_path(&self.file.path.to_string_lossy()));
+                    self.push(value, name, Framework::CloudflareQueue, "");
+                }
+            }
+            _ => self.shopify_webhook_callback(pair),
+        }
+    }
+
+    /// BullMQ's manual processing: a loop that takes `const job = await worker.getNextJob(token)`
+    /// and hands it to the processor it was given (`runWorker(queue, processJob)` calling
+    /// `processor(token, job)`): each processor passed at a call of the loop function in this file
+    /// is the handler. A loop that works on the job itself is its own handler.
+    fn manual_worker_loop(&mut self, call: Node) {
+        let src = self.src();
+        let Some(job) = ast::ancestors(call)
+            .take_while(|a| !ast::is_function(*a))
+            .find(|a| a.kind() == "variable_declarator")
+            .and_then(|d| d.child_by_field_name("name"))
+            .filter(|n| n.kind() == "identifier")
+            .map(|n| text(n, src))
+        else {
+            return;
+        };
+        let Some(func) = ast::enclosing_function(call) else { return };
+        let params = ast::parameter_names(func, src);
+        let name = format!("worker loop ({})", short_path(&self.path.clone()));
+        // the parameter the job is handed to: `await processor(token, job)`
+        let processor = ast::calls_in(func, true).into_iter().find_map(|c| {
+            let callee = c.child_by_field_name("function").filter(|f| f.kind() == "identifier")?;
+            let index = params.iter().position(|p| p == text(callee, src))?;
+            let job_index = ast::arguments(c).iter().position(|a| text(*a, src) == job)?;
+            Some((index, job_index))
+        });
+        let Some((index, job_index)) = processor else {
+            return self.push(func, name, Framework::Bullmq, "");
+        };
+        let loop_name = func
+            .child_by_field_name("name")
+            .or_else(|| func.parent().filter(|p| p.kind() == "variable_declarator")?.child_by_field_name("name"))
+            .map(|n| text(n, src).to_string());
+        let Some(loop_name) = loop_name else { return };
+        let mut processors = Vec::new();
+        ast::walk(self.file.root(), &mut |n| {
+            if n.kind() == "call_expression"
+                && n.child_by_field_name("function")
+                    .is_some_and(|f| f.kind() == "identifier" && text(f, src) == loop_name)
+                && let Some(arg) = ast::arguments(n).get(index)
+            {
+                processors.push(*arg);
+            }
+            true
+        });
+        for processor in processors {
+            let before = self.found.len();
+            self.push(processor, name.clone(), Framework::Bullmq, "");
+            // the job is not necessarily the processor's first parameter: `(token, job)`
+            for handler in &mut self.found[before..] {
+                let file = handler.file.clone();
+                handler.event_key = file
+                    .node_at(handler.function)
+                    .and_then(|f| ast::parameter(f, job_index))
+                    .filter(|p| p.kind() == "identifier")
+                    .map(|p| EventKey::new(Provider::Bullmq, format!("${{{}.id}}", text(p, &file.text))));
+            }
+        }
+    }
+
+    /// A queue client's runner: `createRunner(queue, { run, onComplete, onError }, opts)`,
+    /// `new Runner(queue, { run })`. Only `run` handles the job; the callbacks report its outcome.
+    fn job_runner(&mut self, args: &[Node]) {
+        let src = self.src();
+        let Some(opts) = args.get(1).filter(|a| a.kind() == "object") else { return };
+        let Some(run) = ast::object_property(*opts, "run", src) else { return };
+        let run = if run.kind() == "method_definition" { run } else { ast::unwrap_expr(run) };
+        let queue = text(args[0], src);
+        self.push(run, format!("job runner {queue} ({})", short_path(&self.path.clone())), Framework::JobRunner, "");
     }
 
     /// `@shopify/shopify-api` webhook handlers (`shopify.webhooks.addHandlers({...})`, the
@@ -816,7 +921,11 @@ impl<'a> Finder<'a> {
             }
             // oRPC: `procedure.route({ method: "POST", path }).input(schema).handler(fn)`
             ("handler", n) if n >= 2 && args.len() == 1 => self.orpc_route(call, args[0], &file_path),
-            ("process", n) if n >= 2 => {
+            // Bull's `queue.process([name], [concurrency], fn)`: anything else before the function
+            // is data, as in a batching helper's `limiter.process(ids, (batch) => ...)`
+            ("process", n)
+                if n >= 2 && args[..args.len().saturating_sub(1)].iter().all(|a| queue_option_arg(*a, src)) =>
+            {
                 if let Some(f) = args.last() {
                     self.push(*f, format!("queue processor ({})", short_path(&file_path)), Framework::Bullmq, "");
                 }
@@ -831,6 +940,9 @@ impl<'a> Finder<'a> {
                     }
                 }
             }
+            // the client is often awaited in place: `(await getQueueClient()).createRunner(...)`
+            ("createrunner", _) => self.job_runner(&args),
+            ("getnextjob", n) if n >= 2 => self.manual_worker_loop(call),
             ("consume", n) if n >= 2 && args.len() >= 2 => {
                 self.push(args[1], format!("amqp consumer ({})", short_path(&file_path)), Framework::Amqp, "");
             }
@@ -1029,10 +1141,13 @@ impl<'a> Finder<'a> {
         let Some(ctor) = node.child_by_field_name("constructor") else {
             return;
         };
+        let args = node.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+        if text(ctor, src) == "Runner" {
+            return self.job_runner(&args);
+        }
         if text(ctor, src) != "Worker" {
             return;
         }
-        let args = node.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
         if args.len() >= 2 && !self.file.text.contains("worker_threads") {
             let name = ast::string_value(args[0], src).unwrap_or_else(|| text(args[0], src).to_string());
             match self.sandboxed_processor(args[1]) {
@@ -1089,6 +1204,23 @@ impl<'a> Finder<'a> {
         if name == "fetch" {
             if decorators.is_empty() {
                 self.cloudflare_fetch(method);
+            }
+            return;
+        }
+        if let Some(listens) = decorators
+            .iter()
+            .find(|d| crate::regex!(r"^@On\w*Event\s*\(").is_match(d) && provider_from_words(d).is_some())
+        {
+            let before = self.found.len();
+            let hint = listens.clone();
+            self.push(
+                method,
+                format!("event listener {name} ({})", hint.trim_start_matches('@')),
+                Framework::EventListener,
+                &hint,
+            );
+            for handler in &mut self.found[before..] {
+                handler.event_key = None;
             }
             return;
         }
@@ -1231,6 +1363,25 @@ fn path_constant(name: &str) -> bool {
         return false;
     }
     lower.contains("path") || lower.contains("route") || last.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+}
+
+/// A job name or concurrency as Bull's `process` takes them before the processor: a literal, or
+/// a constant naming one (`QUEUE_NAME`, `JobType.SendEmail`, `queueName`, `concurrency`). A
+/// variable holding data (`ids`, `batch`) is no such option.
+fn queue_option_arg(arg: Node, src: &str) -> bool {
+    match arg.kind() {
+        "string" | "template_string" | "number" => true,
+        "identifier" | "member_expression" => {
+            let name = text(arg, src);
+            let last = name.rsplit('.').next().unwrap_or(name).trim();
+            let constant = last.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            // an enum member: `JobType.SendEmail`
+            let enum_member = arg.kind() == "member_expression" && name.starts_with(|c: char| c.is_ascii_uppercase());
+            let lower = last.to_ascii_lowercase();
+            constant || enum_member || lower.ends_with("name") || lower.ends_with("concurrency")
+        }
+        _ => false,
+    }
 }
 
 /// The path of `router.route('/path')` when `call` is a method called on it.

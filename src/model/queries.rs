@@ -45,6 +45,8 @@ const MEMBER_NAMES: &[&str] = &[
     "serve",
     "send",
     "handler",
+    "createRunner",
+    "getNextJob",
 ];
 
 /// Bare registration calls: `serve(fn)`, `defineEventHandler(...)`, ...
@@ -135,7 +137,7 @@ impl Kinds {
             Some(Candidate::Export)
         } else if kind == self.new_expression {
             let ctor = node.child_by_field_id(self.constructor_field)?;
-            (ctor.kind_id() == self.identifier && text(ctor) == b"Worker").then_some(Candidate::New)
+            (ctor.kind_id() == self.identifier && matches!(text(ctor), b"Worker" | b"Runner")).then_some(Candidate::New)
         } else if kind == self.method_definition {
             let named = node.child_by_field_id(self.name_field).is_some_and(|n| {
                 n.kind_id() == self.property_identifier && METHOD_NAMES.iter().any(|m| m.as_bytes() == text(n))
@@ -153,7 +155,7 @@ impl Kinds {
         } else if kind == self.pair {
             let key = node.child_by_field_id(self.key_field)?;
             let value = node.child_by_field_id(self.value_field)?.kind_id();
-            let callback = key.kind_id() == self.property_identifier && text(key) == b"callback";
+            let callback = key.kind_id() == self.property_identifier && matches!(text(key), b"callback" | b"queue");
             let function =
                 value == self.arrow_function || value == self.function_expression || value == self.identifier;
             (callback && function).then_some(Candidate::Pair)
@@ -522,9 +524,9 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
     let root = file.root();
     let tokens = crate::regex!(
         r"(?x)
-        \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler)(?-u:\b)
+        \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob)(?-u:\b)
         | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler
-                    |export|Worker|queue|process|fetch|exports|callback)(?-u:\b)
+                    |export|Worker|Runner|queue|process|fetch|exports|callback)(?-u:\b)
         | @"
     );
     let mut out: Vec<(Candidate, Node)> = Vec::new();

@@ -16,7 +16,10 @@ use std::sync::Arc;
 use tree_sitter::Node;
 
 const MAX_DEPTH: usize = 5;
-const MAX_SCOPES: usize = 64;
+// Breadth first, a handler's helpers at depth 1 (a logger singleton's methods, small
+// utilities) fill the budget before the per-event functions a dispatcher calls at depth 3-5;
+// 64 cut real handlers short (a Linear webhook's email sender, Shelf's per-event handlers).
+const MAX_SCOPES: usize = 128;
 
 #[derive(Clone, Debug)]
 pub struct Scope {
@@ -76,7 +79,7 @@ fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
     let src = &file.text;
     let path = ast::callee_path(call, src);
     match path.as_slice() {
-        [name] => resolve_name(project, file, name),
+        [name] => resolve_name(project, file, name).or_else(|| enclosing_scope_function(file, call, name)),
         [this, method] if this == "this" => {
             let class = enclosing_class(call)?;
             method_in(project, file, class, method, method, 0)
@@ -86,16 +89,44 @@ fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
             class_method(project, file, &class, method)
         }
         [ns, name] => namespace_function(project, file, ns, name).or_else(|| {
-            // `svc.method()` needs `new X()` somewhere in the file; most member calls
-            // (`res.json`, `console.log`, `db.insert`) have no such binding to look for.
-            if !src.contains("new ") || ns.ends_with("()") {
+            if ns.ends_with("()") {
                 return None;
             }
-            let class = local_instance_class(file, call, ns)?;
-            class_method(project, file, &class, name)
+            let (class_file, class) = instance_class(project, file, call, ns)?;
+            class_method(project, &class_file, &class, name)
         }),
         _ => None,
     }
+}
+
+/// A function bound in a scope enclosing the call rather than at the module's top level:
+/// `const onMessage = async (message) => {...}` inside a `start()` whose consumer callback calls
+/// `onMessage(message)`.
+fn enclosing_scope_function(file: &Arc<SourceFile>, call: Node, name: &str) -> Option<FunctionDef> {
+    let src = &file.text;
+    let found = ast::ancestors(call).filter(|a| ast::is_function(*a)).find_map(|scope| {
+        let bound = ast::find_binding_init(scope, name, src, call.start_byte())
+            .map(ast::unwrap_expr)
+            .filter(|f| ast::is_function(*f));
+        // `async function onMessage(...) {}` declared in the scope's own body (hoisted)
+        bound.or_else(|| {
+            let body = scope.child_by_field_name("body")?;
+            let mut declared = None;
+            ast::walk(body, &mut |n| {
+                if declared.is_some() {
+                    return false;
+                }
+                if n.kind() == "function_declaration"
+                    && n.child_by_field_name("name").is_some_and(|x| text(x, src) == name)
+                {
+                    declared = Some(n);
+                }
+                !ast::is_function(n)
+            });
+            declared
+        })
+    })?;
+    Some(FunctionDef { file: file.clone(), span: Span::of(found), name: name.to_string() })
 }
 
 fn namespace_function(project: &Project, file: &Arc<SourceFile>, ns: &str, name: &str) -> Option<FunctionDef> {
@@ -248,14 +279,91 @@ fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<Strin
     None
 }
 
-/// The class of a local `const <name> = new X()` visible at `call` (innermost function first,
-/// then the module).
-fn local_instance_class(file: &Arc<SourceFile>, call: Node, name: &str) -> Option<String> {
+/// The class of the instance `name` holds at `call`, and the file that names that class: a
+/// local `const <name> = new X()` (innermost function first, then the module), one a factory
+/// returns (`const consumer = createConsumer(env)` with `createConsumer` returning `new
+/// Consumer(...)`), or a module's exported singleton (`import { jobs } from "./jobs"` with
+/// `export const jobs = new JobRunner()` there).
+fn instance_class(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    call: Node,
+    name: &str,
+) -> Option<(Arc<SourceFile>, String)> {
     let src = &file.text;
-    ast::ancestors(call)
+    let local = ast::ancestors(call)
         .filter(|a| ast::is_function(*a) || a.kind() == "program")
-        .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()))
-        .and_then(|init| constructed_class(init, src))
+        .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()));
+    match local {
+        Some(init) => initialized_class(project, file, init, 0),
+        None => {
+            let import = project::imports(file).iter().find(|i| i.local == name && i.imported != "*")?;
+            let target = project.resolve(&file.path, &import.source)?;
+            let target = project.load(&target).ok()?;
+            let exported = import.imported.clone();
+            let init = exported_binding_init(&target, &exported)?;
+            initialized_class(project, &target, init, 0)
+        }
+    }
+}
+
+/// The class an initializer constructs: `new X()` directly, or through a project function that
+/// returns one (followed two factories deep).
+fn initialized_class(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    init: Node,
+    depth: usize,
+) -> Option<(Arc<SourceFile>, String)> {
+    let init = ast::unwrap_expr(init);
+    if let Some(class) = constructed_class(init, &file.text) {
+        return Some((file.clone(), class));
+    }
+    if init.kind() != "call_expression" || depth >= 2 {
+        return None;
+    }
+    let factory = resolve_call(project, file, init)?;
+    let node = factory.node()?;
+    let returned = returned_values(node);
+    returned.into_iter().find_map(|r| initialized_class(project, &factory.file, r, depth + 1))
+}
+
+/// What a function returns: an arrow's expression body, else the values of its own `return`
+/// statements (not those of functions nested in it).
+fn returned_values(func: Node) -> Vec<Node> {
+    let Some(body) = func.child_by_field_name("body") else { return Vec::new() };
+    if body.kind() != "statement_block" {
+        return vec![body];
+    }
+    let mut out = Vec::new();
+    ast::walk(body, &mut |n| {
+        if n != body && ast::is_function(n) {
+            return false;
+        }
+        if n.kind() == "return_statement"
+            && let Some(value) = n.named_child(0)
+        {
+            out.push(value);
+        }
+        true
+    });
+    out
+}
+
+/// The initializer of a top-level `export const <name> = ...` (or a `const` the module exports
+/// by an export clause).
+fn exported_binding_init<'t>(file: &'t Arc<SourceFile>, name: &str) -> Option<Node<'t>> {
+    let src = &file.text;
+    let root = file.root();
+    let init = ast::find_binding_init(root, name, src, usize::MAX)?;
+    // a binding of a nested function is no module binding
+    let declarator = init.parent().filter(|d| d.kind() == "variable_declarator")?;
+    let statement = declarator.parent()?;
+    let top = match statement.parent() {
+        Some(p) if p.kind() == "export_statement" => p,
+        _ => statement,
+    };
+    (top.parent().is_some_and(|p| p.kind() == "program")).then_some(init)
 }
 
 /// `new X(...)` → "X".
@@ -314,26 +422,149 @@ pub fn scopes(project: &Project, handler: &Handler) -> Vec<Scope> {
         let file = scope.file().clone();
         let Some(func) = scope.node() else { continue };
         for call in ast::calls_in(func, false) {
-            let Some(def) = resolve_call(project, &file, call) else {
-                continue;
+            let defs = match resolve_call(project, &file, call) {
+                Some(def) => vec![def],
+                None => dispatch_targets(project, &file, call),
             };
-            if out.iter().any(|s| s.function.span == def.span && Arc::ptr_eq(&s.function.file, &def.file))
-                || (def.span.start <= func.start_byte()
-                    && func.end_byte() <= def.span.end
-                    && Arc::ptr_eq(&def.file, &file))
-            {
-                continue;
+            for def in defs {
+                if out.iter().any(|s| s.function.span == def.span && Arc::ptr_eq(&s.function.file, &def.file))
+                    || (def.span.start <= func.start_byte()
+                        && func.end_byte() <= def.span.end
+                        && Arc::ptr_eq(&def.file, &file))
+                {
+                    continue;
+                }
+                let event_key = scope.event_key.as_ref().and_then(|key| rebind_key(key, call, &file.text, &def));
+                let mut chain = scope.chain.clone();
+                chain.push(def.name.clone());
+                out.push(Scope {
+                    guarded: scope.guard_at(call),
+                    function: def,
+                    depth: scope.depth + 1,
+                    chain,
+                    event_key,
+                });
+                if out.len() >= MAX_SCOPES {
+                    break;
+                }
             }
-            let event_key = scope.event_key.as_ref().and_then(|key| rebind_key(key, call, &file.text, &def));
-            let mut chain = scope.chain.clone();
-            chain.push(def.name.clone());
-            out.push(Scope { guarded: scope.guard_at(call), function: def, depth: scope.depth + 1, chain, event_key });
             if out.len() >= MAX_SCOPES {
                 break;
             }
         }
     }
     out
+}
+
+/// The functions a dispatch table can call: `handlers[event.type](event)`, or a handler taken
+/// from one first, directly (`const handle = handlers[type]`) or through a lookup function
+/// (`const handle = handlerFor(type)` returning `type in handlers ? handlers[type] : ignore`).
+/// The table is an object literal of this module or one it imports; each function value in it
+/// is a possible callee.
+fn dispatch_targets(project: &Project, file: &Arc<SourceFile>, call: Node) -> Vec<FunctionDef> {
+    let src = &file.text;
+    let Some(callee) = call.child_by_field_name("function").map(ast::unwrap_expr) else { return Vec::new() };
+    let lookup = match callee.kind() {
+        "subscript_expression" => Some((file.clone(), Span::of(callee))),
+        "identifier" => {
+            let name = text(callee, src);
+            let init = ast::ancestors(call)
+                .filter(|a| ast::is_function(*a) || a.kind() == "program")
+                .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()))
+                .map(ast::unwrap_expr);
+            match init {
+                Some(init) if init.kind() == "subscript_expression" => Some((file.clone(), Span::of(init))),
+                Some(init) if init.kind() == "call_expression" => resolve_call(project, file, init).and_then(|f| {
+                    let node = f.node()?;
+                    let subscript = returned_values(node).into_iter().find_map(first_subscript)?;
+                    Some((f.file.clone(), Span::of(subscript)))
+                }),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let Some((table_file, span)) = lookup else { return Vec::new() };
+    let Some(subscript) = table_file.node_at(span) else { return Vec::new() };
+    // a computed key picks among the entries; a literal one names a single property
+    if subscript.child_by_field_name("index").is_none_or(|i| matches!(i.kind(), "string" | "number")) {
+        return Vec::new();
+    }
+    let Some(table) = subscript.child_by_field_name("object").filter(|o| o.kind() == "identifier") else {
+        return Vec::new();
+    };
+    let table = text(table, &table_file.text).to_string();
+    let (table_file, init) = match ast::find_binding_init(table_file.root(), &table, &table_file.text, usize::MAX) {
+        Some(init) => (table_file.clone(), Span::of(init)),
+        None => {
+            let Some(import) = project::imports(&table_file).iter().find(|i| i.local == table && i.imported != "*")
+            else {
+                return Vec::new();
+            };
+            let Some(target) = project.resolve(&table_file.path, &import.source).and_then(|t| project.load(&t).ok())
+            else {
+                return Vec::new();
+            };
+            match exported_binding_init(&target, &import.imported) {
+                Some(init) => {
+                    let span = Span::of(init);
+                    (target.clone(), span)
+                }
+                None => return Vec::new(),
+            }
+        }
+    };
+    let Some(object) = table_file.node_at(init).map(ast::unwrap_expr).filter(|o| o.kind() == "object") else {
+        return Vec::new();
+    };
+    let tsrc = &table_file.text;
+    let mut out: Vec<FunctionDef> = Vec::new();
+    for entry in ast::named_children(object) {
+        let def = match entry.kind() {
+            "method_definition" => Some(FunctionDef {
+                file: table_file.clone(),
+                span: Span::of(entry),
+                name: entry.child_by_field_name("name").map(|n| text(n, tsrc)).unwrap_or("").to_string(),
+            }),
+            "pair" => entry.child_by_field_name("value").map(ast::unwrap_expr).and_then(|v| match v.kind() {
+                "identifier" => resolve_name(project, &table_file, text(v, tsrc)),
+                _ if ast::is_function(v) => Some(FunctionDef {
+                    file: table_file.clone(),
+                    span: Span::of(v),
+                    name: entry
+                        .child_by_field_name("key")
+                        .map(|k| ast::string_value(k, tsrc).unwrap_or_else(|| text(k, tsrc).to_string()))
+                        .unwrap_or_default(),
+                }),
+                _ => None,
+            }),
+            // `{ handleSaleCompleted }`
+            "shorthand_property_identifier" => resolve_name(project, &table_file, text(entry, tsrc)),
+            _ => None,
+        };
+        if let Some(def) = def
+            && !out.iter().any(|d| d.span == def.span && Arc::ptr_eq(&d.file, &def.file))
+        {
+            out.push(def);
+        }
+    }
+    out
+}
+
+/// The first `table[key]` in an expression (a lookup's `key in table ? table[key] : fallback`).
+fn first_subscript(expr: Node) -> Option<Node> {
+    let mut found = None;
+    ast::walk(expr, &mut |n| {
+        if found.is_some() || (n != expr && ast::is_function(n)) {
+            return false;
+        }
+        if n.kind() == "subscript_expression" {
+            found = Some(n);
+            return false;
+        }
+        true
+    });
+    found
 }
 
 /// Renames the key's root to the callee parameter that receives it: `handlePaid(event)` with
