@@ -863,9 +863,11 @@ fn existence_checked_insert<'t>(
                         && table_of(*lookup, src).as_deref() == Some(table.as_str())
                 })
             });
-            // Reported at the read of the row, as a marker table's check is.
+            // An `if` around the insert is the check-then-insert itself and is reported; with
+            // an early exit the lookup is the check (as a marker table's check is), the `if`
+            // only its exit.
             if let Some(lookup) = lookup {
-                return Some(lookup);
+                return Some(if around { *stmt } else { lookup });
             }
         }
     }
