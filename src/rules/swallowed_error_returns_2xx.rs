@@ -175,6 +175,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 .into_iter()
                 .chain(returned_errors(&c, i, scope, func))
                 .chain(body_only(&c, i, scope, func))
+                .chain(failed_fetch_returns(&c, i, scope, func))
             {
                 if seen.insert((d.file.path.clone(), d.start, d.end)) {
                     out.push(d);
@@ -189,6 +190,64 @@ fn diag(c: &Cx, scope: &Scope, node: Node, msg: String, fix: Fix) -> Diagnostic 
         .in_handler(c.model, scope)
         .help("let failures fail: rethrow, answer 5xx, or check the returned error, so the provider retries")
         .with_fix(Some(fix))
+}
+
+/// `const res = await fetch(...); if (!res.ok) return;` with work after it, in a function the
+/// handler calls (or a queue job): `fetch` does not throw on a 5xx, so a failed call returns
+/// quietly, the rest of the work is skipped, and the delivery is still acknowledged.
+fn failed_fetch_returns(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if !c.acks_2xx || (i == 0 && c.model.handler.framework.is_http()) {
+        return out;
+    }
+    let src = &scope.file().text;
+    let not_ok = crate::regex!(r"^\(\s*(?:!\s*([A-Za-z_$][\w$]*)\.ok|([A-Za-z_$][\w$]*)\.ok\s*===?\s*false)\s*\)$");
+    for stmt in ast::descendants_of_kind(func, "if_statement") {
+        if ast::enclosing_function(stmt) != Some(func) || stmt.child_by_field_name("alternative").is_some() {
+            continue;
+        }
+        let (Some(cond), Some(cons)) = (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
+        else {
+            continue;
+        };
+        let Some(caps) = not_ok.captures(text(cond, src)) else { continue };
+        let name = caps.get(1).or(caps.get(2)).map(|m| m.as_str()).unwrap_or_default();
+        let fetched = ast::find_binding_init(func, name, src, stmt.start_byte())
+            .map(ast::unwrap_expr)
+            .is_some_and(|init| init.kind() == "call_expression" && ast::callee_path(init, src) == ["fetch"]);
+        let last = if cons.kind() == "statement_block" {
+            ast::named_children(cons).into_iter().rfind(|n| n.kind() != "comment")
+        } else {
+            Some(cons)
+        };
+        let quiet_return = last.is_some_and(|r| {
+            r.kind() == "return_statement"
+                && r.named_child(0).is_none_or(|v| matches!(v.kind(), "comment" | "null" | "undefined" | "false"))
+        });
+        if !fetched || !quiet_return {
+            continue;
+        }
+        let work_after = ast::calls_in(func, true).into_iter().any(|call| {
+            call.start_byte() > stmt.end_byte()
+                && effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
+        });
+        if !work_after {
+            continue;
+        }
+        out.push(diag(
+            c,
+            scope,
+            stmt,
+            format!(
+                "a failed `fetch` (`!{name}.ok`) returns quietly and the work after it is skipped: the delivery is still acknowledged, so a transient failure is never retried"
+            ),
+            Fix::display_only(
+                "throw instead of returning",
+                "throw (or answer 5xx) when the response is not ok, so the delivery fails and is retried",
+            ),
+        ));
+    }
+    out
 }
 
 /// The name of the function a scope is (a callee's declared name; the handler's own is not used).
