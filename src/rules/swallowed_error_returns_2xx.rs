@@ -30,7 +30,10 @@ A failure that the provider never hears about, so it never retries:
   `Promise.allSettled` never inspected for rejections;
 - a failure reported only in the body (`{ error }`, `{ status: 500 }`, `{ success: false }`)
   of a 2xx response in a `catch` or an error branch (also a branch on a helper's own failure
-  result: `if (!result.success) return Response.json({ error: result.error })`).
+  result: `if (!result.success) return Response.json({ error: result.error })`);
+- `const res = await fetch(...); if (!res.ok) return;` followed by more work, in a function the
+  handler calls or a queue job: `fetch` does not throw on a 5xx, so the failure skips the work
+  and the delivery is still acknowledged.
 
 Not reported: a `catch` that rethrows, answers a non-2xx status, calls `next(err)`, or records
 the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a retry / dead-letter
