@@ -322,7 +322,14 @@ fn initialized_class(
     if init.kind() != "call_expression" || depth >= 2 {
         return None;
     }
-    let factory = resolve_call(project, file, init)?;
+    // A factory named by an import or a module function (`createManager(tx)`,
+    // `billing.createService()` of a namespace import); not a method of another instance, whose
+    // binding may be this one again (`const db = db.extend()`).
+    let factory = match ast::callee_path(init, &file.text).as_slice() {
+        [name] => resolve_name(project, file, name),
+        [ns, name] => namespace_function(project, file, ns, name),
+        _ => None,
+    }?;
     let node = factory.node()?;
     let returned = returned_values(node);
     returned.into_iter().find_map(|r| initialized_class(project, &factory.file, r, depth + 1))
