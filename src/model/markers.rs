@@ -332,25 +332,25 @@ fn unique_violation() -> &'static regex::Regex {
 /// A `try` around the insert (also around the transaction callback that holds it) whose catch
 /// tests for a unique violation: the constraint decides a concurrent duplicate, not the lookup.
 fn violation_caught(call: Node, src: &str) -> bool {
-    let violation = unique_violation();
-    let mut callbacks = 0;
-    for a in ast::ancestors(call) {
-        if ast::is_function(a) {
-            // Only through callbacks handed to a call (`db.transaction(async (tx) => ...)`).
-            let passed = a.parent().is_some_and(|p| p.kind() == "arguments");
-            callbacks += 1;
-            if !passed || callbacks > 2 {
-                return false;
+    enclosing_catches(call, 2).any(|h| unique_violation().is_match(text(h, src)))
+}
+
+/// The catch clauses of the `try`s whose block holds `call`, innermost first, looking out
+/// through at most `callbacks` callbacks handed to a call (`db.transaction(async (tx) => ...)`).
+fn enclosing_catches(call: Node, callbacks: usize) -> impl Iterator<Item = Node> {
+    let mut crossed = 0;
+    ast::ancestors(call)
+        .take_while(move |a| {
+            if ast::is_function(*a) {
+                crossed += 1;
+                return crossed <= callbacks && a.parent().is_some_and(|p| p.kind() == "arguments");
             }
-        }
-        if a.kind() == "try_statement"
-            && a.child_by_field_name("body").is_some_and(|b| ast::contains(b, call))
-            && a.child_by_field_name("handler").is_some_and(|h| violation.is_match(text(h, src)))
-        {
-            return true;
-        }
-    }
-    false
+            true
+        })
+        .filter(move |a| {
+            a.kind() == "try_statement" && a.child_by_field_name("body").is_some_and(|b| ast::contains(b, call))
+        })
+        .filter_map(|t| t.child_by_field_name("handler"))
 }
 
 /// A claim on one of the handler's own business rows (an order, a purchase) rather than on a
@@ -382,13 +382,8 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
                 })
         })
     };
-    for a in ast::ancestors(call).take_while(|a| !ast::is_function(*a)) {
-        if a.kind() == "try_statement"
-            && a.child_by_field_name("body").is_some_and(|b| ast::contains(b, call))
-            && a.child_by_field_name("handler").is_some_and(leaves)
-        {
-            return true;
-        }
+    if enclosing_catches(call, 0).any(leaves) {
+        return true;
     }
     // `.catch((e) => ...)` on the insert's promise.
     let caught = ast::parent(call)
@@ -876,12 +871,8 @@ fn existence_checked_insert<'t>(
 
 /// Whether a branch ends by leaving: its last statement returns, throws or continues.
 fn exits(branch: Node) -> bool {
-    let last = if branch.kind() == "statement_block" {
-        ast::named_children(branch).into_iter().rfind(|n| n.kind() != "comment")
-    } else {
-        Some(branch)
-    };
-    last.is_some_and(|n| matches!(n.kind(), "return_statement" | "throw_statement" | "continue_statement"))
+    ast::last_statement(branch)
+        .is_some_and(|n| matches!(n.kind(), "return_statement" | "throw_statement" | "continue_statement"))
 }
 
 /// What a status test followed by a write of the same status field amounts to.

@@ -218,12 +218,7 @@ fn failed_fetch_returns(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diag
         let fetched = ast::find_binding_init(func, name, src, stmt.start_byte())
             .map(ast::unwrap_expr)
             .is_some_and(|init| init.kind() == "call_expression" && ast::callee_path(init, src) == ["fetch"]);
-        let last = if cons.kind() == "statement_block" {
-            ast::named_children(cons).into_iter().rfind(|n| n.kind() != "comment")
-        } else {
-            Some(cons)
-        };
-        let quiet_return = last.is_some_and(|r| {
+        let quiet_return = ast::last_statement(cons).is_some_and(|r| {
             r.kind() == "return_statement"
                 && r.named_child(0).is_none_or(|v| matches!(v.kind(), "comment" | "null" | "undefined" | "false"))
         });

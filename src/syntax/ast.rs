@@ -358,6 +358,16 @@ pub fn exclusive_branches(a: Node, b: Node) -> bool {
     })
 }
 
+/// The last statement a branch runs: the last non-comment statement of a block, or the branch
+/// itself when it is a single statement.
+pub fn last_statement(branch: Node) -> Option<Node> {
+    if branch.kind() == "statement_block" {
+        named_children(branch).into_iter().rfind(|n| n.kind() != "comment")
+    } else {
+        Some(branch)
+    }
+}
+
 /// The statement that directly contains `node` inside a statement block.
 pub fn enclosing_statement(node: Node) -> Option<Node> {
     let mut cur = node;
