@@ -155,8 +155,32 @@ pub fn is_marker_insert(call: Node, src: &str) -> bool {
     model_named || sql_named || drizzle_named
 }
 
-/// `redis.set(key, v, 'NX', ...)`, `set(k, v, { NX: true })`, `setnx`, v5 `condition: 'NX'`.
+/// `redis.set(key, v, 'NX', ...)`, `set(k, v, { NX: true })`, `setnx`, v5 `condition: 'NX'`,
+/// on a key that can tell events apart: the same constant key for every event
+/// (`set(BATCH_LOCK_KEY, "1", "PX", 30000, "NX")`) is a mutex around a batch, not a claim.
 pub fn is_set_nx(call: Node, src: &str) -> bool {
+    is_conditional_set(call, src) && !ast::arguments(call).first().is_some_and(|k| constant_key(*k, src))
+}
+
+/// The key is the same for every event: a literal without substitutions, or a name bound
+/// to one (a `const` in the file, or an imported `SCREAMING_CASE` constant).
+fn constant_key(key: Node, src: &str) -> bool {
+    let key = ast::unwrap_expr(key);
+    if ast::string_value(key, src).is_some() {
+        return true;
+    }
+    if key.kind() != "identifier" {
+        return false;
+    }
+    let name = text(key, src);
+    let scope = ast::root_above(key).unwrap_or(key);
+    match ast::find_binding_init(scope, name, src, key.start_byte()) {
+        Some(init) => ast::string_value(ast::unwrap_expr(init), src).is_some(),
+        None => name.len() > 1 && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'),
+    }
+}
+
+fn is_conditional_set(call: Node, src: &str) -> bool {
     let path = ast::callee_path(call, src);
     let Some(last) = path.last().map(|s| s.to_ascii_lowercase()) else {
         return false;

@@ -47,7 +47,8 @@ named after its duration (`ONE_HOUR_MS`, `DAY`), keeps its value and the call ge
 literal; a constant imported from another module gets a display-only fix.
 Not reported: a short in-progress lease that is released (`del`/`unlink`/`release` of the same
 key in the function) or overwritten with a longer completed marker (another `set` of the same
-key).
+key); a `SET NX` on a constant key (a literal, or a constant bound to one): the same key for
+every event is a mutex around a batch, not a record of one event.
 "#;
 
 pub const RULE: Rule = Rule {

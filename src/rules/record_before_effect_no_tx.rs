@@ -24,7 +24,9 @@ provider's retry is answered as a duplicate and the event is lost for good.
 When the work is inside the same transaction as the claim (it rolls back with it); when
 the marker is a lease deleted on failure (`catch (e) { await redis.del(key); throw e }`) or a
 status set back in a `catch`; a status written first to an unfinished value the test does not
-stop on (`processing`, then `done` after the work); code inside a guard `run`.
+stop on (`processing`, then `done` after the work); code inside a guard `run`; a `SET NX` on a
+constant key (`set(BATCH_LOCK, "1", "PX", 30000, "NX")`), which is a mutex shared by every
+event, not a marker of one.
 
 ## Bad
 ```ts

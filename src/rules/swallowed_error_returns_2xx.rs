@@ -43,7 +43,9 @@ caller can check; in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` t
 ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catch` around
 reads only (`GetXCommand`, `get*()`) that assigns a fallback value; a `catch` that keeps the
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
-used after the `try`); deliberate best-effort calls: a callee listed in the config's `bestEffort`
+used after the `try`); a job whose `catch` returns a failure outcome to its runner
+(`return "failure"`, `return { success: false }`: the runner records it); `Promise.allSettled`
+over tasks that each catch their own failures (no task can reject; each task's catch is judged); deliberate best-effort calls: a callee listed in the config's `bestEffort`
 list, a `catch` (or the comment block right above its `try`, or above its function) saying "best
 effort" / "non-fatal" / "non-critical" / "safe to ignore" / "don't fail ... if" / "do not throw" /
 "fire-and-forget", a message naming the failed write as logging or an audit entry ("error
@@ -820,11 +822,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         // Work inside a nested `try` that has its own `catch` never reaches this one: the
         // inner catch is where a failure is (or is not) swallowed.
         let exposed = exposed_calls(block);
-        let awaited_or_effect = |call: &Node| {
-            ast::ancestors(*call).take_while(|a| *a != block).any(|a| a.kind() == "await_expression")
-                || effects::classify(*call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
-        };
-        if !exposed.iter().any(awaited_or_effect) {
+        if !exposed.iter().any(|call| awaited_or_effect(*call, block, src)) {
             continue;
         }
         // An in-code retry loop catches to try again; what happens after the last attempt
@@ -1019,7 +1017,12 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                 returns.iter().all(|r| r.named_child(0).is_none()) && c.acks_2xx
             }
         } else {
-            returns.iter().all(|r| r.named_child(0).is_none() || i == 0 && inner_fn == func)
+            // A job that returns a failure outcome (`return "failure"`, `{ success: false }`)
+            // hands the failure to its runner, which records it (BullMQ's `returnvalue`, a
+            // runner's `onComplete(job, result)`): a decision, not a silent success.
+            returns.iter().all(|r| {
+                r.named_child(0).is_none() || i == 0 && inner_fn == func && !returns_failure_outcome(*r, src)
+            })
         };
         if !swallowed {
             continue;
@@ -1040,6 +1043,54 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         ));
     }
     out
+}
+
+/// `Promise.allSettled(items.map(async (item) => { try { ... } catch { ... } }))`: every
+/// awaited call or effect of the mapped task sits in a `try` with a catch.
+fn tasks_catch_their_failures(call: Node, src: &str) -> bool {
+    let Some(tasks) = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)) else { return false };
+    if tasks.kind() != "call_expression" || ast::callee_name(tasks, src).as_deref() != Some("map") {
+        return false;
+    }
+    let Some(body) = ast::arguments(tasks)
+        .first()
+        .filter(|f| ast::is_function(**f))
+        .and_then(|f| f.child_by_field_name("body"))
+        .filter(|b| b.kind() == "statement_block")
+    else {
+        return false;
+    };
+    let has_catch = ast::descendants_of_kind(body, "try_statement")
+        .into_iter()
+        .any(|t| t.child_by_field_name("handler").is_some());
+    has_catch && !exposed_calls(body).into_iter().any(|c| awaited_or_effect(c, body, src))
+}
+
+/// The call is awaited inside `within`, or is an effect of a known kind.
+fn awaited_or_effect(call: Node, within: Node, src: &str) -> bool {
+    ast::ancestors(call).take_while(|a| *a != within).any(|a| a.kind() == "await_expression")
+        || effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
+}
+
+/// `return "failure"`, `return false`, `return { success: false, ... }`, `return { status: "failed" }`.
+fn returns_failure_outcome(ret: Node, src: &str) -> bool {
+    let Some(value) = ret.named_child(0).map(ast::unwrap_expr) else { return false };
+    let failure_word = |s: &str| matches!(s.to_ascii_lowercase().as_str(), "failure" | "failed" | "fail" | "error" | "errored");
+    match value.kind() {
+        "false" => true,
+        "object" => ast::named_children(value).into_iter().any(|pair| {
+            let (Some(key), Some(v)) = (pair.child_by_field_name("key"), pair.child_by_field_name("value")) else {
+                return false;
+            };
+            let v = ast::unwrap_expr(v);
+            match text(key, src).trim_matches(['"', '\'']) {
+                "success" | "ok" => v.kind() == "false",
+                "status" | "outcome" | "result" => ast::string_value(v, src).is_some_and(|s| failure_word(&s)),
+                _ => false,
+            }
+        }),
+        _ => ast::string_value(value, src).is_some_and(|s| failure_word(&s)),
+    }
 }
 
 /// An explicit acknowledgement: `channel.ack(msg)`, `message.ack()`, an SQS `DeleteMessage`.
@@ -1486,6 +1537,11 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             .unwrap_or("")
             .to_string();
         let all_settled = path.len() == 2 && path[0] == "Promise" && path[1] == "allSettled";
+        // Tasks that catch their own failures never reject: there is nothing to inspect, and
+        // each task's catch is where a failure is (or is not) swallowed.
+        if all_settled && tasks_catch_their_failures(call, src) {
+            continue;
+        }
         let direct = if all_settled { Some("Promise.allSettled") } else { error_returning(call, src) };
         let via_wrapper = direct.is_none().then(|| wrapper_returning_error(c.cx.project, file, call)).flatten();
         let Some(sdk) = direct.or(via_wrapper) else { continue };
