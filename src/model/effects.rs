@@ -824,6 +824,30 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
         }
         return Some(EffectKind::DbInsert);
     }
+    // A Prisma model delegate passed around by itself (`userDelegate: PrismaClient["user"]`,
+    // then `userDelegate.update({ where, data })`): the one-object `{ where, data }` shape is
+    // Prisma's own (Mongoose, Sequelize and TypeORM take the filter and the values apart).
+    if path.len() == 2
+        && matches!(last, "update" | "updateMany" | "upsert")
+        && let [only] = args
+        && only.kind() == "object"
+    {
+        let keys: Vec<&str> = ast::named_children(*only)
+            .into_iter()
+            .filter_map(|p| p.child_by_field_name("key").map(|k| text(k, src)))
+            .collect();
+        let has = |k: &str| keys.contains(&k);
+        let data_text = text(*only, src);
+        if has("where") && (has("data") || last == "upsert" && has("create") && has("update")) {
+            return Some(if relative_prisma(data_text) {
+                EffectKind::DbIncrement
+            } else if last == "upsert" {
+                EffectKind::DbUpsert
+            } else {
+                EffectKind::DbUpdate
+            });
+        }
+    }
     // Mongoose / MongoDB
     if path.len() >= 2 {
         let update_text = args.get(1).map(|a| text(*a, src)).unwrap_or("");

@@ -15,7 +15,10 @@ Prisma `increment`/`decrement`/`multiply`/`divide` or a scalar-list `push`, SQL
 TypeORM/Knex `increment`, Redis `INCR`/`INCRBY`/`LPUSH`; and read-modify-write: a record
 loaded with `await find...()` whose field is changed with `+=`/`-=`, `.push(...)` or a
 spread-append and then saved (`record.save()`, `repo.save(record)`), or written back with
-`update({ data: { credits: user.credits + n } })`.
+`update({ data: { credits: user.credits + n } })`. A Prisma write that sets other fields too is
+reported at its relative field (`balance: { increment: n }`); a Prisma model delegate passed in
+as a parameter (`wallets: PrismaClient["wallet"]`, then `wallets.update({ where, data })`) is
+known by the `{ where, data }` shape of its call.
 
 ## Why retries break it
 Unlike an absolute write, a relative write is not idempotent: every redelivery adds again.
@@ -116,7 +119,12 @@ pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
                 && effect.kind == EffectKind::DbIncrement
                 && !text(call, src).contains("$addToSet")
             {
-                push(call, format!("relative write `{}`", effect.label), None);
+                // A Prisma write that sets other fields too is reported at the relative one.
+                let relative = ast::descendants_of_kind(call, "pair").into_iter().find(|p| {
+                    p.child_by_field_name("key")
+                        .is_some_and(|k| matches!(text(k, src), "increment" | "decrement" | "multiply" | "divide"))
+                });
+                push(relative.unwrap_or(call), format!("relative write `{}`", effect.label), None);
             }
         }
         for (node, what, load) in read_modify_writes(func, src) {

@@ -5,6 +5,7 @@ use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::{EffectKind, Provider, effects, markers, queries};
+use crate::project::FunctionDef;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -14,9 +15,11 @@ WHEN the delivery is processed rather than on the event:
 - a subscription/access period computed from the clock: `expiresAt: new Date(Date.now() + ...)`,
   `periodStart: new Date()`, `addMonths(new Date(), 1)`, `dayjs().add(1, "month")`,
   `moment()`, `DateTime.now()`, `knex.fn.now()`, SQL `now()`; only for period-like columns
-  (period, expires, renews, valid/until, trial, billing, access, paid through, start/end) and
-  never for bookkeeping (`updatedAt`, `lastSeenAt`) or operational leases (`lockedUntil`,
-  `retryAt`);
+  (period, expires, renews, valid/until, trial, billing, access, paid through, start/end, and
+  when the customer paid or purchased: `paidAt`, `datePaid`) and never for bookkeeping
+  (`updatedAt`, `lastSeenAt`) or operational leases (`lockedUntil`, `retryAt`); also such a
+  value handed to a project helper that writes that field (`saveBilling({ paidAt: new Date() })`,
+  or `paidAt = new Date()` then `saveBilling({ paidAt })`), reported where the clock is read;
 - a usage counter reset to `0` (`usageCount: 0`, `requestsUsed: 0`);
 - credits/tokens/quota set from the plan or to a fixed amount (`credits: plan.credits`,
   `tokens: PLAN_LIMITS[tier]`, `aiCredits: 500`); a balance set to a value is not reported.
@@ -29,7 +32,12 @@ the payment row): a sequential replay stops at that check (the concurrent race i
 `unguarded-side-effect` on the insert). Nor is a handler that checks or claims its
 processed-event marker (or writes it before the work): a replay of the same event stops
 there, and the windows such a marker leaves open are reported by `check-then-insert-race` and
-`record-before-effect-no-tx`. A write that sets several such fields is reported once.
+`record-before-effect-no-tx`. Nor is a write that changes what lets it run, so a replay no
+longer reaches it: its branch tests the field it sets (`if (invoice.status !== "PAID")` then
+`status: "PAID"`) or clears (`if (sub.scheduleId)` then `scheduleId: null`), or its own filter
+requires a value it overwrites (`SET state = 'active' ... WHERE state = 'pending'`,
+`where: { state: "pending" }, data: { state: "active" }`). A write that sets several such
+fields is reported once.
 Relative writes (`increment`) are `incrementing-write-unguarded`'s concern.
 
 ## Why retries break it
@@ -146,6 +154,9 @@ fn period_name(name: &str) -> bool {
         "ends",
         "cycle",
         "grace",
+        // when the customer paid or bought: the event carries it; the clock gives the delivery's time
+        "paid",
+        "purchased",
     ])
 }
 
@@ -237,7 +248,16 @@ fn check_scope(cx: &Context, model: &super::HandlerModel, scope: &Scope, func: N
         let file = scope.file();
         let src = &file.text;
         for call in ast::calls_in(func, false) {
-            let local = reach::resolve_call(cx.project, file, call).is_some();
+            let target = reach::resolve_call(cx.project, file, call);
+            let local = target.is_some();
+            if let Some(def) = &target
+                && !scope.guard_at(call).is_some_and(|g| g.dedupes())
+            {
+                let found = clock_arguments_written_by(call, func, def, src);
+                if !found.is_empty() {
+                    out.push(diagnostic(model, scope, &found, &def.name));
+                }
+            }
             let label = match effects::classify(call, src, local) {
                 Some(e) if matches!(e.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) => e.label,
                 Some(_) => continue,
@@ -245,7 +265,10 @@ fn check_scope(cx: &Context, model: &super::HandlerModel, scope: &Scope, func: N
                 None if !local && is_query_builder_update(call, src) => ast::callee_path(call, src).join("."),
                 None => continue,
             };
-            if scope.guard_at(call).is_some_and(|g| g.dedupes()) || existence_check_before(call, func, src) {
+            if scope.guard_at(call).is_some_and(|g| g.dedupes())
+                || existence_check_before(call, func, src)
+                || clears_its_own_condition(call, func, src)
+            {
                 continue;
             }
             // One finding per write: its fields share one cause and one remedy.
@@ -255,6 +278,146 @@ fn check_scope(cx: &Context, model: &super::HandlerModel, scope: &Scope, func: N
             }
         }
     }
+}
+
+/// The write changes what lets it run, so a replay no longer does: its branch requires a field
+/// the write clears or sets to the tested value (`if (sub.stripeSubscriptionId)` then
+/// `stripeSubscriptionId: null`; `if (invoice.status !== "PAID")` then `status: "PAID"`), or its
+/// own filter requires a value it overwrites (`SET status = 'paid' ... WHERE status = 'pending'`,
+/// `where: { status: "pending" }, data: { status: "paid" }`).
+fn clears_its_own_condition(call: Node, func: Node, src: &str) -> bool {
+    let call_text = text(call, src);
+    let sets = |field: &str, values: &[&str]| {
+        crate::regex!(r#"([A-Za-z_$][\w$]*)\s*:\s*(null|undefined|false|"[^"]*"|'[^']*')"#)
+            .captures_iter(call_text)
+            .any(|c| &c[1] == field && values.contains(&c[2].trim_matches(['"', '\''])))
+    };
+    let branch_falsified =
+        ast::ancestors(call).take_while(|a| *a != func).filter(|a| a.kind() == "if_statement").any(|branch| {
+            let Some(cond) = branch.child_by_field_name("condition").map(ast::unwrap_expr) else { return false };
+            if branch.child_by_field_name("consequence").is_none_or(|c| !ast::contains(c, call)) {
+                return false;
+            }
+            let mut stack = vec![cond];
+            while let Some(n) = stack.pop() {
+                let n = ast::unwrap_expr(n);
+                let op = n.child_by_field_name("operator").map_or("", |o| text(o, src));
+                match (n.kind(), op) {
+                    ("binary_expression", "&&") => {
+                        stack.extend(n.child_by_field_name("left"));
+                        stack.extend(n.child_by_field_name("right"));
+                    }
+                    ("binary_expression", "!==" | "!=") => {
+                        let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) else {
+                            continue;
+                        };
+                        let (member, literal) = if l.kind() == "member_expression" { (l, r) } else { (r, l) };
+                        if let (Some(field), Some(value)) =
+                            (member.child_by_field_name("property"), ast::string_value(literal, src))
+                            && sets(text(field, src), &[value.as_str()])
+                        {
+                            return true;
+                        }
+                    }
+                    ("member_expression", _) => {
+                        if n.child_by_field_name("property")
+                            .is_some_and(|f| sets(text(f, src), &["null", "undefined", "false"]))
+                        {
+                            return true;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            false
+        });
+    branch_falsified || overwrites_its_filter(call, src)
+}
+
+/// `SET status = 'paid' ... WHERE ... status = 'pending'`, or Prisma's `where: { status: "pending" }`
+/// with `data: { status: "paid" }`: a compare-and-set that matches no row the second time.
+fn overwrites_its_filter(call: Node, src: &str) -> bool {
+    let literal_columns = |part: &str, re: &regex::Regex| -> Vec<(String, String)> {
+        re.captures_iter(part).map(|c| (c[1].to_ascii_lowercase(), c[2].to_string())).collect()
+    };
+    let differs = |set: &[(String, String)], filter: &[(String, String)]| {
+        set.iter().any(|(col, v)| filter.iter().any(|(fc, fv)| fc == col && fv != v))
+    };
+    if let Some(sql) = effects::sql_text(call, &ast::arguments(call), src)
+        && let Some(c) = crate::regex!(r"(?is)\bset\b(.*?)\bwhere\b(.*)").captures(&sql)
+    {
+        let re = crate::regex!(r"(\w+)\s*=\s*'([^']*)'");
+        return differs(&literal_columns(&c[1], re), &literal_columns(&c[2], re));
+    }
+    let Some(options) = ast::arguments(call).first().copied().filter(|a| a.kind() == "object") else { return false };
+    let part = |name: &str| {
+        ast::named_children(options)
+            .into_iter()
+            .find(|p| p.child_by_field_name("key").is_some_and(|k| text(k, src) == name))
+            .and_then(|p| p.child_by_field_name("value"))
+            .map_or("", |v| text(v, src))
+    };
+    let re = crate::regex!(r#"(\w+)\s*:\s*["']([^"']*)["']"#);
+    differs(&literal_columns(part("data"), re), &literal_columns(part("where"), re))
+}
+
+/// `saveBilling({ userId, paidAt: new Date() })`: a clock value handed to a project helper
+/// that writes that field (its update names it), reported at the argument.
+fn clock_arguments_written_by<'t>(
+    call: Node<'t>,
+    func: Node<'t>,
+    def: &FunctionDef,
+    src: &str,
+) -> Vec<(Node<'t>, String, Node<'t>, Finding)> {
+    let Some(helper) = def.node() else { return Vec::new() };
+    let helper_src = def.file.text.as_str();
+    let writes: Vec<Node> = ast::calls_in(helper, false)
+        .into_iter()
+        .filter(|c| {
+            effects::classify(*c, helper_src, false).is_some_and(|e| {
+                matches!(e.kind, EffectKind::DbUpdate | EffectKind::DbUpsert | EffectKind::DbIncrement)
+            })
+        })
+        .collect();
+    if writes.is_empty() {
+        return Vec::new();
+    }
+    let identifier = crate::regex!(r"[A-Za-z_$][\w$]*");
+    let mut out = Vec::new();
+    for arg in ast::arguments(call).into_iter().filter(|a| a.kind() == "object") {
+        let pairs = ast::descendants_of_kind(arg, "pair");
+        let shorthands = ast::descendants_of_kind(arg, "shorthand_property_identifier");
+        for pair in pairs.into_iter().chain(shorthands) {
+            let (key, value) = if pair.kind() == "pair" {
+                let (Some(key), Some(value)) = (pair.child_by_field_name("key"), pair.child_by_field_name("value"))
+                else {
+                    continue;
+                };
+                (ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string()), value)
+            } else {
+                // `{ paidAt }` after `paidAt = new Date()`
+                let name = text(pair, src);
+                let Some(value) = last_assigned_before(func, name, call.start_byte(), src) else { continue };
+                (name.to_string(), value)
+            };
+            let written = writes.iter().any(|w| identifier.find_iter(text(*w, helper_src)).any(|m| m.as_str() == key));
+            // A shorthand is reported where the clock was read (`paidAt = new Date()`).
+            let at = if pair.kind() == "pair" { pair } else { value };
+            if written && period_name(&key) && reads_clock(value, src) {
+                out.push((at, key, value, Finding::Clock));
+            }
+        }
+    }
+    out
+}
+
+/// The value `name` last received before `before`: its latest assignment, else its initializer.
+fn last_assigned_before<'t>(func: Node<'t>, name: &str, before: usize, src: &str) -> Option<Node<'t>> {
+    ast::descendants_of_kind(func, "assignment_expression")
+        .into_iter()
+        .rfind(|a| a.end_byte() <= before && a.child_by_field_name("left").is_some_and(|l| text(l, src) == name))
+        .and_then(|a| a.child_by_field_name("right"))
+        .or_else(|| ast::find_binding_init(func, name, src, before))
 }
 
 /// `const existing = await db...select/find(...); if (existing) return;` before the write and an

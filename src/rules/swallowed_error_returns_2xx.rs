@@ -1020,9 +1020,9 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             // A job that returns a failure outcome (`return "failure"`, `{ success: false }`)
             // hands the failure to its runner, which records it (BullMQ's `returnvalue`, a
             // runner's `onComplete(job, result)`): a decision, not a silent success.
-            returns.iter().all(|r| {
-                r.named_child(0).is_none() || i == 0 && inner_fn == func && !returns_failure_outcome(*r, src)
-            })
+            returns
+                .iter()
+                .all(|r| r.named_child(0).is_none() || i == 0 && inner_fn == func && !returns_failure_outcome(*r, src))
         };
         if !swallowed {
             continue;
@@ -1060,9 +1060,8 @@ fn tasks_catch_their_failures(call: Node, src: &str) -> bool {
     else {
         return false;
     };
-    let has_catch = ast::descendants_of_kind(body, "try_statement")
-        .into_iter()
-        .any(|t| t.child_by_field_name("handler").is_some());
+    let has_catch =
+        ast::descendants_of_kind(body, "try_statement").into_iter().any(|t| t.child_by_field_name("handler").is_some());
     has_catch && !exposed_calls(body).into_iter().any(|c| awaited_or_effect(c, body, src))
 }
 
@@ -1075,7 +1074,8 @@ fn awaited_or_effect(call: Node, within: Node, src: &str) -> bool {
 /// `return "failure"`, `return false`, `return { success: false, ... }`, `return { status: "failed" }`.
 fn returns_failure_outcome(ret: Node, src: &str) -> bool {
     let Some(value) = ret.named_child(0).map(ast::unwrap_expr) else { return false };
-    let failure_word = |s: &str| matches!(s.to_ascii_lowercase().as_str(), "failure" | "failed" | "fail" | "error" | "errored");
+    let failure_word =
+        |s: &str| matches!(s.to_ascii_lowercase().as_str(), "failure" | "failed" | "fail" | "error" | "errored");
     match value.kind() {
         "false" => true,
         "object" => ast::named_children(value).into_iter().any(|pair| {
