@@ -30,6 +30,13 @@ const DOCS: &str = r#"
 - A BullMQ / Inngest / Trigger.dev consumer that throws a plain `Error` for a permanent
   failure (a record that is not found, an invalid or missing field, an unknown type), which
   the queue retries with backoff instead of failing once.
+- A message consumer (Lambda SQS, an SQS poller, Cloudflare Queues, Pub/Sub, RabbitMQ) whose
+  `try` validates the message with a schema (`Schema.parse(JSON.parse(record.body))`) and whose
+  `catch` sends every failure back for redelivery (`batchItemFailures.push`, a rethrow,
+  `message.retry()`, `nack`, a re-enqueue) without telling the validation failure apart
+  (`instanceof ZodError`, `err.name === ...`): a malformed message is retried until the
+  dead-letter queue. Its fix is display-only: validate with `safeParse` before the `try` and
+  acknowledge or dead-letter what fails.
 
 ## Why retries break it
 A 5xx tells the provider "try again later": a forged, misconfigured or malformed delivery is
@@ -150,6 +157,16 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             http(cx, model, out);
         } else if matches!(fw, Framework::Bullmq | Framework::Inngest | Framework::TriggerDev) {
             queue(model, out);
+        }
+        if matches!(
+            fw,
+            Framework::LambdaSqs
+                | Framework::SqsPolling
+                | Framework::CloudflareQueue
+                | Framework::Pubsub
+                | Framework::Amqp
+        ) {
+            redelivered_parse_failures(model, out);
         }
     }
 }
@@ -537,6 +554,66 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             ));
         }
     }
+}
+
+/// A message consumer whose `try` parses the message (`Schema.parse(JSON.parse(record.body))`) and
+/// whose `catch` sends every failure back for redelivery (`batchItemFailures.push`, a rethrow,
+/// `message.retry()`, a re-enqueue) without telling the parse failure apart: a malformed
+/// message is redelivered until the dead-letter queue, though it can never succeed.
+fn redelivered_parse_failures(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    for scope in &model.scopes {
+        let Some(func) = scope.node() else { continue };
+        let src = src_of(scope);
+        for call in ast::calls_in(func, false) {
+            if !is_schema(call, src) || !is_parse(call, src) {
+                continue;
+            }
+            let Some(try_stmt) = enclosing_try(call, func) else { continue };
+            let Some(body) = try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body")) else {
+                continue;
+            };
+            let catch_text = text(body, src);
+            // (`err instanceof Error ? err.message : ...` only formats the message)
+            let tells_apart = crate::regex!(r"instanceof\s+(?:\w+\.)*(?:\w*Error\w+|[A-DF-Z]\w*|E[a-qs-z]\w*)")
+                .is_match(catch_text)
+                || crate::regex!(r"\.name\s*[!=]=|\.code\s*[!=]=").is_match(catch_text)
+                || ["ZodError", "SyntaxError", "issues", "safeParse", "permanent"]
+                    .iter()
+                    .any(|w| catch_text.contains(w));
+            if tells_apart || !sends_back_for_redelivery(body, src) {
+                continue;
+            }
+            let schema = callee(call, src);
+            out.push(diag(
+                model,
+                scope,
+                call,
+                format!(
+                    "a message that fails `{schema}` can never succeed, but the catch sends it back for redelivery with every other failure: it is retried until the dead-letter queue"
+                ),
+                Fix::display_only(
+                    "drop or dead-letter a malformed message at once",
+                    "validate with `safeParse` before the `try`, and acknowledge (or dead-letter) a message that fails it instead of redelivering it",
+                ),
+            ));
+        }
+    }
+}
+
+/// The catch returns the message for another attempt.
+fn sends_back_for_redelivery(catch_body: Node, src: &str) -> bool {
+    let rethrows = ast::descendants_of_kind(catch_body, "throw_statement")
+        .into_iter()
+        .any(|t| ast::enclosing_function(t) == ast::enclosing_function(catch_body));
+    rethrows
+        || text(catch_body, src).contains("batchItemFailures")
+        || ast::calls_in(catch_body, false).into_iter().any(|c| {
+            let path = ast::callee_path(c, src);
+            let last = path.last().map(String::as_str).unwrap_or("");
+            matches!(last, "retry" | "retryAll" | "nack" | "requeue")
+                || matches!(last, "send" | "sendMessage" | "add" | "enqueue" | "publish")
+                    && path.iter().any(|p| p.to_ascii_lowercase().contains("queue"))
+        })
 }
 
 /// `!user` / `user == null` where `user` came from a lookup.
