@@ -573,13 +573,7 @@ fn redelivered_parse_failures(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 continue;
             };
             let catch_text = text(body, src);
-            // (`err instanceof Error ? err.message : ...` only formats the message)
-            let tells_apart = crate::regex!(r"instanceof\s+(?:\w+\.)*(?:\w*Error\w+|[A-DF-Z]\w*|E[a-qs-z]\w*)")
-                .is_match(catch_text)
-                || crate::regex!(r"\.name\s*[!=]=|\.code\s*[!=]=").is_match(catch_text)
-                || ["ZodError", "SyntaxError", "issues", "safeParse", "permanent"]
-                    .iter()
-                    .any(|w| catch_text.contains(w));
+            let tells_apart = tells_failures_apart(catch_text);
             if tells_apart || !sends_back_for_redelivery(body, src) {
                 continue;
             }
@@ -598,6 +592,14 @@ fn redelivered_parse_failures(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             ));
         }
     }
+}
+
+/// The catch branches on what failed: an error class other than plain `Error`
+/// (`err instanceof Error ? err.message : ...` only formats the message), its name or code.
+fn tells_failures_apart(catch_text: &str) -> bool {
+    crate::regex!(r"instanceof\s+(?:\w+\.)*(?:\w*Error\w+|[A-DF-Z]\w*|E[a-qs-z]\w*)").is_match(catch_text)
+        || crate::regex!(r"\.name\s*[!=]=|\.code\s*[!=]=").is_match(catch_text)
+        || ["ZodError", "SyntaxError", "issues", "safeParse", "permanent"].iter().any(|w| catch_text.contains(w))
 }
 
 /// The catch returns the message for another attempt.
