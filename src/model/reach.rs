@@ -283,7 +283,8 @@ fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<Strin
 /// local `const <name> = new X()` (innermost function first, then the module), one a factory
 /// returns (`const consumer = createConsumer(env)` with `createConsumer` returning `new
 /// Consumer(...)`), or a module's exported singleton (`import { jobs } from "./jobs"` with
-/// `export const jobs = new JobRunner()` there).
+/// `export const jobs = new JobRunner()` there), also through an IIFE that returns one and a
+/// fluent method that returns `this` (`export const jobs = (() => new JobRunner())().register(A)`).
 fn instance_class(
     project: &Project,
     file: &Arc<SourceFile>,
@@ -321,6 +322,22 @@ fn initialized_class(
     }
     if init.kind() != "call_expression" || depth >= 2 {
         return None;
+    }
+    let callee = init.child_by_field_name("function").map(ast::unwrap_expr)?;
+    // `(() => { switch (mode) { case "a": return new Runner(a); ... } })()`: what the IIFE returns.
+    if ast::is_function(callee) {
+        return returned_values(callee).into_iter().find_map(|r| initialized_class(project, file, r, depth + 1));
+    }
+    // `(...).register(A, B)`: a fluent method of the receiver's class that returns `this`.
+    if callee.kind() == "member_expression"
+        && let Some(receiver) = callee.child_by_field_name("object").filter(|o| o.kind() != "identifier")
+        && let Some(method) = callee.child_by_field_name("property").map(|p| text(p, &file.text).to_string())
+        && let Some((class_file, class)) = initialized_class(project, file, receiver, depth)
+    {
+        let fluent = class_method(project, &class_file, &class, &method).is_some_and(|def| {
+            def.node().is_some_and(|m| returned_values(m).iter().all(|r| ast::unwrap_expr(*r).kind() == "this"))
+        });
+        return fluent.then_some((class_file, class));
     }
     // A factory named by an import or a module function (`createManager(tx)`,
     // `billing.createService()` of a namespace import); not a method of another instance, whose
