@@ -31,6 +31,10 @@ A failure that the provider never hears about, so it never retries:
 - a failure reported only in the body (`{ error }`, `{ status: 500 }`, `{ success: false }`)
   of a 2xx response in a `catch` or an error branch (also a branch on a helper's own failure
   result: `if (!result.success) return Response.json({ error: result.error })`);
+- a promise `.catch` whose callback only logs (`await db.x.upsert(...).catch((e) => console.error(e))`,
+  the settled value dropped): the failed work resolves and the delivery is acknowledged; not
+  for a discard that logs nothing (`.catch(() => null)`), telemetry or a notification, a
+  processed marker written after the work, or a callback whose message says it is best effort;
 - `const res = await fetch(...); if (!res.ok) return;` followed by more work, in a function the
   handler calls or a queue job: `fetch` does not throw on a 5xx, so the failure skips the work
   and the delivery is still acknowledged.
@@ -181,6 +185,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 .chain(returned_errors(&c, i, scope, func))
                 .chain(body_only(&c, i, scope, func))
                 .chain(failed_fetch_returns(&c, i, scope, func))
+                .chain(promise_catch_logs_only(&c, scope, func))
             {
                 if seen.insert((d.file.path.clone(), d.start, d.end)) {
                     out.push(d);
@@ -244,6 +249,89 @@ fn failed_fetch_returns(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diag
             Fix::display_only(
                 "throw instead of returning",
                 "throw (or answer 5xx) when the response is not ok, so the delivery fails and is retried",
+            ),
+        ));
+    }
+    out
+}
+
+/// `await prisma.subscription.upsert(...).catch((err) => console.log(err))`: the rejection handler
+/// only logs, so the failed work resolves and the delivery is acknowledged as if it succeeded.
+fn promise_catch_logs_only(c: &Cx, scope: &Scope, func: Node) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if !c.acks_2xx {
+        return out;
+    }
+    let file = scope.file();
+    let src = &file.text;
+    let logging = |call: &Node| {
+        let path = ast::callee_path(*call, src);
+        let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
+        root == "console" || root.contains("log") || root == "sentry"
+    };
+    for call in ast::calls_in(func, true) {
+        let Some(callee) = call.child_by_field_name("function").filter(|f| f.kind() == "member_expression") else {
+            continue;
+        };
+        let (Some(receiver), Some(property)) =
+            (callee.child_by_field_name("object"), callee.child_by_field_name("property"))
+        else {
+            continue;
+        };
+        let [handler] = ast::arguments(call)[..] else { continue };
+        if text(property, src) != "catch" || !ast::is_function(handler) || receiver.kind() != "call_expression" {
+            continue;
+        }
+        // The settled value is dropped: `await work().catch(log);` as a statement.
+        let dropped = ast::parent(call).is_some_and(|p| {
+            p.kind() == "await_expression" && ast::parent(p).is_some_and(|s| s.kind() == "expression_statement")
+        });
+        let Some(body) = handler.child_by_field_name("body") else { continue };
+        // (`.catch(() => null)` with nothing logged is an explicit, deliberate discard)
+        let calls = ast::calls_in(body, true);
+        let only_logs = same_fn_nodes(body, "throw_statement").is_empty()
+            && same_fn_nodes(body, "return_statement").is_empty()
+            && !calls.is_empty()
+            && calls.iter().all(logging)
+            && !records_failure(body, src)
+            && says_best_effort(body, src).is_none();
+        let links = chain_calls(receiver);
+        let work = links
+            .iter()
+            .any(|link| effects::classify(*link, src, false).is_some_and(|e| e.kind != EffectKind::Possible));
+        // A processed marker written after the work: losing it costs a repeat, not the event.
+        let marker = links.iter().any(|link| {
+            markers::classify(*link, src, func, scope.event_key.as_ref())
+                .is_some_and(|m| matches!(m.op, markers::MarkerOp::Write | markers::MarkerOp::Claim))
+        });
+        let incidental = matches!(
+            best_effort::call_category(c.cx.project, file, receiver, 3),
+            best_effort::Category::Telemetry | best_effort::Category::Notification
+        );
+        let Some(stmt) = ast::enclosing_statement(call) else { continue };
+        let marked = comment_block_above(src, file.line_start(stmt.start_byte())).is_some_and(|t| marked(&t));
+        let in_failure_path = ast::ancestors(stmt)
+            .take_while(|a| !ast::is_function(*a))
+            .any(|a| matches!(a.kind(), "catch_clause" | "finally_clause"));
+        if !dropped || !only_logs || !work || marker || incidental || marked || in_failure_path {
+            continue;
+        }
+        let what = if c.model.handler.framework.is_http() {
+            "the handler then answers 2xx"
+        } else {
+            "the job/message then completes as a success"
+        };
+        out.push(diag(
+            c,
+            scope,
+            property,
+            format!(
+                "`.catch` only logs a failure of `{}`: the work's failure resolves and {what}, so the provider never retries the event",
+                ast::callee_path(receiver, src).join(".")
+            ),
+            Fix::display_only(
+                "let the failure fail the delivery",
+                "rethrow in the `.catch` callback (or drop the `.catch`), so the delivery fails and is retried",
             ),
         ));
     }
@@ -1270,6 +1358,7 @@ fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
         "non-critical",
         "non-fatal",
         "nonfatal",
+        "non-blocking",
         // "error sending the notification": a message beside the event's work, not the work
         "notification",
         // "error logging the transaction", "failed to write the audit row": the failed write is
