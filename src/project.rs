@@ -77,6 +77,9 @@ impl FunctionDef {
 type PathAliases = Vec<(String, Vec<PathBuf>)>;
 
 /// The packages of a monorepo workspace: package name → its directory and package.json.
+/// A parse of a file and the changes made to its text since.
+type ParseAndChanges = (Arc<SourceFile>, Vec<TextChange>);
+
 type WorkspacePackages = HashMap<String, (PathBuf, serde_json::Value)>;
 
 #[derive(Default)]
@@ -95,7 +98,7 @@ pub struct Project {
     overlays: Mutex<HashMap<PathBuf, Arc<str>>>,
     /// The last parse of an edited overlay and the edits made since, in order: the next load
     /// parses incrementally from it.
-    edited: Mutex<HashMap<PathBuf, (Arc<SourceFile>, Vec<TextChange>)>>,
+    edited: Mutex<HashMap<PathBuf, ParseAndChanges>>,
 }
 
 thread_local! {
