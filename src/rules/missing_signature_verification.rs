@@ -93,7 +93,7 @@ fn verification_mentioned(node: tree_sitter::Node, src: &str, uses: &HashMap<Str
         let t = &src[decl.byte_range()];
         let dead = decl
             .child_by_field_name("name")
-            .filter(|n| n.kind() == "identifier")
+            .filter(|n| ast::kind(n) == "identifier")
             .is_some_and(|n| uses.get(&src[n.byte_range()]).copied().unwrap_or(0) == 1);
         if dead && mentions_verification(t) {
             rest = rest.replacen(t, "", 1);
@@ -116,7 +116,7 @@ impl PerFile {
         self.uses.entry(file.path.clone()).or_insert_with(|| {
             let mut counts: HashMap<String, usize> = HashMap::new();
             ast::walk(file.root(), &mut |n| {
-                if matches!(n.kind(), "identifier" | "shorthand_property_identifier") {
+                if matches!(ast::kind(n), "identifier" | "shorthand_property_identifier") {
                     *counts.entry(file.text[n.byte_range()].to_string()).or_default() += 1;
                 }
                 true
@@ -167,7 +167,7 @@ fn fetches_back(func: tree_sitter::Node, src: &str) -> bool {
         if let [.., resource, read] = names.as_slice()
             && names.len() >= 3
             && matches!(*read, "get" | "retrieve")
-            && ast::arguments(call).first().is_some_and(|a| !matches!(a.kind(), "string" | "template_string"))
+            && ast::arguments(call).first().is_some_and(|a| !matches!(ast::kind(a), "string" | "template_string"))
             && resource.chars().next().is_some_and(|c| c.is_ascii_lowercase())
             && effects::classify(call, src, false).is_none()
             && !is_local_state(&names[..names.len() - 1])
@@ -216,7 +216,7 @@ fn remote_read(call: tree_sitter::Node, src: &str) -> bool {
     let args = ast::arguments(call);
     let Some(url) = args.first() else { return false };
     let writes = args.get(1).and_then(|o| {
-        (o.kind() == "object").then(|| ast::object_property(*o, "method", src)).flatten().map(|m| {
+        (ast::kind(o) == "object").then(|| ast::object_property(*o, "method", src)).flatten().map(|m| {
             let m = src[m.byte_range()].to_ascii_uppercase();
             !m.contains("GET")
         })
@@ -294,7 +294,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             let middle = &args[1..args.len().saturating_sub(1)];
             if middle.iter().any(|a| {
                 !(express_app::is_raw_parser(*a, file_src)
-                    || (a.kind() == "call_expression" && express_app::is_json_parser(*a, file_src)))
+                    || (ast::kind(a) == "call_expression" && express_app::is_json_parser(*a, file_src)))
             }) {
                 continue;
             }
@@ -351,7 +351,7 @@ fn credential_header_read<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, St
         if found.is_some() {
             return false;
         }
-        let name = match n.kind() {
+        let name = match ast::kind(n) {
             "call_expression" => {
                 let args = ast::arguments(n);
                 // h3 / Nuxt: `getHeader(event, "stripe-signature")`
