@@ -83,11 +83,18 @@ fn mentions_verification(code: &str) -> bool {
 /// Whether `node`'s code mentions some verification, not counting a signature header read into
 /// a variable that is never used again (`const sig = getHeader(event, 'stripe-signature')`
 /// and nothing verifies it). `uses` counts the names of `node`'s file.
-fn verification_mentioned(node: tree_sitter::Node, src: &str, uses: &HashMap<String, usize>) -> bool {
+/// `uses` gives the file's identifier counts, asked only when the code mentions verification
+/// at all (counting them walks the whole file).
+fn verification_mentioned<'u>(
+    node: tree_sitter::Node,
+    src: &str,
+    uses: impl FnOnce() -> &'u HashMap<String, usize>,
+) -> bool {
     let code = code_of(node, src);
     if !mentions_verification(&code) {
         return false;
     }
+    let uses = uses();
     let mut rest = code.clone();
     for decl in ast::descendants_of_kind(node, "variable_declarator") {
         let t = &src[decl.byte_range()];
@@ -129,10 +136,8 @@ impl PerFile {
         if let Some(&known) = self.verifies_somewhere.get(&file.path) {
             return known;
         }
-        let answer = compares_secret(file.root(), &file.text) || {
-            let uses = self.uses(file);
-            verification_mentioned(file.root(), &file.text, uses)
-        };
+        let answer = compares_secret(file.root(), &file.text)
+            || verification_mentioned(file.root(), &file.text, || self.uses(file));
         self.verifies_somewhere.insert(file.path.clone(), answer);
         answer
     }
@@ -142,9 +147,11 @@ impl PerFile {
 fn compares_secret(root: tree_sitter::Node, src: &str) -> bool {
     ast::descendants_of_kind(root, "binary_expression").into_iter().any(|b| {
         let op = b.child_by_field_name("operator").map(|o| &src[o.byte_range()]).unwrap_or("");
-        let t = src[b.byte_range()].to_ascii_lowercase();
-        matches!(op, "===" | "!==" | "==" | "!=")
-            && ["secret", "token", "apikey", "api_key", "x-api-key", "authorization"].iter().any(|w| t.contains(w))
+        // The operator first: lowercasing every binary expression's text was most of the walk.
+        matches!(op, "===" | "!==" | "==" | "!=") && {
+            let t = src[b.byte_range()].to_ascii_lowercase();
+            ["secret", "token", "apikey", "api_key", "x-api-key", "authorization"].iter().any(|w| t.contains(w))
+        }
     })
 }
 
@@ -275,7 +282,8 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if model.scopes.iter().any(|s| {
             s.node().is_some_and(|n| {
                 let src = &s.file().text;
-                verify::first_verification(n, src).is_some() || verification_mentioned(n, src, per_file.uses(s.file()))
+                verify::first_verification(n, src).is_some()
+                    || verification_mentioned(n, src, || per_file.uses(s.file()))
             })
         }) {
             continue;
