@@ -413,11 +413,14 @@ impl Server {
     }
 
     fn edited(&mut self, path: &Path) {
+        // Taken even when no root holds the file yet: a root built later starts from the
+        // whole text, and changes made before it must not be replayed on its parse.
+        let changes = self.documents.get_mut(path).map(|doc| doc.changes.replace(Vec::new()));
         let Some(root) = self.root_of(path) else { return };
-        if let Some(doc) = self.documents.get_mut(path) {
+        if let (Some(doc), Some(changes)) = (self.documents.get(path), changes) {
             let text: Arc<str> = Arc::from(doc.rope.to_string());
             let project = &self.roots[&root].engine.project;
-            match doc.changes.replace(Vec::new()) {
+            match changes {
                 Some(changes) => project.edit_overlay(path, text, &changes),
                 None => project.set_overlay(path, Some(text)),
             }
