@@ -15,6 +15,7 @@ use crate::engine::{Engine, Options};
 use crate::fix::{Applicability, GuardSpec};
 use crate::project;
 use crate::rules::{self, Diagnostic};
+use crate::source::TextChange;
 use crossbeam_channel::RecvTimeoutError;
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::{self as notif, Notification as _};
@@ -109,6 +110,10 @@ fn capabilities() -> ServerCapabilities {
 struct Document {
     uri: Url,
     rope: Rope,
+    /// The changes since the buffer was last handed to the project, when all were ranges
+    /// (None after a whole-text replacement or an open): they let the project reparse
+    /// incrementally.
+    changes: Option<Vec<TextChange>>,
 }
 
 /// One workspace root: its engine (project graph, configs, overlays) and the cached results.
@@ -262,7 +267,7 @@ impl Server {
                 };
                 let Some(path) = uri_to_path(&p.text_document.uri) else { return };
                 let rope = Rope::from_str(&p.text_document.text);
-                self.documents.insert(path.clone(), Document { uri: p.text_document.uri, rope });
+                self.documents.insert(path.clone(), Document { uri: p.text_document.uri, rope, changes: None });
                 self.ensure_root(connection, &path);
                 self.edited(&path);
                 // The first diagnostics of a file come at once, not after the quiet time.
@@ -276,7 +281,11 @@ impl Server {
                 let Some(path) = uri_to_path(&p.text_document.uri) else { return };
                 let Some(doc) = self.documents.get_mut(&path) else { return };
                 for change in p.content_changes {
-                    apply_change(&mut doc.rope, change.range, &change.text);
+                    let applied = apply_change(&mut doc.rope, change.range, &change.text);
+                    match (applied, &mut doc.changes) {
+                        (Some(c), Some(changes)) => changes.push(c),
+                        _ => doc.changes = None,
+                    }
                 }
                 self.edited(&path);
             }
@@ -404,9 +413,17 @@ impl Server {
     }
 
     fn edited(&mut self, path: &Path) {
+        // Taken even when no root holds the file yet: a root built later starts from the
+        // whole text, and changes made before it must not be replayed on its parse.
+        let changes = self.documents.get_mut(path).map(|doc| doc.changes.replace(Vec::new()));
         let Some(root) = self.root_of(path) else { return };
-        if let Some(doc) = self.documents.get(path) {
-            self.roots[&root].engine.project.set_overlay(path, Some(Arc::from(doc.rope.to_string())));
+        if let (Some(doc), Some(changes)) = (self.documents.get(path), changes) {
+            let text: Arc<str> = Arc::from(doc.rope.to_string());
+            let project = &self.roots[&root].engine.project;
+            match changes {
+                Some(changes) => project.edit_overlay(path, text, &changes),
+                None => project.set_overlay(path, Some(text)),
+            }
         }
         self.pending.entry(root).or_default().insert(project::normalize(path));
         self.deadline = Some(Instant::now() + self.debounce);
@@ -760,16 +777,37 @@ fn is_config(path: &Path) -> bool {
     path.file_name().and_then(|n| n.to_str()).is_some_and(|n| CONFIG_NAMES.contains(&n))
 }
 
-/// Applies one content change (a range in UTF-16 units, or the whole text) to the buffer.
-fn apply_change(rope: &mut Rope, range: Option<Range>, text: &str) {
+/// Applies one content change (a range in UTF-16 units, or the whole text) to the buffer:
+/// the change in bytes, for a range.
+fn apply_change(rope: &mut Rope, range: Option<Range>, text: &str) -> Option<TextChange> {
     let Some(range) = range else {
         *rope = Rope::from_str(text);
-        return;
+        return None;
     };
     let start = rope_char(rope, range.start);
     let end = rope_char(rope, range.end).max(start);
+    let (start_byte, end_byte) = (rope.char_to_byte(start), rope.char_to_byte(end));
+    let change = TextChange::at(start_byte, end_byte, text, rope_point(rope, start_byte), rope_point(rope, end_byte));
     rope.remove(start..end);
     rope.insert(start, text);
+    Some(change)
+}
+
+/// The tree-sitter point of a byte offset: rows counted by `\n` only (ropey's lines also
+/// break at other separators).
+fn rope_point(rope: &Rope, byte: usize) -> tree_sitter::Point {
+    let (mut row, mut column) = (0, 0);
+    for chunk in rope.byte_slice(..byte).chunks() {
+        let bytes = chunk.as_bytes();
+        match memchr::memrchr(b'\n', bytes) {
+            Some(last) => {
+                row += memchr::memchr_iter(b'\n', bytes).count();
+                column = bytes.len() - last - 1;
+            }
+            None => column += bytes.len(),
+        }
+    }
+    tree_sitter::Point::new(row, column)
 }
 
 fn rope_char(rope: &Rope, position: Position) -> usize {
@@ -867,6 +905,16 @@ mod tests {
         assert_eq!(rope.to_string(), "a😀XY\nd\n");
         apply_change(&mut rope, None, "whole");
         assert_eq!(rope.to_string(), "whole");
+    }
+
+    #[test]
+    fn rope_points_count_newlines_only() {
+        let text = "a😀b\r\nc\u{2028}d\ne";
+        let rope = Rope::from_str(text);
+        for offset in (0..=text.len()).filter(|o| text.is_char_boundary(*o)) {
+            let change = TextChange::new(text, offset, offset, "");
+            assert_eq!(rope_point(&rope, offset), change.input_edit.start_position, "at {offset}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `paths`, the packages of an npm/yarn/pnpm workspace) and a lazily filled cache of parsed
 //! project files shared by all threads.
 
-use crate::source::{Dialect, SourceFile, Span};
+use crate::source::{Dialect, SourceFile, Span, TextChange};
 use crate::syntax::ast::{self, text};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -77,6 +77,9 @@ impl FunctionDef {
 type PathAliases = Vec<(String, Vec<PathBuf>)>;
 
 /// The packages of a monorepo workspace: package name → its directory and package.json.
+/// A parse of a file and the changes made to its text since.
+type ParseAndChanges = (Arc<SourceFile>, Vec<TextChange>);
+
 type WorkspacePackages = HashMap<String, (PathBuf, serde_json::Value)>;
 
 #[derive(Default)]
@@ -93,6 +96,9 @@ pub struct Project {
     virtual_files: Mutex<HashMap<PathBuf, String>>,
     /// Unsaved editor buffers: they stand in for the file on disk (the LSP's open documents).
     overlays: Mutex<HashMap<PathBuf, Arc<str>>>,
+    /// The last parse of an edited overlay and the edits made since, in order: the next load
+    /// parses incrementally from it.
+    edited: Mutex<HashMap<PathBuf, ParseAndChanges>>,
 }
 
 thread_local! {
@@ -143,15 +149,20 @@ impl Project {
             None => return Err(LoadError::Unsupported(key.clone())),
         };
         let overlay = self.overlays.lock().unwrap().get(&key).map(|t| t.to_string());
+        let previous = match overlay {
+            Some(_) => self.edited.lock().unwrap().remove(&key),
+            None => None,
+        };
         let text = match (&self.stdin_override, overlay) {
             (_, Some(t)) => t,
             (Some((p, t)), _) if normalize(p) == key => t.clone(),
             _ => read_text(&key)?,
         };
-        let file = Arc::new(
-            SourceFile::new(key.clone(), text, dialect)
-                .ok_or_else(|| LoadError::Io(key.clone(), "the parser gave up".into()))?,
-        );
+        let parsed = match previous {
+            Some((old, changes)) if old.dialect == dialect => old.reparsed(text, &changes),
+            _ => SourceFile::new(key.clone(), text, dialect),
+        };
+        let file = Arc::new(parsed.ok_or_else(|| LoadError::Io(key.clone(), "the parser gave up".into()))?);
         self.files.lock().unwrap().insert(key, Some(file.clone()));
         Ok(file)
     }
@@ -170,6 +181,25 @@ impl Project {
             None => self.overlays.lock().unwrap().remove(&key),
         };
         self.files.lock().unwrap().remove(&key);
+        self.edited.lock().unwrap().remove(&key);
+    }
+
+    /// `set_overlay` for an editor buffer changed by `changes` (in order, each in the terms of
+    /// the text before it) from the overlay it held: the next load reuses the last parse.
+    pub fn edit_overlay(&self, path: &Path, text: Arc<str>, changes: &[TextChange]) {
+        let key = normalize(path);
+        let before = self.overlays.lock().unwrap().insert(key.clone(), text);
+        let parsed = self.files.lock().unwrap().remove(&key).flatten();
+        let mut edited = self.edited.lock().unwrap();
+        match (edited.get_mut(&key), parsed) {
+            // Edited again before a load: the parse is older still.
+            (Some((_, pending)), _) => pending.extend_from_slice(changes),
+            // Only a parse of the text the changes were made to can be reused.
+            (None, Some(old)) if before.as_deref() == Some(old.text.as_str()) => {
+                edited.insert(key, (old, changes.to_vec()));
+            }
+            (None, _) => {}
+        }
     }
 
     /// The text of a file as analysis sees it: an overlay if there is one, else the disk.

@@ -33,6 +33,12 @@ impl Dialect {
 
 /// Parses `text` with the grammar for `dialect`. Parsers are reused per thread.
 pub fn parse(dialect: Dialect, text: &str) -> Option<Tree> {
+    parse_reusing(dialect, text, None)
+}
+
+/// `parse`, reusing the unchanged subtrees of `old`: a tree of the previous text with every
+/// edit since applied (`Tree::edit`). The result is the tree a fresh parse gives.
+fn parse_reusing(dialect: Dialect, text: &str, old: Option<&Tree>) -> Option<Tree> {
     thread_local! {
         static PARSERS: std::cell::RefCell<[Option<Parser>; 3]> = const { std::cell::RefCell::new([None, None, None]) };
     }
@@ -44,7 +50,7 @@ pub fn parse(dialect: Dialect, text: &str) -> Option<Tree> {
             parser.set_language(&dialect.language()).ok()?;
             *slot = Some(parser);
         }
-        slot.as_mut()?.parse(text, None)
+        slot.as_mut()?.parse(text, old)
     })
 }
 
@@ -147,6 +153,32 @@ impl SourceFile {
         Some(SourceFile { path, text, dialect, tree, line_starts, style: OnceLock::new(), imports: OnceLock::new() })
     }
 
+    /// The file after `edits` (byte ranges of the previous text `self` holds, in the order
+    /// they were made) turned it into `text`: parsed incrementally, so an edit in an editor
+    /// costs a fraction of parsing the whole file again.
+    pub fn reparsed(&self, text: String, edits: &[TextChange]) -> Option<SourceFile> {
+        let bom = |t: &str| t.starts_with('\u{feff}');
+        // The parser reads a BOM as three spaces; an edit near it is not worth the bookkeeping.
+        if self.dialect == Dialect::Text || bom(&self.text) || bom(&text) {
+            return SourceFile::new(self.path.clone(), text, self.dialect);
+        }
+        let mut tree = self.tree.clone();
+        for change in edits {
+            tree.edit(&change.input_edit);
+        }
+        let tree = parse_reusing(self.dialect, &text, Some(&tree))?;
+        let line_starts = line_starts(&text);
+        Some(SourceFile {
+            path: self.path.clone(),
+            text,
+            dialect: self.dialect,
+            tree,
+            line_starts,
+            style: OnceLock::new(),
+            imports: OnceLock::new(),
+        })
+    }
+
     pub fn root(&self) -> Node<'_> {
         self.tree.root_node()
     }
@@ -212,6 +244,55 @@ impl std::fmt::Debug for SourceFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SourceFile({})", self.path.display())
     }
+}
+
+/// One replacement in a text, in the terms `Tree::edit` needs (bytes; rows and byte columns
+/// counted by `\n`, as tree-sitter counts them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextChange {
+    pub input_edit: tree_sitter::InputEdit,
+}
+
+impl TextChange {
+    /// The change replacing `before[start..old_end]` with `inserted`.
+    pub fn new(before: &str, start: usize, old_end: usize, inserted: &str) -> TextChange {
+        TextChange::at(start, old_end, inserted, point_at(before, start), point_at(before, old_end))
+    }
+
+    /// The same, given where `start` and `old_end` are (for texts not held as one string).
+    pub fn at(
+        start: usize,
+        old_end: usize,
+        inserted: &str,
+        start_position: tree_sitter::Point,
+        old_end_position: tree_sitter::Point,
+    ) -> TextChange {
+        let new_end_position = match memchr::memrchr(b'\n', inserted.as_bytes()) {
+            None => tree_sitter::Point::new(start_position.row, start_position.column + inserted.len()),
+            Some(last) => tree_sitter::Point::new(
+                start_position.row + memchr::memchr_iter(b'\n', inserted.as_bytes()).count(),
+                inserted.len() - last - 1,
+            ),
+        };
+        TextChange {
+            input_edit: tree_sitter::InputEdit {
+                start_byte: start,
+                old_end_byte: old_end,
+                new_end_byte: start + inserted.len(),
+                start_position,
+                old_end_position,
+                new_end_position,
+            },
+        }
+    }
+}
+
+/// The tree-sitter point (row, byte column) of a byte offset.
+fn point_at(text: &str, offset: usize) -> tree_sitter::Point {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    let row = memchr::memchr_iter(b'\n', before).count();
+    let column = before.len() - memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
+    tree_sitter::Point::new(row, column)
 }
 
 /// A node remembered without borrowing its tree.
@@ -312,6 +393,7 @@ pub fn display_path(path: &std::path::Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn detects_crlf_tabs_and_single_quotes() {
@@ -339,5 +421,47 @@ mod tests {
         let foo = file.text.find("foo").unwrap();
         assert_eq!(file.line_col(foo), (2, 1));
         assert_eq!(file.line_text(2), "foo();");
+    }
+
+    /// Every node's kind, range and point: what analysis can read of a tree.
+    fn shape(file: &SourceFile) -> Vec<(&'static str, usize, usize, tree_sitter::Point, tree_sitter::Point)> {
+        let mut out = Vec::new();
+        let mut cursor = file.root().walk();
+        'walk: loop {
+            let n = cursor.node();
+            out.push((n.kind(), n.start_byte(), n.end_byte(), n.start_position(), n.end_position()));
+            if cursor.goto_first_child() {
+                continue;
+            }
+            while !cursor.goto_next_sibling() {
+                if !cursor.goto_parent() {
+                    break 'walk;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn an_incremental_reparse_gives_the_tree_a_fresh_parse_gives() {
+        let edits: [(&str, &str); 4] = [("await ", ""), ("{", "{\n  x();\n"), (");", ") + 1;"), ("(", "((")];
+        let mut compared = 0;
+        for file in fixture_and_example_files().into_iter().filter(|f| !f.text.starts_with('\u{feff}')) {
+            let file = Arc::new(file);
+            for (find, replace) in edits {
+                // A first change, then a second one before the next parse, as an editor sends them.
+                let Some(at) = file.text.rfind(find) else { continue };
+                let once = format!("{}{replace}{}", &file.text[..at], &file.text[at + find.len()..]);
+                let first = TextChange::new(&file.text, at, at + find.len(), replace);
+                let second = TextChange::new(&once, 0, 0, "\n");
+                let twice = format!("\n{once}");
+                let incremental = file.reparsed(twice.clone(), &[first, second]).unwrap();
+                let fresh = SourceFile::new(file.path.clone(), twice, file.dialect).unwrap();
+                assert_eq!(incremental.root().to_sexp(), fresh.root().to_sexp(), "{}", file.path.display());
+                assert!(shape(&incremental) == shape(&fresh), "{}", file.path.display());
+                compared += 1;
+            }
+        }
+        assert!(compared > 100);
     }
 }

@@ -220,6 +220,264 @@ pub struct QueryFile {
     source: &'static str,
     typescript: OnceLock<Query>,
     tsx: OnceLock<Query>,
+    flat_typescript: OnceLock<Option<FlatPatterns>>,
+    flat_tsx: OnceLock<Option<FlatPatterns>>,
+}
+
+/// The patterns of a query file whose every pattern is one node (a kind or an alternation of
+/// kinds, one capture, text predicates on it), indexed by node kind. Matching them is a pass
+/// over the tree's node list: a query cursor moving through the whole tree cost more than
+/// the rest of locating candidates.
+struct FlatPatterns {
+    /// By kind id, the patterns that node kind can match, in pattern order.
+    by_kind: Vec<Vec<FlatPattern>>,
+}
+
+struct FlatPattern {
+    /// Its index in the query file.
+    index: usize,
+    capture: &'static str,
+    condition: TextCondition,
+}
+
+/// A text predicate, as tree-sitter's Rust binding evaluates it on the captured node's text.
+#[derive(Clone)]
+enum TextCondition {
+    Always,
+    OneOf(Vec<Vec<u8>>),
+    Equals(Vec<u8>),
+    Matches(regex::bytes::Regex),
+}
+
+impl TextCondition {
+    fn holds(&self, text: &[u8]) -> bool {
+        match self {
+            TextCondition::Always => true,
+            TextCondition::OneOf(words) => words.iter().any(|w| w == text),
+            TextCondition::Equals(word) => word == text,
+            TextCondition::Matches(re) => re.is_match(text),
+        }
+    }
+}
+
+/// The tokens of a query file: parentheses, brackets, `@capture`, `#predicate?`, strings
+/// (unescaped) and bare words (kinds, fields, anchors).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Token {
+    Open,
+    Close,
+    OpenAlternation,
+    CloseAlternation,
+    Capture(String),
+    Predicate(String),
+    Str(String),
+    Word(String),
+}
+
+fn tokens(source: &str) -> Option<Vec<Token>> {
+    let mut out = Vec::new();
+    let mut chars = source.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ';' => while chars.next_if(|c| *c != '\n').is_some() {},
+            c if c.is_whitespace() => {}
+            '(' => out.push(Token::Open),
+            ')' => out.push(Token::Close),
+            '[' => out.push(Token::OpenAlternation),
+            ']' => out.push(Token::CloseAlternation),
+            '"' => {
+                let mut text = String::new();
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => text.push(match chars.next()? {
+                            'n' => '\n',
+                            't' => '\t',
+                            'r' => '\r',
+                            '0' => '\0',
+                            other => other,
+                        }),
+                        other => text.push(other),
+                    }
+                }
+                out.push(Token::Str(text));
+            }
+            _ => {
+                let mut word = String::from(c);
+                while let Some(next) = chars.next_if(|c| !c.is_whitespace() && !"()[]\";".contains(*c)) {
+                    word.push(next);
+                }
+                out.push(match c {
+                    '@' => Token::Capture(word[1..].to_string()),
+                    '#' => Token::Predicate(word[1..].to_string()),
+                    _ => Token::Word(word),
+                });
+            }
+        }
+    }
+    Some(out)
+}
+
+/// One single-node pattern: (kinds, capture, predicates as (operator, capture, arguments)).
+type SingleNode = (Vec<String>, String, Vec<(String, String, Vec<String>)>);
+
+/// The single-node patterns of a query file, in order; None if any pattern is more.
+fn single_node_patterns(source: &str) -> Option<Vec<SingleNode>> {
+    let tokens = tokens(source)?;
+    let mut at = 0;
+    let mut out = Vec::new();
+    let next = |at: &mut usize| {
+        *at += 1;
+        tokens.get(*at - 1).cloned()
+    };
+    // `(kind)`, with the opening parenthesis read.
+    let kind = |at: &mut usize| match (next(at)?, next(at)?) {
+        (Token::Word(k), Token::Close) => Some(k),
+        _ => None,
+    };
+    // `(kind) @capture` or `[(a) (b)] @capture`, with the first token read.
+    let node = |at: &mut usize, first: Token| -> Option<(Vec<String>, String)> {
+        let kinds = match first {
+            Token::Open => vec![kind(at)?],
+            Token::OpenAlternation => {
+                let mut kinds = Vec::new();
+                loop {
+                    match next(at)? {
+                        Token::Open => kinds.push(kind(at)?),
+                        Token::CloseAlternation if !kinds.is_empty() => break kinds,
+                        _ => return None,
+                    }
+                }
+            }
+            _ => return None,
+        };
+        match next(at)? {
+            Token::Capture(c) => Some((kinds, c)),
+            _ => None,
+        }
+    };
+    while at < tokens.len() {
+        let first = next(&mut at)?;
+        let grouped = first == Token::Open && matches!(tokens.get(at), Some(Token::Open | Token::OpenAlternation));
+        if !grouped {
+            let (kinds, capture) = node(&mut at, first)?;
+            out.push((kinds, capture, Vec::new()));
+            continue;
+        }
+        let inner = next(&mut at)?;
+        let (kinds, capture) = node(&mut at, inner)?;
+        let mut predicates = Vec::new();
+        loop {
+            match next(&mut at)? {
+                Token::Close => break,
+                Token::Open => {
+                    let (Token::Predicate(operator), Token::Capture(of)) = (next(&mut at)?, next(&mut at)?) else {
+                        return None;
+                    };
+                    let mut arguments = Vec::new();
+                    loop {
+                        match next(&mut at)? {
+                            Token::Str(s) => arguments.push(s),
+                            Token::Close => break,
+                            _ => return None,
+                        }
+                    }
+                    predicates.push((operator, of, arguments));
+                }
+                _ => return None,
+            }
+        }
+        out.push((kinds, capture, predicates));
+    }
+    Some(out)
+}
+
+impl FlatPatterns {
+    /// The query file's patterns for `language`, if every one is a single node with
+    /// predicates this reads exactly as tree-sitter does.
+    fn compile(source: &str, query: &'static Query, language: &Language) -> Option<FlatPatterns> {
+        let patterns = single_node_patterns(source)?;
+        if patterns.len() != query.pattern_count() {
+            return None;
+        }
+        let names = query.capture_names();
+        let mut by_kind: Vec<Vec<FlatPattern>> = Vec::new();
+        by_kind.resize_with(language.node_kind_count(), Vec::new);
+        for (index, (kinds, capture, predicates)) in patterns.into_iter().enumerate() {
+            let capture = *names.iter().find(|n| **n == capture)?;
+            let condition = match predicates.as_slice() {
+                [] => TextCondition::Always,
+                [(operator, of, arguments)] if of == capture => match (operator.as_str(), arguments.as_slice()) {
+                    ("any-of?", words) => TextCondition::OneOf(words.iter().map(|w| w.as_bytes().to_vec()).collect()),
+                    ("eq?", [word]) => TextCondition::Equals(word.as_bytes().to_vec()),
+                    ("match?", [re]) => TextCondition::Matches(regex::bytes::Regex::new(re).ok()?),
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            let mut ids = Vec::new();
+            for k in &kinds {
+                let id = language.id_for_node_kind(k, true);
+                if id == 0 {
+                    return None;
+                }
+                ids.push(id as usize);
+            }
+            // Kinds of one alternation are one pattern: a node matches it once.
+            ids.sort_unstable();
+            ids.dedup();
+            for id in ids {
+                by_kind.get_mut(id)?.push(FlatPattern { index, capture, condition: condition.clone() });
+            }
+        }
+        Some(FlatPatterns { by_kind })
+    }
+
+    /// What `QueryFile::matches` finds under `within`, in the same order: nodes in pre-order,
+    /// kept where a query cursor limited to `within`'s bytes starts a match (it skips empty
+    /// nodes at the range's end and the insides of nodes outside it). None when the node
+    /// list does not hold `within`.
+    fn matches<'t>(&self, within: Node<'t>, src: &str) -> Option<Vec<Match<'t>>> {
+        let index = crate::syntax::node_index::built_for(within);
+        let start = within.start_byte();
+        let end = match within.end_byte() {
+            0 => usize::MAX,
+            e => e,
+        };
+        let mut out = Vec::new();
+        for (node, parent) in index.subtree_with_parents(within)? {
+            let Some(patterns) = self.by_kind.get(node.kind_id() as usize).filter(|p| !p.is_empty()) else { continue };
+            let empty = node.start_byte() == node.end_byte();
+            let precedes = parent.is_some_and(|p| p.end_byte() <= start)
+                || node.end_byte() < start
+                || (!empty && node.end_byte() == start);
+            let follows = parent.is_some_and(|p| p.start_byte() >= end) || node.start_byte() >= end;
+            let inside = within.start_byte() <= node.start_byte() && node.end_byte() <= within.end_byte();
+            if precedes || follows || !inside {
+                continue;
+            }
+            for p in patterns {
+                if p.condition.holds(&src.as_bytes()[node.byte_range()]) {
+                    out.push(Match { pattern: p.index, captures: vec![(p.capture, node)] });
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The captures in `root`'s tree, in the order a query cursor yields them: nodes in
+    /// pre-order, each node's patterns in pattern order.
+    fn captures<'t>(&self, root: Node<'t>, src: &str, found: &mut dyn FnMut(&'static str, Node<'t>)) {
+        let index = crate::syntax::node_index::built_for(root);
+        for node in index.all_nodes(root) {
+            let Some(patterns) = self.by_kind.get(node.kind_id() as usize) else { continue };
+            for p in patterns {
+                if p.condition.holds(&src.as_bytes()[node.byte_range()]) {
+                    found(p.capture, node);
+                }
+            }
+        }
+    }
 }
 
 /// Retry loops and retry-library calls (model::retry_loops).
@@ -336,7 +594,37 @@ pub fn tree_order(nodes: &mut Vec<Node>) {
 
 impl QueryFile {
     const fn new(name: &'static str, source: &'static str) -> QueryFile {
-        QueryFile { name, source, typescript: OnceLock::new(), tsx: OnceLock::new() }
+        QueryFile {
+            name,
+            source,
+            typescript: OnceLock::new(),
+            tsx: OnceLock::new(),
+            flat_typescript: OnceLock::new(),
+            flat_tsx: OnceLock::new(),
+        }
+    }
+
+    /// The query's patterns as single-node patterns (None: some pattern is more).
+    fn flat(&'static self, dialect: Dialect) -> Option<&'static FlatPatterns> {
+        let cell = if dialect == Dialect::TypeScript { &self.flat_typescript } else { &self.flat_tsx };
+        cell.get_or_init(|| FlatPatterns::compile(self.source, self.query(dialect), &dialect.language())).as_ref()
+    }
+
+    /// Every capture in `root`'s tree in query-cursor order, before any climb.
+    fn raw_captures<'t>(&'static self, root: Node<'t>, src: &str, found: &mut dyn FnMut(&'static str, Node<'t>)) {
+        let dialect = dialect_of(root);
+        if let Some(flat) = self.flat(dialect) {
+            return flat.captures(root, src, found);
+        }
+        let query = self.query(dialect);
+        let names = query.capture_names();
+        let mut cursor = QueryCursor::new();
+        let mut matches = cursor.matches(query, root, src.as_bytes());
+        while let Some(m) = matches.next() {
+            for c in m.captures {
+                found(names[c.index as usize], c.node);
+            }
+        }
     }
 
     /// The compiled query for `dialect`. The files ship with the binary and are tested:
@@ -352,6 +640,14 @@ impl QueryFile {
     /// Every match inside `within` (inclusive), in source order: the captures of each match
     /// by name.
     pub fn matches<'t>(&'static self, within: Node<'t>, src: &str) -> Vec<Match<'t>> {
+        if let Some(found) = self.flat(dialect_of(within)).and_then(|flat| flat.matches(within, src)) {
+            return found;
+        }
+        self.matches_by_cursor(within, src)
+    }
+
+    /// `matches` by a query cursor (for query files with nested patterns).
+    fn matches_by_cursor<'t>(&'static self, within: Node<'t>, src: &str) -> Vec<Match<'t>> {
         let query = self.query(dialect_of(within));
         let names = query.capture_names();
         let mut cursor = QueryCursor::new();
@@ -429,19 +725,14 @@ impl QueryFile {
         let cached = cached.unwrap_or_else(|| {
             // SAFETY: the tree is live (see above); the copy is released with the entry.
             let tree = unsafe { tree_sitter::Tree::from_raw(tree_sitter::ffi::ts_tree_copy(raw.tree)) };
-            let query = self.query(dialect_of(within));
-            let names = query.capture_names();
-            let mut cursor = QueryCursor::new();
             let mut found: Vec<(&'static str, Node)> = Vec::new();
-            let mut matches = cursor.matches(query, tree.root_node(), src.as_bytes());
-            while let Some(m) = matches.next() {
-                for c in m.captures {
-                    let name = names[c.index as usize];
-                    if let Some(node) = climb(name, c.node) {
-                        found.push((name, node));
-                    }
+            // The nodes of `within`'s own tree, not the copy's: climbs then read the node list
+            // built for that tree instead of building one for the copy.
+            self.raw_captures(crate::syntax::node_index::root_node(within), src, &mut |name, captured| {
+                if let Some(node) = climb(name, captured) {
+                    found.push((name, node));
                 }
-            }
+            });
             found.sort_by_key(|(_, n)| (n.start_byte(), std::cmp::Reverse(n.end_byte())));
             found.dedup_by_key(|(_, n)| n.id());
             // Equal ranges are nested: the shallower node first, as a walk visits them.
@@ -581,6 +872,61 @@ pub mod tests {
         out.sort_by_key(|(_, n)| (n.start_byte(), std::cmp::Reverse(n.end_byte())));
         out.dedup_by_key(|(_, n)| n.id());
         out
+    }
+
+    #[test]
+    fn single_node_patterns_match_what_the_query_matches_on_every_fixture_and_example() {
+        for family in [&RESPONSES, &EXPRESS_APP] {
+            for dialect in [Dialect::TypeScript, Dialect::Tsx] {
+                assert!(family.flat(dialect).is_some(), "{} is read as single-node patterns", family.name);
+            }
+        }
+        assert!(RETRY_LOOPS.flat(Dialect::TypeScript).is_none(), "nested patterns are left to the query cursor");
+        let mut compared = 0;
+        for file in crate::source::fixture_and_example_files() {
+            crate::syntax::node_index::forget();
+            for family in FAMILIES.iter().filter(|f| f.flat(file.dialect).is_some()) {
+                let mut flat = Vec::new();
+                family.raw_captures(file.root(), &file.text, &mut |name, n| flat.push((name, n.id())));
+                let query = family.query(file.dialect);
+                let names = query.capture_names();
+                let mut by_query = Vec::new();
+                let mut cursor = QueryCursor::new();
+                let mut matches = cursor.matches(query, file.root(), file.text.as_bytes());
+                while let Some(m) = matches.next() {
+                    by_query.extend(m.captures.iter().map(|c| (names[c.index as usize], c.node.id())));
+                }
+                assert_eq!(flat, by_query, "{} on {}", family.name, file.path.display());
+                compared += by_query.len();
+                // Within a subtree, as the rules ask: every function, block and statement.
+                let mut scopes = Vec::new();
+                ast::walk(file.root(), &mut |n| {
+                    if ast::is_function(n) || n.kind().ends_with("statement") || n.kind() == "statement_block" {
+                        scopes.push(n);
+                    }
+                    true
+                });
+                for within in scopes {
+                    let shape = |found: Vec<Match>| -> Vec<(usize, Vec<(&str, usize)>)> {
+                        found
+                            .iter()
+                            .map(|m| (m.pattern, m.captures.iter().map(|(c, n)| (*c, n.id())).collect()))
+                            .collect()
+                    };
+                    assert_eq!(
+                        shape(family.matches(within, &file.text)),
+                        shape(family.matches_by_cursor(within, &file.text)),
+                        "{} within {} at {} of {}",
+                        family.name,
+                        within.kind(),
+                        within.start_byte(),
+                        file.path.display()
+                    );
+                }
+            }
+        }
+        crate::syntax::node_index::forget();
+        assert!(compared > 1000);
     }
 
     #[test]

@@ -116,7 +116,7 @@ fn enclosing_scope_function(file: &Arc<SourceFile>, call: Node, name: &str) -> O
                 if declared.is_some() {
                     return false;
                 }
-                if n.kind() == "function_declaration"
+                if ast::kind(n) == "function_declaration"
                     && n.child_by_field_name("name").is_some_and(|x| text(x, src) == name)
                 {
                     declared = Some(n);
@@ -148,7 +148,7 @@ fn resolve_name(project: &Project, file: &Arc<SourceFile>, name: &str) -> Option
 }
 
 fn enclosing_class(node: Node) -> Option<Node> {
-    ast::ancestors(node).find(|a| matches!(a.kind(), "class_declaration" | "class" | "abstract_class_declaration"))
+    ast::ancestors(node).find(|a| matches!(ast::kind(a), "class_declaration" | "class" | "abstract_class_declaration"))
 }
 
 /// The class named `name` as seen from `file`: declared there or imported from a project file.
@@ -189,7 +189,7 @@ fn method_in(
     let src = &file.text;
     let body = class.child_by_field_name("body")?;
     let found = ast::named_children(body).into_iter().find(|m| {
-        m.kind() == "method_definition" && m.child_by_field_name("name").is_some_and(|n| text(n, src) == method)
+        ast::kind(m) == "method_definition" && m.child_by_field_name("name").is_some_and(|n| text(n, src) == method)
     });
     if let Some(m) = found {
         return Some(FunctionDef { file: file.clone(), span: Span::of(m), name: shown.to_string() });
@@ -199,11 +199,11 @@ fn method_in(
     }
     let base = ast::named_children(class)
         .into_iter()
-        .filter(|c| c.kind() == "class_heritage")
+        .filter(|c| ast::kind(c) == "class_heritage")
         .flat_map(ast::named_children)
-        .filter(|c| c.kind() == "extends_clause")
+        .filter(|c| ast::kind(c) == "extends_clause")
         .find_map(|e| e.child_by_field_name("value"))
-        .filter(|v| v.kind() == "identifier")?;
+        .filter(|v| ast::kind(v) == "identifier")?;
     let base = class_named(project, file, text(base, src))?;
     let node = base.node()?;
     method_in(project, &base.file, node, method, shown, depth + 1)
@@ -216,7 +216,7 @@ fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<Strin
     let src = &file.text;
     let body = class.child_by_field_name("body")?;
     for member in ast::named_children(body) {
-        match member.kind() {
+        match ast::kind(member) {
             "public_field_definition" if member.child_by_field_name("name").is_some_and(|n| text(n, src) == field) => {
                 if let Some(name) = member.child_by_field_name("type").and_then(|t| type_name(t, src)) {
                     return Some(name);
@@ -232,7 +232,7 @@ fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<Strin
                 let param_type = |name: &str| {
                     params.iter().find_map(|p| {
                         let pattern = p.child_by_field_name("pattern")?;
-                        (pattern.kind() == "identifier" && text(pattern, src) == name)
+                        (ast::kind(pattern) == "identifier" && text(pattern, src) == name)
                             .then(|| p.child_by_field_name("type").and_then(|t| type_name(t, src)))
                             .flatten()
                     })
@@ -240,12 +240,12 @@ fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<Strin
                 let is_property = |p: &Node| {
                     (0..p.child_count())
                         .filter_map(|i| p.child(i))
-                        .any(|c| matches!(c.kind(), "accessibility_modifier" | "readonly" | "override_modifier"))
+                        .any(|c| matches!(ast::kind(c), "accessibility_modifier" | "readonly" | "override_modifier"))
                 };
                 if params.iter().any(|p| {
                     is_property(p)
                         && p.child_by_field_name("pattern")
-                            .is_some_and(|n| n.kind() == "identifier" && text(n, src) == field)
+                            .is_some_and(|n| ast::kind(n) == "identifier" && text(n, src) == field)
                 }) && let Some(name) = param_type(field)
                 {
                     return Some(name);
@@ -262,8 +262,9 @@ fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<Strin
                             continue;
                         }
                         let right = ast::unwrap_expr(right);
-                        assigned = constructed_class(right, src)
-                            .or_else(|| (right.kind() == "identifier").then(|| param_type(text(right, src))).flatten());
+                        assigned = constructed_class(right, src).or_else(|| {
+                            (ast::kind(right) == "identifier").then(|| param_type(text(right, src))).flatten()
+                        });
                         if assigned.is_some() {
                             break;
                         }
@@ -293,7 +294,7 @@ fn instance_class(
 ) -> Option<(Arc<SourceFile>, String)> {
     let src = &file.text;
     let local = ast::ancestors(call)
-        .filter(|a| ast::is_function(*a) || a.kind() == "program")
+        .filter(|a| ast::is_function(*a) || ast::kind(a) == "program")
         .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()));
     match local {
         Some(init) => initialized_class(project, file, init, 0),
@@ -320,7 +321,7 @@ fn initialized_class(
     if let Some(class) = constructed_class(init, &file.text) {
         return Some((file.clone(), class));
     }
-    if init.kind() != "call_expression" || depth >= 2 {
+    if ast::kind(init) != "call_expression" || depth >= 2 {
         return None;
     }
     let callee = init.child_by_field_name("function").map(ast::unwrap_expr)?;
@@ -356,7 +357,7 @@ fn initialized_class(
 /// statements (not those of functions nested in it).
 fn returned_values(func: Node) -> Vec<Node> {
     let Some(body) = func.child_by_field_name("body") else { return Vec::new() };
-    if body.kind() != "statement_block" {
+    if ast::kind(body) != "statement_block" {
         return vec![body];
     }
     let mut out = Vec::new();
@@ -364,7 +365,7 @@ fn returned_values(func: Node) -> Vec<Node> {
         if n != body && ast::is_function(n) {
             return false;
         }
-        if n.kind() == "return_statement"
+        if ast::kind(n) == "return_statement"
             && let Some(value) = n.named_child(0)
         {
             out.push(value);
@@ -381,23 +382,23 @@ fn exported_binding_init<'t>(file: &'t Arc<SourceFile>, name: &str) -> Option<No
     let root = file.root();
     let init = ast::find_binding_init(root, name, src, usize::MAX)?;
     // a binding of a nested function is no module binding
-    let declarator = init.parent().filter(|d| d.kind() == "variable_declarator")?;
+    let declarator = init.parent().filter(|d| ast::kind(d) == "variable_declarator")?;
     let statement = declarator.parent()?;
     let top = match statement.parent() {
-        Some(p) if p.kind() == "export_statement" => p,
+        Some(p) if ast::kind(p) == "export_statement" => p,
         _ => statement,
     };
-    (top.parent().is_some_and(|p| p.kind() == "program")).then_some(init)
+    (top.parent().is_some_and(|p| ast::kind(p) == "program")).then_some(init)
 }
 
 /// `new X(...)` → "X".
 fn constructed_class(node: Node, src: &str) -> Option<String> {
     let node = ast::unwrap_expr(node);
-    if node.kind() != "new_expression" {
+    if ast::kind(node) != "new_expression" {
         return None;
     }
     let ctor = node.child_by_field_name("constructor")?;
-    match ctor.kind() {
+    match ast::kind(ctor) {
         "identifier" => Some(text(ctor, src).to_string()),
         // `new billing.BillingService()`: a namespace import's class.
         "member_expression" => match ast::member_path(ctor, src).as_slice() {
@@ -410,14 +411,14 @@ fn constructed_class(node: Node, src: &str) -> Option<String> {
 
 /// The class a type annotation names: `: X` or `: X<T>`.
 fn type_name(ty: Node, src: &str) -> Option<String> {
-    let ty = if ty.kind() == "type_annotation" { ty.named_child(0)? } else { ty };
-    match ty.kind() {
+    let ty = if ast::kind(ty) == "type_annotation" { ty.named_child(0)? } else { ty };
+    match ast::kind(ty) {
         "type_identifier" => Some(text(ty, src).to_string()),
         // `billing.BillingService` (a namespace import's class): resolved by `class_named`.
         "nested_type_identifier" => Some(text(ty, src).split_whitespace().collect()),
         "generic_type" => ty
             .child_by_field_name("name")
-            .filter(|n| matches!(n.kind(), "type_identifier" | "nested_type_identifier"))
+            .filter(|n| matches!(ast::kind(n), "type_identifier" | "nested_type_identifier"))
             .map(|n| text(n, src).split_whitespace().collect()),
         _ => None,
     }
@@ -488,17 +489,17 @@ pub fn scopes(project: &Project, handler: &Handler) -> Vec<Scope> {
 fn dispatch_targets(project: &Project, file: &Arc<SourceFile>, call: Node) -> Vec<FunctionDef> {
     let src = &file.text;
     let Some(callee) = call.child_by_field_name("function").map(ast::unwrap_expr) else { return Vec::new() };
-    let lookup = match callee.kind() {
+    let lookup = match ast::kind(callee) {
         "subscript_expression" => Some((file.clone(), Span::of(callee))),
         "identifier" => {
             let name = text(callee, src);
             let init = ast::ancestors(call)
-                .filter(|a| ast::is_function(*a) || a.kind() == "program")
+                .filter(|a| ast::is_function(*a) || ast::kind(a) == "program")
                 .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()))
                 .map(ast::unwrap_expr);
             match init {
-                Some(init) if init.kind() == "subscript_expression" => Some((file.clone(), Span::of(init))),
-                Some(init) if init.kind() == "call_expression" => resolve_call(project, file, init).and_then(|f| {
+                Some(init) if ast::kind(init) == "subscript_expression" => Some((file.clone(), Span::of(init))),
+                Some(init) if ast::kind(init) == "call_expression" => resolve_call(project, file, init).and_then(|f| {
                     let node = f.node()?;
                     let subscript = returned_values(node).into_iter().find_map(first_subscript)?;
                     Some((f.file.clone(), Span::of(subscript)))
@@ -511,10 +512,10 @@ fn dispatch_targets(project: &Project, file: &Arc<SourceFile>, call: Node) -> Ve
     let Some((table_file, span)) = lookup else { return Vec::new() };
     let Some(subscript) = table_file.node_at(span) else { return Vec::new() };
     // a computed key picks among the entries; a literal one names a single property
-    if subscript.child_by_field_name("index").is_none_or(|i| matches!(i.kind(), "string" | "number")) {
+    if subscript.child_by_field_name("index").is_none_or(|i| matches!(ast::kind(i), "string" | "number")) {
         return Vec::new();
     }
-    let Some(table) = subscript.child_by_field_name("object").filter(|o| o.kind() == "identifier") else {
+    let Some(table) = subscript.child_by_field_name("object").filter(|o| ast::kind(o) == "identifier") else {
         return Vec::new();
     };
     let table = text(table, &table_file.text).to_string();
@@ -538,19 +539,19 @@ fn dispatch_targets(project: &Project, file: &Arc<SourceFile>, call: Node) -> Ve
             }
         }
     };
-    let Some(object) = table_file.node_at(init).map(ast::unwrap_expr).filter(|o| o.kind() == "object") else {
+    let Some(object) = table_file.node_at(init).map(ast::unwrap_expr).filter(|o| ast::kind(o) == "object") else {
         return Vec::new();
     };
     let tsrc = &table_file.text;
     let mut out: Vec<FunctionDef> = Vec::new();
     for entry in ast::named_children(object) {
-        let def = match entry.kind() {
+        let def = match ast::kind(entry) {
             "method_definition" => Some(FunctionDef {
                 file: table_file.clone(),
                 span: Span::of(entry),
                 name: entry.child_by_field_name("name").map(|n| text(n, tsrc)).unwrap_or("").to_string(),
             }),
-            "pair" => entry.child_by_field_name("value").map(ast::unwrap_expr).and_then(|v| match v.kind() {
+            "pair" => entry.child_by_field_name("value").map(ast::unwrap_expr).and_then(|v| match ast::kind(v) {
                 "identifier" => resolve_name(project, &table_file, text(v, tsrc)),
                 _ if ast::is_function(v) => Some(FunctionDef {
                     file: table_file.clone(),
@@ -582,7 +583,7 @@ fn first_subscript(expr: Node) -> Option<Node> {
         if found.is_some() || (n != expr && ast::is_function(n)) {
             return false;
         }
-        if n.kind() == "subscript_expression" {
+        if ast::kind(n) == "subscript_expression" {
             found = Some(n);
             return false;
         }
@@ -601,7 +602,7 @@ fn rebind_key(key: &EventKey, call: Node, src: &str, def: &FunctionDef) -> Optio
     for root in roots {
         let index = args.iter().position(|a| text(*a, src) == root)?;
         let param = ast::parameter(callee, index)?;
-        if param.kind() != "identifier" {
+        if ast::kind(param) != "identifier" {
             return None;
         }
         key = key.rebind(&root, text(param, &def.file.text));

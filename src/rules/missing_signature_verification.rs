@@ -83,17 +83,24 @@ fn mentions_verification(code: &str) -> bool {
 /// Whether `node`'s code mentions some verification, not counting a signature header read into
 /// a variable that is never used again (`const sig = getHeader(event, 'stripe-signature')`
 /// and nothing verifies it). `uses` counts the names of `node`'s file.
-fn verification_mentioned(node: tree_sitter::Node, src: &str, uses: &HashMap<String, usize>) -> bool {
+/// `uses` gives the file's identifier counts, asked only when the code mentions verification
+/// at all (counting them walks the whole file).
+fn verification_mentioned<'u>(
+    node: tree_sitter::Node,
+    src: &str,
+    uses: impl FnOnce() -> &'u HashMap<String, usize>,
+) -> bool {
     let code = code_of(node, src);
     if !mentions_verification(&code) {
         return false;
     }
+    let uses = uses();
     let mut rest = code.clone();
     for decl in ast::descendants_of_kind(node, "variable_declarator") {
         let t = &src[decl.byte_range()];
         let dead = decl
             .child_by_field_name("name")
-            .filter(|n| n.kind() == "identifier")
+            .filter(|n| ast::kind(n) == "identifier")
             .is_some_and(|n| uses.get(&src[n.byte_range()]).copied().unwrap_or(0) == 1);
         if dead && mentions_verification(t) {
             rest = rest.replacen(t, "", 1);
@@ -116,7 +123,7 @@ impl PerFile {
         self.uses.entry(file.path.clone()).or_insert_with(|| {
             let mut counts: HashMap<String, usize> = HashMap::new();
             ast::walk(file.root(), &mut |n| {
-                if matches!(n.kind(), "identifier" | "shorthand_property_identifier") {
+                if matches!(ast::kind(n), "identifier" | "shorthand_property_identifier") {
                     *counts.entry(file.text[n.byte_range()].to_string()).or_default() += 1;
                 }
                 true
@@ -129,10 +136,8 @@ impl PerFile {
         if let Some(&known) = self.verifies_somewhere.get(&file.path) {
             return known;
         }
-        let answer = compares_secret(file.root(), &file.text) || {
-            let uses = self.uses(file);
-            verification_mentioned(file.root(), &file.text, uses)
-        };
+        let answer = compares_secret(file.root(), &file.text)
+            || verification_mentioned(file.root(), &file.text, || self.uses(file));
         self.verifies_somewhere.insert(file.path.clone(), answer);
         answer
     }
@@ -142,9 +147,11 @@ impl PerFile {
 fn compares_secret(root: tree_sitter::Node, src: &str) -> bool {
     ast::descendants_of_kind(root, "binary_expression").into_iter().any(|b| {
         let op = b.child_by_field_name("operator").map(|o| &src[o.byte_range()]).unwrap_or("");
-        let t = src[b.byte_range()].to_ascii_lowercase();
-        matches!(op, "===" | "!==" | "==" | "!=")
-            && ["secret", "token", "apikey", "api_key", "x-api-key", "authorization"].iter().any(|w| t.contains(w))
+        // The operator first: lowercasing every binary expression's text was most of the walk.
+        matches!(op, "===" | "!==" | "==" | "!=") && {
+            let t = src[b.byte_range()].to_ascii_lowercase();
+            ["secret", "token", "apikey", "api_key", "x-api-key", "authorization"].iter().any(|w| t.contains(w))
+        }
     })
 }
 
@@ -167,7 +174,7 @@ fn fetches_back(func: tree_sitter::Node, src: &str) -> bool {
         if let [.., resource, read] = names.as_slice()
             && names.len() >= 3
             && matches!(*read, "get" | "retrieve")
-            && ast::arguments(call).first().is_some_and(|a| !matches!(a.kind(), "string" | "template_string"))
+            && ast::arguments(call).first().is_some_and(|a| !matches!(ast::kind(a), "string" | "template_string"))
             && resource.chars().next().is_some_and(|c| c.is_ascii_lowercase())
             && effects::classify(call, src, false).is_none()
             && !is_local_state(&names[..names.len() - 1])
@@ -216,7 +223,7 @@ fn remote_read(call: tree_sitter::Node, src: &str) -> bool {
     let args = ast::arguments(call);
     let Some(url) = args.first() else { return false };
     let writes = args.get(1).and_then(|o| {
-        (o.kind() == "object").then(|| ast::object_property(*o, "method", src)).flatten().map(|m| {
+        (ast::kind(o) == "object").then(|| ast::object_property(*o, "method", src)).flatten().map(|m| {
             let m = src[m.byte_range()].to_ascii_uppercase();
             !m.contains("GET")
         })
@@ -275,7 +282,8 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if model.scopes.iter().any(|s| {
             s.node().is_some_and(|n| {
                 let src = &s.file().text;
-                verify::first_verification(n, src).is_some() || verification_mentioned(n, src, per_file.uses(s.file()))
+                verify::first_verification(n, src).is_some()
+                    || verification_mentioned(n, src, || per_file.uses(s.file()))
             })
         }) {
             continue;
@@ -294,7 +302,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             let middle = &args[1..args.len().saturating_sub(1)];
             if middle.iter().any(|a| {
                 !(express_app::is_raw_parser(*a, file_src)
-                    || (a.kind() == "call_expression" && express_app::is_json_parser(*a, file_src)))
+                    || (ast::kind(a) == "call_expression" && express_app::is_json_parser(*a, file_src)))
             }) {
                 continue;
             }
@@ -351,7 +359,7 @@ fn credential_header_read<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, St
         if found.is_some() {
             return false;
         }
-        let name = match n.kind() {
+        let name = match ast::kind(n) {
             "call_expression" => {
                 let args = ast::arguments(n);
                 // h3 / Nuxt: `getHeader(event, "stripe-signature")`

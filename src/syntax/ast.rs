@@ -13,7 +13,35 @@ pub const FUNCTION_KINDS: &[&str] = &[
 ];
 
 pub fn is_function(node: Node) -> bool {
-    FUNCTION_KINDS.contains(&node.kind())
+    FUNCTION_KINDS.contains(&kind(node))
+}
+
+/// `kind(node)`, read from a table per grammar: tree-sitter's looks the name up and then
+/// measures and validates it as a C string on every call, which was a tenth of analysing a
+/// handler file (the walks ask every node's kind).
+pub fn kind<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> &'static str {
+    let node = *node.borrow();
+    struct Names {
+        language: usize,
+        names: Vec<&'static str>,
+    }
+    static GRAMMARS: std::sync::OnceLock<[Names; 2]> = std::sync::OnceLock::new();
+    let grammars = GRAMMARS.get_or_init(|| {
+        let names = |language: tree_sitter::Language| {
+            let names =
+                (0..language.node_kind_count() as u16).map(|id| language.node_kind_for_id(id).unwrap_or("")).collect();
+            Names { language: language.into_raw() as usize, names }
+        };
+        [names(tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into()), names(tree_sitter_typescript::LANGUAGE_TSX.into())]
+    });
+    // SAFETY: a node's language pointer is valid while the node is.
+    let language = unsafe { tree_sitter::ffi::ts_node_language(node.into_raw()) } as usize;
+    grammars
+        .iter()
+        .find(|g| g.language == language)
+        .and_then(|g| g.names.get(node.kind_id() as usize).copied())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| node.kind())
 }
 
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
@@ -63,7 +91,7 @@ pub fn walk<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
 pub fn descendants_of_kind<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
     let mut out = Vec::new();
     walk(node, &mut |n| {
-        if n.kind() == kind {
+        if self::kind(n) == kind {
             out.push(n);
         }
         true
@@ -79,7 +107,7 @@ pub fn calls_in<'t>(node: Node<'t>, same_function: bool) -> Vec<Node<'t>> {
         if same_function && n != node && is_function(n) {
             return false;
         }
-        if n.kind() == "call_expression" {
+        if kind(n) == "call_expression" {
             out.push(n);
         }
         true
@@ -99,7 +127,7 @@ const TRANSPARENT_KINDS: &[&str] = &[
 
 /// Strips wrappers that do not change what an expression denotes.
 pub fn unwrap_expr(mut node: Node) -> Node {
-    while TRANSPARENT_KINDS.contains(&node.kind()) {
+    while TRANSPARENT_KINDS.contains(&kind(node)) {
         match node.named_child(0) {
             Some(inner) => node = inner,
             None => return node,
@@ -110,7 +138,7 @@ pub fn unwrap_expr(mut node: Node) -> Node {
 
 /// `parent` only wraps `child`: `await child`, `(child)`, `child!`, `child as T`.
 pub fn wraps(parent: Node, child: Node) -> bool {
-    TRANSPARENT_KINDS.contains(&parent.kind()) && parent.named_child(0) == Some(child)
+    TRANSPARENT_KINDS.contains(&kind(parent)) && parent.named_child(0) == Some(child)
 }
 
 /// The dotted path of a callee or member chain: `stripe.refunds.create` → ["stripe", "refunds",
@@ -118,7 +146,7 @@ pub fn wraps(parent: Node, child: Node) -> bool {
 /// name followed by `()` (`db.insert(t).values` → ["db", "insert()", "values"]).
 pub fn member_path(node: Node, src: &str) -> Vec<String> {
     let node = unwrap_expr(node);
-    match node.kind() {
+    match kind(node) {
         "identifier" | "this" | "property_identifier" | "private_property_identifier" | "super" => {
             vec![text(node, src).to_string()]
         }
@@ -170,7 +198,7 @@ pub fn arguments(call: Node) -> Vec<Node> {
 
 /// The literal value of a string or a template without substitutions.
 pub fn string_value(node: Node, src: &str) -> Option<String> {
-    match node.kind() {
+    match kind(node) {
         "string" => {
             let t = text(node, src);
             Some(t.get(1..t.len().saturating_sub(1)).unwrap_or("").to_string())
@@ -179,7 +207,7 @@ pub fn string_value(node: Node, src: &str) -> Option<String> {
             if node.named_child_count()
                 == named_children(node)
                     .iter()
-                    .filter(|c| c.kind() == "string_fragment" || c.kind() == "escape_sequence")
+                    .filter(|c| kind(*c) == "string_fragment" || kind(*c) == "escape_sequence")
                     .count() =>
         {
             let t = text(node, src);
@@ -192,7 +220,7 @@ pub fn string_value(node: Node, src: &str) -> Option<String> {
 /// The value node of property `key` in an object literal.
 pub fn object_property<'t>(object: Node<'t>, key: &str, src: &str) -> Option<Node<'t>> {
     for child in named_children(object) {
-        match child.kind() {
+        match kind(child) {
             "pair" => {
                 let k = field(child, "key")?;
                 let name = string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
@@ -297,20 +325,20 @@ pub fn parameter(func: Node, index: usize) -> Option<Node> {
         return (index == 0).then_some(single);
     }
     let params = field(func, "parameters")?;
-    let p = named_children(params).into_iter().filter(|n| n.kind() != "comment").nth(index)?;
+    let p = named_children(params).into_iter().filter(|n| kind(n) != "comment").nth(index)?;
     Some(field(p, "pattern").unwrap_or(p))
 }
 
 /// The type annotation text of the n-th parameter, if any.
 pub fn parameter_type<'a>(func: Node, index: usize, src: &'a str) -> Option<&'a str> {
     let params = field(func, "parameters")?;
-    let p = named_children(params).into_iter().filter(|n| n.kind() != "comment").nth(index)?;
+    let p = named_children(params).into_iter().filter(|n| kind(n) != "comment").nth(index)?;
     let ty = field(p, "type")?;
     Some(text(ty, src).trim_start_matches(':').trim())
 }
 
 pub fn bound_names(pattern: Node, src: &str, out: &mut Vec<String>) {
-    match pattern.kind() {
+    match kind(pattern) {
         "identifier" | "shorthand_property_identifier_pattern" => out.push(text(pattern, src).to_string()),
         "assignment_pattern" | "object_assignment_pattern" => {
             if let Some(left) = field(pattern, "left").or_else(|| pattern.named_child(0)) {
@@ -337,7 +365,7 @@ pub fn mentions_identifier(node: Node, src: &str, name: &str) -> bool {
         if found {
             return false;
         }
-        if matches!(n.kind(), "identifier" | "shorthand_property_identifier") && text(n, src) == name {
+        if matches!(kind(n), "identifier" | "shorthand_property_identifier") && text(n, src) == name {
             found = true;
         }
         true
@@ -348,7 +376,7 @@ pub fn mentions_identifier(node: Node, src: &str, name: &str) -> bool {
 /// Whether `a` and `b` sit in different branches of one `if`/`else` or in different cases of
 /// one `switch`, so that no single run executes both (fall-through aside).
 pub fn exclusive_branches(a: Node, b: Node) -> bool {
-    ancestors(a).any(|anc| match anc.kind() {
+    ancestors(a).any(|anc| match kind(anc) {
         "if_statement" => {
             let (Some(cons), Some(alt)) = (field(anc, "consequence"), field(anc, "alternative")) else { return false };
             (contains(cons, a) && contains(alt, b)) || (contains(alt, a) && contains(cons, b))
@@ -361,8 +389,8 @@ pub fn exclusive_branches(a: Node, b: Node) -> bool {
 /// The last statement a branch runs: the last non-comment statement of a block, or the branch
 /// itself when it is a single statement.
 pub fn last_statement(branch: Node) -> Option<Node> {
-    if branch.kind() == "statement_block" {
-        named_children(branch).into_iter().rfind(|n| n.kind() != "comment")
+    if kind(branch) == "statement_block" {
+        named_children(branch).into_iter().rfind(|n| kind(n) != "comment")
     } else {
         Some(branch)
     }
@@ -373,7 +401,7 @@ pub fn enclosing_statement(node: Node) -> Option<Node> {
     let mut cur = node;
     loop {
         let parent = self::parent(cur)?;
-        if matches!(parent.kind(), "statement_block" | "program" | "switch_case" | "switch_default") {
+        if matches!(kind(parent), "statement_block" | "program" | "switch_case" | "switch_default") {
             return Some(cur);
         }
         cur = parent;
@@ -388,8 +416,8 @@ pub fn find_destructured_init<'t>(scope: Node<'t>, name: &str, src: &str, before
         if n.start_byte() >= before {
             return false;
         }
-        if n.kind() == "variable_declarator"
-            && let Some(pattern) = field(n, "name").filter(|p| p.kind() != "identifier")
+        if kind(n) == "variable_declarator"
+            && let Some(pattern) = field(n, "name").filter(|p| kind(p) != "identifier")
         {
             let mut names = Vec::new();
             bound_names(pattern, src, &mut names);
@@ -425,9 +453,9 @@ fn find_binding_init_by_walk<'t>(scope: Node<'t>, name: &str, src: &str, before:
         if n.start_byte() >= before {
             return false;
         }
-        if n.kind() == "variable_declarator"
+        if kind(n) == "variable_declarator"
             && let Some(nm) = field(n, "name")
-            && nm.kind() == "identifier"
+            && kind(nm) == "identifier"
             && text(nm, src) == name
             && let Some(v) = field(n, "value")
         {
@@ -463,15 +491,15 @@ fn latest_binding_by_walk<'t>(
         if n.start_byte() >= before {
             return false;
         }
-        if n.kind() == "variable_declarator"
+        if kind(n) == "variable_declarator"
             && let (Some(pattern), Some(value)) = (field(n, "name"), field(n, "value"))
             && let Some(path) = pattern_path(pattern, name, src)
         {
             best = Some((value, path));
         }
-        if n.kind() == "assignment_expression"
+        if kind(n) == "assignment_expression"
             && let (Some(left), Some(value)) = (field(n, "left"), field(n, "right"))
-            && left.kind() == "identifier"
+            && kind(left) == "identifier"
             && text(left, src) == name
             && best.is_some()
         {
@@ -485,11 +513,11 @@ fn latest_binding_by_walk<'t>(
 /// The property path under which a declarator's pattern binds `name`: empty for the name
 /// itself, `["data", "id"]` for `{ data: { id } }`; None when the pattern does not bind it.
 pub fn pattern_path(pattern: Node, name: &str, src: &str) -> Option<Vec<String>> {
-    match pattern.kind() {
+    match kind(pattern) {
         "identifier" | "shorthand_property_identifier_pattern" => (text(pattern, src) == name).then(Vec::new),
         "object_pattern" => {
             for prop in named_children(pattern) {
-                match prop.kind() {
+                match kind(prop) {
                     "shorthand_property_identifier_pattern" if text(prop, src) == name => {
                         return Some(vec![name.to_string()]);
                     }
@@ -502,7 +530,7 @@ pub fn pattern_path(pattern: Node, name: &str, src: &str) -> Option<Vec<String>>
                     "pair_pattern" => {
                         let key = prop.child_by_field_name("key")?;
                         let value = prop.child_by_field_name("value")?;
-                        let value = if value.kind() == "assignment_pattern" {
+                        let value = if kind(value) == "assignment_pattern" {
                             value.child_by_field_name("left")?
                         } else {
                             value
@@ -545,8 +573,8 @@ fn module_declaration_init_by_walk<'t>(node: Node<'t>, name: &str, src: &str, be
 
 /// `const`, `let` or `var` declarations, exported or not.
 pub fn is_declaration_statement(stmt: Node) -> bool {
-    let decl = if stmt.kind() == "export_statement" { stmt.named_child(0) } else { Some(stmt) };
-    decl.is_some_and(|d| matches!(d.kind(), "lexical_declaration" | "variable_declaration"))
+    let decl = if kind(stmt) == "export_statement" { stmt.named_child(0) } else { Some(stmt) };
+    decl.is_some_and(|d| matches!(kind(d), "lexical_declaration" | "variable_declaration"))
 }
 
 /// The root of `node`'s tree; None when `node` is the root.
@@ -563,12 +591,34 @@ pub fn root_above(node: Node) -> Option<Node> {
 
 /// A `throw` follows `stmt` in its block: whatever `stmt` does, the code leaves by failing.
 pub fn followed_by_throw(stmt: Node) -> bool {
-    std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling()).any(|n| n.kind() == "throw_statement")
+    std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling()).any(|n| kind(n) == "throw_statement")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kinds_from_the_table_are_tree_sitters() {
+        let mut compared = 0;
+        for file in crate::source::fixture_and_example_files() {
+            let mut cursor = file.root().walk();
+            'walk: loop {
+                let n = cursor.node();
+                assert_eq!(kind(n), n.kind(), "{} at {}", file.path.display(), n.start_byte());
+                compared += 1;
+                if cursor.goto_first_child() {
+                    continue;
+                }
+                while !cursor.goto_next_sibling() {
+                    if !cursor.goto_parent() {
+                        break 'walk;
+                    }
+                }
+            }
+        }
+        assert!(compared > 10_000);
+    }
 
     /// The binding sites answer every lookup as the walks they replace do: for each
     /// identifier of every fixture and example, in each function around it and the module.
@@ -579,7 +629,7 @@ mod tests {
             let src = &file.text;
             let mut identifiers = Vec::new();
             walk(file.root(), &mut |n| {
-                if n.kind() == "identifier" {
+                if kind(n) == "identifier" {
                     identifiers.push(n);
                 }
                 true
@@ -587,7 +637,7 @@ mod tests {
             let index = (0..4).find_map(|_| super::super::node_index::for_node(file.root())).expect("a node list");
             for id in identifiers {
                 let name = text(id, src);
-                let scopes = ancestors(id).filter(|a| is_function(*a) || a.kind() == "program");
+                let scopes = ancestors(id).filter(|a| is_function(*a) || kind(a) == "program");
                 for scope in scopes {
                     let by_walk = find_binding_init_by_walk(scope, name, src, id.start_byte());
                     assert_eq!(

@@ -53,7 +53,7 @@ impl Bindings {
             if i != 0 && parents[i] == 0 {
                 top = i as u32;
             }
-            let (names, value, plain) = match n.kind() {
+            let (names, value, plain) = match super::ast::kind(n) {
                 "variable_declarator" => {
                     let (Some(pattern), Some(value)) = (ast::field(*n, "name"), ast::field(*n, "value")) else {
                         continue;
@@ -67,7 +67,7 @@ impl Bindings {
                             candidates.push(name);
                         }
                     }
-                    let plain = pattern.kind() == "identifier";
+                    let plain = super::ast::kind(pattern) == "identifier";
                     let names: Vec<(&str, Option<Vec<String>>)> = candidates
                         .into_iter()
                         .filter_map(|name| Some((name, Some(ast::pattern_path(pattern, name, src)?))))
@@ -78,7 +78,7 @@ impl Bindings {
                     let (Some(left), Some(value)) = (ast::field(*n, "left"), ast::field(*n, "right")) else {
                         continue;
                     };
-                    if left.kind() != "identifier" {
+                    if super::ast::kind(left) != "identifier" {
                         continue;
                     }
                     (vec![(text(left, src), None)], value, false)

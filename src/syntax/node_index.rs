@@ -82,6 +82,16 @@ fn root_of(node: Node) -> *const std::ffi::c_void {
 
 /// The node list of `node`'s tree, once that tree has been walked often enough.
 pub fn for_node(node: Node) -> Option<Rc<NodeIndex>> {
+    lookup(node, false)
+}
+
+/// The node list of `node`'s tree, built now if it is not yet: for a caller about to visit
+/// every node of the tree, which costs more with a cursor than building the list.
+pub fn built_for(node: Node) -> Rc<NodeIndex> {
+    lookup(node, true).expect("a forced lookup builds the list")
+}
+
+fn lookup(node: Node, build_now: bool) -> Option<Rc<NodeIndex>> {
     let tree = node.into_raw().tree;
     let root_id = tree_identity(tree);
     INDEXES.with(|m| {
@@ -92,7 +102,7 @@ pub fn for_node(node: Node) -> Option<Rc<NodeIndex>> {
             // another tree shows as a different root subtree.
             Entry::Built(index, built_for) if *built_for == root_id => return Some(index.clone()),
             Entry::Built(..) => *entry = Entry::Counting(0),
-            Entry::Counting(n) if *n < WALKS_BEFORE_INDEXING => {
+            Entry::Counting(n) if *n < WALKS_BEFORE_INDEXING && !build_now => {
                 *n += 1;
                 return None;
             }
@@ -237,6 +247,32 @@ impl NodeIndex {
         let at = self.position(scope)?;
         let bindings = self.bindings(src)?;
         Some(bindings.latest(name, at as u32, self.ends[at], before).map(|(v, path)| (self.home(v, scope), path)))
+    }
+
+    /// Every node of the tree in pre-order, as nodes of `like`'s tree. Not charged to the
+    /// budget: it stands in for a query cursor, which is not either.
+    pub fn all_nodes<'t, 'a>(&'a self, like: Node<'t>) -> impl Iterator<Item = Node<'t>> + 'a
+    where
+        't: 'a,
+    {
+        (0..self.nodes.len() as u32).map(move |at| self.home(at, like))
+    }
+
+    /// `node`'s subtree in pre-order, each node with its parent (None for `node` itself), as
+    /// nodes of `node`'s tree; None when `node` is not in this tree. Not charged to the
+    /// budget, as `all_nodes`.
+    pub fn subtree_with_parents<'t, 'a>(
+        &'a self,
+        node: Node<'t>,
+    ) -> Option<impl Iterator<Item = (Node<'t>, Option<Node<'t>>)> + 'a>
+    where
+        't: 'a,
+    {
+        let at = self.position(node)?;
+        let end = self.ends[at] as usize;
+        Some((at..end).map(move |i| {
+            if i == at { (node, None) } else { (self.home(i as u32, node), Some(self.home(self.parents[i], node))) }
+        }))
     }
 
     /// Pre-order walk of `node`'s subtree; `visit` returns false to skip a node's children.
