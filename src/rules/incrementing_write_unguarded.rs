@@ -15,7 +15,8 @@ Prisma `increment`/`decrement`/`multiply`/`divide` or a scalar-list `push`, SQL
 TypeORM/Knex `increment`, Redis `INCR`/`INCRBY`/`LPUSH`; and read-modify-write: a record
 loaded with `await find...()` whose field is changed with `+=`/`-=`, `.push(...)` or a
 spread-append and then saved (`record.save()`, `repo.save(record)`), or written back with
-`update({ data: { credits: user.credits + n } })`. A Prisma write that sets other fields too is
+`update({ data: { credits: user.credits + n } })` (also a supabase-js row,
+`const { data: wallet } = await supabase.from(t).select().eq(...).maybeSingle()`). A Prisma write that sets other fields too is
 reported at its relative field (`balance: { increment: n }`); a Prisma model delegate passed in
 as a parameter (`wallets: PrismaClient["wallet"]`, then `wallets.update({ where, data })`) is
 known by the `{ where, data }` shape of its call.
@@ -189,12 +190,33 @@ fn computed_from_loaded_field<'t>(
         })
 }
 
+/// The initializer of the destructuring declaration before `at` that binds `name`
+/// (`const { data: profile } = <init>`).
+fn destructured_init<'t>(func: Node<'t>, name: &str, src: &str, at: usize) -> Option<Node<'t>> {
+    ast::descendants_of_kind(func, "variable_declarator")
+        .into_iter()
+        .rfind(|d| {
+            d.end_byte() <= at
+                && d.child_by_field_name("name").is_some_and(|pattern| {
+                    let mut names = Vec::new();
+                    pattern.kind() == "object_pattern" && {
+                        ast::bound_names(pattern, src, &mut names);
+                        names.iter().any(|n| n == name)
+                    }
+                })
+        })
+        .and_then(|d| d.child_by_field_name("value"))
+}
+
 fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Option<Node<'t>>)> {
     let mut out = Vec::new();
+    // `const user = await db.user.findUnique(...)`, or supabase-js's
+    // `const { data: profile } = await supabase.from("profiles").select().eq(...).maybeSingle()`.
     let loaded = |name: &str, at: usize| {
-        ast::find_binding_init(func, name, src, at).filter(|init| {
+        ast::find_binding_init(func, name, src, at).or_else(|| destructured_init(func, name, src, at)).filter(|init| {
             let t = text(*init, src);
-            t.starts_with("await") && crate::regex!(r"\.(find\w*|get\w*|load\w*|retrieve|fetch\w*)\s*\(").is_match(t)
+            t.starts_with("await")
+                && crate::regex!(r"\.(find\w*|get\w*|load\w*|retrieve|fetch\w*|single|maybeSingle)\s*\(").is_match(t)
         })
     };
     let saved_after = |name: &str, at: usize| {
