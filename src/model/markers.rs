@@ -862,11 +862,27 @@ fn existence_checked_insert<'t>(
             // an early exit the lookup is the check (as a marker table's check is), the `if`
             // only its exit.
             if let Some(lookup) = lookup {
+                if unique_lookup_then_bare_insert(lookup, *insert, &calls, src) {
+                    continue;
+                }
                 return Some(if around { *stmt } else { lookup });
             }
         }
     }
     None
+}
+
+/// A Prisma `findUnique` (its `where` names a unique field) and then the insert, with no work
+/// between them: two concurrent deliveries both insert, the unique constraint fails the second
+/// one, and its retry finds the row; nothing ran twice.
+fn unique_lookup_then_bare_insert(lookup: Node, insert: Node, calls: &[Node], src: &str) -> bool {
+    let unique = ast::callee_name(lookup, src).is_some_and(|n| n.starts_with("findUnique"));
+    unique
+        && !calls.iter().any(|c| {
+            c.start_byte() > lookup.end_byte()
+                && c.end_byte() < insert.start_byte()
+                && effects::classify(*c, src, false).is_some_and(|e| e.kind != effects::EffectKind::Possible)
+        })
 }
 
 /// Whether a branch ends by leaving: its last statement returns, throws or continues.

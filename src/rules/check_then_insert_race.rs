@@ -29,6 +29,9 @@ conflict is handled (`P2002`/`23505`/`11000` caught, `ON CONFLICT DO NOTHING` wi
 count read, `skipDuplicates` with the count read): the check is then only an optimisation.
 Likewise a lookup-then-insert whose insert's unique violation is caught (also around the
 transaction that holds it), and a provider create whose `already_exists` answer is caught.
+Nor a Prisma `findUnique` (its `where` names a unique field) followed by the insert of that row
+with only reads between them: a concurrent duplicate fails on the unique constraint and its
+retry finds the row, so nothing runs twice.
 Code inside a guard `run` or a claim transaction. A handler whose pattern is this one is
 not also reported by `unguarded-side-effect` or `incrementing-write-unguarded`.
 
