@@ -435,11 +435,23 @@ pub fn returned_values<'t>(func: Node<'t>, src: &str, names: &[&str], nest: bool
             None => Some(204),
             Some("object" | "array" | "string" | "template_string" | "number" | "true" | "false") => Some(default),
             Some("null") => Some(204),
+            // `msg.type + " is ok"`: a string built by concatenation
+            Some("binary_expression") if value.is_some_and(|v| concatenates_string(v, src)) => Some(default),
             _ => None,
         };
         out.push(Response { node: ret, status_node: None, status, style: Style::Returned });
     }
     out
+}
+
+/// `a + " text"` (or `"text" + a`): a `+` with a string literal operand.
+fn concatenates_string(expr: Node, src: &str) -> bool {
+    expr.child_by_field_name("operator").is_some_and(|o| text(o, src) == "+")
+        && ["left", "right"].iter().any(|side| {
+            expr.child_by_field_name(side).map(ast::unwrap_expr).is_some_and(|operand| {
+                matches!(operand.kind(), "string" | "template_string") || concatenates_string(operand, src)
+            })
+        })
 }
 
 /// Every response under `node`; nested functions are skipped when `same_function`.

@@ -1096,9 +1096,13 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                     // A bare return after a catch is response-missing's concern.
                     continue;
                 }
+                // h3 answers with what the handler returns (`return "ok"` after the try is a 200).
+                let returned =
+                    if fw == Framework::H3 { responses::returned_values(func, src, &names, false) } else { Vec::new() };
                 fw == Framework::Nest
                     || responses::responses_in(func, src, &names, true)
                         .iter()
+                        .chain(&returned)
                         .filter(|r| r.node.start_byte() >= try_stmt.end_byte())
                         .any(|r| r.is_2xx())
             } else {
