@@ -43,7 +43,7 @@ Not reported: a `catch` that rethrows, answers a non-2xx status, calls `next(err
 the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a retry / dead-letter
 / outbox call); a `catch` of a unique violation (that is the dedupe working); signature
 checks (see `permanent-error-returns-5xx`); a callee's `catch` that returns a value the
-caller can check; in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` that skips the
+caller can check (`null`, `false`, an error; not `{}`, which reads as an empty success); in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` that skips the
 ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catch` around
 reads only (`GetXCommand`, `get*()`) that assigns a fallback value; a `catch` that keeps the
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
@@ -1106,15 +1106,15 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                         .filter(|r| r.node.start_byte() >= try_stmt.end_byte())
                         .any(|r| r.is_2xx())
             } else {
-                returns.iter().all(|r| r.named_child(0).is_none()) && c.acks_2xx
+                returns.iter().all(|r| returns_nothing_checkable(*r)) && c.acks_2xx
             }
         } else {
             // A job that returns a failure outcome (`return "failure"`, `{ success: false }`)
             // hands the failure to its runner, which records it (BullMQ's `returnvalue`, a
             // runner's `onComplete(job, result)`): a decision, not a silent success.
-            returns
-                .iter()
-                .all(|r| r.named_child(0).is_none() || i == 0 && inner_fn == func && !returns_failure_outcome(*r, src))
+            returns.iter().all(|r| {
+                returns_nothing_checkable(*r) || i == 0 && inner_fn == func && !returns_failure_outcome(*r, src)
+            })
         };
         if !swallowed {
             continue;
@@ -1161,6 +1161,12 @@ fn tasks_catch_their_failures(call: Node, src: &str) -> bool {
 fn awaited_or_effect(call: Node, within: Node, src: &str) -> bool {
     ast::ancestors(call).take_while(|a| *a != within).any(|a| a.kind() == "await_expression")
         || effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
+}
+
+/// `return;` or `return {};`: an empty object reads as an empty success to the caller, unlike
+/// `null`, `false` or an error value it can test.
+fn returns_nothing_checkable(ret: Node) -> bool {
+    ret.named_child(0).map(ast::unwrap_expr).is_none_or(|v| v.kind() == "object" && v.named_child_count() == 0)
 }
 
 /// `return "failure"`, `return false`, `return { success: false, ... }`, `return { status: "failed" }`.
