@@ -190,34 +190,19 @@ fn computed_from_loaded_field<'t>(
         })
 }
 
-/// The initializer of the destructuring declaration before `at` that binds `name`
-/// (`const { data: profile } = <init>`).
-fn destructured_init<'t>(func: Node<'t>, name: &str, src: &str, at: usize) -> Option<Node<'t>> {
-    ast::descendants_of_kind(func, "variable_declarator")
-        .into_iter()
-        .rfind(|d| {
-            d.end_byte() <= at
-                && d.child_by_field_name("name").is_some_and(|pattern| {
-                    let mut names = Vec::new();
-                    pattern.kind() == "object_pattern" && {
-                        ast::bound_names(pattern, src, &mut names);
-                        names.iter().any(|n| n == name)
-                    }
-                })
-        })
-        .and_then(|d| d.child_by_field_name("value"))
-}
-
 fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Option<Node<'t>>)> {
     let mut out = Vec::new();
     // `const user = await db.user.findUnique(...)`, or supabase-js's
     // `const { data: profile } = await supabase.from("profiles").select().eq(...).maybeSingle()`.
     let loaded = |name: &str, at: usize| {
-        ast::find_binding_init(func, name, src, at).or_else(|| destructured_init(func, name, src, at)).filter(|init| {
-            let t = text(*init, src);
-            t.starts_with("await")
-                && crate::regex!(r"\.(find\w*|get\w*|load\w*|retrieve|fetch\w*|single|maybeSingle)\s*\(").is_match(t)
-        })
+        ast::find_binding_init(func, name, src, at).or_else(|| ast::find_destructured_init(func, name, src, at)).filter(
+            |init| {
+                let t = text(*init, src);
+                t.starts_with("await")
+                    && crate::regex!(r"\.(find\w*|get\w*|load\w*|retrieve|fetch\w*|single|maybeSingle)\s*\(")
+                        .is_match(t)
+            },
+        )
     };
     let saved_after = |name: &str, at: usize| {
         let rest = &src[at..func.end_byte()];

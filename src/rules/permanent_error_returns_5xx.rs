@@ -613,6 +613,8 @@ fn sends_back_for_redelivery(catch_body: Node, src: &str) -> bool {
             let path = ast::callee_path(c, src);
             let last = path.last().map(String::as_str).unwrap_or("");
             matches!(last, "retry" | "retryAll" | "nack" | "requeue")
+                || effects::classify(c, src, false).is_some_and(|e| e.kind == effects::EffectKind::Enqueue)
+                // a queue binding the classifier does not know (`this.queue.send(...)` on Cloudflare)
                 || matches!(last, "send" | "sendMessage" | "add" | "enqueue" | "publish")
                     && path.iter().any(|p| p.to_ascii_lowercase().contains("queue"))
         })

@@ -369,46 +369,52 @@ fn clock_arguments_written_by<'t>(
     def: &FunctionDef,
     src: &str,
 ) -> Vec<(Node<'t>, String, Node<'t>, Finding)> {
+    // The arguments first (cheap, and usually empty); the helper is read only for candidates.
+    let mut candidates = Vec::new();
+    for arg in ast::arguments(call).into_iter().filter(|a| a.kind() == "object") {
+        let pairs = ast::descendants_of_kind(arg, "pair");
+        let shorthands = ast::descendants_of_kind(arg, "shorthand_property_identifier");
+        for pair in pairs.into_iter().chain(shorthands) {
+            let shorthand = pair.kind() != "pair";
+            let key = if shorthand {
+                text(pair, src).to_string()
+            } else {
+                let Some(key) = pair.child_by_field_name("key") else { continue };
+                ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string())
+            };
+            if !period_name(&key) {
+                continue;
+            }
+            // `{ paidAt }` after `paidAt = new Date()`
+            let value = if shorthand {
+                last_assigned_before(func, &key, call.start_byte(), src)
+            } else {
+                pair.child_by_field_name("value")
+            };
+            let Some(value) = value.filter(|v| reads_clock(*v, src)) else { continue };
+            // A shorthand is reported where the clock was read (`paidAt = new Date()`).
+            let at = if shorthand { value } else { pair };
+            candidates.push((at, key, value, Finding::Clock));
+        }
+    }
+    if candidates.is_empty() {
+        return candidates;
+    }
     let Some(helper) = def.node() else { return Vec::new() };
     let helper_src = def.file.text.as_str();
-    let writes: Vec<Node> = ast::calls_in(helper, false)
+    let writes: Vec<&str> = ast::calls_in(helper, false)
         .into_iter()
         .filter(|c| {
             effects::classify(*c, helper_src, false).is_some_and(|e| {
                 matches!(e.kind, EffectKind::DbUpdate | EffectKind::DbUpsert | EffectKind::DbIncrement)
             })
         })
+        .map(|c| text(c, helper_src))
         .collect();
-    if writes.is_empty() {
-        return Vec::new();
-    }
     let identifier = crate::regex!(r"[A-Za-z_$][\w$]*");
-    let mut out = Vec::new();
-    for arg in ast::arguments(call).into_iter().filter(|a| a.kind() == "object") {
-        let pairs = ast::descendants_of_kind(arg, "pair");
-        let shorthands = ast::descendants_of_kind(arg, "shorthand_property_identifier");
-        for pair in pairs.into_iter().chain(shorthands) {
-            let (key, value) = if pair.kind() == "pair" {
-                let (Some(key), Some(value)) = (pair.child_by_field_name("key"), pair.child_by_field_name("value"))
-                else {
-                    continue;
-                };
-                (ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string()), value)
-            } else {
-                // `{ paidAt }` after `paidAt = new Date()`
-                let name = text(pair, src);
-                let Some(value) = last_assigned_before(func, name, call.start_byte(), src) else { continue };
-                (name.to_string(), value)
-            };
-            let written = writes.iter().any(|w| identifier.find_iter(text(*w, helper_src)).any(|m| m.as_str() == key));
-            // A shorthand is reported where the clock was read (`paidAt = new Date()`).
-            let at = if pair.kind() == "pair" { pair } else { value };
-            if written && period_name(&key) && reads_clock(value, src) {
-                out.push((at, key, value, Finding::Clock));
-            }
-        }
-    }
-    out
+    candidates
+        .retain(|(_, key, _, _)| writes.iter().any(|w| identifier.find_iter(w).any(|m| m.as_str() == key.as_str())));
+    candidates
 }
 
 /// The value `name` last received before `before`: its latest assignment, else its initializer.

@@ -264,11 +264,6 @@ fn promise_catch_logs_only(c: &Cx, scope: &Scope, func: Node) -> Vec<Diagnostic>
     }
     let file = scope.file();
     let src = &file.text;
-    let logging = |call: &Node| {
-        let path = ast::callee_path(*call, src);
-        let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
-        root == "console" || root.contains("log") || root == "sentry"
-    };
     for call in ast::calls_in(func, true) {
         let Some(callee) = call.child_by_field_name("function").filter(|f| f.kind() == "member_expression") else {
             continue;
@@ -292,28 +287,21 @@ fn promise_catch_logs_only(c: &Cx, scope: &Scope, func: Node) -> Vec<Diagnostic>
         let only_logs = same_fn_nodes(body, "throw_statement").is_empty()
             && same_fn_nodes(body, "return_statement").is_empty()
             && !calls.is_empty()
-            && calls.iter().all(logging)
+            && calls.iter().all(|call| is_logging_call(*call, src))
             && !records_failure(body, src)
             && says_best_effort(body, src).is_none();
-        let links = chain_calls(receiver);
-        let work = links
-            .iter()
-            .any(|link| effects::classify(*link, src, false).is_some_and(|e| e.kind != EffectKind::Possible));
+        let work = chain_calls(receiver)
+            .into_iter()
+            .any(|link| effects::classify(link, src, false).is_some_and(|e| e.kind != EffectKind::Possible));
         // A processed marker written after the work: losing it costs a repeat, not the event.
-        let marker = links.iter().any(|link| {
-            markers::classify(*link, src, func, scope.event_key.as_ref())
-                .is_some_and(|m| matches!(m.op, markers::MarkerOp::Write | markers::MarkerOp::Claim))
-        });
+        let marker = writes_marker(receiver, src, func, scope);
         let incidental = matches!(
             best_effort::call_category(c.cx.project, file, receiver, 3),
             best_effort::Category::Telemetry | best_effort::Category::Notification
         );
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
         let marked = comment_block_above(src, file.line_start(stmt.start_byte())).is_some_and(|t| marked(&t));
-        let in_failure_path = ast::ancestors(stmt)
-            .take_while(|a| !ast::is_function(*a))
-            .any(|a| matches!(a.kind(), "catch_clause" | "finally_clause"));
-        if !dropped || !only_logs || !work || marker || incidental || marked || in_failure_path {
+        if !dropped || !only_logs || !work || marker || incidental || marked || in_failure_path(stmt) {
             continue;
         }
         let what = if c.model.handler.framework.is_http() {
@@ -370,6 +358,21 @@ fn chain_calls(call: Node) -> Vec<Node> {
         current = inner;
     }
     out
+}
+
+/// A link of the chain writes (or claims) the processed marker.
+fn writes_marker(call: Node, src: &str, func: Node, scope: &Scope) -> bool {
+    chain_calls(call).into_iter().any(|link| {
+        markers::classify(link, src, func, scope.event_key.as_ref())
+            .is_some_and(|m| matches!(m.op, markers::MarkerOp::Write | markers::MarkerOp::Claim))
+    })
+}
+
+/// Cleanup inside another catch or a `finally` runs on a path whose outcome is decided.
+fn in_failure_path(node: Node) -> bool {
+    ast::ancestors(node)
+        .take_while(|a| !ast::is_function(*a))
+        .any(|a| matches!(a.kind(), "catch_clause" | "finally_clause"))
 }
 
 /// The calls under a `try` block that its catch can see: those not inside a nested `try`
@@ -925,10 +928,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         // a path that already failed: the outer catch decides what the provider sees, and
         // rethrowing the cleanup's error would replace the original failure.
         // The same holds for cleanup in a `finally` (releasing a lock): the outcome is decided.
-        let in_failure_path = ast::ancestors(try_stmt)
-            .take_while(|a| !ast::is_function(*a))
-            .any(|a| matches!(a.kind(), "catch_clause" | "finally_clause"));
-        if in_failure_path {
+        if in_failure_path(try_stmt) {
             continue;
         }
         // Remix: a thrown `Response` is the answer, not a rethrow (`throw new Response()` is a 200)
@@ -1689,10 +1689,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         let label = path.join(".");
         // Writing the processed marker after the work: the work is done, a lost marker costs
         // at most a repeat on a redelivery (the marker rules' concern), never a lost event.
-        if chain_calls(call).into_iter().any(|link| {
-            markers::classify(link, src, func, scope.event_key.as_ref())
-                .is_some_and(|m| matches!(m.op, markers::MarkerOp::Write | markers::MarkerOp::Claim))
-        }) {
+        if writes_marker(call, src, func, scope) {
             continue;
         }
         let mut at = call;
@@ -1952,6 +1949,18 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
     out
 }
 
+/// `console.error(...)`, `logger.warn(...)`, `log.info(...)`, `Sentry.captureException(...)`.
+fn is_logging_call(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
+    let last = path.last().map(|l| l.to_ascii_lowercase()).unwrap_or_default();
+    root == "console"
+        || root.contains("logger")
+        || root == "log"
+        || root == "sentry"
+        || matches!(last.as_str(), "log" | "warn" | "info" | "debug")
+}
+
 /// Whether a returned error is acted on after `after`: thrown, returned, passed on, or tested
 /// in an `if` that throws, returns or answers non-2xx. Logging it (`if (error) console.error(error)`)
 /// is not handling it.
@@ -1962,17 +1971,9 @@ fn error_handled(func: Node, name: &str, after: usize, src: &str) -> bool {
         .filter(|n| n.start_byte() >= after && text(*n, src) == name)
         .collect();
     uses.into_iter().any(|n| {
-        let logged = ast::ancestors(n).take_while(|a| *a != func).any(|a| {
-            a.kind() == "call_expression" && {
-                let path = ast::callee_path(a, src);
-                let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
-                let last = path.last().map(|l| l.to_ascii_lowercase()).unwrap_or_default();
-                root == "console"
-                    || root.contains("logger")
-                    || root == "log"
-                    || matches!(last.as_str(), "log" | "warn" | "info" | "debug")
-            }
-        });
+        let logged = ast::ancestors(n)
+            .take_while(|a| *a != func)
+            .any(|a| a.kind() == "call_expression" && is_logging_call(a, src));
         if logged {
             return false;
         }
