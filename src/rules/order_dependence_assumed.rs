@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::responses;
-use crate::model::{EffectKind, Framework, effects, guards};
+use crate::model::{EffectKind, Framework, effects, guards, markers};
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -20,7 +20,11 @@ const DOCS: &str = r#"
   (`stripe.subscriptions.retrieve(id)`).
 - A handler that acknowledges an event and drops it because a record it needs does not exist
   yet: `const user = await db.user.findUnique(...); if (!user) return res.json({ ok: true })`
-  (or a bare `return` in a function the handler calls, or in a queue consumer).
+  (or a bare `return` in a function the handler calls, or in a queue consumer), when the
+  handler's own deliveries create or link that record (another event's branch inserts into the
+  table, or writes the column the lookup filters on). A record the application creates before
+  any event can exist (the signed-up user, a configured endpoint) is not reported: a miss there
+  means the event is not about this application's data.
 
 ## Why retries break it
 Providers do not guarantee order, and retries reorder events further: an `updated` event
@@ -85,7 +89,7 @@ static SQL_STATE: LazyLock<Regex> = LazyLock::new(|| {
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
         state_writes(cx, model, out);
-        dropped(model, out);
+        dropped(cx, model, out);
     }
 }
 
@@ -406,7 +410,130 @@ fn missing_subject<'t>(cond: Node<'t>, src: &str) -> Option<Node<'t>> {
     (subject.kind() == "identifier").then_some(subject)
 }
 
-fn dropped(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+/// A table name compared loosely: `users`, `User` and `user` are one table.
+fn table_key(name: &str) -> String {
+    let lower: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
+    lower.strip_suffix('s').map(str::to_string).unwrap_or(lower)
+}
+
+/// The table an ORM or query-builder call names: the chain's `from`/`insert` argument, the
+/// model of `client.model.op()`, or the model class of `Model.op()`.
+fn table_named(call: Node, src: &str) -> Option<String> {
+    if let Some(t) = markers::table_of(call, src) {
+        return Some(table_key(&t));
+    }
+    let path = ast::callee_path(call, src);
+    (path.len() == 2 && path[0].starts_with(|c: char| c.is_ascii_uppercase()) && !path[0].ends_with("()"))
+        .then(|| table_key(&path[0]))
+}
+
+/// Where the handler's own deliveries put records: the tables it inserts into, and per table
+/// the columns it writes. A record this event stream creates or links (the subscription row
+/// `checkout.session.completed` inserts, the `stripeCustomerId` it sets on the user) can be
+/// missing because that event is late; a record the application made before any event could
+/// exist (the signed-up user, the configured endpoint) cannot, so a miss there means the event
+/// is not about this application's data.
+#[derive(Default)]
+struct WrittenRecords {
+    created: Vec<String>,
+    columns: Vec<(String, String)>,
+}
+
+impl WrittenRecords {
+    fn of(model: &HandlerModel) -> Self {
+        let mut written = WrittenRecords::default();
+        for scope in &model.scopes {
+            let Some(func) = scope.node() else { continue };
+            let src = &scope.file().text;
+            for call in ast::calls_in(func, false) {
+                let Some(effect) = effects::classify(call, src, false) else { continue };
+                if !matches!(effect.kind, EffectKind::DbInsert | EffectKind::DbUpsert | EffectKind::DbUpdate) {
+                    continue;
+                }
+                let Some(table) = table_named(call, src) else { continue };
+                if effect.kind != EffectKind::DbUpdate && !written.created.contains(&table) {
+                    written.created.push(table.clone());
+                }
+                for column in columns_named(call, src) {
+                    written.columns.push((table.clone(), column));
+                }
+            }
+        }
+        written
+    }
+
+    fn makes(&self, table: &str, filter: &[String]) -> bool {
+        self.created.iter().any(|t| t == table)
+            || self
+                .columns
+                .iter()
+                .any(|(t, c)| t == table && !QUERY_SHAPE_KEYS.contains(&c.as_str()) && filter.contains(c))
+    }
+}
+
+/// Keys of a query's own shape, never a column: `{ where, data }`, `{ create, update }`, and
+/// `id`, which every table has.
+const QUERY_SHAPE_KEYS: &[&str] =
+    &["id", "where", "data", "create", "update", "select", "include", "set", "values", "and", "or", "not"];
+
+/// The column names a query names: object keys, `eq("col", v)` arguments and `eq(t.col, v)`
+/// members, compared without case or underscores.
+fn columns_named(call: Node, src: &str) -> Vec<String> {
+    let norm = |s: &str| s.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
+    let mut out = Vec::new();
+    ast::walk(call, &mut |n| {
+        match n.kind() {
+            "pair" => {
+                if let Some(k) = n.child_by_field_name("key") {
+                    out.push(norm(&ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string())));
+                }
+            }
+            "shorthand_property_identifier" => out.push(norm(text(n, src))),
+            "call_expression" => {
+                if matches!(ast::callee_name(n, src).as_deref(), Some("eq" | "match" | "where" | "filter"))
+                    && let Some(first) = ast::arguments(n).first()
+                {
+                    if let Some(col) = ast::string_value(*first, src) {
+                        out.push(norm(&col));
+                    } else if first.kind() == "member_expression"
+                        && let Some(prop) = first.child_by_field_name("property")
+                    {
+                        out.push(norm(text(prop, src)));
+                    }
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    out
+}
+
+/// Whether the record a lookup reads is one the handler's own deliveries create or link: the
+/// lookup itself, or (one hop) the queries of a project helper it calls.
+fn looks_up_written_record(
+    cx: &Context,
+    file: &std::sync::Arc<crate::source::SourceFile>,
+    init: Node,
+    written: &WrittenRecords,
+) -> bool {
+    let init = ast::unwrap_expr(init);
+    if let Some(table) = table_named(init, &file.text) {
+        return written.makes(&table, &columns_named(init, &file.text));
+    }
+    let Some(def) = reach::resolve_call(cx.project, file, init) else { return false };
+    let Some(body) = def.node() else { return false };
+    let src = &def.file.text;
+    ast::calls_in(body, false)
+        .into_iter()
+        .any(|c| table_named(c, src).is_some_and(|t| written.makes(&t, &columns_named(c, src))))
+}
+
+fn dropped(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let written = WrittenRecords::of(model);
+    if written.created.is_empty() && written.columns.is_empty() {
+        return;
+    }
     let fw = model.handler.framework;
     let http = fw.is_http();
     let acks_2xx = !http
@@ -431,7 +558,7 @@ fn dropped(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             let Some(subject) = missing_subject(cond, src) else { continue };
             let name = text(subject, src);
             let Some(init) = binding_init(func, name, src, stmt.start_byte()) else { continue };
-            if !is_lookup(init, src) {
+            if !is_lookup(init, src) || !looks_up_written_record(cx, scope.file(), init, &written) {
                 continue;
             }
             if !ast::descendants_of_kind(cons, "throw_statement").is_empty() {
