@@ -67,6 +67,9 @@ pub struct Engine {
     files: Vec<PathBuf>,
     /// Set while fixing: edited texts live only in the project cache.
     keep_parsed: AtomicBool,
+    /// Set by the fix loop after its first pass when only safe fixes are applied: the later
+    /// passes look only for more fixes to apply, which only rules with safe fixes can give.
+    safe_fixers_only: AtomicBool,
     discovery_errors: Vec<String>,
     /// Files holding a handler analysed in this run, or a function one reaches: only there
     /// can a run over a few files tell that a suppression suppresses nothing.
@@ -110,6 +113,7 @@ impl Engine {
             files,
             discovery_errors,
             keep_parsed: AtomicBool::new(false),
+            safe_fixers_only: AtomicBool::new(false),
             reached: std::sync::Mutex::default(),
             on_file: None,
             handlers_found: Default::default(),
@@ -376,10 +380,20 @@ impl Engine {
         }
         let cx = Context { file, project: &self.project, config, handlers: &handlers, guard: guard.as_ref() };
         let mut out = Vec::new();
+        let safe_fixers_only = self.safe_fixers_only.load(Ordering::Relaxed);
         crate::model::effects::with_effect_wrappers(&config.effect_wrappers, || {
             for rule in rules::registry() {
-                if self.rule_enabled(config, rule.id) {
+                if self.rule_enabled(config, rule.id) && (rule.safe_fixes || !safe_fixers_only) {
+                    let before = out.len();
                     (rule.check)(&cx, &mut out);
+                    debug_assert!(
+                        rule.safe_fixes
+                            || out[before..]
+                                .iter()
+                                .all(|d| d.fix.as_ref().is_none_or(|f| f.applicability != Applicability::Safe)),
+                        "{} gave a safe fix but does not declare `safe_fixes`",
+                        rule.id
+                    );
                 }
             }
         });
@@ -503,6 +517,9 @@ impl Engine {
                 }
             }
             let check = self.report(outcomes.iter().map(|(o, _)| o));
+            // Later passes only look for fixes to apply: without review fixes, only the rules
+            // that can give a safe fix can give one.
+            self.safe_fixers_only.store(!allowed(Applicability::Unsafe), Ordering::Relaxed);
             let mut edited_now: HashSet<PathBuf> = HashSet::new();
             // A new file or a fix dropped for one can change what any file resolves or reads.
             let mut everything = false;
@@ -653,6 +670,7 @@ impl Engine {
                 }
             }
         }
+        self.safe_fixers_only.store(false, Ordering::Relaxed);
         report.files = files.into_values().collect();
         report
     }

@@ -72,6 +72,7 @@ pub const RULE: Rule = Rule {
     summary: "work is not finished when the delivery is acknowledged: a crash after the 2xx loses it; await it first",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

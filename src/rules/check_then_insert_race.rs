@@ -65,6 +65,7 @@ pub const RULE: Rule = Rule {
     summary: "processed check, then work, then marker insert: concurrent duplicates both pass the check",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

@@ -52,6 +52,7 @@ pub const RULE: Rule = Rule {
     summary: "dedupe claim written before the signature is verified: a forged request burns a genuine delivery's key",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

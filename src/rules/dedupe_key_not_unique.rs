@@ -83,6 +83,7 @@ pub const RULE: Rule = Rule {
     summary: "processed-events key column is not unique: concurrent duplicates both insert their claim and both run",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

@@ -56,6 +56,7 @@ pub const RULE: Rule = Rule {
     summary: "dedupe key expires before the provider stops retrying: a late retry is processed again",
     docs: DOCS,
     fix: FixAvailability::Always,
+    safe_fixes: true,
     preview: false,
     check,
 };

@@ -45,6 +45,7 @@ pub const RULE: Rule = Rule {
     summary: "a detected duplicate answers 4xx/5xx: the provider retries it for days and may disable the endpoint; answer 200",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: true,
     preview: false,
     check,
 };

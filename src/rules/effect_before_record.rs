@@ -47,6 +47,7 @@ pub const RULE: Rule = Rule {
     summary: "work runs before the processed marker is written: a crash or concurrent duplicate repeats it",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

@@ -70,6 +70,7 @@ pub const RULE: Rule = Rule {
     summary: "SDK call that accepts an idempotency key has none: a redelivery repeats the charge/email",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: true,
     preview: false,
     check,
 };

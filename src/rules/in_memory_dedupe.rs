@@ -59,6 +59,7 @@ pub const RULE: Rule = Rule {
     summary: "in-memory Set/Map/LRU as the dedupe store: lost on restart, not shared between instances",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

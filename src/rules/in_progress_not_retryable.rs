@@ -53,6 +53,7 @@ pub const RULE: Rule = Rule {
     summary: "a delivery that finds another attempt still running answers 2xx: if that attempt fails, nothing retries; answer 409",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: true,
     preview: false,
     check,
 };

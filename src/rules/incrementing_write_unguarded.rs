@@ -54,6 +54,7 @@ pub const RULE: Rule = Rule {
     summary: "relative write (increment, append) outside the claim: every redelivery adds again",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

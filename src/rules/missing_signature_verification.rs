@@ -60,6 +60,7 @@ pub const RULE: Rule = Rule {
     summary: "webhook route acts on the body without verifying the provider signature: forged and replayed deliveries are processed",
     docs: DOCS,
     fix: FixAvailability::None,
+    safe_fixes: false,
     preview: false,
     check,
 };

@@ -54,6 +54,10 @@ pub struct Rule {
     /// Markdown: what it finds, why retries break it, a bad and a good example, the fix.
     pub docs: &'static str,
     pub fix: FixAvailability,
+    /// Whether a fix of this rule can be safe. The fix loop re-runs only these rules after
+    /// its first pass when review fixes are not applied: no other rule's finding could be
+    /// applied, and a rule's findings do not depend on which other rules run.
+    pub safe_fixes: bool,
     /// Off unless preview is on (`--preview`, `"preview": true`) or the rule is selected by
     /// id: a rule stays in preview until its precision on real code earns it a default place.
     pub preview: bool,

@@ -47,6 +47,7 @@ pub const RULE: Rule = Rule {
     summary: "dedupe key contains a random or time value: every retry gets a new key and runs again",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: true,
     preview: false,
     check,
 };

@@ -61,6 +61,7 @@ pub const RULE: Rule = Rule {
     summary: "state from an out-of-order event is written without a version check (or an early event is dropped): a late delivery overwrites newer state",
     docs: DOCS,
     fix: FixAvailability::None,
+    safe_fixes: false,
     preview: true,
     check,
 };

@@ -85,6 +85,7 @@ pub const RULE: Rule = Rule {
     summary: "a bad signature / malformed payload answers 5xx (or a permanent job failure is retryable): the provider retries it for days",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: true,
     preview: false,
     check,
 };

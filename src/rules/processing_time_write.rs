@@ -77,6 +77,7 @@ pub const RULE: Rule = Rule {
     summary: "write derived from processing time outside a guard: a replay moves periods, resets usage or re-grants credits",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

@@ -49,6 +49,7 @@ pub const RULE: Rule = Rule {
     summary: "queue.add without a jobId in a handler: a redelivery enqueues the job again",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: true,
     preview: false,
     check,
 };

@@ -83,6 +83,7 @@ pub const RULE: Rule = Rule {
     summary: "signature verified over a re-serialised body: genuine deliveries fail and are retried until disabled",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: true,
     preview: false,
     check,
 };

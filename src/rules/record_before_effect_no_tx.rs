@@ -58,6 +58,7 @@ pub const RULE: Rule = Rule {
     summary: "marker written before the work, outside a transaction, never released: a failed attempt loses the event",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

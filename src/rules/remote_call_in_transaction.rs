@@ -60,6 +60,7 @@ pub const RULE: Rule = Rule {
     summary: "external call inside a DB transaction: cannot roll back, holds the transaction open over the network",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

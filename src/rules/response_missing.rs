@@ -54,6 +54,7 @@ pub const RULE: Rule = Rule {
     summary: "a path through the handler ends without a response: the request hangs (or answers 500) and the provider retries it",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

@@ -71,6 +71,7 @@ pub const RULE: Rule = Rule {
     summary: "effect retried in a loop without a stable key: an attempt that timed out after succeeding is repeated",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: true,
     preview: false,
     check,
 };

@@ -68,6 +68,7 @@ pub const RULE: Rule = Rule {
     summary: "one failed SQS record fails the whole batch: processed records are redelivered",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

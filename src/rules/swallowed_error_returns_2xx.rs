@@ -118,6 +118,7 @@ pub const RULE: Rule = Rule {
     summary: "an error is swallowed and the delivery acknowledged 2xx: the provider never retries the failed event",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

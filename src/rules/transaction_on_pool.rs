@@ -64,6 +64,7 @@ pub const RULE: Rule = Rule {
     summary: "BEGIN/COMMIT through a pg Pool: each statement may use another connection, nothing is atomic on crash or retry",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };

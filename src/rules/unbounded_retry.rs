@@ -57,6 +57,7 @@ pub const RULE: Rule = Rule {
     summary: "in-code retry loop without an attempt cap or a backoff: a failing call holds the delivery or hammers the dependency",
     docs: DOCS,
     fix: FixAvailability::None,
+    safe_fixes: false,
     preview: false,
     check,
 };

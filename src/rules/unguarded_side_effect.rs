@@ -84,6 +84,7 @@ pub const RULE: Rule = Rule {
     summary: "non-idempotent effect with no guard: a retry or concurrent duplicate repeats it",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: true,
     check,
 };

@@ -57,6 +57,7 @@ pub const RULE: Rule = Rule {
     summary: "dedupe key built from the object id, not the event id: later events about the object are dropped",
     docs: DOCS,
     fix: FixAvailability::Sometimes,
+    safe_fixes: false,
     preview: false,
     check,
 };
