@@ -411,10 +411,16 @@ fn missing_subject<'t>(cond: Node<'t>, src: &str) -> Option<Node<'t>> {
     (subject.kind() == "identifier").then_some(subject)
 }
 
+/// A table or column name compared without case or underscores: `stripe_customer_id` and
+/// `stripeCustomerId` are one column.
+fn name_key(name: &str) -> String {
+    name.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase()
+}
+
 /// A table name compared loosely: `users`, `User` and `user` are one table.
 fn table_key(name: &str) -> String {
-    let lower: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
-    lower.strip_suffix('s').map(str::to_string).unwrap_or(lower)
+    let key = name_key(name);
+    key.strip_suffix('s').map(str::to_string).unwrap_or(key)
 }
 
 /// The table an ORM or query-builder call names: the chain's `from`/`insert` argument, the
@@ -456,7 +462,9 @@ impl WrittenRecords {
                     written.created.push(table.clone());
                 }
                 for column in columns_named(call, src) {
-                    written.columns.push((table.clone(), column));
+                    if !QUERY_SHAPE_KEYS.contains(&column.as_str()) {
+                        written.columns.push((table.clone(), column));
+                    }
                 }
             }
         }
@@ -464,11 +472,7 @@ impl WrittenRecords {
     }
 
     fn makes(&self, table: &str, filter: &[String]) -> bool {
-        self.created.iter().any(|t| t == table)
-            || self
-                .columns
-                .iter()
-                .any(|(t, c)| t == table && !QUERY_SHAPE_KEYS.contains(&c.as_str()) && filter.contains(c))
+        self.created.iter().any(|t| t == table) || self.columns.iter().any(|(t, c)| t == table && filter.contains(c))
     }
 }
 
@@ -480,26 +484,25 @@ const QUERY_SHAPE_KEYS: &[&str] =
 /// The column names a query names: object keys, `eq("col", v)` arguments and `eq(t.col, v)`
 /// members, compared without case or underscores.
 fn columns_named(call: Node, src: &str) -> Vec<String> {
-    let norm = |s: &str| s.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
     let mut out = Vec::new();
     ast::walk(call, &mut |n| {
         match n.kind() {
             "pair" => {
                 if let Some(k) = n.child_by_field_name("key") {
-                    out.push(norm(&ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string())));
+                    out.push(name_key(&ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string())));
                 }
             }
-            "shorthand_property_identifier" => out.push(norm(text(n, src))),
+            "shorthand_property_identifier" => out.push(name_key(text(n, src))),
             "call_expression" => {
                 if matches!(ast::callee_name(n, src).as_deref(), Some("eq" | "match" | "where" | "filter"))
                     && let Some(first) = ast::arguments(n).first()
                 {
                     if let Some(col) = ast::string_value(*first, src) {
-                        out.push(norm(&col));
+                        out.push(name_key(&col));
                     } else if first.kind() == "member_expression"
                         && let Some(prop) = first.child_by_field_name("property")
                     {
-                        out.push(norm(text(prop, src)));
+                        out.push(name_key(text(prop, src)));
                     }
                 }
             }
@@ -531,10 +534,8 @@ fn looks_up_written_record(
 }
 
 fn dropped(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
-    let written = WrittenRecords::of(model);
-    if written.created.is_empty() && written.columns.is_empty() {
-        return;
-    }
+    // Built only when a handler drops an event on a missing record: most never do.
+    let written = std::cell::OnceCell::new();
     let fw = model.handler.framework;
     let http = fw.is_http();
     let acks_2xx = !http
@@ -559,7 +560,7 @@ fn dropped(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             let Some(subject) = missing_subject(cond, src) else { continue };
             let name = text(subject, src);
             let Some(init) = binding_init(func, name, src, stmt.start_byte()) else { continue };
-            if !is_lookup(init, src) || !looks_up_written_record(cx, scope.file(), init, &written) {
+            if !is_lookup(init, src) {
                 continue;
             }
             if !ast::descendants_of_kind(cons, "throw_statement").is_empty() {
@@ -594,7 +595,9 @@ fn dropped(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     && acks_2xx
                     && (http || i > 0 || !returns.is_empty())
             };
-            if !acked {
+            if !acked
+                || !looks_up_written_record(cx, scope.file(), init, written.get_or_init(|| WrittenRecords::of(model)))
+            {
                 continue;
             }
             let node = resps.first().map(|r| r.node).or(returns.first().copied()).unwrap_or(stmt);
