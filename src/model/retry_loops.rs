@@ -292,8 +292,13 @@ pub fn has_backoff(lp: &RetryLoop, src: &str) -> bool {
             } else {
                 String::new()
             };
+            // A call handed to another call or set as a property (`signal: AbortSignal.timeout(ms)`)
+            // bounds a request; only a call that is itself waited on pauses between attempts.
+            let pauses = inner.kind() == "call_expression"
+                && ast::parent(inner).is_none_or(|p| !matches!(p.kind(), "arguments" | "pair"));
             if (n.kind() == "await_expression" && t.contains("setTimeout"))
-                || ["sleep", "delay", "wait", "backoff", "pause", "timeout"].iter().any(|w| name.contains(w))
+                || pauses
+                    && ["sleep", "delay", "wait", "backoff", "pause", "timeout"].iter().any(|w| name.contains(w))
                     && !name.starts_with("waitfor")
             {
                 found = true;
@@ -334,6 +339,18 @@ mod tests {
     fn capped_loop_with_backoff() {
         let l = loops(
             "async function f() { for (let attempt = 1; attempt <= 3; attempt++) { try { return await send(); } catch (e) { await sleep(2 ** attempt * 100); } } }",
+        );
+        assert_eq!(l, vec![(RetryKind::Loop, true, true)]);
+    }
+
+    #[test]
+    fn a_request_deadline_is_not_a_pause() {
+        let l = loops(
+            "async function f() { for (let attempt = 0; attempt < 3; attempt++) { try { await fetch(u, { signal: AbortSignal.timeout(5000) }); break; } catch (e) { log(e); } } }",
+        );
+        assert_eq!(l, vec![(RetryKind::Loop, true, false)]);
+        let l = loops(
+            "async function f() { for (let attempt = 0; attempt < 3; attempt++) { try { await send(withTimeout(5000)); break; } catch (e) { await delay(100 * attempt); } } }",
         );
         assert_eq!(l, vec![(RetryKind::Loop, true, true)]);
     }
