@@ -27,9 +27,10 @@ const DOCS: &str = r#"
   Not reported: a `catch` that throws the project's own error named for the client's fault
   (`throw errors.invalidWebhookSignature()`, `new InvalidSignatureError()`) in a framework
   whose error handler gives it a status (Nest, Express, Fastify, Koa, Hono).
-- A BullMQ / Inngest / Trigger.dev consumer that throws a plain `Error` for a permanent
-  failure (a record that is not found, an invalid or missing field, an unknown type), which
-  the queue retries with backoff instead of failing once.
+- A BullMQ / Inngest / Trigger.dev consumer, or the `run` of a project's own queue runner
+  (`createRunner(queue, { run })`), that throws a plain `Error` for a permanent failure (a
+  record that is not found, an invalid or missing field, an unknown type), which the queue
+  retries with backoff instead of failing once.
 - A message consumer (Lambda SQS, an SQS poller, Cloudflare Queues, Pub/Sub, RabbitMQ) whose
   `try` validates the message with a schema (`Schema.parse(JSON.parse(record.body))`) and whose
   `catch` sends every failure back for redelivery (`batchItemFailures.push`, a rethrow,
@@ -72,7 +73,8 @@ try {
   `bullmq`; Inngest: `NonRetriableError` from `inngest` (unsafe: review that the failure is
   really permanent). Trigger.dev: display-only (`AbortTaskRunError`). Bull v3
   (`queue.process(fn)`, `bull`, `@nestjs/bull`) has no `UnrecoverableError`: display-only
-  (call `job.discard()` before the throw).
+  (call `job.discard()` before the throw). A project's own runner: display-only (its library
+  decides how a job fails without retries; logging and returning completes it).
 
 Decisions: a thrown error counts as permanent when its message says so (not found, does not
 exist, invalid, missing, malformed, unknown/unsupported type, validation) or when it is thrown
@@ -156,7 +158,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let fw = model.handler.framework;
         if fw.is_http() {
             http(cx, model, out);
-        } else if matches!(fw, Framework::Bullmq | Framework::Inngest | Framework::TriggerDev) {
+        } else if matches!(fw, Framework::Bullmq | Framework::Inngest | Framework::TriggerDev | Framework::JobRunner) {
             queue(model, out);
         }
         if matches!(
@@ -501,12 +503,12 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             let message = value
                 .child_by_field_name("arguments")
                 .and_then(|a| a.named_child(0))
-                .map(|m| text(m, src))
-                .unwrap_or("");
+                .map(|m| ast::literal_words(m, src))
+                .unwrap_or_default();
             let missing = responses::branch_conditions(throw, func)
                 .into_iter()
                 .any(|(c, pos)| pos && missing_record(c, func, src));
-            if !PERMANENT.is_match(message) && !missing {
+            if !PERMANENT.is_match(&message) && !missing {
                 continue;
             }
             // Bull v3 (`queue.process(fn)`, `bull`, `@nestjs/bull`) has no UnrecoverableError:
@@ -515,8 +517,10 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 && (model.handler.name.starts_with("queue processor")
                     || bull_import.is_match(src)
                     || bull_import.is_match(&model.handler.file.text));
+            let runner = model.handler.framework == Framework::JobRunner;
             let (class, module) = match model.handler.framework {
                 Framework::Bullmq if bull_v3 => ("Error", None),
+                Framework::JobRunner => ("Error", None),
                 Framework::Bullmq => ("UnrecoverableError", Some("bullmq")),
                 Framework::Inngest => ("NonRetriableError", Some("inngest")),
                 _ => ("AbortTaskRunError", None),
@@ -542,10 +546,19 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 None if bull_v3 => {
                     Fix::display_only("call `job.discard()` before the throw", "Bull has no UnrecoverableError")
                 }
+                None if runner => Fix::display_only(
+                    "fail the job without retries",
+                    "use the queue library's non-retryable failure, or log and return so the job completes",
+                ),
                 None => Fix::display_only(format!("throw {class}"), "import it from your Trigger.dev SDK version"),
             };
-            let advice =
-                if bull_v3 { "call `job.discard()` before throwing".to_string() } else { format!("throw `{class}`") };
+            let advice = if bull_v3 {
+                "call `job.discard()` before throwing".to_string()
+            } else if runner {
+                "fail it without retries, or log and return".to_string()
+            } else {
+                format!("throw `{class}`")
+            };
             out.push(diag(
                 model,
                 scope,

@@ -217,6 +217,28 @@ pub fn string_value(node: Node, src: &str) -> Option<String> {
     }
 }
 
+/// The words a message spells out itself: the literal parts of a string, a template (without its
+/// substitutions) or a `+` concatenation. A variable's name is not its value.
+pub fn literal_words(node: Node, src: &str) -> String {
+    match kind(node) {
+        "string" => string_value(node, src).unwrap_or_default(),
+        "template_string" => named_children(node)
+            .iter()
+            .filter(|c| kind(**c) == "string_fragment")
+            .map(|c| text(*c, src))
+            .collect::<Vec<_>>()
+            .join(" "),
+        "binary_expression" => [field(node, "left"), field(node, "right")]
+            .into_iter()
+            .flatten()
+            .map(|side| literal_words(side, src))
+            .collect::<Vec<_>>()
+            .join(" "),
+        "parenthesized_expression" => node.named_child(0).map(|n| literal_words(n, src)).unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
 /// The value node of property `key` in an object literal.
 pub fn object_property<'t>(object: Node<'t>, key: &str, src: &str) -> Option<Node<'t>> {
     for child in named_children(object) {
