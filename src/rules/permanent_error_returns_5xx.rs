@@ -96,6 +96,17 @@ static PERMANENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)not found|no such|does ?n[o']t exist|doesn't exist|invalid|missing|malformed|validation|unknown (event|type|job|action)|unsupported|not supported").unwrap()
 });
 
+/// What a thrown message says about the payload itself (no "not found": see `thrown_bad_payload`).
+static BAD_PAYLOAD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\binvalid|malformed|missing|validation|unknown (event|type|action)|unsupported|not supported")
+        .unwrap()
+});
+
+/// A message or condition about the deployment, not the delivery.
+static CONFIGURATION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)process\.env|\benv(ironment)?\b|secret|configur|api[ _-]?key|token|credential").unwrap()
+});
+
 /// A call that throws on a malformed payload.
 fn is_parse(call: Node, src: &str) -> bool {
     let path = ast::callee_path(call, src);
@@ -158,6 +169,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let fw = model.handler.framework;
         if fw.is_http() {
             http(cx, model, out);
+            thrown_bad_payload(cx, model, out);
         } else if matches!(fw, Framework::Bullmq | Framework::Inngest | Framework::TriggerDev | Framework::JobRunner) {
             queue(model, out);
         }
@@ -355,6 +367,68 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     ), fix));
                 }
             }
+        }
+    }
+}
+
+/// A plain `Error` thrown outside any `try` because the payload itself is unusable (its message
+/// says invalid, malformed, missing or unsupported), in the handler or a callee no caller
+/// catches: the framework answers 500 and the provider redelivers a payload that cannot change.
+/// "Not found" is left out here: over HTTP the record may be created by a later event, and a
+/// retry is then what recovers it. Missing configuration is left out too: a retry after the
+/// deploy that sets it succeeds.
+fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let mut uncaught: Option<Vec<bool>> = None;
+    for (i, scope) in model.scopes.iter().enumerate() {
+        let Some(func) = scope.node() else { continue };
+        let src = src_of(scope);
+        for throw in ast::descendants_of_kind(func, "throw_statement") {
+            if ast::enclosing_function(throw) != Some(func)
+                || enclosing_try(throw, func).is_some()
+                || responses::in_catch(throw, func).is_some()
+            {
+                continue;
+            }
+            let Some(value) = throw.named_child(0).map(ast::unwrap_expr).filter(|v| v.kind() == "new_expression")
+            else {
+                continue;
+            };
+            if !value.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Error" | "TypeError"))
+            {
+                continue;
+            }
+            let message = value
+                .child_by_field_name("arguments")
+                .and_then(|a| a.named_child(0))
+                .map(|m| ast::literal_words(m, src))
+                .unwrap_or_default();
+            let conditions = responses::branch_conditions(throw, func);
+            let about_configuration = CONFIGURATION.is_match(&message)
+                || conditions.iter().any(|(c, _)| CONFIGURATION.is_match(text(*c, src)));
+            if !BAD_PAYLOAD.is_match(&message) || about_configuration {
+                continue;
+            }
+            if i != 0 && !uncaught.get_or_insert_with(|| uncaught_scopes(cx, model))[i] {
+                continue;
+            }
+            let fix = match (i == 0).then(|| model.handler.respond(400)).flatten() {
+                Some(stmt) => Fix::unsafe_(
+                    "answer 400 instead of throwing",
+                    vec![Edit::replace(throw.start_byte(), throw.end_byte(), stmt)],
+                )
+                .with_note("review that the payload can never become valid: a retryable failure should still throw"),
+                None => Fix::display_only(
+                    "answer 400 for a payload that can never succeed",
+                    "the throw is where no response object is in scope",
+                ),
+            };
+            out.push(diag(
+                model,
+                scope,
+                throw,
+                "a payload that can never succeed is thrown as a plain `Error` outside any try: the framework answers 500 and the provider retries it; answer 400 (or acknowledge and drop it)".to_string(),
+                fix,
+            ));
         }
     }
 }
