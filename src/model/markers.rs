@@ -860,12 +860,13 @@ fn existence_checked_insert<'t>(
             });
             // An `if` around the insert is the check-then-insert itself and is reported; with
             // an early exit the lookup is the check (as a marker table's check is), the `if`
-            // only its exit.
+            // only its exit. A provider resource is checked by listing and searching it, often
+            // lines above the `if`: the search is the check.
             if let Some(lookup) = lookup {
                 if unique_lookup_then_bare_insert(lookup, *insert, &calls, src) {
                     continue;
                 }
-                return Some(if around { *stmt } else { lookup });
+                return Some(if around && !table.starts_with(API_RESOURCE) { *stmt } else { lookup });
             }
         }
     }
