@@ -5,7 +5,7 @@ use crate::fix::{Applicability, Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::best_effort;
 use crate::model::claims::DUP_CODE;
-use crate::model::reach::Scope;
+use crate::model::reach::{self, Scope};
 use crate::model::responses::{self, Response, Style};
 use crate::model::verify::is_verify;
 use crate::model::{EffectKind, Framework, Sdk, effects, markers};
@@ -166,6 +166,12 @@ struct Cx<'a> {
     acks_2xx: bool,
 }
 
+/// Frameworks that answer 200 when the handler finishes without an answer of its own: a Nest
+/// controller method, a Botpress integration handler (a thrown error answers 500).
+fn answers_2xx_on_completion(fw: Framework) -> bool {
+    matches!(fw, Framework::Nest | Framework::Botpress)
+}
+
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
         let Some(root) = model.scopes.first() else { continue };
@@ -173,7 +179,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let fw = model.handler.framework;
         let names = responses::handler_names(&model.handler);
         let acks_2xx = !fw.is_http()
-            || fw == Framework::Nest
+            || answers_2xx_on_completion(fw)
             || responses::responses_in(root_fn, &root.file().text, &names, false).iter().any(|r| r.is_2xx())
             || fw == Framework::H3
                 && responses::returned_values(root_fn, &root.file().text, &names, false).iter().any(|r| r.is_2xx());
@@ -397,6 +403,39 @@ fn exposed_calls(block: Node) -> Vec<Node> {
 fn same_fn_nodes<'t>(body: Node<'t>, kind: &str) -> Vec<Node<'t>> {
     let func = ast::enclosing_function(body);
     ast::descendants_of_kind(body, kind).into_iter().filter(|n| ast::enclosing_function(*n) == func).collect()
+}
+
+/// A catch that hands its error to a function that always throws (`this.handleError(e, "create")`
+/// declared `: never`, or ending in a `throw`) rethrows it, reshaped.
+fn calls_a_thrower(c: &Cx, file: &Arc<SourceFile>, body: Node, src: &str) -> bool {
+    ast::named_children(body).into_iter().any(|stmt| {
+        let Some(call) = stmt.named_child(0).map(ast::unwrap_expr).filter(|e| e.kind() == "call_expression") else {
+            return false;
+        };
+        let Some(def) = reach::resolve_call(c.cx.project, file, call) else { return false };
+        let Some(func) = def.node() else { return false };
+        let def_src = &def.file.text;
+        let declared_never = func
+            .child_by_field_name("return_type")
+            .is_some_and(|t| text(t, def_src).trim_start_matches(':').trim() == "never");
+        declared_never
+            || func
+                .child_by_field_name("body")
+                .filter(|b| b.kind() == "statement_block")
+                .and_then(|b| ast::named_children(b).into_iter().rev().find(|n| n.kind() != "comment"))
+                .is_some_and(|last| last.kind() == "throw_statement")
+    })
+}
+
+/// The catch returns a literal in place of what it read (`return {}`, `return []`, `return null`).
+fn returns_a_fallback(body: Node) -> bool {
+    let returns = ast::named_children(body).into_iter().filter(|s| s.kind() == "return_statement").collect::<Vec<_>>();
+    !returns.is_empty()
+        && returns.iter().all(|r| {
+            r.named_child(0).map(ast::unwrap_expr).is_some_and(|v| {
+                matches!(v.kind(), "object" | "array" | "null" | "undefined" | "false" | "true" | "number" | "string")
+            })
+        })
 }
 
 fn records_failure(body: Node, src: &str) -> bool {
@@ -918,10 +957,11 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             continue;
         }
         // An in-code retry loop catches to try again; what happens after the last attempt
-        // is outside the catch.
+        // is outside the catch. A counted loop over items (`for (let i = 0; i < n; i++)`) is
+        // not one: a caught failure there loses that item.
         let in_retry_loop = ast::ancestors(try_stmt)
             .take_while(|a| !ast::is_function(*a))
-            .any(|a| matches!(a.kind(), "while_statement" | "do_statement" | "for_statement"));
+            .any(|a| crate::model::retry_loops::is_retry_loop(a, src));
         if in_retry_loop {
             continue;
         }
@@ -963,6 +1003,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             continue;
         }
         if !same_fn_nodes(body, "throw_statement").is_empty()
+            || calls_a_thrower(c, file, body, src)
             || records_failure(body, src)
             || fails_through_done(c, clause, body, src)
             || DUP_CODE.is_match(text(body, src))
@@ -1038,8 +1079,11 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         {
             continue;
         }
-        // A read with a fallback value (`catch { cached = null }`): no work of the event is lost.
-        if reads_only(block, src) && !ast::descendants_of_kind(body, "assignment_expression").is_empty() {
+        // A read with a fallback value (`catch { cached = null }`, `catch { return {} }`): no work
+        // of the event is lost.
+        if reads_only(block, src)
+            && (!ast::descendants_of_kind(body, "assignment_expression").is_empty() || returns_a_fallback(body))
+        {
             continue;
         }
         if captures_error(clause, body, try_stmt, src) {
@@ -1100,7 +1144,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                 // h3 answers with what the handler returns (`return "ok"` after the try is a 200).
                 let returned =
                     if fw == Framework::H3 { responses::returned_values(func, src, &names, false) } else { Vec::new() };
-                fw == Framework::Nest
+                answers_2xx_on_completion(fw)
                     || responses::responses_in(func, src, &names, true)
                         .iter()
                         .chain(&returned)
@@ -1380,6 +1424,11 @@ fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
         "audit trail",
         // circuit-breaker bookkeeping about the endpoint, not the event's work
         "breaker",
+        // "swallowing to prevent webhook retries": the catch says the acknowledgement is the point
+        "prevent retr",
+        "prevent webhook retr",
+        "avoid retr",
+        "avoid webhook retr",
     ];
     SAID.iter().find(|w| t.contains(**w)).copied()
 }
