@@ -407,7 +407,7 @@ fn same_fn_nodes<'t>(body: Node<'t>, kind: &str) -> Vec<Node<'t>> {
 
 /// A catch that hands its error to a function that always throws (`this.handleError(e, "create")`
 /// declared `: never`, or ending in a `throw`) rethrows it, reshaped.
-fn calls_a_thrower(c: &Cx, file: &Arc<SourceFile>, body: Node, src: &str) -> bool {
+fn calls_a_thrower(c: &Cx, file: &Arc<SourceFile>, body: Node) -> bool {
     ast::named_children(body).into_iter().any(|stmt| {
         let Some(call) = stmt.named_child(0).map(ast::unwrap_expr).filter(|e| e.kind() == "call_expression") else {
             return false;
@@ -1003,7 +1003,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             continue;
         }
         if !same_fn_nodes(body, "throw_statement").is_empty()
-            || calls_a_thrower(c, file, body, src)
+            || calls_a_thrower(c, file, body)
             || records_failure(body, src)
             || fails_through_done(c, clause, body, src)
             || DUP_CODE.is_match(text(body, src))
