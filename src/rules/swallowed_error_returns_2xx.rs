@@ -1135,6 +1135,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         }
         let returns = same_fn_nodes(body, "return_statement");
         let http = fw.is_http();
+        let dropped = failure_dropped(c, i, inner_fn == func, &returns);
         let swallowed = if http {
             if i == 0 && inner_fn == func {
                 if !returns.is_empty() {
@@ -1151,7 +1152,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                         .filter(|r| r.node.start_byte() >= try_stmt.end_byte())
                         .any(|r| r.is_2xx())
             } else {
-                returns.iter().all(|r| returns_nothing_checkable(*r)) && c.acks_2xx
+                (returns.iter().all(|r| returns_nothing_checkable(*r)) || dropped.is_some()) && c.acks_2xx
             }
         } else {
             // A job that returns a failure outcome (`return "failure"`, `{ success: false }`)
@@ -1159,7 +1160,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             // runner's `onComplete(job, result)`): a decision, not a silent success.
             returns.iter().all(|r| {
                 returns_nothing_checkable(*r) || i == 0 && inner_fn == func && !returns_failure_outcome(*r, src)
-            })
+            }) || dropped.is_some()
         };
         if !swallowed {
             continue;
@@ -1170,6 +1171,26 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             continue;
         }
         let what = if http { "the handler then answers 2xx" } else { "the job/message then completes as a success" };
+        // The failure is handed back and lost where the caller drops it: that call is the fix site.
+        if let Some((k, site)) = dropped {
+            let caller_src = &c.model.scopes[k].file().text;
+            let name = ast::callee_name(site, caller_src).unwrap_or_default();
+            out.push(diag(
+                c,
+                &c.model.scopes[k],
+                site,
+                format!(
+                    "`{name}` catches its failure and returns it as a value ({}:{}), and this call drops that value: {what}, and the provider never retries the failed event",
+                    file.path.file_name().map_or(String::new(), |n| n.to_string_lossy().to_string()),
+                    clause.start_position().row + 1
+                ),
+                Fix::display_only(
+                    "check the returned outcome",
+                    format!("throw (or answer 5xx) when `{name}` reports a failure"),
+                ),
+            ));
+            continue;
+        }
         let fix = catch_fix(c, i, file, clause, body, inner_fn == func);
         out.push(diag(
             c,
@@ -1320,6 +1341,40 @@ fn flagged_for_later(func: Node, try_stmt: Node, body: Node, src: &str, names: &
 
 /// Whether the function of scope `i` is called as a bare statement (`notify(data);`, neither
 /// awaited nor returned) by a function before it in the chain.
+/// A callee's catch returns a failure outcome (`{ success: false, error }`) and every caller on
+/// the handler's way drops it (`await queueBilling(op);` as a statement): nobody hears of it.
+fn failure_dropped<'a>(c: &Cx<'a>, i: usize, in_callee_body: bool, returns: &[Node]) -> Option<(usize, Node<'a>)> {
+    if i == 0 || !in_callee_body || returns.is_empty() {
+        return None;
+    }
+    let src = &c.model.scopes[i].file().text;
+    if !returns.iter().all(|r| returns_failure_outcome(*r, src)) {
+        return None;
+    }
+    let name = c.model.scopes[i].chain.last()?;
+    let model: &'a HandlerModel = c.model;
+    let sites: Vec<(usize, Node<'a>, bool)> = model.scopes[..i]
+        .iter()
+        .enumerate()
+        .flat_map(|(k, s)| {
+            let src = &s.file().text;
+            s.node()
+                .map(|f| ast::calls_in(f, false))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|call| ast::callee_name(*call, src).is_some_and(|n| n == *name))
+                .map(move |call| {
+                    let outer = call.parent().filter(|p| p.kind() == "await_expression").unwrap_or(call);
+                    (k, call, outer.parent().is_some_and(|p| p.kind() == "expression_statement"))
+                })
+        })
+        .collect();
+    if sites.is_empty() || !sites.iter().all(|(_, _, dropped)| *dropped) {
+        return None;
+    }
+    sites.first().map(|(k, call, _)| (*k, *call))
+}
+
 fn called_without_await(c: &Cx, i: usize) -> bool {
     let Some(name) = c.model.scopes.get(i).and_then(|s| s.chain.last()) else { return false };
     c.model.scopes[..i].iter().any(|s| {
