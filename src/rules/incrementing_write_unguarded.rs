@@ -191,11 +191,22 @@ fn computed_from_loaded_field<'t>(
         })
 }
 
+/// The array a `for...of` loop around `at` takes `name` from: `for (const row of rows)` → `rows`.
+fn loop_source(func: Node, name: &str, at: usize, src: &str) -> Option<String> {
+    ast::descendants_of_kind(func, "for_in_statement").into_iter().find_map(|lp| {
+        let inside = lp.start_byte() < at && at < lp.end_byte();
+        let of = lp.child_by_field_name("operator").is_some_and(|o| text(o, src) == "of");
+        let left = lp.child_by_field_name("left").filter(|l| l.kind() == "identifier")?;
+        let right = lp.child_by_field_name("right").map(ast::unwrap_expr).filter(|r| r.kind() == "identifier")?;
+        (inside && of && text(left, src) == name).then(|| text(right, src).to_string())
+    })
+}
+
 fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Option<Node<'t>>)> {
     let mut out = Vec::new();
     // `const user = await db.user.findUnique(...)`, or supabase-js's
     // `const { data: profile } = await supabase.from("profiles").select().eq(...).maybeSingle()`.
-    let loaded = |name: &str, at: usize| {
+    let loaded_as = |name: &str, at: usize| {
         ast::find_binding_init(func, name, src, at).or_else(|| ast::find_destructured_init(func, name, src, at)).filter(
             |init| {
                 let t = text(*init, src);
@@ -204,6 +215,10 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                         .is_match(t)
             },
         )
+    };
+    // `for (const recharge of recharges)` over loaded rows: each element is a loaded record.
+    let loaded = |name: &str, at: usize| {
+        loaded_as(name, at).or_else(|| loop_source(func, name, at, src).and_then(|rows| loaded_as(&rows, at)))
     };
     let saved_after = |name: &str, at: usize| {
         let rest = &src[at..func.end_byte()];
@@ -241,10 +256,25 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                     let what = format!("read-modify-write `{}(...)` on a loaded record", path.join("."));
                     out.push((n, what, Some(load)));
                 } else if effects::classify(n, src, true).is_some_and(|e| e.kind == EffectKind::DbUpdate) {
-                    let t = text(n, src);
-                    let re =
-                        crate::regex!(r"(\b[A-Za-z_$][\w$]*)\.\w+\s*[+\-]\s*[\w(]|\.\.\.\s*([A-Za-z_$][\w$]*)\.\w+");
-                    let load = re.captures_iter(t).find_map(|c| {
+                    // The update's text, and the values of the locals it writes (`data: period`,
+                    // `const period = { end: new Date(sub.end.getTime() + term) }`).
+                    let mut texts = vec![text(n, src)];
+                    for arg in ast::arguments(n) {
+                        for id in ast::descendants_of_kind(arg, "identifier")
+                            .into_iter()
+                            .chain(ast::descendants_of_kind(arg, "shorthand_property_identifier"))
+                        {
+                            if let Some(init) = ast::find_binding_init(func, text(id, src), src, n.start_byte())
+                                .filter(|i| matches!(i.kind(), "object" | "ternary_expression"))
+                            {
+                                texts.push(text(init, src));
+                            }
+                        }
+                    }
+                    let re = crate::regex!(
+                        r"(\b[A-Za-z_$][\w$]*)\.\w+(?:\.getTime\(\))?\s*[+\-]\s*[\w(]|\.\.\.\s*([A-Za-z_$][\w$]*)\.\w+"
+                    );
+                    let load = texts.iter().flat_map(|t| re.captures_iter(t)).find_map(|c| {
                         let name = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
                         loaded(name, n.start_byte())
                     });
