@@ -68,6 +68,8 @@ enum Mode {
 }
 
 struct Cx<'a> {
+    project: &'a crate::project::Project,
+    file: &'a std::sync::Arc<crate::source::SourceFile>,
     src: &'a str,
     names: Vec<&'a str>,
     res: &'a str,
@@ -110,14 +112,52 @@ impl Cx<'_> {
                 {
                     found = true;
                 }
-                // `res` handed to a helper that answers, or `stream.pipe(res)`.
-                if ast::arguments(n).iter().any(|a| a.kind() == "identifier" && text(*a, self.src) == self.res) {
+                // `res` handed to a helper that answers, or `stream.pipe(res)`; a project helper
+                // that only listens on it (`res.once("finish", ...)`) answers nothing.
+                if let Some(at) =
+                    ast::arguments(n).iter().position(|a| a.kind() == "identifier" && text(*a, self.src) == self.res)
+                    && !self.helper_only_listens(n, at)
+                {
                     found = true;
                 }
             }
             true
         });
         found
+    }
+
+    /// `call` resolves to a project function whose parameter at `at` is never used to answer:
+    /// no send-like method is called on it and it is not handed on.
+    fn helper_only_listens(&self, call: Node, at: usize) -> bool {
+        let Some(def) = crate::model::reach::resolve_call(self.project, self.file, call) else { return false };
+        let Some(helper) = def.node() else { return false };
+        let src = def.file.text.as_str();
+        let Some(param) = ast::parameter(helper, at).filter(|p| p.kind() == "identifier") else { return false };
+        let name = text(param, src);
+        let Some(body) = helper.child_by_field_name("body") else { return false };
+        !ast::calls_in(body, true).into_iter().any(|c| {
+            let path = ast::callee_path(c, src);
+            let answers_on_it = path.first().is_some_and(|r| r == name)
+                && path.last().is_some_and(|l| {
+                    matches!(
+                        l.as_str(),
+                        "json"
+                            | "send"
+                            | "end"
+                            | "status"
+                            | "sendStatus"
+                            | "redirect"
+                            | "render"
+                            | "writeHead"
+                            | "sendFile"
+                            | "download"
+                            | "write"
+                            | "code"
+                    )
+                });
+            let handed_on = ast::arguments(c).iter().any(|a| a.kind() == "identifier" && text(*a, src) == name);
+            answers_on_it || handed_on
+        })
     }
 
     fn answers_list(&self, stmts: &[Node]) -> bool {
@@ -227,6 +267,8 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let file = scope.file();
         let src = &file.text;
         let c = Cx {
+            project: cx.project,
+            file,
             src,
             names: responses::handler_names(handler),
             res: handler.response.as_deref().unwrap_or(""),
