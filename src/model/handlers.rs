@@ -111,6 +111,10 @@ pub struct Handler {
     /// The response object (`res`, `reply`, Koa's `ctx`).
     pub response: Option<String>,
     pub event_key: Option<EventKey>,
+    /// Found as the argument of a project factory that returns the route's real handler
+    /// (`createWebhookHandler("Connect", handleConnect)`): the factory's closure answers the
+    /// request, this function only does the work.
+    pub answered_by_factory: bool,
 }
 
 impl Handler {
@@ -178,8 +182,16 @@ pub fn find_handlers(file: &Arc<SourceFile>, project: &Project, config: &Config)
         return Vec::new();
     }
     let path = routing_path(&file.path);
-    let mut finder =
-        Finder { file, project, config, found: Vec::new(), wrapper_verifies: false, path, user_authenticated: false };
+    let mut finder = Finder {
+        file,
+        project,
+        config,
+        found: Vec::new(),
+        wrapper_verifies: false,
+        factory_answers: false,
+        path,
+        user_authenticated: false,
+    };
     finder.scan();
     finder.found
 }
@@ -191,6 +203,8 @@ struct Finder<'a> {
     found: Vec<Handler>,
     /// The handler being pushed is wrapped in a call that verifies its sender.
     wrapper_verifies: bool,
+    /// The handler being pushed is handed to a project factory that returns a function.
+    factory_answers: bool,
     /// The file's path as routing sees it (see `routing_path`), `/`-separated.
     path: String,
     /// The route being pushed first authenticates a signed-in user (`requireAuth` middleware,
@@ -275,9 +289,12 @@ impl<'a> Finder<'a> {
                 .child_by_field_name("function")
                 .is_some_and(|f| crate::regex!(r"(?i)signature|webhook|hmac").is_match(text(f, self.src())));
             let outer = self.wrapper_verifies;
+            let outer_factory = self.factory_answers;
             self.wrapper_verifies = outer || verifies;
+            self.factory_answers = outer_factory || self.returns_a_function(func);
             self.push(inner, name, framework, route_hint);
             self.wrapper_verifies = outer;
+            self.factory_answers = outer_factory;
             return;
         } else {
             return;
@@ -351,9 +368,26 @@ impl<'a> Finder<'a> {
             request,
             response,
             event_key: None,
+            answered_by_factory: self.factory_answers,
         };
         handler.event_key = super::keys::event_key(&handler, node, self.config);
         self.found.push(handler);
+    }
+
+    /// `call`'s callee is a project function whose body returns a function (a handler factory).
+    fn returns_a_function(&self, call: Node) -> bool {
+        let Some(callee) = call.child_by_field_name("function").filter(|f| f.kind() == "identifier") else {
+            return false;
+        };
+        let Some(def) = self.resolve_function(text(callee, self.src())) else { return false };
+        let Some(factory) = def.node() else { return false };
+        let Some(body) = factory.child_by_field_name("body") else { return false };
+        if ast::is_function(ast::unwrap_expr(body)) {
+            return true;
+        }
+        ast::named_children(body).into_iter().any(|stmt| {
+            stmt.kind() == "return_statement" && stmt.named_child(0).map(ast::unwrap_expr).is_some_and(ast::is_function)
+        })
     }
 
     fn resolve_function(&self, name: &str) -> Option<project::FunctionDef> {

@@ -25,6 +25,9 @@ NestJS controllers and h3/Nuxt `defineEventHandler`s are never reported: there, 
 value (or nothing) answers 2xx (Nest: 201 for `@Post` or the `@HttpCode`; h3: 200, or 204 for
 nothing), and a thrown `HttpException` / `createError` answers its status.
 
+A function handed to a project factory that returns the route's real handler
+(`app.post(path, makeWebhookRoute("refund", applyRefund))`, where `makeWebhookRoute` returns a
+closure that answers) is not reported: the closure answers, the function only does the work.
 A path counts as answered when it sends a response (`res.json()`, `res.sendStatus()`,
 `reply.send()`, `res.redirect()`, `res.end()`), calls `next(...)`, hands `res` to another
 function (which is assumed to answer), returns a value, or throws.
@@ -259,6 +262,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
         let handler = &model.handler;
         let Some(mode) = mode(handler) else { continue };
+        if handler.answered_by_factory {
+            continue;
+        }
         let Some(scope) = model.scopes.first() else { continue };
         let Some(func) = scope.node() else { continue };
         let Some(body) = func.child_by_field_name("body").filter(|b| b.kind() == "statement_block") else {
