@@ -727,6 +727,10 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
         return classify_sql(&sql);
     }
     // Drizzle / Knex / Kysely chains: db.insert(t).values(v)..., knex('t').insert(v)
+    // `insertOnUpdate(table, keys).given(row).execute()` (postgres-query-builder): ON CONFLICT DO UPDATE
+    if path.first().is_some_and(|p| p == "insertOnUpdate()") {
+        return Some(EffectKind::DbUpsert);
+    }
     if joined.contains("insert()") || joined.contains("insertInto()") || last == "insert" && path.len() >= 2 {
         if full.contains("onConflictDoNothing")
             || full.contains("onConflictDoUpdate")

@@ -761,7 +761,9 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
         if s.iter().any(|(step, _, _)| matches!(step, Step::Marker(_))) {
             continue;
         }
-        if let Some(decision) = existence_checked_insert(project, file, func, src) {
+        if let Some(decision) = existence_checked_insert(project, file, func, src)
+            .or_else(|| upserted_then_first_time_work(project, file, func, src))
+        {
             out.push(Pattern {
                 kind: PatternKind::CheckThenInsert,
                 scope: index,
@@ -787,6 +789,60 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
 /// `x == null`, `rows.length === 0`, `row === undefined`.
 static EMPTY_COMPARISON: std::sync::LazyLock<regex::Regex> =
     std::sync::LazyLock::new(|| regex::Regex::new(r"(?:==+\s*(?:null|undefined|0)\b)").unwrap());
+
+/// `const row = await select().from(t)...; await upsert(t, ...); if (!row) { work }`: the upsert
+/// lets every concurrent delivery through (none fails on the key), and each one read "no row"
+/// before any of them wrote it, so each does the first-time work. The lookup is the check.
+/// A lookup that locks the row (`FOR UPDATE`, `.forUpdate()`) serialises them and is left out.
+fn upserted_then_first_time_work<'t>(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    func: Node<'t>,
+    src: &str,
+) -> Option<Node<'t>> {
+    let calls = ast::calls_in(func, false);
+    let upserts = calls
+        .iter()
+        .filter(|c| effects::classify(**c, src, false).is_some_and(|e| e.kind == effects::EffectKind::DbUpsert));
+    for upsert in upserts {
+        let Some(table) = table_of(*upsert, src) else { continue };
+        for stmt in ast::descendants_of_kind(func, "if_statement") {
+            if stmt.start_byte() < upsert.end_byte() {
+                continue;
+            }
+            let (Some(cond), Some(cons)) =
+                (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
+            else {
+                continue;
+            };
+            let cond = ast::unwrap_expr(cond);
+            let negated = (cond.kind() == "unary_expression" && cond.child(0).is_some_and(|o| text(o, src) == "!"))
+                .then(|| cond.child_by_field_name("argument"))
+                .flatten()
+                .filter(|a| a.kind() == "identifier");
+            let Some(subject) = negated else { continue };
+            let Some(lookup) = ast::find_binding_init(func, text(subject, src), src, upsert.start_byte())
+                .map(ast::unwrap_expr)
+                .map(|i| if i.kind() == "await_expression" { i.named_child(0).unwrap_or(i) } else { i })
+                .filter(|i| i.kind() == "call_expression")
+            else {
+                continue;
+            };
+            let lookup_text = text(lookup, src).to_ascii_lowercase();
+            if lookup.end_byte() > upsert.start_byte()
+                || !is_row_lookup(lookup, src)
+                || table_of(lookup, src).as_deref() != Some(table.as_str())
+                || crate::regex!(r#"forupdate|for update|for\s*\(\s*["'`]update|lock"#).is_match(&lookup_text)
+            {
+                continue;
+            }
+            if contains_work(project, file, cons, func, None) {
+                return Some(lookup);
+            }
+        }
+    }
+    None
+}
 
 /// The lookup whose row lets an insert run only when the same table had no row: an `if` around
 /// the insert with the lookup negated (`if (!row)`, `if (rows.length === 0)`), or before it
@@ -1107,7 +1163,7 @@ pub fn table_of(call: Node, src: &str) -> Option<String> {
     while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
         let callee = c.child_by_field_name("function")?;
         let name = ast::callee_name(c, src).unwrap_or_default();
-        if matches!(name.as_str(), "from" | "insert" | "into" | "table" | "insertInto")
+        if matches!(name.as_str(), "from" | "insert" | "into" | "table" | "insertInto" | "insertOnUpdate")
             && let Some(arg) = ast::arguments(c).first()
         {
             return Some(ast::string_value(*arg, src).unwrap_or_else(|| text(*arg, src).to_string()));
