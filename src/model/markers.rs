@@ -800,6 +800,7 @@ fn upserted_then_first_time_work<'t>(
     func: Node<'t>,
     src: &str,
 ) -> Option<Node<'t>> {
+    let locks = crate::regex!(r#"forupdate|for update|for\s*\(\s*["'`]update|lock"#);
     let calls = ast::calls_in(func, false);
     let upserts = calls
         .iter()
@@ -832,7 +833,7 @@ fn upserted_then_first_time_work<'t>(
             if lookup.end_byte() > upsert.start_byte()
                 || !is_row_lookup(lookup, src)
                 || table_of(lookup, src).as_deref() != Some(table.as_str())
-                || crate::regex!(r#"forupdate|for update|for\s*\(\s*["'`]update|lock"#).is_match(&lookup_text)
+                || locks.is_match(&lookup_text)
             {
                 continue;
             }
