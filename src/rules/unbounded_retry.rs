@@ -1,7 +1,10 @@
 //! unbounded-retry
 
 use super::{Context, Diagnostic, FixAvailability, Rule};
+use crate::model::ast::{self, text};
 use crate::model::retry_loops::{self, RetryKind};
+use crate::model::{EffectKind, effects};
+use tree_sitter::Node;
 
 const DOCS: &str = r#"
 ## What it finds
@@ -10,7 +13,10 @@ An in-code retry loop in a handler (or a function it calls) that has no attempt 
 `if (attempt >= max) throw`, a function that calls itself again from its `catch`,
 `p-retry`/`async-retry` with `retries: Infinity` or `forever: true`) or that retries at once,
 without awaiting a delay between attempts (`sleep`, `delay`, `setTimeout` in a promise).
-Retry libraries back off by default, so only their cap is checked.
+Retry libraries back off by default, so only their cap is checked. Also a consumer whose
+`catch` sends the failed message back to a queue with its retry counter raised
+(`queue.send({ ...message.body, retries })`) and no delay option (`delaySeconds`, `delay`,
+`DelaySeconds`): the copy is delivered again at once.
 
 ## Why retries break it
 A handler that retries forever never answers: the provider times out and redelivers, and
@@ -102,5 +108,66 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     .help("cap the attempts (then rethrow so the provider redelivers later) and await a growing delay between attempts"),
             );
         }
+        for send in requeued_at_once(func, src) {
+            out.push(
+                Diagnostic::new(
+                    RULE.id,
+                    file,
+                    send,
+                    "the catch re-enqueues the failed message with its retry counter raised but no delay: the copy is delivered again at once, so every attempt hits the failing dependency back to back".to_string(),
+                )
+                .in_handler(model, scope)
+                .help("pass a growing delay with the copy (`delaySeconds`, `delay`), or let the queue's own retry policy redeliver it"),
+            );
+        }
     }
+}
+
+/// Sends in a `catch` of `func` that put the message back on a queue as a copy with a raised
+/// retry counter (`{ ...message.body, retries }`) and nothing that delays it.
+fn requeued_at_once<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    let counter = crate::regex!(r"(?i)^(retr(y|ies)\w*|attempts?\w*|\w*(retry|attempt)_?count)$");
+    let delayed = crate::regex!(r"(?i)delay|backoff|visibility|notbefore|runat|scheduled|countdown");
+    let mut out = Vec::new();
+    for clause in ast::descendants_of_kind(func, "catch_clause") {
+        if ast::enclosing_function(clause) != Some(func) {
+            continue;
+        }
+        let Some(body) = clause.child_by_field_name("body") else { continue };
+        for call in ast::calls_in(body, false) {
+            let path = ast::callee_path(call, src);
+            let last = path.last().map(String::as_str).unwrap_or("");
+            let Some(copy) =
+                ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")
+            else {
+                continue;
+            };
+            let children = ast::named_children(copy);
+            let spreads = children.iter().any(|c| c.kind() == "spread_element");
+            // A copy of the consumed message (`...message.body`, `...job.data`) sent anywhere is
+            // the message put back, whatever the binding is called.
+            let copies_message = children.iter().any(|c| {
+                c.kind() == "spread_element" && {
+                    let t = text(*c, src);
+                    t.ends_with(".body") || t.ends_with(".data")
+                }
+            });
+            let enqueues = effects::classify(call, src, false).is_some_and(|e| e.kind == EffectKind::Enqueue)
+                || matches!(last, "send" | "sendMessage" | "add" | "publish" | "enqueue")
+                    && (copies_message || path.iter().any(|p| p.to_ascii_lowercase().contains("queue")));
+            let counts = children.iter().any(|c| {
+                let key = match c.kind() {
+                    "pair" => c.child_by_field_name("key"),
+                    "shorthand_property_identifier" => Some(*c),
+                    _ => None,
+                };
+                key.is_some_and(|k| counter.is_match(text(k, src)))
+            });
+            let args_text = ast::arguments(call).iter().skip(1).map(|a| text(*a, src)).collect::<String>();
+            if enqueues && spreads && counts && !delayed.is_match(&args_text) {
+                out.push(call);
+            }
+        }
+    }
+    out
 }
