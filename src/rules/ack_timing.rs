@@ -23,6 +23,8 @@ Work that is not finished when the delivery is acknowledged:
   the listeners' work;
 - `items.forEach(async (item) => ...)`: `forEach` does not wait for the callbacks;
 - `void work()`;
+- a child process started with `exec`/`spawn`/`execFile`/`fork` from `child_process` whose
+  completion nothing awaits (fix: display-only; await a promise settled on its `close`);
 - work deferred past the response: `after()`, `waitUntil()`, `setImmediate`, `setTimeout`,
   `process.nextTick`, `queueMicrotask` callbacks that write or call out;
 - in an explicit-ack consumer, the message acknowledged before its work: RabbitMQ
@@ -187,7 +189,84 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 ack_then_work(&c, model, scope, func, out);
             }
             statements(&c, model, scope, func, out);
+            detached_processes(model, scope, func, out);
         }
+    }
+}
+
+/// The local names `exec`/`spawn`/`execFile`/`fork` of `child_process` are bound to in `src`
+/// (`import { exec as run } from "node:child_process"`, `const { spawn } = require(...)`), and
+/// the names the module itself is bound to (`import * as cp from ...`, `const cp = require(...)`).
+fn child_process_bindings(src: &str) -> (Vec<String>, Vec<String>) {
+    let mut named = Vec::new();
+    let mut namespaces = Vec::new();
+    let braces = crate::regex!(
+        r#"(?:import\s*(?:type\s*)?\{([^}]*)\}\s*from\s*['"](?:node:)?child_process['"])|(?:\{([^}]*)\}\s*=\s*require\(\s*['"](?:node:)?child_process['"]\s*\))"#
+    );
+    for c in braces.captures_iter(src) {
+        let list = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
+        for item in list.split(',') {
+            let mut parts =
+                item.split(|ch: char| ch == ':' || ch.is_whitespace()).filter(|p| !p.is_empty() && *p != "as");
+            let (Some(original), local) = (parts.next(), parts.next()) else { continue };
+            if matches!(original, "exec" | "spawn" | "execFile" | "fork") {
+                named.push(local.unwrap_or(original).to_string());
+            }
+        }
+    }
+    let whole = crate::regex!(
+        r#"(?:import\s+(?:\*\s+as\s+)?(\w+)\s+from\s*['"](?:node:)?child_process['"])|(?:(?:const|let|var)\s+(\w+)\s*=\s*require\(\s*['"](?:node:)?child_process['"]\s*\))"#
+    );
+    for c in whole.captures_iter(src) {
+        if let Some(name) = c.get(1).or_else(|| c.get(2)) {
+            namespaces.push(name.as_str().to_string());
+        }
+    }
+    (named, namespaces)
+}
+
+/// `exec(command)` / `spawn(...)` from `child_process` whose completion nobody awaits: the
+/// handler answers while the process runs, and a failed or killed process is never retried.
+/// Awaited forms (`await promisify(exec)(cmd)`, a `new Promise` settled on `close`) and the
+/// `...Sync` variants finish before the handler does.
+fn detached_processes(model: &HandlerModel, scope: &Scope, func: Node, out: &mut Vec<Diagnostic>) {
+    let src = &scope.file().text;
+    let (named, namespaces) = child_process_bindings(src);
+    if named.is_empty() && namespaces.is_empty() {
+        return;
+    }
+    for call in ast::calls_in(func, false) {
+        let path = ast::callee_path(call, src);
+        let starts = match path.as_slice() {
+            [name] => named.contains(name),
+            [ns, method] => {
+                namespaces.contains(ns) && matches!(method.as_str(), "exec" | "spawn" | "execFile" | "fork")
+            }
+            _ => false,
+        };
+        if !starts || ast::ancestors(call).take_while(|a| *a != func).any(|a| a.kind() == "await_expression") {
+            continue;
+        }
+        let in_promise = ast::ancestors(call).take_while(|a| *a != func).any(|a| {
+            a.kind() == "new_expression"
+                && a.child_by_field_name("constructor").is_some_and(|c| text(c, src) == "Promise")
+        });
+        if in_promise {
+            continue;
+        }
+        out.push(diag(
+            model,
+            scope,
+            call,
+            format!(
+                "`{}` starts a child process that nothing awaits: the delivery is acknowledged while it runs, and if it fails or the process is stopped, nothing retries it",
+                path.join(".")
+            ),
+            Fix::display_only(
+                "await the process",
+                "wrap it in a promise settled on `close` (rejecting on a non-zero code) and await it, or hand the work to a durable queue",
+            ),
+        ));
     }
 }
 
