@@ -397,11 +397,7 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
             {
                 continue;
             }
-            let message = value
-                .child_by_field_name("arguments")
-                .and_then(|a| a.named_child(0))
-                .map(|m| ast::literal_words(m, src))
-                .unwrap_or_default();
+            let message = thrown_message(value, src);
             let conditions = responses::branch_conditions(throw, func);
             let about_configuration = CONFIGURATION.is_match(&message)
                 || conditions.iter().any(|(c, _)| CONFIGURATION.is_match(text(*c, src)));
@@ -431,6 +427,15 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
             ));
         }
     }
+}
+
+/// What `new Error(message)` spells out in its message (see `ast::literal_words`).
+fn thrown_message(error: Node, src: &str) -> String {
+    error
+        .child_by_field_name("arguments")
+        .and_then(|a| a.named_child(0))
+        .map(|m| ast::literal_words(m, src))
+        .unwrap_or_default()
 }
 
 /// `throw billingErrors.invalidWebhookSignature()`, `throw new InvalidSignatureError()`: a
@@ -574,11 +579,7 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             if responses::in_catch(throw, func).is_some() {
                 continue;
             }
-            let message = value
-                .child_by_field_name("arguments")
-                .and_then(|a| a.named_child(0))
-                .map(|m| ast::literal_words(m, src))
-                .unwrap_or_default();
+            let message = thrown_message(value, src);
             let missing = responses::branch_conditions(throw, func)
                 .into_iter()
                 .any(|(c, pos)| pos && missing_record(c, func, src));
