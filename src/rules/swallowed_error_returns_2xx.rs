@@ -957,11 +957,15 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             continue;
         }
         // An in-code retry loop catches to try again; what happens after the last attempt
-        // is outside the catch. A counted loop over items (`for (let i = 0; i < n; i++)`) is
-        // not one: a caught failure there loses that item.
-        let in_retry_loop = ast::ancestors(try_stmt)
-            .take_while(|a| !ast::is_function(*a))
-            .any(|a| crate::model::retry_loops::is_retry_loop(a, src));
+        // is outside the catch (a `while` polls until it succeeds or gives up). A counted loop
+        // over items (`for (let i = 0; i < n; i++)`) is not one: a caught failure there loses
+        // that item.
+        let in_retry_loop = ast::ancestors(try_stmt).take_while(|a| !ast::is_function(*a)).any(|a| {
+            matches!(a.kind(), "while_statement" | "do_statement")
+                || a.kind() == "for_statement"
+                    && (a.child_by_field_name("condition").is_none_or(|c| text(c, src).trim() == ";")
+                        || crate::model::retry_loops::is_retry_loop(a, src))
+        });
         if in_retry_loop {
             continue;
         }
@@ -1365,7 +1369,27 @@ fn failure_dropped<'a>(c: &Cx<'a>, i: usize, in_callee_body: bool, returns: &[No
                 .filter(|call| ast::callee_name(*call, src).is_some_and(|n| n == *name))
                 .map(move |call| {
                     let outer = call.parent().filter(|p| p.kind() == "await_expression").unwrap_or(call);
-                    (k, call, outer.parent().is_some_and(|p| p.kind() == "expression_statement"))
+                    let statement = outer.parent().filter(|p| p.kind() == "expression_statement");
+                    // A call the caller lets fail on purpose (inside a `try` whose catch only logs,
+                    // or under a best-effort comment) loses nothing the caller wanted; one inside a
+                    // `try` whose catch fails the delivery is exactly where the failure is lost.
+                    let let_go = statement.is_some_and(|stmt| {
+                        let tolerated = ast::ancestors(stmt)
+                            .take_while(|a| !ast::is_function(*a))
+                            .filter(|a| a.kind() == "try_statement")
+                            .filter_map(|t| {
+                                t.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
+                            })
+                            .next()
+                            .is_some_and(|catch| {
+                                ast::descendants_of_kind(catch, "throw_statement").is_empty()
+                                    && !records_failure(catch, src)
+                            });
+                        tolerated
+                            || comment_block_above(src, src[..stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1))
+                                .is_some_and(|c| marked(&c))
+                    });
+                    (k, call, statement.is_some() && !let_go)
                 })
         })
         .collect();
