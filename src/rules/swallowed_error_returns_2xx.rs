@@ -37,15 +37,24 @@ A failure that the provider never hears about, so it never retries:
   processed marker written after the work, or a callback whose message says it is best effort;
 - `const res = await fetch(...); if (!res.ok) return;` followed by more work, in a function the
   handler calls or a queue job: `fetch` does not throw on a 5xx, so the failure skips the work
-  and the delivery is still acknowledged.
+  and the delivery is still acknowledged;
+- a callee whose `catch` returns a failure outcome (`{ success: false, error }`) that every
+  caller on the handler's way drops (`await queueBilling(op);` as a statement), reported at the
+  dropping call; not where the caller lets that step go on purpose (inside a `try` whose catch
+  only logs, or under a best-effort comment).
 
-Not reported: a `catch` that rethrows, answers a non-2xx status, calls `next(err)`, or records
+A Botpress integration handler, like a Nest method, answers 200 when it returns nothing. A
+catch inside a `while`/`do`/`for (;;)` loop, or a `for` loop that counts attempts, is a retry;
+one inside a counted loop over items loses that item.
+
+Not reported: a `catch` that rethrows (also through a helper that always throws: declared
+`never`, or ending in a `throw`), answers a non-2xx status, calls `next(err)`, or records
 the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a retry / dead-letter
 / outbox call); a `catch` of a unique violation (that is the dedupe working); signature
 checks (see `permanent-error-returns-5xx`); a callee's `catch` that returns a value the
 caller can check (`null`, `false`, an error; not `{}`, which reads as an empty success); in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` that skips the
 ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catch` around
-reads only (`GetXCommand`, `get*()`) that assigns a fallback value; a `catch` that keeps the
+reads only (`GetXCommand`, `get*()`) that assigns or returns a fallback value; a `catch` that keeps the
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
 used after the `try`); a job whose `catch` returns a failure outcome to its runner
 (`return "failure"`, `return { success: false }`: the runner records it); `Promise.allSettled`
