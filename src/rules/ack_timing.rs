@@ -231,6 +231,10 @@ fn child_process_bindings(src: &str) -> (Vec<String>, Vec<String>) {
 /// `...Sync` variants finish before the handler does.
 fn detached_processes(model: &HandlerModel, scope: &Scope, func: Node, out: &mut Vec<Diagnostic>) {
     let src = &scope.file().text;
+    // Most files never import it: skip the import scan for them.
+    if !src.contains("child_process") {
+        return;
+    }
     let (named, namespaces) = child_process_bindings(src);
     if named.is_empty() && namespaces.is_empty() {
         return;
