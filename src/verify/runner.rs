@@ -422,6 +422,21 @@ impl<'a> Runner<'a> {
         attempts: Vec<Attempt>,
         run: (Option<String>, Vec<Effect>, Vec<String>),
     ) -> Outcome {
+        let unacknowledged = (!attempts.last().is_some_and(acknowledged))
+            .then(|| format!("the event was never acknowledged in {} attempts", attempts.len()));
+        self.outcome_given(scenario, reference, attempts, run, unacknowledged)
+    }
+
+    /// The verdict on what a scenario ended with; `unacknowledged` says why the provider
+    /// would still be retrying, if it would.
+    fn outcome_given(
+        &self,
+        scenario: &Scenario,
+        reference: &Reference,
+        attempts: Vec<Attempt>,
+        run: (Option<String>, Vec<Effect>, Vec<String>),
+        unacknowledged: Option<String>,
+    ) -> Outcome {
         let (state, effects, points) = run;
         let expected = reference.effects.iter().filter(|e| e.performed()).count();
         let seen = effects.iter().filter(|e| e.performed()).count();
@@ -431,8 +446,8 @@ impl<'a> Runner<'a> {
         };
         let mut reason =
             effects_divergence(&reference.effects, &effects).or_else(|| state_divergence(&reference.state, &state));
-        if reason.is_none() && !attempts.last().is_some_and(acknowledged) {
-            reason = Some(format!("the event was never acknowledged in {} attempts", attempts.len()));
+        if reason.is_none() {
+            reason = unacknowledged;
         }
         Outcome {
             scenario: scenario.name(),
@@ -526,15 +541,21 @@ impl<'a> Runner<'a> {
             }
         };
         let mut attempts: Vec<Attempt> = responses.iter().map(|r| self.attempt(event, r, false, true)).collect();
-        // Deliveries that were not acknowledged (409 in progress, 5xx) are retried.
-        let acknowledged = responses.iter().any(|r| is_2xx(r.status));
-        if !acknowledged {
-            let mut retries = Vec::new();
-            self.until_acknowledged(&app, event, &mut retries)?;
-            attempts.extend(retries);
+        // The provider retries each delivery that was not acknowledged (409 in progress, 5xx)
+        // on its own, so each one is redelivered until acknowledged; the verdict then does
+        // not depend on which of the concurrent responses happened to arrive last.
+        let unacknowledged: Vec<Attempt> = attempts.iter().filter(|a| !acknowledged(a)).cloned().collect();
+        let mut abandoned = 0;
+        for failed in unacknowledged {
+            let mut chain = vec![failed];
+            self.until_acknowledged(&app, event, &mut chain)?;
+            abandoned += usize::from(!chain.last().is_some_and(acknowledged));
+            attempts.extend(chain.into_iter().skip(1));
         }
         let run = self.finish(&mut app)?;
-        let mut out = self.outcome(scenario, reference, attempts, run);
+        let unacknowledged =
+            (abandoned > 0).then(|| format!("{abandoned} of {n} concurrent deliveries were never acknowledged"));
+        let mut out = self.outcome_given(scenario, reference, attempts, run, unacknowledged);
         if out.verdict == Verdict::Pass && !overlapped {
             out.verdict = Verdict::Inconclusive;
             out.reason = "the deliveries did not overlap in the app (each finished before the next began)".into();
