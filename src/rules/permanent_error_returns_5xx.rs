@@ -30,7 +30,9 @@ const DOCS: &str = r#"
 - A BullMQ / Inngest / Trigger.dev consumer, or the `run` of a project's own queue runner
   (`createRunner(queue, { run })`), that throws a plain `Error` for a permanent failure (a
   record that is not found, an invalid or missing field, an unknown type), which the queue
-  retries with backoff instead of failing once.
+  retries with backoff instead of failing once — also in a function the job calls, when no
+  caller on the way catches it (a helper whose caller catches the error and returns a
+  fallback never fails the job).
 - A message consumer (Lambda SQS, an SQS poller, Cloudflare Queues, Pub/Sub, RabbitMQ) whose
   `try` validates the message with a schema (`Schema.parse(JSON.parse(record.body))`) and whose
   `catch` sends every failure back for redelivery (`batchItemFailures.push`, a rethrow,
@@ -117,6 +119,29 @@ fn is_parse(call: Node, src: &str) -> bool {
     }
 }
 
+/// Whether a `try` around `node` (inside `func`) keeps its error from leaving `func`: one whose
+/// `catch` does not end by rethrowing (`catch (e) { log(e); throw e; }` only looks).
+fn caught_around(node: Node, func: Node) -> bool {
+    let mut child = node;
+    for anc in ast::ancestors(node) {
+        if anc == func {
+            return false;
+        }
+        if anc.kind() == "try_statement" && anc.child_by_field_name("body").is_some_and(|b| b == child) {
+            let rethrows = anc
+                .child_by_field_name("handler")
+                .and_then(|h| h.child_by_field_name("body"))
+                .and_then(|b| ast::named_children(b).into_iter().filter(|s| s.kind() != "comment").last())
+                .is_some_and(|last| last.kind() == "throw_statement");
+            if anc.child_by_field_name("handler").is_some() && !rethrows {
+                return true;
+            }
+        }
+        child = anc;
+    }
+    false
+}
+
 /// The innermost `try` whose block holds `node` (inside `func`).
 fn enclosing_try<'t>(node: Node<'t>, func: Node<'t>) -> Option<Node<'t>> {
     let mut child = node;
@@ -171,7 +196,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             http(cx, model, out);
             thrown_bad_payload(cx, model, out);
         } else if matches!(fw, Framework::Bullmq | Framework::Inngest | Framework::TriggerDev | Framework::JobRunner) {
-            queue(model, out);
+            queue(cx, model, out);
         }
         if matches!(
             fw,
@@ -205,7 +230,7 @@ fn uncaught_scopes(cx: &Context, model: &HandlerModel) -> Vec<bool> {
                         && p.child_by_field_name("property")
                             .is_some_and(|q| matches!(text(q, src_of(scope)), "catch" | "then"))
                 });
-                sites[j].push((k, chained || enclosing_try(call, func).is_some()));
+                sites[j].push((k, chained || caught_around(call, func)));
             }
         }
     }
@@ -556,9 +581,10 @@ fn wrap_fix(model: &HandlerModel, file: &SourceFile, call: Node) -> Fix {
     }
 }
 
-fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let bull_import = crate::regex!(r#"(from|require\()\s*['"](bull|@nestjs/bull)['"]"#);
-    for scope in &model.scopes {
+    let mut uncaught: Option<Vec<bool>> = None;
+    for (i, scope) in model.scopes.iter().enumerate() {
         let Some(func) = scope.node() else { continue };
         let file = scope.file();
         let src = &file.text;
@@ -584,6 +610,11 @@ fn queue(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 .into_iter()
                 .any(|(c, pos)| pos && missing_record(c, func, src));
             if !PERMANENT.is_match(&message) && !missing {
+                continue;
+            }
+            // A helper's throw that a caller on the way catches (and answers with a fallback)
+            // never fails the job.
+            if i != 0 && !uncaught.get_or_insert_with(|| uncaught_scopes(cx, model))[i] {
                 continue;
             }
             // Bull v3 (`queue.process(fn)`, `bull`, `@nestjs/bull`) has no UnrecoverableError:

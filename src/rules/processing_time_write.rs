@@ -21,8 +21,11 @@ WHEN the delivery is processed rather than on the event:
   value handed to a project helper that writes that field (`saveBilling({ paidAt: new Date() })`,
   or `paidAt = new Date()` then `saveBilling({ paidAt })`), reported where the clock is read;
 - a usage counter reset to `0` (`usageCount: 0`, `requestsUsed: 0`);
-- credits/tokens/quota set from the plan or to a fixed amount (`credits: plan.credits`,
-  `tokens: PLAN_LIMITS[tier]`, `aiCredits: 500`); a balance set to a value is not reported.
+- credits/tokens, or what is left of a quota, set from the plan or to a fixed amount
+  (`credits: plan.credits`, `tokens: PLAN_LIMITS[tier]`, `aiCredits: 500`,
+  `quotaRemaining: plan.quota`); a balance set to a value is not reported, nor is a quota
+  itself (`inviteQuota: 1`, `seatQuota: plan.seats`): it is a cap, and setting it again sets
+  the same cap.
 
 Values taken from the event (`new Date(event.created * 1000)`,
 `new Date(sub.current_period_end * 1000)`) and writes inside a guard `run` are not reported;
@@ -183,11 +186,14 @@ fn counter_name(name: &str) -> bool {
             ]))
 }
 
+/// A spendable amount: credits or tokens, or a quota or allowance counted down (`quotaRemaining`).
+/// A quota alone (`inviteQuota`, `seatQuota`) is a cap: setting it again sets the same cap.
 fn credit_name(name: &str) -> bool {
     let w = words(name);
-    !w.iter().any(|v| v == "card")
-        && w.iter()
-            .any(|v| ["credit", "credits", "token", "tokens", "quota", "allowance", "balance"].contains(&v.as_str()))
+    let has = |list: &[&str]| w.iter().any(|v| list.contains(&v.as_str()));
+    !has(&["card"])
+        && (has(&["credit", "credits", "token", "tokens", "balance"])
+            || (has(&["quota", "allowance"]) && has(&["remaining", "left", "available", "unused"])))
 }
 
 /// Whether an expression reads the clock.
@@ -689,5 +695,7 @@ mod tests {
         assert!(counter_name("requestsUsed") && counter_name("usageCount") && counter_name("apiCallCount"));
         assert!(!counter_name("failedPaymentCount") && !counter_name("retryCount"));
         assert!(credit_name("aiCredits") && !credit_name("creditCardLast4"));
+        assert!(credit_name("quota_remaining") && credit_name("allowanceLeft"));
+        assert!(!credit_name("inviteQuota") && !credit_name("monthlyAllowance"));
     }
 }

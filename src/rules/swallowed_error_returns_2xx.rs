@@ -63,7 +63,10 @@ list, a `catch` (or the comment block right above its `try`, or above its functi
 effort" / "non-fatal" / "non-critical" / "safe to ignore" / "don't fail ... if" / "do not throw" /
 "fire-and-forget", a message naming the failed write as logging or an audit entry ("error
 logging the transaction"), or circuit-breaker bookkeeping, or a `retrysafe-ignore` suppression
-with the reason; a `try` whose only work
+with the reason; a returned error left unchecked under such a comment (right above the call's
+statement, a statement around it, or an earlier statement whose result it reads: `// refresh
+the cached total (best-effort)` above a read, then an update only when the read worked); a
+`try` whose only work
 is telemetry or a notification (logs, audit entries, analytics, error reports, emails, SMS),
 judged by what the callee does (a project helper is followed), then by the SDK call, then by
 the words of its name; a `try` of lookups only whose `catch` falls through (the work continues
@@ -531,6 +534,34 @@ fn captures_error(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
 /// A lowercased comment that declares the call best-effort ("don't fail silently" says the opposite).
 fn marked(comment: &str) -> bool {
     MARKED.iter().any(|m| comment.contains(m)) && !comment.contains("silent")
+}
+
+/// A best-effort comment covers the statement below it and what only follows from it: the
+/// statements inside it, and later statements of its block that read what it declared
+/// (`// refresh the cached total (best-effort)` above the read, then `if (!readError)
+/// { update(total) }`).
+fn under_marked_comment(stmt: Node, func: Node, file: &SourceFile) -> bool {
+    let src = &file.text;
+    let above = |n: Node| comment_block_above(src, file.line_start(n.start_byte())).is_some_and(|t| marked(&t));
+    let mut at = stmt;
+    // A `try`'s own comment is judged with its catch (`marked_best_effort`): above a `try`,
+    // "never throws" describes the catch, not the work.
+    while at.id() != func.id() && at.kind() != "try_statement" {
+        if at.parent().is_some_and(|p| p.kind() == "statement_block") {
+            if above(at) {
+                return true;
+            }
+            let read_from_marked = std::iter::successors(at.prev_named_sibling(), |p| p.prev_named_sibling())
+                .filter(|p| above(*p))
+                .any(|p| crate::model::stmts::mentions_any(at, src, &crate::model::stmts::declared_names(p, src)));
+            if read_from_marked {
+                return true;
+            }
+        }
+        let Some(up) = at.parent() else { return false };
+        at = up;
+    }
+    false
 }
 
 /// The comment lines directly above the line starting at `line_start`, lowercased and joined
@@ -1817,7 +1848,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                     })
             })
         };
-        if best_effort_try(true) {
+        if best_effort_try(true) || under_marked_comment(stmt, func, file) {
             continue;
         }
         let swallowed_by_try = best_effort_try(false);
