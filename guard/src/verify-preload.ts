@@ -321,6 +321,25 @@ function patchNodeRedisQueue(queueModule: any): void {
   };
 }
 
+/**
+ * node-redis v5 writes a queued command only when `sendCommand` schedules the write right after
+ * queueing it: a command queued later, by a hold released in the queue, would sit unwritten.
+ * So a run is held here, before `sendCommand`, and the queue's own hold finds the gathering over.
+ */
+function patchNodeRedisClient(clientModule: any): void {
+  const Client = clientModule?.default ?? clientModule;
+  const proto = Client?.prototype;
+  if (!proto || typeof proto.sendCommand !== "function" || patched.has(proto)) return;
+  patched.add(proto);
+  const original: AnyFn = proto.sendCommand;
+  proto.sendCommand = function (this: unknown, args: unknown[], ...rest: any[]) {
+    const list = Array.isArray(args) ? args : [];
+    const role = redisRole(String(list[0] ?? "").toLowerCase(), list.slice(1));
+    const wait = !role.internal || role.ack ? holdRun() : undefined;
+    return wait ? wait.then(() => original.call(this, args, ...rest)) : original.call(this, args, ...rest);
+  };
+}
+
 function patchNodeRedis(): void {
   // The queue module is internal to @redis/client; it is found next to the package's entry,
   // from the app or from the `redis` package that depends on it.
@@ -333,7 +352,9 @@ function patchNodeRedis(): void {
   for (const base of bases) {
     try {
       const entry = base.resolve("@redis/client");
-      patchNodeRedisQueue(base(path.join(path.dirname(entry), "lib", "client", "commands-queue.js")));
+      const clientDir = path.join(path.dirname(entry), "lib", "client");
+      patchNodeRedisQueue(base(path.join(clientDir, "commands-queue.js")));
+      patchNodeRedisClient(base(path.join(clientDir, "index.js")));
       return;
     } catch {
       // Not installed from here.
