@@ -1,10 +1,12 @@
 //! duplicate-not-2xx
 
-use super::{Context, Diagnostic, FixAvailability, Rule};
+use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::Fix;
 use crate::model::ast::{self, text};
 use crate::model::claims::{DUP_CODE, DUPLICATE, NxKind, literal_test, nx_failed, nx_kind};
 use crate::model::guards;
+use crate::model::markers::PatternKind;
+use crate::model::reach::Scope;
 use crate::model::responses::{self, Response, Style};
 use regex::Regex;
 use std::sync::LazyLock;
@@ -14,8 +16,9 @@ const DOCS: &str = r#"
 ## What it finds
 An HTTP handler that detects a duplicate delivery and answers 4xx/5xx: a unique violation on
 the dedupe insert (Prisma `P2002`, Postgres `23505`, MongoDB `11000`, MySQL `ER_DUP_ENTRY`),
-a guard result `status === "duplicate"`, a `SET NX` done marker that returned null, or a
-processed-event row found before the work.
+a guard result `status === "duplicate"`, a `SET NX` done marker that returned null, a
+processed-event row found before the work, or a business row whose status the handler tests
+as its processed marker (`if (order.status === "PAID") return res.status(400)...`).
 
 ## Why retries break it
 The duplicate was already processed. Answering an error makes the provider keep
@@ -58,6 +61,7 @@ enum Reason {
     Status,
     Marker,
     Found,
+    StatusMarker,
     Ambiguous,
 }
 
@@ -151,6 +155,19 @@ fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
     None
 }
 
+/// The response answers the already-done branch of a business row's status that the handler
+/// tests as its processed marker (`if (order.status === "PAID") return 400`).
+fn in_status_marker_branch(cx: &Context, model: &HandlerModel, scope: &Scope, resp: &Response) -> bool {
+    let Some(index) = model.scopes.iter().position(|s| std::ptr::eq(s, scope)) else { return false };
+    model.dedupe_patterns(cx.project).iter().any(|p| {
+        p.kind == PatternKind::CheckThenInsert
+            && p.scope == index
+            && p.marker.is_some()
+            && p.at.0 <= resp.node.start_byte()
+            && resp.node.end_byte() <= p.at.1
+    })
+}
+
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for (model, scope, func, resp) in crate::facts::http_responses(cx) {
         let file = scope.file();
@@ -158,12 +175,20 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if !resp.is_error() {
             continue;
         }
-        let Some(reason) = reason(&resp, func, src) else { continue };
+        let in_progress = responses::branch_conditions(resp.node, func)
+            .iter()
+            .any(|(cond, _)| IN_PROGRESS_WORD.is_match(text(*cond, src)));
+        let Some(reason) = reason(&resp, func, src).or_else(|| {
+            (!in_progress && in_status_marker_branch(cx, model, scope, &resp)).then_some(Reason::StatusMarker)
+        }) else {
+            continue;
+        };
         let what = match reason {
             Reason::Code => "the dedupe insert hits a unique violation",
             Reason::Status => "the guard reports a duplicate",
             Reason::Marker | Reason::Ambiguous => "the SET NX done marker already exists",
             Reason::Found => "the event is already recorded as processed",
+            Reason::StatusMarker => "the record's status says the event was already applied",
         };
         let message = format!(
             "answers {} when {what}: the provider keeps redelivering an event that was already \
