@@ -131,7 +131,7 @@ fn caught_around(node: Node, func: Node) -> bool {
             let rethrows = anc
                 .child_by_field_name("handler")
                 .and_then(|h| h.child_by_field_name("body"))
-                .and_then(|b| ast::named_children(b).into_iter().filter(|s| s.kind() != "comment").last())
+                .and_then(|b| ast::named_children(b).into_iter().rfind(|s| s.kind() != "comment"))
                 .is_some_and(|last| last.kind() == "throw_statement");
             if anc.child_by_field_name("handler").is_some() && !rethrows {
                 return true;
