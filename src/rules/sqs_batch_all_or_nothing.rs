@@ -14,7 +14,9 @@ A Lambda SQS handler that processes `event.Records` (a `for...of` / indexed `for
 `Promise.all(event.Records.map(...))`, or a synchronous `event.Records.forEach(...)` callback) where one record's failure throws out of the handler: no
 `try/catch` per record, or a catch that rethrows. Not reported when the handler returns
 `{ batchItemFailures }`, or when failures are caught and not rethrown (that is a swallowed
-error, another rule's concern).
+error, another rule's concern). In a handler that does return `{ batchItemFailures }`: an
+awaited call in a record's `catch`, outside a `try` of its own (`await recordFailure(db, ...)`
+before the push), reported at the call: when it throws, the handler rejects after all.
 
 ## Why retries break it
 When the invocation throws, SQS makes the WHOLE batch visible again: the records that were
@@ -82,7 +84,27 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let Some(func) = scope.node() else { continue };
         let file = scope.file();
         let src = &file.text;
-        if text(func, src).contains("batchItemFailures") || text(func, src).contains("allSettled") {
+        if text(func, src).contains("batchItemFailures") {
+            if let Some((_, body)) = records_loop(func, src) {
+                for call in throwing_calls_in_failure_path(body, src) {
+                    let name = ast::callee_path(call, src).join(".");
+                    let message = format!(
+                        "`{name}` in the record's catch can throw before the failure is reported: the handler then rejects and SQS redelivers the whole batch, the records already processed included"
+                    );
+                    out.push(
+                        Diagnostic::new(RULE.id, file, call, message)
+                            .in_handler(model, scope)
+                            .help("give the call its own try/catch so the record still goes into `batchItemFailures`")
+                            .with_fix(Some(Fix::display_only(
+                                "give the call its own try/catch",
+                                "the record must still reach `batchItemFailures` when this call throws",
+                            ))),
+                    );
+                }
+            }
+            continue;
+        }
+        if text(func, src).contains("allSettled") {
             continue;
         }
         if !is_sqs(func, src) {
@@ -161,6 +183,34 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
         true
     });
     found
+}
+
+/// Awaited calls in a record's `catch` that reports the record (`batchItemFailures.push`),
+/// outside a `try` of their own: the first of each catch. Logging calls are left out.
+fn throwing_calls_in_failure_path<'t>(body: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    let owner = ast::enclosing_function(body);
+    let mut out = Vec::new();
+    for try_stmt in ast::descendants_of_kind(body, "try_statement") {
+        let Some(catch_body) = try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
+        else {
+            continue;
+        };
+        if ast::enclosing_function(try_stmt) != owner || !text(catch_body, src).contains("batchItemFailures") {
+            continue;
+        }
+        let first = ast::descendants_of_kind(catch_body, "await_expression").into_iter().find_map(|awaited| {
+            let call = awaited.named_child(0).map(ast::unwrap_expr).filter(|c| c.kind() == "call_expression")?;
+            let protected = ast::ancestors(awaited).take_while(|a| *a != catch_body).any(|a| {
+                ast::is_function(a)
+                    || (a.kind() == "statement_block" && a.parent().is_some_and(|t| t.kind() == "try_statement"))
+            });
+            let root = ast::callee_path(call, src).first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
+            let logging = root == "console" || root.contains("logger") || root == "log" || root == "sentry";
+            (!protected && !logging).then_some(call)
+        });
+        out.extend(first);
+    }
+    out
 }
 
 /// Every statement of the body sits in a `try` whose catch does not rethrow.
