@@ -14,7 +14,10 @@ const DOCS: &str = r#"
 An HTTP handler that finds another attempt of the same delivery still running and answers
 2xx: a guard result `status === "in-progress"` (or a status column `processing`/`running`),
 a lease that is held (`SET key NX EX <short ttl>` returned null), or Slack's
-`x-slack-retry-num` header.
+`x-slack-retry-num` header. Also a queue consumer (or a function it calls) that returns, so the
+message is acknowledged, when the record's status is one the same function writes while it
+works (`if (job.status !== "queued") return null;` before `updateStatus(id, "running")` ...
+`updateStatus(id, "completed")`): every status it writes but the last counts as in progress.
 
 ## Why retries break it
 Concurrent duplicates mostly come from timeouts: the provider gave up waiting for the first
@@ -128,7 +131,111 @@ fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
     None
 }
 
+/// The value a status test gives for `status` (`s.status !== "queued" && s.status !== "failed"`),
+/// or None when the test reads anything but status literals.
+fn status_test(cond: Node, status: &str, src: &str) -> Option<bool> {
+    let cond = ast::unwrap_expr(cond);
+    match cond.kind() {
+        "parenthesized_expression" => status_test(cond.named_child(0)?, status, src),
+        "unary_expression" if cond.child_by_field_name("operator").is_some_and(|o| text(o, src) == "!") => {
+            status_test(cond.child_by_field_name("argument")?, status, src).map(|v| !v)
+        }
+        "binary_expression" => {
+            let op = text(cond.child_by_field_name("operator")?, src);
+            let (left, right) = (cond.child_by_field_name("left")?, cond.child_by_field_name("right")?);
+            match op {
+                "&&" => Some(status_test(left, status, src)? && status_test(right, status, src)?),
+                "||" => Some(status_test(left, status, src)? || status_test(right, status, src)?),
+                "===" | "==" | "!==" | "!=" => {
+                    let (field, literal) =
+                        if left.kind() == "member_expression" { (left, right) } else { (right, left) };
+                    let named_status = ast::member_path(field, src)
+                        .last()
+                        .is_some_and(|f| matches!(f.to_ascii_lowercase().as_str(), "status" | "state"));
+                    let value = ast::string_value(literal, src).filter(|_| named_status)?;
+                    Some((value == status) == op.starts_with('='))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Status literals the function writes after `after`, in order: `updateStatus(id, "running")`,
+/// `{ status: "running" }`.
+fn statuses_written_after(func: Node, after: usize, src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for call in ast::calls_in(func, false).into_iter().filter(|c| c.start_byte() >= after) {
+        let name = ast::callee_name(call, src).unwrap_or_default().to_ascii_lowercase();
+        let writes_status = name.contains("status") || name.contains("state");
+        let literal =
+            if writes_status && (name.starts_with("update") || name.starts_with("set") || name.starts_with("mark")) {
+                ast::arguments(call).iter().rev().find_map(|a| ast::string_value(*a, src))
+            } else {
+                ast::descendants_of_kind(call, "pair").into_iter().find_map(|p| {
+                    let key = p.child_by_field_name("key").map(|k| text(k, src).to_ascii_lowercase())?;
+                    if key != "status" && key != "state" {
+                        return None;
+                    }
+                    ast::string_value(p.child_by_field_name("value")?, src)
+                })
+            };
+        out.extend(literal);
+    }
+    out.dedup();
+    out
+}
+
+/// A queue consumer that skips the message when the record's status is one this very function
+/// writes while it works (`retrieving`, `generating`, then `completed`): the redelivery that
+/// follows an attempt which died part-way finds it and acknowledges the message.
+fn queue_skips_in_progress(cx: &Context, out: &mut Vec<Diagnostic>) {
+    for model in cx.handlers.iter().filter(|m| !m.handler.framework.is_http()) {
+        for scope in &model.scopes {
+            let Some(func) = scope.node() else { continue };
+            let src = &scope.file().text;
+            for stmt in ast::descendants_of_kind(func, "if_statement") {
+                if ast::enclosing_function(stmt) != Some(func) {
+                    continue;
+                }
+                let (Some(cond), Some(then)) =
+                    (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
+                else {
+                    continue;
+                };
+                let body: Vec<Node> = if then.kind() == "statement_block" {
+                    ast::named_children(then).into_iter().filter(|n| n.kind() != "comment").collect()
+                } else {
+                    vec![then]
+                };
+                let acknowledges = matches!(body.as_slice(), [ret] if ret.kind() == "return_statement"
+                    && ret.named_child(0).is_none_or(|v| matches!(text(v, src), "null" | "undefined")));
+                if !acknowledges {
+                    continue;
+                }
+                let written = statuses_written_after(func, stmt.end_byte(), src);
+                let Some((_, working)) = written.split_last() else { continue };
+                let Some(found) = working.iter().find(|w| status_test(cond, w, src) == Some(true)) else { continue };
+                let message = format!(
+                    "returns, and the message is acknowledged, when the status is `{found}`, which this function writes while it works: a redelivery after an attempt that died part-way finds it and the job is never finished"
+                );
+                out.push(
+                    Diagnostic::new(RULE.id, scope.file(), cond, message)
+                        .in_handler(model, scope)
+                        .help("throw (or answer 409) while another attempt may still be running, and take over a status left behind by an attempt that died (a lease with a timeout)")
+                        .with_fix(Some(Fix::display_only(
+                            "fail the delivery while the status is in progress",
+                            "tell a running attempt from a dead one (a heartbeat or a lease timeout) before throwing",
+                        ))),
+                );
+            }
+        }
+    }
+}
+
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
+    queue_skips_in_progress(cx, out);
     for (model, scope, func, resp) in crate::facts::http_responses(cx) {
         let file = scope.file();
         let src = &file.text;
