@@ -65,6 +65,11 @@ static IN_PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"(?i)^["'`](in[-_ ]?progress|processing|running|locked|pending_processing)["'`]$"#).unwrap()
 });
 
+/// Statuses that end a run rather than mark one under way.
+static FINISHED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(completed?|done|finished|succeeded|success(ful)?|processed|failed|failure|errored|error|cancell?ed|skipped|paid|sent|delivered)$").unwrap()
+});
+
 static EXPLICIT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r#"(?i)^["'`]in[-_ ]?progress["'`]$"#).unwrap());
 
 /// `processing` / `running` / `locked` are also ordinary business statuses (a WooCommerce
@@ -162,11 +167,13 @@ fn status_test(cond: Node, status: &str, src: &str) -> Option<bool> {
     }
 }
 
-/// Status literals the function writes after `after`, in order: `updateStatus(id, "running")`,
-/// `{ status: "running" }`.
+/// Status literals the function writes after `after` on its way through the work, in order:
+/// `updateStatus(id, "running")`, `{ status: "running" }`; writes in a `catch` (the failure's
+/// status) are not on that way.
 fn statuses_written_after(func: Node, after: usize, src: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for call in ast::calls_in(func, false).into_iter().filter(|c| c.start_byte() >= after) {
+    let in_catch = |c: Node| ast::ancestors(c).take_while(|a| *a != func).any(|a| a.kind() == "catch_clause");
+    for call in ast::calls_in(func, false).into_iter().filter(|c| c.start_byte() >= after && !in_catch(*c)) {
         let name = ast::callee_name(call, src).unwrap_or_default().to_ascii_lowercase();
         let writes_status = name.contains("status") || name.contains("state");
         let literal =
@@ -216,7 +223,11 @@ fn queue_skips_in_progress(cx: &Context, out: &mut Vec<Diagnostic>) {
                 }
                 let written = statuses_written_after(func, stmt.end_byte(), src);
                 let Some((_, working)) = written.split_last() else { continue };
-                let Some(found) = working.iter().find(|w| status_test(cond, w, src) == Some(true)) else { continue };
+                let Some(found) =
+                    working.iter().filter(|w| !FINISHED.is_match(w)).find(|w| status_test(cond, w, src) == Some(true))
+                else {
+                    continue;
+                };
                 let message = format!(
                     "returns, and the message is acknowledged, when the status is `{found}`, which this function writes while it works: a redelivery after an attempt that died part-way finds it and the job is never finished"
                 );
