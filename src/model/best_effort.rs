@@ -281,6 +281,18 @@ pub fn block_category(project: &Project, file: &Arc<SourceFile>, node: Node) -> 
     combine(calls.map(|c| call_category(project, file, c, 3)))
 }
 
+/// `console.error(...)`, `logger.warn(...)`, `log.info(...)`, `Sentry.captureException(...)`.
+pub fn is_logging_call(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
+    let last = path.last().map(|l| l.to_ascii_lowercase()).unwrap_or_default();
+    root == "console"
+        || root.contains("logger")
+        || root == "log"
+        || root == "sentry"
+        || matches!(last.as_str(), "log" | "warn" | "info" | "debug")
+}
+
 /// `db.insert(auditLogs)`, `INSERT INTO "PipelineEventLog"`, `prisma.auditLog.create`.
 pub fn log_table(call: Node, src: &str) -> bool {
     let t = text(call, src);

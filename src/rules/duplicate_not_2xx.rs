@@ -175,11 +175,13 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if !resp.is_error() {
             continue;
         }
-        let in_progress = responses::branch_conditions(resp.node, func)
-            .iter()
-            .any(|(cond, _)| IN_PROGRESS_WORD.is_match(text(*cond, src)));
+        let in_progress = || {
+            responses::branch_conditions(resp.node, func)
+                .iter()
+                .any(|(cond, _)| IN_PROGRESS_WORD.is_match(text(*cond, src)))
+        };
         let Some(reason) = reason(&resp, func, src).or_else(|| {
-            (!in_progress && in_status_marker_branch(cx, model, scope, &resp)).then_some(Reason::StatusMarker)
+            (in_status_marker_branch(cx, model, scope, &resp) && !in_progress()).then_some(Reason::StatusMarker)
         }) else {
             continue;
         };

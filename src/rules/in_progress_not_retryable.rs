@@ -167,13 +167,13 @@ fn status_test(cond: Node, status: &str, src: &str) -> Option<bool> {
     }
 }
 
-/// Status literals the function writes after `after` on its way through the work, in order:
+/// Status literals the function writes on its way through the work, with where, in order:
 /// `updateStatus(id, "running")`, `{ status: "running" }`; writes in a `catch` (the failure's
 /// status) are not on that way.
-fn statuses_written_after(func: Node, after: usize, src: &str) -> Vec<String> {
-    let mut out = Vec::new();
+fn status_writes(func: Node, src: &str) -> Vec<(usize, String)> {
     let in_catch = |c: Node| ast::ancestors(c).take_while(|a| *a != func).any(|a| a.kind() == "catch_clause");
-    for call in ast::calls_in(func, false).into_iter().filter(|c| c.start_byte() >= after && !in_catch(*c)) {
+    let mut out = Vec::new();
+    for call in ast::calls_in(func, false).into_iter().filter(|c| !in_catch(*c)) {
         let name = ast::callee_name(call, src).unwrap_or_default().to_ascii_lowercase();
         let writes_status = name.contains("status") || name.contains("state");
         let literal =
@@ -188,9 +188,8 @@ fn statuses_written_after(func: Node, after: usize, src: &str) -> Vec<String> {
                     ast::string_value(p.child_by_field_name("value")?, src)
                 })
             };
-        out.extend(literal);
+        out.extend(literal.map(|l| (call.start_byte(), l)));
     }
-    out.dedup();
     out
 }
 
@@ -202,6 +201,7 @@ fn queue_skips_in_progress(cx: &Context, out: &mut Vec<Diagnostic>) {
         for scope in &model.scopes {
             let Some(func) = scope.node() else { continue };
             let src = &scope.file().text;
+            let mut writes: Option<Vec<(usize, String)>> = None;
             for stmt in ast::descendants_of_kind(func, "if_statement") {
                 if ast::enclosing_function(stmt) != Some(func) {
                     continue;
@@ -221,7 +221,13 @@ fn queue_skips_in_progress(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if !acknowledges {
                     continue;
                 }
-                let written = statuses_written_after(func, stmt.end_byte(), src);
+                let mut written: Vec<&str> = writes
+                    .get_or_insert_with(|| status_writes(func, src))
+                    .iter()
+                    .filter(|(at, _)| *at >= stmt.end_byte())
+                    .map(|(_, value)| value.as_str())
+                    .collect();
+                written.dedup();
                 let Some((_, working)) = written.split_last() else { continue };
                 let Some(found) =
                     working.iter().filter(|w| !FINISHED.is_match(w)).find(|w| status_test(cond, w, src) == Some(true))

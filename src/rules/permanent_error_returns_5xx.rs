@@ -119,42 +119,32 @@ fn is_parse(call: Node, src: &str) -> bool {
     }
 }
 
-/// Whether a `try` around `node` (inside `func`) keeps its error from leaving `func`: one whose
-/// `catch` does not end by rethrowing (`catch (e) { log(e); throw e; }` only looks).
-fn caught_around(node: Node, func: Node) -> bool {
+/// The `try`s whose block holds `node` (inside `func`), innermost first.
+fn enclosing_tries<'t>(node: Node<'t>, func: Node<'t>) -> impl Iterator<Item = Node<'t>> {
     let mut child = node;
-    for anc in ast::ancestors(node) {
-        if anc == func {
-            return false;
-        }
-        if anc.kind() == "try_statement" && anc.child_by_field_name("body").is_some_and(|b| b == child) {
-            let rethrows = anc
-                .child_by_field_name("handler")
-                .and_then(|h| h.child_by_field_name("body"))
-                .and_then(|b| ast::named_children(b).into_iter().rfind(|s| s.kind() != "comment"))
-                .is_some_and(|last| last.kind() == "throw_statement");
-            if anc.child_by_field_name("handler").is_some() && !rethrows {
-                return true;
-            }
-        }
-        child = anc;
-    }
-    false
+    ast::ancestors(node).take_while(move |a| *a != func).filter(move |anc| {
+        let holds = anc.kind() == "try_statement" && anc.child_by_field_name("body").is_some_and(|b| b == child);
+        child = *anc;
+        holds
+    })
 }
 
 /// The innermost `try` whose block holds `node` (inside `func`).
 fn enclosing_try<'t>(node: Node<'t>, func: Node<'t>) -> Option<Node<'t>> {
-    let mut child = node;
-    for anc in ast::ancestors(node) {
-        if anc == func {
-            return None;
-        }
-        if anc.kind() == "try_statement" && anc.child_by_field_name("body").is_some_and(|b| b == child) {
-            return Some(anc);
-        }
-        child = anc;
-    }
-    None
+    enclosing_tries(node, func).next()
+}
+
+/// Whether a `try` around `node` (inside `func`) keeps its error from leaving `func`: one whose
+/// `catch` does not end by rethrowing (`catch (e) { log(e); throw e; }` only looks).
+fn caught_around(node: Node, func: Node) -> bool {
+    enclosing_tries(node, func).any(|t| {
+        t.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body")).is_some_and(|b| {
+            ast::named_children(b)
+                .into_iter()
+                .rfind(|s| s.kind() != "comment")
+                .is_none_or(|last| last.kind() != "throw_statement")
+        })
+    })
 }
 
 /// Whether a try block only reads and checks the request (no processing work).

@@ -204,9 +204,7 @@ fn throwing_calls_in_failure_path<'t>(body: Node<'t>, src: &str) -> Vec<Node<'t>
                 ast::is_function(a)
                     || (a.kind() == "statement_block" && a.parent().is_some_and(|t| t.kind() == "try_statement"))
             });
-            let root = ast::callee_path(call, src).first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
-            let logging = root == "console" || root.contains("logger") || root == "log" || root == "sentry";
-            (!protected && !logging).then_some(call)
+            (!protected && !crate::model::best_effort::is_logging_call(call, src)).then_some(call)
         });
         out.extend(first);
     }

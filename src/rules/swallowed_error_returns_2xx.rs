@@ -306,7 +306,7 @@ fn promise_catch_logs_only(c: &Cx, scope: &Scope, func: Node) -> Vec<Diagnostic>
         let only_logs = same_fn_nodes(body, "throw_statement").is_empty()
             && same_fn_nodes(body, "return_statement").is_empty()
             && !calls.is_empty()
-            && calls.iter().all(|call| is_logging_call(*call, src))
+            && calls.iter().all(|call| best_effort::is_logging_call(*call, src))
             && !records_failure(body, src)
             && says_best_effort(body, src).is_none();
         let work = chain_calls(receiver)
@@ -2118,18 +2118,6 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
     out
 }
 
-/// `console.error(...)`, `logger.warn(...)`, `log.info(...)`, `Sentry.captureException(...)`.
-fn is_logging_call(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
-    let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
-    let last = path.last().map(|l| l.to_ascii_lowercase()).unwrap_or_default();
-    root == "console"
-        || root.contains("logger")
-        || root == "log"
-        || root == "sentry"
-        || matches!(last.as_str(), "log" | "warn" | "info" | "debug")
-}
-
 /// Whether a returned error is acted on after `after`: thrown, returned, passed on, or tested
 /// in an `if` that throws, returns or answers non-2xx. Logging it (`if (error) console.error(error)`)
 /// is not handling it.
@@ -2142,7 +2130,7 @@ fn error_handled(func: Node, name: &str, after: usize, src: &str) -> bool {
     uses.into_iter().any(|n| {
         let logged = ast::ancestors(n)
             .take_while(|a| *a != func)
-            .any(|a| a.kind() == "call_expression" && is_logging_call(a, src));
+            .any(|a| a.kind() == "call_expression" && best_effort::is_logging_call(a, src));
         if logged {
             return false;
         }
