@@ -70,6 +70,12 @@ migration: there the fix is display-only.
 - A composite unique constraint or primary key that includes the column counts (dedupe per
   provider, `@@unique([provider, eventId])`). A later migration's unique index counts.
 - A Mongoose schema with a custom `_id` is keyed by `_id`, which is always unique.
+- A plain index whose own name says it deduplicates (`index("grants_source_dedupe_idx")` in
+  Drizzle, `@@index([...], map: "..._idempotency_idx")` in Prisma) is reported on any table:
+  its author meant to keep equal rows out and it lets them in. Not when a unique column or a
+  unique set shares a column with it (a lookup index beside the real unique key). The fix
+  renames it to `uniqueIndex` (importing it beside `index`) or `@@unique` (review). SQL
+  migrations' `CREATE INDEX` are not read for this yet.
 - A log of webhooks the app SENDS (a target URL, endpoint or subscriber column, or the
   receiver's response status) repeats its event id once per endpoint and attempt: not a
   dedupe marker, unless its name says processed/idempotency/inbox.
@@ -142,6 +148,29 @@ fn check_prisma(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
             .with_note(SCHEMA_REVIEW);
         out.push(text_diagnostic(file, field.start, field.end, message(model, name), fix));
     }
+    for m in prisma::models(&file.text) {
+        let columns: Vec<schema::Column> = m.fields.iter().map(|f| f.column.clone()).collect();
+        for index in &m.plain_indexes {
+            if !schema::names_dedupe_index(&index.name) || schema::unique_through(&index.columns, &columns, &m.sets) {
+                continue;
+            }
+            let title = format!("make `{}` a `@@unique`", index.name);
+            let fix = if index.typed {
+                Fix::display_only(title, "`@@unique` takes no index `type:`: declare the unique constraint by hand")
+            } else {
+                Fix::unsafe_(title, vec![Edit::replace(index.start, index.end, "@@unique")]).with_note(SCHEMA_REVIEW)
+            };
+            let msg = plain_index_message(&index.name, &m.names[0], &index.columns);
+            out.push(text_diagnostic(file, index.start, index.end, msg, fix));
+        }
+    }
+}
+
+fn plain_index_message(index: &str, table: &str, columns: &[String]) -> String {
+    format!(
+        "index `{index}` on `{table}` ({}) is named for deduplication but is not unique: two concurrent deliveries of one event both insert their row and both run (concurrent duplicate)",
+        columns.join(", ")
+    )
 }
 
 /// The statements of the new migration and its down counterpart.
@@ -248,6 +277,43 @@ fn check_drizzle(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
                 .with_note(SCHEMA_REVIEW);
         out.push(Diagnostic::new(RULE.id, file, pair, message(&t.names[0], key)).help(HELP).with_fix(Some(fix)));
     }
+    for t in drizzle::tables(file) {
+        for index in &t.plain_indexes {
+            if !schema::names_dedupe_index(&index.name) || schema::unique_through(&index.columns, &t.columns, &t.sets) {
+                continue;
+            }
+            let mut edits = vec![Edit::replace(index.builder.start_byte(), index.builder.end_byte(), "uniqueIndex")];
+            edits.extend(import_unique_index(file));
+            let fix = Fix::unsafe_(format!("make `{}` a `uniqueIndex`", index.name), edits).with_note(SCHEMA_REVIEW);
+            let msg = plain_index_message(&index.name, &t.names[0], &index.columns);
+            out.push(Diagnostic::new(RULE.id, file, index.call, msg).help(HELP).with_fix(Some(fix)));
+        }
+    }
+}
+
+/// `uniqueIndex` added beside the `index` named import from Drizzle, unless already imported.
+fn import_unique_index(file: &SourceFile) -> Option<Edit> {
+    let src = file.text.as_str();
+    let mut index_specifier = None;
+    for import in ast::named_children(file.root()).into_iter().filter(|n| n.kind() == "import_statement") {
+        let from_drizzle = import
+            .child_by_field_name("source")
+            .and_then(|s| ast::string_value(s, src))
+            .is_some_and(|m| m.starts_with("drizzle-orm"));
+        if !from_drizzle {
+            continue;
+        }
+        for specifier in ast::descendants_of_kind(import, "import_specifier") {
+            let name = specifier.child_by_field_name("name").map(|n| text(n, src));
+            let alias = specifier.child_by_field_name("alias");
+            match name {
+                Some("uniqueIndex") => return None,
+                Some("index") if alias.is_none() => index_specifier = Some(specifier),
+                _ => {}
+            }
+        }
+    }
+    index_specifier.map(|s| Edit::insert(s.end_byte(), ", uniqueIndex"))
 }
 
 fn check_mongoose(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {

@@ -17,6 +17,18 @@ pub struct Table<'t> {
     /// `(pair, value)` per column, in the order of `columns`.
     pub nodes: Vec<(Node<'t>, Node<'t>)>,
     pub sets: Vec<Vec<String>>,
+    /// Plain (non-unique) indexes declared with a name: `index("name").on(table.a, table.b)`.
+    pub plain_indexes: Vec<PlainIndex<'t>>,
+}
+
+/// A named, non-unique Drizzle index.
+pub struct PlainIndex<'t> {
+    pub name: String,
+    pub columns: Vec<String>,
+    /// The whole `index("name").on(...)` call.
+    pub call: Node<'t>,
+    /// The `index` identifier (what a fix renames to `uniqueIndex`).
+    pub builder: Node<'t>,
 }
 
 fn creators(src: &str) -> Vec<String> {
@@ -91,7 +103,8 @@ fn table<'t>(call: Node<'t>, src: &str) -> Option<Table<'t>> {
         nodes.push((pair, value));
     }
     let sets = args.get(2).map(|extra| extra_sets(*extra, src)).unwrap_or_default();
-    Some(Table { names, columns, nodes, sets })
+    let plain_indexes = args.get(2).map(|extra| plain_indexes(*extra, src)).unwrap_or_default();
+    Some(Table { names, columns, nodes, sets, plain_indexes })
 }
 
 /// The columns object: `{ ... }` or `(t) => ({ ... })`.
@@ -114,16 +127,50 @@ fn columns_object(arg: Node) -> Option<Node> {
     None
 }
 
+/// `table.eventId`, also drizzle-kit's introspected `table.eventId.asc().nullsLast()`: the
+/// column's name.
+fn column_of(n: Node, src: &str) -> Option<String> {
+    let mut n = ast::unwrap_expr(n);
+    while n.kind() == "call_expression" {
+        n = n.child_by_field_name("function")?.child_by_field_name("object")?;
+    }
+    ast::member_path(n, src).pop()
+}
+
+/// `index("name").on(table.a, ...)` (and drizzle-kit's `.using("btree", ...)`) in the
+/// table's extra config.
+fn plain_indexes<'t>(extra: Node<'t>, src: &str) -> Vec<PlainIndex<'t>> {
+    let mut out = Vec::new();
+    for call in ast::descendants_of_kind(extra, "call_expression") {
+        let Some(inner) = call
+            .child_by_field_name("function")
+            .filter(|f| f.kind() == "member_expression")
+            .and_then(|f| f.child_by_field_name("object"))
+            .filter(|o| o.kind() == "call_expression")
+        else {
+            continue;
+        };
+        let Some(builder) = inner.child_by_field_name("function").filter(|f| f.kind() == "identifier") else {
+            continue;
+        };
+        if ast::text(builder, src) != "index" {
+            continue;
+        }
+        let Some(name) = ast::arguments(inner).first().and_then(|a| ast::string_value(*a, src)) else { continue };
+        let skip = match ast::callee_name(call, src).as_deref() {
+            Some("on") => 0,
+            Some("using") => 1,
+            _ => continue,
+        };
+        let columns = ast::arguments(call).iter().skip(skip).filter_map(|a| column_of(*a, src)).collect();
+        out.push(PlainIndex { name, columns, call, builder });
+    }
+    out
+}
+
 /// Column lists of `primaryKey({ columns })`, `unique().on(..)`, `uniqueIndex().on(..)`.
 fn extra_sets(extra: Node, src: &str) -> Vec<Vec<String>> {
-    // `table.eventId`, also drizzle-kit's introspected `table.eventId.asc().nullsLast()`.
-    let last_prop = |n: Node| {
-        let mut n = ast::unwrap_expr(n);
-        while n.kind() == "call_expression" {
-            n = n.child_by_field_name("function")?.child_by_field_name("object")?;
-        }
-        ast::member_path(n, src).pop()
-    };
+    let last_prop = |n: Node| column_of(n, src);
     let mut sets = Vec::new();
     for call in ast::descendants_of_kind(extra, "call_expression") {
         let path = ast::callee_path(call, src);

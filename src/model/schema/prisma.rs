@@ -11,7 +11,19 @@ pub struct Model {
     pub names: Vec<String>,
     pub fields: Vec<Field>,
     pub sets: Vec<Vec<String>>,
+    /// `@@index([...], map: "name")` (or `name:`) lines: plain, non-unique indexes.
+    pub plain_indexes: Vec<Index>,
     foreign: Vec<String>,
+}
+
+/// A named `@@index`, with the byte span of its `@@index` token.
+pub struct Index {
+    pub name: String,
+    pub columns: Vec<String>,
+    pub start: usize,
+    pub end: usize,
+    /// Whether the line's code sets an index `type:` (which `@@unique` does not take).
+    pub typed: bool,
 }
 
 pub struct Field {
@@ -54,10 +66,12 @@ pub fn models(text: &str) -> Vec<Model> {
     static FIELD: OnceLock<Regex> = OnceLock::new();
     static MAP: OnceLock<Regex> = OnceLock::new();
     static ATTR: OnceLock<Regex> = OnceLock::new();
+    static INDEX_NAME: OnceLock<Regex> = OnceLock::new();
     let model_re = MODEL.get_or_init(|| Regex::new(r"^\s*model\s+(\w+)\s*\{\s*$").unwrap());
     let field_re = FIELD.get_or_init(|| Regex::new(r"^\s*(\w+)\s+([\w.]+)(\[\])?\??(.*)$").unwrap());
     let map_re = MAP.get_or_init(|| Regex::new(r#"@map\(\s*(?:name:\s*)?"([^"]+)""#).unwrap());
     let attr_re = ATTR.get_or_init(|| Regex::new(r"(^|[^@\w])@(id|unique)\b").unwrap());
+    let index_name_re = INDEX_NAME.get_or_init(|| Regex::new(r#"\b(?:map|name):\s*"([^"]+)""#).unwrap());
 
     let mut out = Vec::new();
     let mut offset = 0;
@@ -74,7 +88,7 @@ pub fn models(text: &str) -> Vec<Model> {
                     model = Some(Model { names: vec![c[1].to_string()], ..Model::default() });
                 }
             }
-            Some(Model { names, fields, sets, foreign }) => {
+            Some(Model { names, fields, sets, plain_indexes, foreign }) => {
                 if trimmed == "}" {
                     if let Some(mut m) = model.take() {
                         for f in &mut m.fields {
@@ -87,6 +101,17 @@ pub fn models(text: &str) -> Vec<Model> {
                 if trimmed.starts_with("@@") {
                     if trimmed.starts_with("@@id") || trimmed.starts_with("@@unique") {
                         sets.push(list_items(trimmed));
+                    } else if trimmed.starts_with("@@index")
+                        && let Some(c) = index_name_re.captures(trimmed)
+                    {
+                        let start = line_start + (code.len() - code.trim_start().len());
+                        plain_indexes.push(Index {
+                            name: c[1].to_string(),
+                            columns: list_items(trimmed),
+                            start,
+                            end: start + "@@index".len(),
+                            typed: trimmed.contains("type:"),
+                        });
                     } else if trimmed.starts_with("@@map")
                         && let Some(c) = map_re.captures(trimmed)
                     {
