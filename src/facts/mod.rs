@@ -40,6 +40,16 @@ impl HandlerModel {
                 || !self.dedupe_patterns(project).is_empty()
         })
     }
+
+    /// Whether the hand-written dedupe lets a retry or a concurrent duplicate run the work
+    /// again: the marker is checked before the work but written after it, or only written
+    /// after it. Only a marker claimed before the work stops a second run.
+    pub fn has_racy_dedupe(&self, project: &Project) -> bool {
+        use crate::model::markers::PatternKind;
+        self.dedupe_patterns(project)
+            .iter()
+            .any(|p| matches!(p.kind, PatternKind::CheckThenInsert | PatternKind::EffectBeforeRecord))
+    }
 }
 
 /// What a rule sees for one file.

@@ -30,7 +30,10 @@ read-modify-write also lose updates.
 Inside a guard `run` callback or a transaction that also writes the claim. Mongo
 `$addToSet` (set semantics). Handlers with hand-written dedupe are reported by the marker
 rules (`check-then-insert-race`, `effect-before-record`, `record-before-effect-no-tx`)
-instead, so the same code is not reported twice.
+instead, so the same code is not reported twice; but when that dedupe is racy (checked
+before the work and written after it, or only written after it), a read-modify-write is
+still reported: two deliveries that both pass the check also lose one update to the
+other, a second defect that a real claim alone would not mend.
 
 ## Bad
 ```ts
@@ -95,9 +98,12 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// The unguarded relative writes of a handler (empty when hand-written dedupe owns it).
+/// The unguarded relative writes of a handler. Hand-written dedupe owns them (its rules
+/// report the double run), except a read-modify-write behind a racy marker: two deliveries
+/// that both pass the check also lose one update to the other, which no marker finding says.
 pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
-    if model.has_hand_written_dedupe(cx.project) {
+    let only_read_modify_writes = model.has_hand_written_dedupe(cx.project);
+    if only_read_modify_writes && !model.has_racy_dedupe(cx.project) {
         return Vec::new();
     }
     let mut out: Vec<Finding> = Vec::new();
@@ -115,18 +121,20 @@ pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
             }
             out.push(Finding { scope: index, node, what, load });
         };
-        for call in ast::calls_in(func, false) {
-            let local = reach::resolve_call(cx.project, file, call).is_some();
-            if let Some(effect) = effects::classify(call, src, local)
-                && effect.kind == EffectKind::DbIncrement
-                && !text(call, src).contains("$addToSet")
-            {
-                // A Prisma write that sets other fields too is reported at the relative one.
-                let relative = ast::descendants_of_kind(call, "pair").into_iter().find(|p| {
-                    p.child_by_field_name("key")
-                        .is_some_and(|k| matches!(text(k, src), "increment" | "decrement" | "multiply" | "divide"))
-                });
-                push(relative.unwrap_or(call), format!("relative write `{}`", effect.label), None);
+        if !only_read_modify_writes {
+            for call in ast::calls_in(func, false) {
+                let local = reach::resolve_call(cx.project, file, call).is_some();
+                if let Some(effect) = effects::classify(call, src, local)
+                    && effect.kind == EffectKind::DbIncrement
+                    && !text(call, src).contains("$addToSet")
+                {
+                    // A Prisma write that sets other fields too is reported at the relative one.
+                    let relative = ast::descendants_of_kind(call, "pair").into_iter().find(|p| {
+                        p.child_by_field_name("key")
+                            .is_some_and(|k| matches!(text(k, src), "increment" | "decrement" | "multiply" | "divide"))
+                    });
+                    push(relative.unwrap_or(call), format!("relative write `{}`", effect.label), None);
+                }
             }
         }
         for (node, what, load) in read_modify_writes(func, src) {
