@@ -100,7 +100,7 @@ static PERMANENT: LazyLock<Regex> = LazyLock::new(|| {
 
 /// What a thrown message says about the payload itself (no "not found": see `thrown_bad_payload`).
 static BAD_PAYLOAD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\binvalid|malformed|missing|validation|unknown (event|type|action)|unsupported|not supported")
+    Regex::new(r"(?i)\binvalid|malformed|missing|validation|unknown (event|type|action)|unsupported|not supported|\bno (payload|body)\b")
         .unwrap()
 });
 
@@ -397,13 +397,18 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
     for (i, scope) in model.scopes.iter().enumerate() {
         let Some(func) = scope.node() else { continue };
         let src = src_of(scope);
+        let names = if i == 0 { responses::handler_names(&model.handler) } else { Vec::new() };
         for throw in ast::descendants_of_kind(func, "throw_statement") {
-            if ast::enclosing_function(throw) != Some(func)
-                || enclosing_try(throw, func).is_some()
-                || responses::in_catch(throw, func).is_some()
-            {
+            if ast::enclosing_function(throw) != Some(func) || responses::in_catch(throw, func).is_some() {
                 continue;
             }
+            // In the handler, a `try` whose catch answers every failure 5xx, without telling
+            // them apart, turns the throw into that 5xx as surely as no `try` at all.
+            let into_5xx = match enclosing_try(throw, func) {
+                None => false,
+                Some(try_stmt) if i == 0 && catch_answers_every_failure_5xx(try_stmt, src, &names) => true,
+                Some(_) => continue,
+            };
             let Some(value) = throw.named_child(0).map(ast::unwrap_expr).filter(|v| v.kind() == "new_expression")
             else {
                 continue;
@@ -433,15 +438,29 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
                     "the throw is where no response object is in scope",
                 ),
             };
-            out.push(diag(
-                model,
-                scope,
-                throw,
-                "a payload that can never succeed is thrown as a plain `Error` outside any try: the framework answers 500 and the provider retries it; answer 400 (or acknowledge and drop it)".to_string(),
-                fix,
-            ));
+            let message = if into_5xx {
+                "a payload that can never succeed is thrown as a plain `Error` into a catch that answers every failure 5xx: the provider retries it; answer 400 (or acknowledge and drop it)"
+            } else {
+                "a payload that can never succeed is thrown as a plain `Error` outside any try: the framework answers 500 and the provider retries it; answer 400 (or acknowledge and drop it)"
+            };
+            out.push(diag(model, scope, throw, message.to_string(), fix));
         }
     }
+}
+
+/// The `try`'s catch answers 5xx (or rethrows) for whatever failed: no 4xx answer and no test
+/// of what was caught.
+fn catch_answers_every_failure_5xx(try_stmt: Node, src: &str, names: &[&str]) -> bool {
+    let Some(catch_body) = try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body")) else {
+        return false;
+    };
+    if tells_failures_apart(text(catch_body, src)) {
+        return false;
+    }
+    let answers = responses::responses_in(catch_body, src, names, true);
+    !answers.is_empty()
+        && answers.iter().all(|r| r.is_5xx())
+        && !answers.iter().any(|r| r.status.is_some_and(|st| st < 500))
 }
 
 /// What `new Error(message)` spells out in its message (see `ast::literal_words`).
