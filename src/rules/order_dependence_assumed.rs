@@ -17,7 +17,14 @@ const DOCS: &str = r#"
   (status, plan, price, quantity, period end, cancellation) with an update/upsert, without
   comparing the event's time or version with the stored one (`event.created`, `updated_at`,
   `occurred_at`, a version column) and without re-fetching the object from the provider
-  (`stripe.subscriptions.retrieve(id)`).
+  (`stripe.subscriptions.retrieve(id)`). Event names are matched as strings or as constants
+  by their last name (`case EVENTS.ACCOUNT_UPDATED:`), and RevenueCat's types (`RENEWAL`,
+  `PRODUCT_CHANGE`, `EXPIRATION`, ...) are included.
+- The same write made through a project function named for writing billing state
+  (`updateUserSubscription({ status: sub.status })`, `ctx.runMutation(api.users.updateSubscription,
+  { ...fields(sub) })`, `repo.createOrUpdateSubscription(id, event.data.object.cancel_at)`):
+  reported at that call, where the event's values are handed over; the writes inside the
+  function are not reported again.
 - A handler that acknowledges an event and drops it because a record it needs does not exist
   yet: `const user = await db.user.findUnique(...); if (!user) return res.json({ ok: true })`
   (or a bare `return` in a function the handler calls, or in a queue consumer), when the
@@ -54,6 +61,26 @@ create the record from the event.
 ## Fix
 None: the right remedy (re-fetch, a version column, a conditional update, or retrying until
 the prerequisite exists) depends on the data model.
+
+## Decisions
+- A check or a re-fetch counts only when it precedes the write on the write's own path: the
+  write's filter, an enclosing `if`, an earlier statement of an enclosing block (of a branch or
+  a loop before it, only its condition), or, for a function the handler calls, every call site
+  that reaches it. A re-fetch in another event's branch does not cover this one; reading the
+  customer (`customers.retrieve`) is not a re-fetch of the subscription, and neither is a
+  synchronous helper that reads the event in hand (`getSubscriptionPriceId(sub)`).
+- State is a key whose trailing words name it (`status`, `stripeSubscriptionStatus`,
+  `subscription_tier`, `current_period_end`, `cancel_at_period_end`, `planId`, `quantity`,
+  `active`). A value the handler decides is not a snapshot: a literal, an enum member, a choice
+  between two literals (`sub.status === "active" ? "granted" : "revoked"`), or a `const` bound
+  to one. Literal transitions (`status: "funded"` on `charge.success`) are therefore not
+  reported: their sibling branches do the same, and both are equally defensible.
+- When the written data is an object built in a variable above the write, the finding sits at
+  that object.
+- A dropped advance notice (`customer.subscription.trial_will_end`, `invoice.upcoming`) is not
+  reported: a reminder about a record that does not exist yet changes nothing. Nor is a lookup
+  that is only the fallback for an id the event carries (`if (payment.metadata?.ownerId) return
+  it;` before the query): an event with neither is not about this application's data.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -62,7 +89,7 @@ pub const RULE: Rule = Rule {
     docs: DOCS,
     fix: FixAvailability::None,
     safe_fixes: false,
-    preview: true,
+    preview: false,
     check,
 };
 
@@ -72,6 +99,8 @@ static OUT_OF_ORDER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"(?i)^[\w.]*(subscription|order|product|customer|price|plan|invoice|payment_method|membership|account)[\w]*[._/](updated?|deleted?|canceled|cancelled|uncanceled|paused|resumed|changed|past_due|expired|activated|revoked)$"#)
         .unwrap()
 });
+/// An advance notice (`customer.subscription.trial_will_end`, `invoice.upcoming`): a reminder
+/// that changes no state.
 static NOTICE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)[._](will_[a-z_]+|upcoming|expiring|reminder)$").unwrap());
 /// RevenueCat's event types that change an existing subscription (upper case, as sent).
