@@ -17,7 +17,14 @@ const DOCS: &str = r#"
   (status, plan, price, quantity, period end, cancellation) with an update/upsert, without
   comparing the event's time or version with the stored one (`event.created`, `updated_at`,
   `occurred_at`, a version column) and without re-fetching the object from the provider
-  (`stripe.subscriptions.retrieve(id)`).
+  (`stripe.subscriptions.retrieve(id)`). Event names are matched as strings or as constants
+  by their last name (`case EVENTS.ACCOUNT_UPDATED:`), and RevenueCat's types (`RENEWAL`,
+  `PRODUCT_CHANGE`, `EXPIRATION`, ...) are included.
+- The same write made through a project function named for writing billing state
+  (`updateUserSubscription({ status: sub.status })`, `ctx.runMutation(api.users.updateSubscription,
+  { ...fields(sub) })`, `repo.createOrUpdateSubscription(id, event.data.object.cancel_at)`):
+  reported at that call, where the event's values are handed over; the writes inside the
+  function are not reported again.
 - A handler that acknowledges an event and drops it because a record it needs does not exist
   yet: `const user = await db.user.findUnique(...); if (!user) return res.json({ ok: true })`
   (or a bare `return` in a function the handler calls, or in a queue consumer), when the
@@ -54,6 +61,26 @@ create the record from the event.
 ## Fix
 None: the right remedy (re-fetch, a version column, a conditional update, or retrying until
 the prerequisite exists) depends on the data model.
+
+## Decisions
+- A check or a re-fetch counts only when it precedes the write on the write's own path: the
+  write's filter, an enclosing `if`, an earlier statement of an enclosing block (of a branch or
+  a loop before it, only its condition), or, for a function the handler calls, every call site
+  that reaches it. A re-fetch in another event's branch does not cover this one; reading the
+  customer (`customers.retrieve`) is not a re-fetch of the subscription, and neither is a
+  synchronous helper that reads the event in hand (`getSubscriptionPriceId(sub)`).
+- State is a key whose trailing words name it (`status`, `stripeSubscriptionStatus`,
+  `subscription_tier`, `current_period_end`, `cancel_at_period_end`, `planId`, `quantity`,
+  `active`). A value the handler decides is not a snapshot: a literal, an enum member, a choice
+  between two literals (`sub.status === "active" ? "granted" : "revoked"`), or a `const` bound
+  to one. Literal transitions (`status: "funded"` on `charge.success`) are therefore not
+  reported: their sibling branches do the same, and both are equally defensible.
+- When the written data is an object built in a variable above the write, the finding sits at
+  that object.
+- A dropped advance notice (`customer.subscription.trial_will_end`, `invoice.upcoming`) is not
+  reported: a reminder about a record that does not exist yet changes nothing. Nor is a lookup
+  that is only the fallback for an id the event carries (`if (payment.metadata?.ownerId) return
+  it;` before the query): an event with neither is not about this application's data.
 "#;
 
 pub const RULE: Rule = Rule {
@@ -62,19 +89,36 @@ pub const RULE: Rule = Rule {
     docs: DOCS,
     fix: FixAvailability::None,
     safe_fixes: false,
-    preview: true,
+    preview: false,
     check,
 };
 
+/// An event name (quotes stripped, or a constant's last name: `EVENTS.ACCOUNT_UPDATED`) for
+/// an object whose state a later event can change: its updates can arrive out of order.
 static OUT_OF_ORDER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?i)^["'`][\w.]*(subscription|order|product|customer|price|plan|invoice|payment_method|membership)[\w]*[._/](updated?|deleted?|canceled|cancelled|paused|resumed|changed|past_due|expired|activated)["'`]$"#)
+    Regex::new(r#"(?i)^[\w.]*(subscription|order|product|customer|price|plan|invoice|payment_method|membership|account)[\w]*[._/](updated?|deleted?|canceled|cancelled|uncanceled|paused|resumed|changed|past_due|expired|activated|revoked)$"#)
         .unwrap()
+});
+/// An advance notice (`customer.subscription.trial_will_end`, `invoice.upcoming`): a reminder
+/// that changes no state.
+static NOTICE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)[._](will_[a-z_]+|upcoming|expiring|reminder)$").unwrap());
+/// RevenueCat's event types that change an existing subscription (upper case, as sent).
+static STORE_EVENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(RENEWAL|PRODUCT_CHANGE|CANCELLATION|UNCANCELLATION|EXPIRATION|BILLING_ISSUE|SUBSCRIPTION_PAUSED|SUBSCRIPTION_EXTENDED)$").unwrap()
 });
 static REGION_FN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)subscription\w*(updat|delet|cancel|chang|sync|paus|resum)|(updat|sync|upsert|manage)\w*subscription|order\w*updat|(updat|sync)\w*order").unwrap()
 });
+/// A state column, matched against every trailing run of a key's words: `stripeSubscriptionStatus`
+/// ends in `status`, `stripe_current_period_end` in `current_period_end`.
 static STATE_KEY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^(status|state|plan\w*|price\w*|quantity|seats|tier|cancel\w*|current_?period\w*|ends?_?at|renews?_?at|trial_?ends?_?at|subscription_?status|financial_?status|fulfillment_?status|active)$").unwrap()
+    Regex::new(r"(?i)^(status|state|plan\w*|price\w*|quantity|seats|tier|cancel\w*|current_?period\w*|ends?_?at|renews?_?at|trial_?ends?_?at|active)$").unwrap()
+});
+/// A project function named for writing billing state (`updateUserSubscription`,
+/// `createOrUpdateSubscription`, `updateUserPaymentDetails`): a call to it is the write.
+static WRAPPER_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(create_?or_?update|update|upsert|save|sync|patch|apply|store|persist|set)_?[a-z0-9_]*(subscription|plan|tier|status|membership|billing|payment|entitlement)").unwrap()
 });
 static TIME_WORD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)created|updated_?at|occurred_?at|event_?(time|at|created)|version|sequence|last_?event|timestamp")
@@ -87,6 +131,53 @@ static SQL_STATE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\bset\b[^;]*\b(status|plan\w*|price_id|quantity|cancel\w*)\s*=\s*(\$\d|\?|:\w)").unwrap()
 });
 
+/// Whether a key names state: the key or one of its trailing word runs matches `STATE_KEY`.
+fn is_state_key(key: &str) -> bool {
+    let mut words: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for c in key.chars() {
+        if c == '_' || c == '-' || c == '.' {
+            if !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+            continue;
+        }
+        if c.is_ascii_uppercase() && cur.chars().last().is_some_and(|p| p.is_ascii_lowercase() || p.is_ascii_digit()) {
+            words.push(std::mem::take(&mut cur));
+        }
+        cur.push(c.to_ascii_lowercase());
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    (0..words.len()).any(|k| STATE_KEY.is_match(&words[k..].join("_")))
+}
+
+/// The event name a switch-case value or a compared string gives: the string, or a constant's
+/// last name (`EVENTS.ACCOUNT_UPDATED`).
+fn event_name(value: Node, src: &str) -> Option<String> {
+    let name = match ast::string_value(value, src) {
+        Some(s) => s,
+        None => match ast::unwrap_expr(value).kind() {
+            "member_expression" | "identifier" => ast::member_path(value, src).pop().filter(|p| !p.ends_with("()"))?,
+            _ => return None,
+        },
+    };
+    (!name.is_empty()).then_some(name)
+}
+
+/// Whether a switch-case value or a compared string names an out-of-order event.
+fn names_out_of_order(value: Node, src: &str) -> bool {
+    event_name(value, src).is_some_and(|n| OUT_OF_ORDER.is_match(&n) || STORE_EVENT.is_match(&n))
+}
+
+/// Whether it names an advance notice (`customer.subscription.trial_will_end`,
+/// `invoice.upcoming`): a reminder about a record, which changes none of its state, so one that
+/// arrives before the record exists loses nothing when it is dropped.
+fn names_notice(value: Node, src: &str) -> bool {
+    event_name(value, src).is_some_and(|n| NOTICE.is_match(&n))
+}
+
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
         state_writes(cx, model, out);
@@ -94,11 +185,18 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// Nodes (per scope index) that handle an out-of-order event.
-fn regions<'a>(cx: &Context, model: &'a HandlerModel) -> Vec<(usize, Vec<Node<'a>>)> {
+/// Nodes (per scope index) that handle an event `names` accepts (a switch case, an `if` on
+/// the event name, a handler-map entry, and the functions they call); with `by_fn_name`,
+/// also the functions named for updating a subscription or an order.
+fn regions<'a>(
+    cx: &Context,
+    model: &'a HandlerModel,
+    names: fn(Node, &str) -> bool,
+    by_fn_name: bool,
+) -> Vec<(usize, Vec<Node<'a>>)> {
     let mut out: Vec<(usize, Vec<Node>)> = Vec::new();
     let mut whole: Vec<bool> =
-        model.scopes.iter().map(|s| s.depth > 0 && REGION_FN.is_match(&s.function.name)).collect();
+        model.scopes.iter().map(|s| by_fn_name && s.depth > 0 && REGION_FN.is_match(&s.function.name)).collect();
     for (i, scope) in model.scopes.iter().enumerate() {
         let Some(func) = scope.node() else { continue };
         let src = &scope.file().text;
@@ -106,7 +204,7 @@ fn regions<'a>(cx: &Context, model: &'a HandlerModel) -> Vec<(usize, Vec<Node<'a
         ast::walk(func, &mut |n| {
             match n.kind() {
                 "switch_case" => {
-                    if n.child_by_field_name("value").is_some_and(|v| OUT_OF_ORDER.is_match(text(v, src))) {
+                    if n.child_by_field_name("value").is_some_and(|v| names(v, src)) {
                         // Empty cases fall through to the next case with a body.
                         let mut cur = Some(n);
                         while let Some(c) = cur {
@@ -123,7 +221,7 @@ fn regions<'a>(cx: &Context, model: &'a HandlerModel) -> Vec<(usize, Vec<Node<'a
                 }
                 "if_statement" => {
                     if let Some(cond) = n.child_by_field_name("condition")
-                        && ast::descendants_of_kind(cond, "string").iter().any(|s| OUT_OF_ORDER.is_match(text(*s, src)))
+                        && ast::descendants_of_kind(cond, "string").iter().any(|s| names(*s, src))
                         && !text(cond, src).contains("!==")
                         && let Some(cons) = n.child_by_field_name("consequence")
                     {
@@ -132,7 +230,7 @@ fn regions<'a>(cx: &Context, model: &'a HandlerModel) -> Vec<(usize, Vec<Node<'a
                 }
                 // A handler map: { "customer.subscription.updated": handleUpdated }
                 "pair" => {
-                    if n.child_by_field_name("key").is_some_and(|k| OUT_OF_ORDER.is_match(text(k, src)))
+                    if n.child_by_field_name("key").is_some_and(|k| k.kind() == "string" && names(k, src))
                         && let Some(v) = n.child_by_field_name("value")
                     {
                         nodes.push(v);
@@ -212,10 +310,17 @@ fn ordered(node: Node, src: &str) -> bool {
     found
 }
 
+/// A read of the object's current state from the provider (`stripe.subscriptions.retrieve(id)`,
+/// an awaited `getSubscription(id)` helper). The customer (`customers.retrieve`) is not the
+/// object whose state is written, and a synchronous helper (`getSubscriptionPriceId(sub)`)
+/// reads the event, not the provider.
 fn refetches(call: Node, src: &str) -> bool {
     let path = ast::callee_path(call, src);
     let lower: Vec<String> = path.iter().map(|p| p.trim_end_matches("()").to_ascii_lowercase()).collect();
     let Some(last) = lower.last() else { return false };
+    if lower.len() >= 2 && lower[lower.len() - 2].starts_with("customer") {
+        return false;
+    }
     let root = lower.first().map(String::as_str).unwrap_or("");
     let db = ["prisma", "db", "tx", "supabase", "knex", "redis", "cache", "repo", "this", "pool", "client"]
         .iter()
@@ -223,43 +328,185 @@ fn refetches(call: Node, src: &str) -> bool {
     let provider = ["stripe", "paddle", "shopify", "lemon", "polar", "chargebee", "recurly", "braintree", "paypal"]
         .iter()
         .any(|p| lower.iter().any(|s| s.contains(p)));
+    let awaited = call.parent().is_some_and(|p| p.kind() == "await_expression");
     (provider && matches!(last.as_str(), "retrieve" | "get" | "fetch" | "getsubscription" | "retrievesubscription"))
         || (!db && lower.len() >= 2 && last == "retrieve")
-        || (path.len() == 1 && (last.starts_with("getsubscription") || last.starts_with("fetchsubscription")))
+        || (awaited
+            && path.len() == 1
+            && (last.starts_with("getsubscription") || last.starts_with("fetchsubscription")))
 }
 
-/// An update/upsert (Prisma, Drizzle, SQL, Mongo, supabase-js): its label.
+/// Whether a time/version check or a re-fetch precedes `node` on its own path through `func`:
+/// the node itself, the condition of an enclosing `if`, or an earlier statement of an
+/// enclosing block (never another `case` of the switch, or the other branch of an `if`).
+fn checked_before(node: Node, func: Node, src: &str) -> bool {
+    if TIME_FILTER.is_match(text(node, src)) {
+        return true;
+    }
+    let mut cur = node;
+    while let Some(parent) = cur.parent() {
+        match parent.kind() {
+            "if_statement" => {
+                if parent.child_by_field_name("condition").is_some_and(|c| c != cur && ordered(c, src)) {
+                    return true;
+                }
+            }
+            "statement_block" | "switch_case" | "program" => {
+                let mut sib = cur.prev_named_sibling();
+                while let Some(s) = sib {
+                    if (parent.kind() != "switch_case" || Some(s) != parent.child_by_field_name("value"))
+                        && ordered_statement(s, src)
+                    {
+                        return true;
+                    }
+                    sib = s.prev_named_sibling();
+                }
+            }
+            _ => {}
+        }
+        if parent == func {
+            break;
+        }
+        cur = parent;
+    }
+    false
+}
+
+/// Whether an earlier statement checks or re-fetches on every path through it: a branch or a
+/// loop body may not run (`if (event.type === "checkout...") { retrieve(...) }`), so only its
+/// condition counts; a nested function runs only when called.
+fn ordered_statement(stmt: Node, src: &str) -> bool {
+    match stmt.kind() {
+        "if_statement" | "while_statement" => stmt.child_by_field_name("condition").is_some_and(|c| ordered(c, src)),
+        "switch_statement" => stmt.child_by_field_name("value").is_some_and(|c| ordered(c, src)),
+        "for_statement" | "for_in_statement" | "do_statement" | "function_declaration" | "class_declaration" => false,
+        "try_statement" => stmt.child_by_field_name("body").is_some_and(|b| ordered(b, src)),
+        _ => ordered(stmt, src),
+    }
+}
+
+/// Whether every path to `node` in scope `i` passes a check or a re-fetch: in the scope itself,
+/// or (for a function the handler calls) at every call site that reaches it.
+fn path_checked(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth: usize) -> bool {
+    let scope = &model.scopes[i];
+    let Some(func) = scope.node() else { return false };
+    if checked_before(node, func, &scope.file().text) {
+        return true;
+    }
+    if i == 0 || depth > 4 {
+        return false;
+    }
+    let mut sites = 0;
+    for (j, caller) in model.scopes.iter().enumerate() {
+        if j == i {
+            continue;
+        }
+        let Some(cfunc) = caller.node() else { continue };
+        for call in ast::calls_in(cfunc, false) {
+            let Some(def) = reach::resolve_call(cx.project, caller.file(), call) else { continue };
+            if def.file.path != scope.file().path || def.span != scope.function.span {
+                continue;
+            }
+            sites += 1;
+            if !path_checked(cx, model, j, call, depth + 1) {
+                return false;
+            }
+        }
+    }
+    sites > 0
+}
+
+/// An update/upsert (Prisma, Drizzle, SQL, Mongo, supabase-js, Directus): its label.
 fn state_write(call: Node, src: &str) -> Option<String> {
-    if let Some(effect) = effects::classify(call, src, false)
-        && matches!(effect.kind, EffectKind::DbUpdate | EffectKind::DbUpsert)
+    if let Some(effect) = effects::classify(call, src, false) {
+        if matches!(effect.kind, EffectKind::DbUpdate | EffectKind::DbUpsert) {
+            return Some(effect.label);
+        }
+        // An update that also increments a counter still writes the state beside it.
+        if effect.kind == EffectKind::DbIncrement
+            && matches!(ast::callee_name(call, src).as_deref(), Some("update" | "upsert" | "updateMany"))
+        {
+            return Some(effect.label);
+        }
+    }
+    let path = ast::callee_path(call, src);
+    // Directus: `updateItem("subscriptions", id, data)`, handed to `client.request(...)`.
+    if path.len() == 1
+        && matches!(path[0].as_str(), "updateItem" | "updateItems")
+        && ast::arguments(call).first().is_some_and(|a| ast::string_value(*a, src).is_some())
+        && ast::arguments(call).len() >= 3
     {
-        return Some(effect.label);
+        return Some(path[0].clone());
+    }
+    // A Prisma delegate behind a longer path: `this.client.model.subscription.upsert({ where, ... })`.
+    if path.len() >= 4
+        && matches!(path.last().map(String::as_str), Some("update" | "upsert" | "updateMany"))
+        && path.iter().all(|p| !p.ends_with("()"))
+        && ast::arguments(call)
+            .first()
+            .is_some_and(|a| a.kind() == "object" && ast::object_property(*a, "where", src).is_some())
+    {
+        return Some(path.join("."));
     }
     // supabase-js chains end in a filter: `from(t).update(v).eq(...)`.
     if call.parent().is_some_and(|p| p.kind() == "member_expression") {
         return None;
     }
-    let path = ast::callee_path(call, src);
     let supabase_write = path.iter().any(|p| p == "from()")
         && path.iter().any(|p| matches!(p.trim_end_matches("()"), "update" | "upsert"));
     supabase_write.then(|| path.join("."))
 }
 
-fn state_written(call: Node, src: &str) -> bool {
-    if let Some(sql) = effects::sql_text(call, &ast::arguments(call), src) {
-        return SQL_STATE.is_match(&sql);
+/// Whether a value is decided by the handler rather than copied from the event: a literal, a
+/// named constant, a choice between literals (`x ? "active" : "canceled"`), or a `const`
+/// bound to one of those.
+fn handler_chosen(value: Node, scopes: &[Node], before: usize, src: &str) -> bool {
+    let v = ast::unwrap_expr(value);
+    let literal = |n: Node| {
+        let n = ast::unwrap_expr(n);
+        matches!(n.kind(), "string" | "number" | "true" | "false" | "null" | "undefined" | "object" | "new_expression")
+            || (n.kind() == "template_string" && ast::string_value(n, src).is_some())
+            || is_named_constant(n, src)
+    };
+    if literal(v) {
+        return true;
     }
-    let mut found = false;
-    // Data built in a variable first: `const data = { status: sub.status }; upsert([data])`.
-    let scope = ast::enclosing_function(call).unwrap_or(call);
+    if v.kind() == "ternary_expression" {
+        return ["consequence", "alternative"].iter().all(|f| v.child_by_field_name(f).is_some_and(literal));
+    }
+    if matches!(v.kind(), "identifier" | "shorthand_property_identifier")
+        && let Some(init) = scopes.iter().find_map(|f| ast::find_binding_init(*f, text(v, src), src, before))
+    {
+        let init = ast::unwrap_expr(init);
+        return literal(init)
+            || (init.kind() == "ternary_expression"
+                && ["consequence", "alternative"].iter().all(|f| init.child_by_field_name(f).is_some_and(literal)));
+    }
+    false
+}
+
+fn state_written<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    if let Some(sql) = effects::sql_text(call, &ast::arguments(call), src) {
+        return SQL_STATE.is_match(&sql).then_some(call);
+    }
     // Every link of the chain: `from(t).update({ status }).eq(...)`.
     let args: Vec<Node> = ast::calls_in(call, false).into_iter().flat_map(ast::arguments).collect();
-    let mut roots = args.clone();
-    // The data may be built outside a transaction callback: look in the enclosing functions too.
-    let scopes: Vec<Node> =
-        std::iter::once(scope).chain(ast::ancestors(scope).filter(|a| ast::is_function(*a))).collect();
+    carries_state(call, &args, src)
+}
+
+/// The functions enclosing `node`, innermost first.
+fn enclosing_functions(node: Node) -> Vec<Node> {
+    let scope = ast::enclosing_function(node).unwrap_or(node);
+    std::iter::once(scope).chain(ast::ancestors(scope).filter(|a| ast::is_function(*a))).collect()
+}
+
+/// Whether the arguments `args` of `call` write a state key with a value taken from the event;
+/// the node to report: the call, or the object built in a variable above it.
+fn carries_state<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Node<'t>> {
+    let scopes = enclosing_functions(call);
+    let mut roots: Vec<(Node, bool)> = args.iter().map(|a| (*a, false)).collect();
     for arg in args {
-        for id in ast::descendants_of_kind(arg, "identifier") {
+        for id in ast::descendants_of_kind(*arg, "identifier") {
             // `upsert([data])`, `{ ...data }`, or `{ update: data }`.
             let value_of_pair = id
                 .parent()
@@ -270,12 +517,14 @@ fn state_written(call: Node, src: &str) -> bool {
                     scopes.iter().find_map(|f| ast::find_binding_init(*f, text(id, src), src, call.start_byte()))
                 && init.kind() == "object"
             {
-                roots.push(init);
+                roots.push((init, true));
             }
         }
     }
-    for arg in roots {
-        ast::walk(arg, &mut |n| {
+    for (root, bound) in roots {
+        let local_scopes: Vec<Node> = if bound { enclosing_functions(root) } else { scopes.clone() };
+        let mut found = false;
+        ast::walk(root, &mut |n| {
             if found {
                 return false;
             }
@@ -283,28 +532,23 @@ fn state_written(call: Node, src: &str) -> bool {
                 && let (Some(k), Some(v)) = (n.child_by_field_name("key"), n.child_by_field_name("value"))
             {
                 let key = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
-                let literal = matches!(
-                    v.kind(),
-                    "string" | "number" | "true" | "false" | "null" | "undefined" | "object" | "new_expression"
-                ) || (v.kind() == "template_string" && ast::string_value(v, src).is_some())
-                    || is_named_constant(v, src);
-                if STATE_KEY.is_match(&key) && !literal {
+                if is_state_key(&key) && !handler_chosen(v, &local_scopes, n.start_byte(), src) {
                     found = true;
                 }
             }
-            if n.kind() == "shorthand_property_identifier" && STATE_KEY.is_match(text(n, src)) {
+            if n.kind() == "shorthand_property_identifier"
+                && is_state_key(text(n, src))
+                && !handler_chosen(n, &local_scopes, n.start_byte(), src)
+            {
                 found = true;
             }
             true
         });
+        if found {
+            return Some(if bound { root } else { call });
+        }
     }
-    // `.set({ status })` in a Drizzle/Knex chain
-    found
-        || ast::calls_in(call, false).into_iter().any(|c| {
-            c != call
-                && ast::callee_name(c, src).as_deref() == Some("set")
-                && ast::arguments(c).first().is_some_and(|a| text(*a, src).contains("status"))
-        })
+    None
 }
 
 /// A member of an enum or constant object (`SubscriptionStatus.CANCELED`, `Plan.Free`): the
@@ -321,49 +565,181 @@ fn is_named_constant(value: Node, src: &str) -> bool {
         && path[1].starts_with(|c: char| c.is_ascii_uppercase())
 }
 
+/// A call to a project function named for writing billing state (`updateUserSubscription(...)`,
+/// `ctx.runMutation(api.users.updateSubscription, { ... })`, `service.createOrUpdateSubscription(...)`):
+/// its name and the arguments holding the data. A call the model classifies (an SDK, a query)
+/// is not one.
+fn wrapper_call<'t>(
+    file: &std::sync::Arc<crate::source::SourceFile>,
+    call: Node<'t>,
+) -> Option<(String, Vec<Node<'t>>)> {
+    let src = &file.text;
+    if let Some(effect) = effects::classify(call, src, false)
+        && effect.kind != EffectKind::Possible
+    {
+        return None;
+    }
+    let args = ast::arguments(call);
+    let name = ast::callee_name(call, src)?;
+    if WRAPPER_NAME.is_match(&name) {
+        return Some((name, args));
+    }
+    // A dispatcher handed the write function: `runMutation(api.users.updateSubscription, args)`.
+    if args.len() >= 2
+        && ast::unwrap_expr(args[0]).kind() == "member_expression"
+        && let Some(target) = ast::member_path(args[0], src).pop().filter(|p| !p.ends_with("()"))
+        && WRAPPER_NAME.is_match(&target)
+    {
+        return Some((target, args[1..].to_vec()));
+    }
+    None
+}
+
+/// Whether a wrapper call (`wrapper_call`) is given state from the event: the node to report.
+fn wrapper_write<'t>(
+    cx: &Context,
+    file: &std::sync::Arc<crate::source::SourceFile>,
+    call: Node<'t>,
+    data: &[Node<'t>],
+) -> Option<Node<'t>> {
+    let src = &file.text;
+    if let Some(node) = carries_state(call, data, src) {
+        return Some(node);
+    }
+    // A spread of a local helper's result: `{ userId, ...subscriptionUpdate(sub) }`.
+    for arg in data {
+        for spread in ast::descendants_of_kind(*arg, "spread_element") {
+            let Some(inner) = spread.named_child(0).map(ast::unwrap_expr) else { continue };
+            if inner.kind() != "call_expression" {
+                continue;
+            }
+            let Some(def) = reach::resolve_call(cx.project, file, inner) else { continue };
+            let Some(body) = def.node() else { continue };
+            let dsrc = &def.file.text;
+            for ret in ast::descendants_of_kind(body, "return_statement") {
+                if let Some(obj) = ret.named_child(0).map(ast::unwrap_expr)
+                    && obj.kind() == "object"
+                    && carries_state(obj, &[obj], dsrc).is_some()
+                {
+                    return Some(call);
+                }
+            }
+        }
+    }
+    // Positional state: `createOrUpdateSubscription(id, event.data.object.cancel_at)`.
+    let positional = data.iter().any(|a| {
+        let a = ast::unwrap_expr(*a);
+        matches!(a.kind(), "member_expression" | "identifier")
+            && ast::member_path(a, src).pop().is_some_and(|p| !p.ends_with("()") && is_state_key(&p))
+            && !handler_chosen(a, &enclosing_functions(call), call.start_byte(), src)
+    });
+    positional.then_some(call)
+}
+
+/// Whether object arguments name a state key, whatever its value (`{ state: State.Ended }`).
+fn names_state(args: &[Node], src: &str) -> bool {
+    args.iter().any(|a| {
+        let mut found = false;
+        ast::walk(*a, &mut |n| {
+            if found || ast::is_function(n) {
+                return false;
+            }
+            found = match n.kind() {
+                "pair" => n.child_by_field_name("key").is_some_and(|k| {
+                    is_state_key(&ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()))
+                }),
+                "shorthand_property_identifier" => is_state_key(text(n, src)),
+                _ => false,
+            };
+            true
+        });
+        found
+    })
+}
+
+/// The functions a reported wrapper call reaches (its own writes are the wrapper's).
+fn wrapped_functions(
+    cx: &Context,
+    file: &std::sync::Arc<crate::source::SourceFile>,
+    call: Node,
+    out: &mut Vec<(std::path::PathBuf, crate::source::Span)>,
+    depth: usize,
+) {
+    let Some(def) = reach::resolve_call(cx.project, file, call) else { return };
+    let key = (def.file.path.clone(), def.span);
+    if out.contains(&key) {
+        return;
+    }
+    out.push(key);
+    if depth >= 3 {
+        return;
+    }
+    let Some(body) = def.node() else { return };
+    for inner in ast::calls_in(body, false) {
+        wrapped_functions(cx, &def.file, inner, out, depth + 1);
+    }
+}
+
 fn state_writes(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
-    let regions = regions(cx, model);
+    let regions = regions(cx, model, names_out_of_order, true);
     if regions.is_empty() {
         return;
     }
-    // A re-fetch or a version check anywhere on the handler's own path covers its regions.
-    let root_ordered = model.scopes.first().and_then(|s| s.node().map(|n| ordered(n, &s.file().text))).unwrap_or(false);
-    if root_ordered {
-        return;
-    }
     let mut seen = Vec::new();
-    for (i, nodes) in regions {
-        let scope = &model.scopes[i];
-        let Some(func) = scope.node() else { continue };
+    // (scope, call, label, report node, through a wrapper)
+    let mut found: Vec<(usize, Node, String, Node, bool)> = Vec::new();
+    let mut wrapped = Vec::new();
+    for (i, nodes) in &regions {
+        let scope = &model.scopes[*i];
         let file = scope.file();
         let src = &file.text;
-        if ordered(func, src) {
-            continue;
-        }
         for node in nodes {
-            for call in ast::calls_in(node, false) {
-                if seen.contains(&(i, call.start_byte())) {
+            for call in ast::calls_in(*node, false) {
+                if seen.contains(&(*i, call.start_byte())) {
                     continue;
                 }
-                let Some(label) = state_write(call, src) else { continue };
-                if !state_written(call, src) {
-                    continue;
+                if let Some(label) = state_write(call, src) {
+                    let Some(at) = state_written(call, src) else { continue };
+                    if guards::is_marker_insert(call, src) {
+                        continue;
+                    }
+                    seen.push((*i, call.start_byte()));
+                    found.push((*i, call, label, at, false));
+                } else if let Some((label, data)) = wrapper_call(file, call) {
+                    // The wrapper's own writes are reported at its calls, with the values given
+                    // there; a call that hands it no state (`updateSubscription(event)`) leaves
+                    // the writes inside to be judged where they are.
+                    let at = wrapper_write(cx, file, call, &data);
+                    if at.is_some() || names_state(&data, src) {
+                        wrapped_functions(cx, file, call, &mut wrapped, 0);
+                    }
+                    if let Some(at) = at {
+                        seen.push((*i, call.start_byte()));
+                        found.push((*i, call, label, at, true));
+                    }
                 }
-                if guards::is_marker_insert(call, src) {
-                    continue;
-                }
-                seen.push((i, call.start_byte()));
-                out.push(diag(
-                    model,
-                    scope,
-                    call,
-                    format!(
-                        "`{label}` writes state taken from an event that can arrive out of order, with no check of the event's time/version and no re-fetch: a late or retried older event overwrites newer state"
-                    ),
-                    "compare the event's time/version with the stored one in the write's filter, or re-fetch the object from the provider before writing",
-                ));
             }
         }
+    }
+    // A write inside a wrapper is reported at the wrapper's call, with the values given there.
+    for (i, call, label, at, through_wrapper) in found {
+        let scope = &model.scopes[i];
+        if wrapped.iter().any(|(p, s)| *p == scope.file().path && *s == scope.function.span) {
+            continue;
+        }
+        if path_checked(cx, model, i, call, 0) {
+            continue;
+        }
+        let what = if through_wrapper { "writes (through this project function) state" } else { "writes state" };
+        out.push(diag(
+            model,
+            scope,
+            at,
+            format!(
+                "`{label}` {what} taken from an event that can arrive out of order, with no check of the event's time/version and no re-fetch: a late or retried older event overwrites newer state"
+            ),
+            "compare the event's time/version with the stored one in the write's filter, or re-fetch the object from the provider before writing",
+        ));
     }
 }
 
@@ -528,14 +904,43 @@ fn looks_up_written_record(
     let Some(def) = reach::resolve_call(cx.project, file, init) else { return false };
     let Some(body) = def.node() else { return false };
     let src = &def.file.text;
-    ast::calls_in(body, false)
+    let Some(query) = ast::calls_in(body, false)
         .into_iter()
-        .any(|c| table_named(c, src).is_some_and(|t| written.makes(&t, &columns_named(c, src))))
+        .find(|c| table_named(*c, src).is_some_and(|t| written.makes(&t, &columns_named(*c, src))))
+    else {
+        return false;
+    };
+    // `const owner = event.metadata?.ownerId; if (owner) return owner;` before the query: the
+    // event names its record itself, and the query is a fallback for events that do not; a
+    // miss there means the event is not about this application's data.
+    !returns_parameter_value_before(body, query, src)
+}
+
+/// Whether `func` returns a value read from one of its parameters before `before` starts.
+fn returns_parameter_value_before(func: Node, before: Node, src: &str) -> bool {
+    let params = ast::parameter_names(func, src);
+    ast::descendants_of_kind(func, "return_statement").into_iter().any(|ret| {
+        if ret.start_byte() >= before.start_byte() || ast::enclosing_function(ret) != Some(func) {
+            return false;
+        }
+        let Some(value) = ret.named_child(0).map(ast::unwrap_expr) else { return false };
+        let value = if value.kind() == "identifier" {
+            match ast::find_binding_init(func, text(value, src), src, ret.start_byte()) {
+                Some(init) => ast::unwrap_expr(init),
+                None => return false,
+            }
+        } else {
+            value
+        };
+        matches!(value.kind(), "member_expression" | "subscript_expression")
+            && ast::member_path(value, src).first().is_some_and(|root| params.contains(root))
+    })
 }
 
 fn dropped(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     // Built only when a handler drops an event on a missing record: most never do.
     let written = std::cell::OnceCell::new();
+    let notices = std::cell::OnceCell::new();
     let fw = model.handler.framework;
     let http = fw.is_http();
     let acks_2xx = !http
@@ -598,6 +1003,14 @@ fn dropped(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             if !acked
                 || !looks_up_written_record(cx, scope.file(), init, written.get_or_init(|| WrittenRecords::of(model)))
             {
+                continue;
+            }
+            // A reminder (`trial_will_end`) about a record that does not exist yet has nothing to apply.
+            let in_notice = notices
+                .get_or_init(|| regions(cx, model, names_notice, false))
+                .iter()
+                .any(|(j, nodes)| *j == i && nodes.iter().any(|n| ast::contains(*n, stmt)));
+            if in_notice {
                 continue;
             }
             let node = resps.first().map(|r| r.node).or(returns.first().copied()).unwrap_or(stmt);
