@@ -16,6 +16,9 @@ pub enum KeySite {
     IdempotencyKey,
     JobId,
     DeduplicationId,
+    /// A Google Cloud Tasks task name (`client.taskPath(project, location, queue, id)`): the
+    /// queue rejects a second task of the same name, so the name is the enqueue's dedupe key.
+    TaskName,
 }
 
 impl KeySite {
@@ -27,6 +30,7 @@ impl KeySite {
             KeySite::IdempotencyKey => "idempotency key",
             KeySite::JobId => "`jobId`",
             KeySite::DeduplicationId => "deduplication id",
+            KeySite::TaskName => "Cloud Tasks task name",
         }
     }
 }
@@ -38,6 +42,14 @@ pub struct DedupeKey<'t> {
     pub call: Node<'t>,
     /// The key expression as written at the site (may be an identifier or a shorthand property).
     pub value: Node<'t>,
+}
+
+/// The task id of `client.taskPath(project, location, queue, taskId)`, the Cloud Tasks client's
+/// builder of a task's full name (a method call with exactly those four parts).
+fn cloud_task_id<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Node<'t>> {
+    let method = call.child_by_field_name("function").filter(|f| f.kind() == "member_expression")?;
+    let name = method.child_by_field_name("property").map(|p| text(p, src))?;
+    (name == "taskPath" && args.len() == 4).then(|| args[3])
 }
 
 /// Property names that carry a key into an SDK or queue call.
@@ -72,6 +84,10 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
             if let Some(value) = marker_id(call, src) {
                 out.push(DedupeKey { site: KeySite::MarkerInsert, call, value });
             }
+            continue;
+        }
+        if let Some(id) = cloud_task_id(call, &args, src) {
+            out.push(DedupeKey { site: KeySite::TaskName, call, value: id });
             continue;
         }
         if let Some(effect) = effects::classify(call, src, true)

@@ -9,7 +9,8 @@ use tree_sitter::Node;
 const DOCS: &str = r#"
 ## What it finds
 A dedupe key (a guard `run` key, a processed-event marker id, a Redis `SET NX` key, an
-`idempotencyKey`, a BullMQ `jobId`, a FIFO `MessageDeduplicationId`) that contains a value
+`idempotencyKey`, a BullMQ `jobId`, a FIFO `MessageDeduplicationId`, a Cloud Tasks task name
+built with `client.taskPath(project, location, queue, id)`) that contains a value
 that differs on every run: `Date.now()`, `new Date()`, `Math.random()`, `uuid()`/`v4()`/
 `uuidv4()`, `crypto.randomUUID()`, `nanoid()`, `cuid()`/`createId()`, `ulid()`, `randomBytes`,
 written in the key or in a local variable the key reads (`const key = uuid(); ...
