@@ -346,11 +346,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
         return effect(EffectKind::Enqueue, Sdk::TriggerDev, key);
     }
     // BullMQ / Bull
-    // An in-process task queue (`new PQueue()`, `queue.add(async () => work())`) runs a function
-    // in this process: nothing durable is enqueued.
-    let in_process = args.first().is_some_and(|a| ast::is_function(ast::unwrap_expr(*a)))
-        || constructed_by(call, &path, src).is_some_and(|c| c.eq_ignore_ascii_case("pqueue"));
-    if (last == "add" || last == "addbulk") && (has("queue") || has("flow") || has("producer")) && !in_process {
+    if (last == "add" || last == "addbulk") && (has("queue") || has("flow") || has("producer")) {
         let key = if last == "add" {
             args.iter()
                 .skip(1)
@@ -591,7 +587,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
 /// `const payments = new Stripe(key)` (in the function or at module level), `twilio` for
 /// `const sms = twilio(sid, token)`. None for parameters, imports and anything else.
 fn constructed_by<'s>(call: Node, path: &[String], src: &'s str) -> Option<&'s str> {
-    let root = path.first().filter(|r| path.len() >= 2 && !r.ends_with("()") && *r != "this")?;
+    let root = path.first().filter(|r| path.len() >= 3 && !r.ends_with("()") && *r != "this")?;
     // The enclosing function's own declarations, then the module's top-level ones: never a
     // walk of the whole file per call (files of thousands of lines have thousands of calls).
     let local = ast::enclosing_function(call).and_then(|f| ast::find_binding_init(f, root, src, call.start_byte()));
@@ -1186,7 +1182,6 @@ mod real_calls {
             ("const octokit = await app.getInstallationOctokit(installationId)", None),
             ("await octokit.rest.issues.createComment({ owner, repo, issue_number, body })", Some(Chat)),
             ("await queue.add('sync', { id })", Some(Enqueue)),
-            ("queue.add(async () => onMessage(message))", None),
             ("const linear = createLinearClient({ apiKey })", None),
             ("const payments = createMollieClient({ apiKey })", None),
             ("await linear.createIssue({ title })", Some(Possible)),

@@ -46,7 +46,7 @@ second email, a second charge.
 - effects in a failure path: a `catch` clause or a `.catch(...)` callback (a dead-letter send,
   a requeue for a later retry, a failure notice), and `void effect()` calls, fire-and-forget
   on purpose (`ack-timing` judges the unawaited promise);
-- in-process task queues (`new PQueue()`, `queue.add(async () => work())`): nothing durable
+- in-process task queues (a `p-queue` `add(async () => work())`: a function, not a message): nothing durable
   is enqueued;
 - an OAuth token request (`grant_type`, `client_secret`, a `/token` URL): the code is
   single-use and the answer is a credential;
@@ -389,6 +389,13 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
         }
         EffectKind::Payment => effect.key.is_none() && !effect.replays_harmlessly(src),
         EffectKind::Http => effect.key.is_none() && !exchanges_token(effect.call, src),
+        // An in-process task queue (`new PQueue()`, `queue.add(async () => work())`) runs a
+        // function in this process: nothing durable is enqueued (the work it runs is scanned
+        // on its own).
+        EffectKind::Enqueue => {
+            effect.key.is_none()
+                && !ast::arguments(effect.call).first().is_some_and(|a| ast::is_function(ast::unwrap_expr(*a)))
+        }
         _ => effect.key.is_none(),
     }
 }
