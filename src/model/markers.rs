@@ -329,6 +329,27 @@ fn unique_violation() -> &'static regex::Regex {
     crate::regex!(r"(?i)P2002|23505|\b11000\b|ER_DUP|unique.?(?:violation|constraint)|duplicate.?key|already_exists")
 }
 
+/// An insert whose unique violation the code handles: a `try` (also around the transaction
+/// callback that holds it) whose catch tests for one, a `.catch` on the insert's promise that
+/// does, or a `{ error }` read back and compared with one. The row is keyed by a unique
+/// constraint, so a replay fails on it instead of duplicating the row.
+pub fn unique_violation_handled(call: Node, src: &str) -> bool {
+    if violation_caught(call, src) || is_followed_by_catch(call, src) || claims_by_violation(call, src) {
+        return true;
+    }
+    let bound = ast::ancestors(call)
+        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
+        .any(|a| a.kind() == "variable_declarator");
+    bound
+        && ast::enclosing_statement(call).is_some_and(|stmt| {
+            ast::following_siblings(stmt)
+                .into_iter()
+                .filter(|n| n.kind() != "comment")
+                .take(2)
+                .any(|n| unique_violation().is_match(text(n, src)))
+        })
+}
+
 /// A `try` around the insert (also around the transaction callback that holds it) whose catch
 /// tests for a unique violation: the constraint decides a concurrent duplicate, not the lookup.
 fn violation_caught(call: Node, src: &str) -> bool {

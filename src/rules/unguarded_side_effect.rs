@@ -4,8 +4,9 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
-use crate::model::{Effect, EffectKind, effects};
+use crate::model::{Effect, EffectKind, best_effort, effects, markers};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -15,6 +16,9 @@ without a unique natural key, a payment, an email/SMS/chat message, an enqueue, 
 outbound POST, or a call to a package function named like one (`send*`, `charge*`,
 `notify*`...: reported as a *possible* effect) — with no guard protecting it.
 Reported once per handler, at the first unguarded effect; the message counts the rest.
+An effect behind a thin project wrapper named for it (`sendReceiptEmail`, `enqueue`,
+`notifyOwner`: a function whose one effect it is, with at most two awaited calls) is reported
+where the handler calls the wrapper, not inside it.
 
 ## Why retries break it
 Providers deliver at least once. A retry after a success (the 2xx was lost or late), a
@@ -36,6 +40,16 @@ second email, a second charge.
 - inserts into an audit or event log table (`auditLogs`, `"PipelineEventLog"`): a second
   row records the redelivery and duplicates no business effect;
 - Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless);
+- inserts whose unique violation the code catches or reads back (`catch (e) { if
+  (isUniqueViolation(e)) ... }`, `{ error }` compared with `23505`): the constraint rejects the
+  replay; a generated value (`id: crypto.randomUUID()`) never counts as the unique field;
+- effects in a failure path: a `catch` clause or a `.catch(...)` callback (a dead-letter send,
+  a requeue for a later retry, a failure notice), and `void effect()` calls, fire-and-forget
+  on purpose (`ack-timing` judges the unawaited promise);
+- in-process task queues (a `p-queue` `add(async () => work())`: a function, not a message): nothing durable
+  is enqueued;
+- an OAuth token request (`grant_type`, `client_secret`, a `/token` URL): the code is
+  single-use and the answer is a credential;
 - code inside a guard `run` callback or a transaction that writes the claim, and inside an
   Inngest `step.run` (a completed step's result is memoised, so a retried function does not
   repeat it; a crash *inside* a step still repeats that step, which is why
@@ -91,7 +105,11 @@ pub const RULE: Rule = Rule {
 
 struct Found<'t> {
     scope: usize,
-    effect: Effect<'t>,
+    /// Where the effect is reported: the effect itself, or the call of the wrapper that
+    /// performs it.
+    at: Node<'t>,
+    label: String,
+    kind: EffectKind,
 }
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
@@ -106,40 +124,229 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// An effect found directly in a scope's function, or a call to a project function that
+/// performs effects.
+struct Direct<'t> {
+    call: Node<'t>,
+    /// The effect the call itself is (None for a plain call of a project function).
+    effect: Option<Effect<'t>>,
+    /// The scope the call resolves to, if any.
+    callee: Option<usize>,
+}
+
+type EffectId = (PathBuf, usize);
+
 fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>> {
-    let mut found: Vec<Found> = Vec::new();
-    let mut seen: Vec<(PathBuf, usize)> = Vec::new();
-    for (index, scope) in model.scopes.iter().enumerate() {
-        let Some(func) = scope.node() else { continue };
-        let file = scope.file();
-        for call in ast::calls_in(func, false) {
-            let local = reach::resolve_call(cx.project, file, call).is_some();
-            let Some(effect) = effects::classify(call, &file.text, local) else { continue };
-            if !non_idempotent(&effect, &file.text, &file.path) || wrap_guard::is_protected(scope, call, cx.guard) {
-                continue;
+    let scopes = &model.scopes;
+    // What each scope's function does directly.
+    let mut direct: Vec<Vec<Direct<'t>>> = Vec::with_capacity(scopes.len());
+    for scope in scopes {
+        let mut here = Vec::new();
+        if let Some(func) = scope.node() {
+            let file = scope.file();
+            for call in ast::calls_in(func, false) {
+                if in_failure_path(call, func, &file.text)
+                    || fire_and_forget(call)
+                    || wrap_guard::is_protected(scope, call, cx.guard)
+                {
+                    continue;
+                }
+                let def = reach::resolve_call(cx.project, file, call);
+                let callee = def.as_ref().and_then(|d| {
+                    scopes.iter().position(|s| s.function.span == d.span && Arc::ptr_eq(&s.function.file, &d.file))
+                });
+                let effect = effects::classify(call, &file.text, def.is_some())
+                    .filter(|e| non_idempotent(e, &file.text, &file.path));
+                if effect.is_some() || callee.is_some() {
+                    here.push(Direct { call, effect, callee });
+                }
             }
-            let id = (file.path.clone(), call.start_byte());
+        }
+        direct.push(here);
+    }
+    // The effects each scope performs, itself or through the functions it calls (at most two
+    // are kept: one says the function is a wrapper of that effect).
+    let mut through: Vec<Option<Vec<EffectId>>> = vec![None; scopes.len()];
+    for i in 0..scopes.len() {
+        effects_through(i, scopes, &direct, &mut through, &mut Vec::new());
+    }
+    let mut found: Vec<Found> = Vec::new();
+    let wrappers: Vec<bool> = scopes.iter().enumerate().map(|(j, s)| j != 0 && wrapper(s)).collect();
+    // Functions whose effects are reported at their callers: wrappers, and project functions
+    // the classifier names as effects at the call (`sendEmail(...)`), with all they call.
+    let mut covered = vec![false; scopes.len()];
+    let mut work: Vec<usize> = Vec::new();
+    let mut lifted: Vec<(usize, Node<'t>, String, EffectKind)> = Vec::new();
+    for (i, here) in direct.iter().enumerate() {
+        for d in here {
+            let Some(j) = d.callee.filter(|j| *j != 0 && *j != i) else { continue };
+            let inner = through[j].clone().unwrap_or_default();
+            let wraps = wrappers[j] && inner.len() == 1;
+            if d.effect.is_some() || wraps {
+                work.push(j);
+            }
+            if d.effect.is_none()
+                && wraps
+                && let Some((kind, label)) = describe(&inner[0], scopes, &direct)
+            {
+                let file = scopes[i].file();
+                let callee = ast::callee_path(d.call, &file.text).join(".");
+                lifted.push((i, d.call, format!("{callee}` → `{label}"), kind));
+            }
+        }
+    }
+    while let Some(j) = work.pop() {
+        if std::mem::replace(&mut covered[j], true) {
+            continue;
+        }
+        work.extend(direct[j].iter().filter_map(|d| d.callee).filter(|k| *k != 0 && !covered[*k]));
+    }
+    let mut seen: Vec<EffectId> = Vec::new();
+    for (i, here) in direct.iter().enumerate() {
+        if covered[i] {
+            continue;
+        }
+        let file = scopes[i].file();
+        let mut items: Vec<Found> = Vec::new();
+        for d in here {
+            let Some(effect) = &d.effect else { continue };
+            items.push(Found { scope: i, at: d.call, label: effect.label.clone(), kind: effect.kind });
+        }
+        for (s, at, label, kind) in &lifted {
+            if *s == i {
+                items.push(Found { scope: i, at: *at, label: label.clone(), kind: *kind });
+            }
+        }
+        items.sort_by_key(|f| f.at.start_byte());
+        for f in items {
+            let id = (file.path.clone(), f.at.start_byte());
             if seen.contains(&id) {
                 continue;
             }
             seen.push(id);
-            found.push(Found { scope: index, effect });
+            found.push(f);
         }
     }
     found
 }
 
+/// The effects scope `i` performs, itself or through its callees (at most two).
+fn effects_through(
+    i: usize,
+    scopes: &[Scope],
+    direct: &[Vec<Direct>],
+    memo: &mut Vec<Option<Vec<EffectId>>>,
+    visiting: &mut Vec<usize>,
+) -> Vec<EffectId> {
+    if let Some(done) = &memo[i] {
+        return done.clone();
+    }
+    if visiting.contains(&i) {
+        return Vec::new();
+    }
+    visiting.push(i);
+    let file = scopes[i].file();
+    let mut out: Vec<EffectId> = Vec::new();
+    for d in &direct[i] {
+        let ids = match (d.callee, &d.effect) {
+            (Some(j), _) if j != i => {
+                let inner = effects_through(j, scopes, direct, memo, visiting);
+                if inner.is_empty() && d.effect.is_some() {
+                    vec![(file.path.clone(), d.call.start_byte())]
+                } else {
+                    inner
+                }
+            }
+            (_, Some(_)) => vec![(file.path.clone(), d.call.start_byte())],
+            _ => Vec::new(),
+        };
+        for id in ids {
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+        if out.len() >= 2 {
+            break;
+        }
+    }
+    out.truncate(2);
+    visiting.pop();
+    memo[i] = Some(out.clone());
+    out
+}
+
+/// The kind and label of the effect call `id`.
+fn describe(id: &EffectId, scopes: &[Scope], direct: &[Vec<Direct>]) -> Option<(EffectKind, String)> {
+    scopes.iter().zip(direct).find_map(|(scope, here)| {
+        (scope.file().path == id.0)
+            .then(|| here.iter().find(|d| d.call.start_byte() == id.1))
+            .flatten()
+            .and_then(|d| d.effect.as_ref())
+            .map(|e| (e.kind, e.label.clone()))
+    })
+}
+
+/// A function named for the effect it wraps (`sendEmail`, `sendCommentEmail`, `enqueue`,
+/// `notifyOwner`, `chargeCustomer`) and thin (at most two awaited calls of its own): its call is
+/// where the handler performs that effect.
+fn wrapper(scope: &Scope) -> bool {
+    let name = &scope.function.name;
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let words = best_effort::words(last);
+    let verb = words.first().map(String::as_str).unwrap_or("");
+    let named = matches!(
+        verb,
+        "send" | "email" | "mail" | "notify" | "enqueue" | "queue" | "publish" | "charge" | "refund" | "payout" | "sms"
+    );
+    named
+        && scope.node().is_some_and(|func| {
+            let mut awaits = 0;
+            ast::walk(func, &mut |n| {
+                if n != func && ast::is_function(n) {
+                    return false;
+                }
+                if n.kind() == "await_expression" {
+                    awaits += 1;
+                }
+                true
+            });
+            awaits <= 2
+        })
+}
+
+/// Inside a `catch` clause or a `.catch(...)` callback: failure handling (a dead-letter send,
+/// a requeue for retry, a failure notice), not the delivery's own work.
+fn in_failure_path(call: Node, func: Node, src: &str) -> bool {
+    ast::ancestors(call).take_while(|a| *a != func).any(|a| {
+        a.kind() == "catch_clause"
+            || (ast::is_function(a)
+                && a.parent()
+                    .filter(|p| p.kind() == "arguments")
+                    .and_then(|p| p.parent())
+                    .filter(|c| c.kind() == "call_expression")
+                    .is_some_and(|c| ast::callee_name(c, src).as_deref() == Some("catch")))
+    })
+}
+
+/// `void sendReceipt(...)`: deliberately fire-and-forget (best effort; `ack-timing` judges
+/// the unawaited promise).
+fn fire_and_forget(call: Node) -> bool {
+    ast::ancestors(call)
+        .take_while(|a| !a.kind().ends_with("statement") && !ast::is_function(*a))
+        .any(|a| a.kind() == "unary_expression" && a.child(0).is_some_and(|o| o.kind() == "void"))
+}
+
 fn diagnostic(cx: &Context, model: &HandlerModel, scope: &Scope, found: &[Found]) -> Diagnostic {
     let first = &found[0];
-    let possible = if first.effect.kind == EffectKind::Possible { " (classified by its name)" } else { "" };
+    let possible = if first.kind == EffectKind::Possible { " (classified by its name)" } else { "" };
     let mut message = format!(
         "`{}` ({}{possible}) runs on every delivery with no guard: a retry after success or a concurrent \
          duplicate repeats it",
-        first.effect.label,
-        first.effect.kind.noun()
+        first.label,
+        first.kind.noun()
     );
     if found.len() > 1 {
-        let mut kinds: Vec<&str> = found[1..].iter().map(|f| f.effect.kind.noun()).collect();
+        let mut kinds: Vec<&str> = found[1..].iter().map(|f| f.kind.noun()).collect();
         kinds.dedup();
         message.push_str(&format!(
             "; {} more unguarded effect{} in this handler ({})",
@@ -148,7 +355,7 @@ fn diagnostic(cx: &Context, model: &HandlerModel, scope: &Scope, found: &[Found]
             kinds.join(", ")
         ));
     }
-    Diagnostic::new(RULE.id, scope.file(), first.effect.call, message)
+    Diagnostic::new(RULE.id, scope.file(), first.at, message)
         .in_handler(model, scope)
         .help("run the handler's work once per event: wrap it in the guard `run` keyed by the event id")
         .with_fix(Some(wrap_guard::wrap_fix(cx, model, &[], &[])))
@@ -169,6 +376,10 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
             if sets_mongo_id.is_match(call_text) || sets_primary_id(effect.call, src) {
                 return false;
             }
+            // A caught or read-back unique violation: the constraint rejects the replay.
+            if markers::unique_violation_handled(effect.call, src) {
+                return false;
+            }
             // A second row in an audit or event log records the redelivery; it duplicates no
             // business effect.
             if crate::model::best_effort::log_table(effect.call, src) {
@@ -177,8 +388,29 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
             !prisma_create_sets_unique(effect.call, src, path)
         }
         EffectKind::Payment => effect.key.is_none() && !effect.replays_harmlessly(src),
+        EffectKind::Http => effect.key.is_none() && !exchanges_token(effect.call, src),
+        // An in-process task queue (`new PQueue()`, `queue.add(async () => work())`) runs a
+        // function in this process: nothing durable is enqueued (the work it runs is scanned
+        // on its own).
+        EffectKind::Enqueue => {
+            effect.key.is_none()
+                && !ast::arguments(effect.call).first().is_some_and(|a| ast::is_function(ast::unwrap_expr(*a)))
+        }
         _ => effect.key.is_none(),
     }
+}
+
+/// An OAuth token request (`grant_type`, `client_secret`, a `/token` or `oauth` URL): the
+/// authorization code is single-use and the answer is a credential, so a replay duplicates
+/// nothing.
+fn exchanges_token(call: Node, src: &str) -> bool {
+    ast::arguments(call).iter().any(|a| {
+        let t = text(*a, src).to_ascii_lowercase();
+        t.contains("client_secret")
+            || t.contains("grant_type")
+            || t.contains("refresh_token")
+            || (matches!(a.kind(), "string" | "template_string") && (t.contains("oauth") || t.contains("/token")))
+    })
 }
 
 /// `new Order({...}).save()` or `order.save()` where `order` was built with `new Order(...)`
@@ -230,12 +462,18 @@ fn sets_primary_id(call: Node, src: &str) -> bool {
             ast::enclosing_function(call).and_then(|f| ast::find_binding_init(f, text(id, src), src, call.start_byte()))
         })
         .flatten();
-    let value = format!("{} {}", text(id, src), init.map_or("", |i| text(i, src))).to_ascii_lowercase();
-    !["uuid", "random", "cuid", "nanoid", "ulid", "date.now", "new date", "math."].iter().any(|r| value.contains(r))
+    let value = format!("{} {}", text(id, src), init.map_or("", |i| text(i, src)));
+    !generated(&value)
         && matches!(
             id.kind(),
             "member_expression" | "subscript_expression" | "identifier" | "shorthand_property_identifier"
         )
+}
+
+/// A value made fresh on every call: a random or time-based id.
+fn generated(value: &str) -> bool {
+    let v = value.to_ascii_lowercase();
+    ["uuid", "random", "cuid", "nanoid", "ulid", "date.now", "new date", "math."].iter().any(|r| v.contains(r))
 }
 
 /// `prisma.model.create({ data: { field } })` where `field` is `@id`/`@unique` in the schema.
@@ -256,6 +494,9 @@ fn prisma_create_sets_unique(call: Node, src: &str, path: &Path) -> bool {
     let fields: Vec<String> = ast::named_children(data)
         .into_iter()
         .filter_map(|p| match p.kind() {
+            // A generated value (`id: crypto.randomUUID()`) is new on every delivery: it makes
+            // no replay collide.
+            "pair" if p.child_by_field_name("value").is_some_and(|v| generated(text(v, src))) => None,
             "pair" => p.child_by_field_name("key").map(|k| text(k, src).trim_matches(['"', '\'']).to_string()),
             "shorthand_property_identifier" => Some(text(p, src).to_string()),
             _ => None,
