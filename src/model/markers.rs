@@ -337,17 +337,7 @@ pub fn unique_violation_handled(call: Node, src: &str) -> bool {
     if violation_caught(call, src) || is_followed_by_catch(call, src) || claims_by_violation(call, src) {
         return true;
     }
-    let bound = ast::ancestors(call)
-        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
-        .any(|a| a.kind() == "variable_declarator");
-    bound
-        && ast::enclosing_statement(call).is_some_and(|stmt| {
-            ast::following_siblings(stmt)
-                .into_iter()
-                .filter(|n| n.kind() != "comment")
-                .take(2)
-                .any(|n| unique_violation().is_match(text(n, src)))
-        })
+    read_back_next(call, |n| unique_violation().is_match(text(n, src)))
 }
 
 /// A `try` around the insert (also around the transaction callback that holds it) whose catch
@@ -384,6 +374,18 @@ fn own_row_claim(call: Node, src: &str, func: Node, key: Option<&EventKey>) -> b
     claims_by_violation(call, src) && table.is_none_or(|t| !is_marker_table(&t, call, src, func, key))
 }
 
+/// The insert's result is bound (`const { error } = await insert(...)`) and one of the next two
+/// statements satisfies `reads`: where a returned error is looked at.
+fn read_back_next(call: Node, reads: impl Fn(Node) -> bool) -> bool {
+    let bound = ast::ancestors(call)
+        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
+        .any(|a| a.kind() == "variable_declarator");
+    bound
+        && ast::enclosing_statement(call).is_some_and(|stmt| {
+            ast::following_siblings(stmt).into_iter().filter(|n| n.kind() != "comment").take(2).any(reads)
+        })
+}
+
 /// An insert whose unique violation the function reads back and answers as a duplicate, by
 /// leaving (`catch (e) { if (e.code === "P2002") return ... }`, `if (error?.code === "23505")
 /// return`): the row is the claim on the event, whatever its table is called.
@@ -415,17 +417,7 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
         return leaves(c);
     }
     // `const { error } = await insert(...); if (error) { if (error.code === "23505") return ... }`
-    let bound = ast::ancestors(call)
-        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
-        .any(|a| a.kind() == "variable_declarator");
-    bound
-        && ast::enclosing_statement(call).is_some_and(|stmt| {
-            ast::following_siblings(stmt)
-                .into_iter()
-                .filter(|n| n.kind() != "comment")
-                .take(2)
-                .any(|n| n.kind() == "if_statement" && leaves(n))
-        })
+    read_back_next(call, |n| n.kind() == "if_statement" && leaves(n))
 }
 
 /// `.catch((e) => { if (e.code === 'P2002') ... })` on the insert's promise.
