@@ -140,27 +140,24 @@ fn text_diagnostic(file: &Arc<SourceFile>, start: usize, end: usize, msg: String
 fn check_prisma(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
     for m in prisma::models(&file.text) {
         let columns: Vec<schema::Column> = m.fields.iter().map(|f| f.column.clone()).collect();
-        let Some(i) = schema::dedupe_key_gap(&m.names, &columns, &m.sets) else { continue };
         let model = &m.names[0];
-        let field = &m.fields[i];
-        let name = &field.column.names[0];
-        let fix = Fix::unsafe_(format!("add `@unique` to `{model}.{name}`"), vec![Edit::insert(field.end, " @unique")])
-            .with_note(SCHEMA_REVIEW);
-        out.push(text_diagnostic(file, field.start, field.end, message(model, name), fix));
-    }
-    for m in prisma::models(&file.text) {
-        let columns: Vec<schema::Column> = m.fields.iter().map(|f| f.column.clone()).collect();
-        for index in &m.plain_indexes {
-            if !schema::names_dedupe_index(&index.name) || schema::unique_through(&index.columns, &columns, &m.sets) {
-                continue;
-            }
+        if let Some(i) = schema::dedupe_key_gap(&m.names, &columns, &m.sets) {
+            let field = &m.fields[i];
+            let name = &field.column.names[0];
+            let fix =
+                Fix::unsafe_(format!("add `@unique` to `{model}.{name}`"), vec![Edit::insert(field.end, " @unique")])
+                    .with_note(SCHEMA_REVIEW);
+            out.push(text_diagnostic(file, field.start, field.end, message(model, name), fix));
+        }
+        for index in m.plain_indexes.iter().filter(|x| schema::dedupe_index_gap(&x.name, &x.columns, &columns, &m.sets))
+        {
             let title = format!("make `{}` a `@@unique`", index.name);
             let fix = if index.typed {
                 Fix::display_only(title, "`@@unique` takes no index `type:`: declare the unique constraint by hand")
             } else {
                 Fix::unsafe_(title, vec![Edit::replace(index.start, index.end, "@@unique")]).with_note(SCHEMA_REVIEW)
             };
-            let msg = plain_index_message(&index.name, &m.names[0], &index.columns);
+            let msg = plain_index_message(&index.name, model, &index.columns);
             out.push(text_diagnostic(file, index.start, index.end, msg, fix));
         }
     }
@@ -269,19 +266,19 @@ fn check_sql(cx: &Context, out: &mut Vec<Diagnostic>) {
 
 fn check_drizzle(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
     for t in drizzle::tables(file) {
-        let Some(i) = schema::dedupe_key_gap(&t.names, &t.columns, &t.sets) else { continue };
-        let (pair, value) = t.nodes[i];
-        let key = &t.columns[i].names[0];
-        let fix =
-            Fix::unsafe_(format!("append `.unique()` to `{key}`"), vec![Edit::insert(value.end_byte(), ".unique()")])
-                .with_note(SCHEMA_REVIEW);
-        out.push(Diagnostic::new(RULE.id, file, pair, message(&t.names[0], key)).help(HELP).with_fix(Some(fix)));
-    }
-    for t in drizzle::tables(file) {
-        for index in &t.plain_indexes {
-            if !schema::names_dedupe_index(&index.name) || schema::unique_through(&index.columns, &t.columns, &t.sets) {
-                continue;
-            }
+        if let Some(i) = schema::dedupe_key_gap(&t.names, &t.columns, &t.sets) {
+            let (pair, value) = t.nodes[i];
+            let key = &t.columns[i].names[0];
+            let fix = Fix::unsafe_(
+                format!("append `.unique()` to `{key}`"),
+                vec![Edit::insert(value.end_byte(), ".unique()")],
+            )
+            .with_note(SCHEMA_REVIEW);
+            out.push(Diagnostic::new(RULE.id, file, pair, message(&t.names[0], key)).help(HELP).with_fix(Some(fix)));
+        }
+        for index in
+            t.plain_indexes.iter().filter(|x| schema::dedupe_index_gap(&x.name, &x.columns, &t.columns, &t.sets))
+        {
             let mut edits = vec![Edit::replace(index.builder.start_byte(), index.builder.end_byte(), "uniqueIndex")];
             edits.extend(import_unique_index(file));
             let fix = Fix::unsafe_(format!("make `{}` a `uniqueIndex`", index.name), edits).with_note(SCHEMA_REVIEW);

@@ -468,21 +468,17 @@ fn handler_chosen(value: Node, scopes: &[Node], before: usize, src: &str) -> boo
             || (n.kind() == "template_string" && ast::string_value(n, src).is_some())
             || is_named_constant(n, src)
     };
-    if literal(v) {
+    let chosen = |n: Node| {
+        let n = ast::unwrap_expr(n);
+        literal(n)
+            || (n.kind() == "ternary_expression"
+                && ["consequence", "alternative"].iter().all(|f| n.child_by_field_name(f).is_some_and(literal)))
+    };
+    if chosen(v) {
         return true;
     }
-    if v.kind() == "ternary_expression" {
-        return ["consequence", "alternative"].iter().all(|f| v.child_by_field_name(f).is_some_and(literal));
-    }
-    if matches!(v.kind(), "identifier" | "shorthand_property_identifier")
-        && let Some(init) = scopes.iter().find_map(|f| ast::find_binding_init(*f, text(v, src), src, before))
-    {
-        let init = ast::unwrap_expr(init);
-        return literal(init)
-            || (init.kind() == "ternary_expression"
-                && ["consequence", "alternative"].iter().all(|f| init.child_by_field_name(f).is_some_and(literal)));
-    }
-    false
+    matches!(v.kind(), "identifier" | "shorthand_property_identifier")
+        && scopes.iter().find_map(|f| ast::find_binding_init(*f, text(v, src), src, before)).is_some_and(chosen)
 }
 
 fn state_written<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {

@@ -448,8 +448,8 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
     }
 }
 
-/// The `try`'s catch answers 5xx (or rethrows) for whatever failed: no 4xx answer and no test
-/// of what was caught.
+/// The `try`'s catch answers 5xx for whatever failed: every answer it gives is a 5xx, and it
+/// tests nothing of what was caught.
 fn catch_answers_every_failure_5xx(try_stmt: Node, src: &str, names: &[&str]) -> bool {
     let Some(catch_body) = try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body")) else {
         return false;
@@ -458,9 +458,7 @@ fn catch_answers_every_failure_5xx(try_stmt: Node, src: &str, names: &[&str]) ->
         return false;
     }
     let answers = responses::responses_in(catch_body, src, names, true);
-    !answers.is_empty()
-        && answers.iter().all(|r| r.is_5xx())
-        && !answers.iter().any(|r| r.status.is_some_and(|st| st < 500))
+    !answers.is_empty() && answers.iter().all(|r| r.is_5xx())
 }
 
 /// What `new Error(message)` spells out in its message (see `ast::literal_words`).

@@ -159,7 +159,7 @@ pub fn dedupe_key_gap(names: &[String], columns: &[Column], unique_sets: &[Vec<S
 /// Whether an index's own name says it exists to deduplicate (`account_ref_dedup_idx`,
 /// `orders_idempotency_idx`): a plain index of that name lets two equal rows in, which is
 /// what its author meant it to prevent.
-pub fn names_dedupe_index(name: &str) -> bool {
+fn names_dedupe_index(name: &str) -> bool {
     let n = normalized(name);
     n.contains("dedup") || n.contains("idempot")
 }
@@ -168,10 +168,15 @@ pub fn names_dedupe_index(name: &str) -> bool {
 /// column among them, or a unique set (primary key, unique constraint) naming one of them. A
 /// plain index beside a unique one on an overlapping key (`idempotency_key` next to a unique
 /// `(period, idempotency_key)`) is a lookup aid, not the dedupe.
-pub fn unique_through(index_columns: &[String], columns: &[Column], unique_sets: &[Vec<String>]) -> bool {
+fn unique_through(index_columns: &[String], columns: &[Column], unique_sets: &[Vec<String>]) -> bool {
     let listed = |name: &str| index_columns.iter().any(|c| normalized(c) == normalized(name));
     columns.iter().any(|c| (c.unique || c.primary) && c.names.iter().any(|n| listed(n)))
         || unique_sets.iter().any(|set| set.iter().any(|s| listed(s)))
+}
+
+/// A plain index named for deduplication whose rows the schema does not make unique.
+pub fn dedupe_index_gap(name: &str, index_columns: &[String], columns: &[Column], unique_sets: &[Vec<String>]) -> bool {
+    names_dedupe_index(name) && !unique_through(index_columns, columns, unique_sets)
 }
 
 /// A log of webhooks this app SENDS (`webhook_deliveries`: one event, one row per endpoint and
