@@ -107,6 +107,12 @@ pub fn named_category(name: &str) -> Option<Category> {
     None
 }
 
+/// A call whose callee names a read somewhere along its path: `getSubscriptionRow(id)`,
+/// `db.user.findUnique(...)`, `tx.select().from(t).where(...)`.
+pub fn is_read_call(call: Node, src: &str) -> bool {
+    ast::callee_path(call, src).iter().any(|seg| read_segment(seg))
+}
+
 /// Whether a callee segment names a read: `findFirst`, `retrieve`, `select()`, `getUser`.
 fn read_segment(seg: &str) -> bool {
     let seg = seg.trim_end_matches("()");

@@ -37,8 +37,19 @@ second email, a second charge.
 - effects that carry a provider idempotency key or a `jobId`, including a key handed to a
   wrapper (`sendEmail({ ..., idempotencyKey })`) (their correctness is the business of
   `nondeterministic-key` and `wrong-event-field-as-key`);
-- inserts into an audit or event log table (`auditLogs`, `"PipelineEventLog"`): a second
-  row records the redelivery and duplicates no business effect;
+- inserts into an audit or event log table (`auditLogs`, `"PipelineEventLog"`), or an insert
+  a comment introduces as a log entry (`// Log the purchase (best-effort)`, `// audit trail`,
+  directly above it or above the declarations that prepare it): a second row records the
+  redelivery and duplicates no business effect;
+- Slack `views.publish`/`views.update` and `chat.update`: they replace what they target;
+- effects that run only when the delivery changes what it found: inside `if (outcome)` on
+  the result of a transaction that can return `null`/`false` early (a locked re-read that
+  finds the work done), under a comparison of a stored field (`row.status`, or a local bound
+  to it, loaded by a read) with another value where the function also writes that field
+  (`if (previous !== "active")` and `{ status: "active" }`), and find-or-create (`if (!found)`
+  or after `if (found) return found;` on a read): a replay finds the change made and skips the
+  effect, and what a project function does when it is called only there is not reported
+  either. The window two concurrent deliveries leave open is `check-then-insert-race`'s;
 - Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless);
 - inserts whose unique violation the code catches or reads back (`catch (e) { if
   (isUniqueViolation(e)) ... }`, `{ error }` compared with `23505`): the constraint rejects the
@@ -140,21 +151,27 @@ fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>
     let scopes = &model.scopes;
     // What each scope's function does directly.
     let mut direct: Vec<Vec<Direct<'t>>> = Vec::with_capacity(scopes.len());
+    // Project functions called only where no effect counts (a failure path, a transition
+    // branch, a guard): what they do is not reported on its own either.
+    let mut excused_callees: Vec<usize> = Vec::new();
     for scope in scopes {
         let mut here = Vec::new();
         if let Some(func) = scope.node() {
             let file = scope.file();
             for call in ast::calls_in(func, false) {
-                if in_failure_path(call, func, &file.text)
-                    || fire_and_forget(call)
-                    || wrap_guard::is_protected(scope, call, cx.guard)
-                {
-                    continue;
-                }
                 let def = reach::resolve_call(cx.project, file, call);
                 let callee = def.as_ref().and_then(|d| {
                     scopes.iter().position(|s| s.function.span == d.span && Arc::ptr_eq(&s.function.file, &d.file))
                 });
+                if in_failure_path(call, func, &file.text)
+                    || fire_and_forget(call)
+                    || runs_only_on_transition(call, func, &file.text)
+                    || runs_only_when_missing(call, func, &file.text)
+                    || wrap_guard::is_protected(scope, call, cx.guard)
+                {
+                    excused_callees.extend(callee);
+                    continue;
+                }
                 let effect = effects::classify(call, &file.text, def.is_some())
                     .filter(|e| non_idempotent(e, &file.text, &file.path));
                 if effect.is_some() || callee.is_some() {
@@ -195,6 +212,8 @@ fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>
             }
         }
     }
+    let called: Vec<usize> = direct.iter().flatten().filter_map(|d| d.callee).collect();
+    work.extend(excused_callees.into_iter().filter(|j| *j != 0 && !called.contains(j)));
     while let Some(j) = work.pop() {
         if std::mem::replace(&mut covered[j], true) {
             continue;
@@ -382,7 +401,7 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
             }
             // A second row in an audit or event log records the redelivery; it duplicates no
             // business effect.
-            if crate::model::best_effort::log_table(effect.call, src) {
+            if crate::model::best_effort::log_table(effect.call, src) || introduced_as_log(effect.call, src) {
                 return false;
             }
             !prisma_create_sets_unique(effect.call, src, path)
@@ -396,8 +415,181 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
             effect.key.is_none()
                 && !ast::arguments(effect.call).first().is_some_and(|a| ast::is_function(ast::unwrap_expr(*a)))
         }
-        _ => effect.key.is_none(),
+        _ => effect.key.is_none() && !replaces_view(effect.call, src),
     }
+}
+
+/// Slack's `views.publish` and `views.update` (and `chat.update`) replace what they target
+/// with the given content: a replay shows the same thing again.
+fn replaces_view(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let tail: Vec<&str> = path.iter().rev().take(2).map(|s| s.as_str()).collect();
+    matches!(tail.as_slice(), ["publish", "views"] | ["update", "views"] | ["update", "chat"])
+}
+
+/// An insert whose statement a comment introduces as a log entry (`// Log the transaction
+/// (best-effort)`, `// audit trail`): the authors keep it as a record of the delivery, and a
+/// second row duplicates no business effect.
+fn introduced_as_log(call: Node, src: &str) -> bool {
+    let Some(mut statement) = ast::enclosing_statement(call) else { return false };
+    // The comment may head a short run of plain declarations that prepare the insert
+    // (`// Log the purchase` / `const amount = ...` / the insert).
+    for _ in 0..3 {
+        let Some(above) = statement.prev_named_sibling() else { return false };
+        if src[above.end_byte()..statement.start_byte()].matches('\n').count() > 1 {
+            return false;
+        }
+        if above.kind() == "comment" {
+            let said = text(above, src).trim_start_matches(['/', '*', ' ']).to_ascii_lowercase();
+            let first = said.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or("");
+            return matches!(first, "log" | "logs" | "audit")
+                || said.contains("audit trail")
+                || said.contains("audit log");
+        }
+        if !ast::is_declaration_statement(above) || !ast::descendants_of_kind(above, "await_expression").is_empty() {
+            return false;
+        }
+        statement = above;
+    }
+    false
+}
+
+/// The effect runs only when the delivery changes what it found: inside `if (outcome)` on the
+/// result of a transaction that can return early with nothing (`return null` after a locked
+/// re-read), or under a comparison of a stored field with another value where the function
+/// also writes that field (`if (row.status !== "active")` then `status: "active"`). A replay
+/// finds the change already made and skips the effect; the window two concurrent deliveries
+/// leave open is `check-then-insert-race`'s.
+fn runs_only_on_transition(call: Node, func: Node, src: &str) -> bool {
+    let mut child = call;
+    for anc in ast::ancestors(call).take_while(|a| *a != func) {
+        let in_consequence = anc.kind() == "if_statement"
+            && anc.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, child));
+        child = anc;
+        if !in_consequence {
+            continue;
+        }
+        let Some(cond) = anc.child_by_field_name("condition") else { continue };
+        let before = anc.start_byte();
+        let transaction_outcome = ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
+            ast::find_binding_init(func, text(id, src), src, before)
+                .is_some_and(|init| transaction_may_return_nothing(ast::unwrap_expr(init), src))
+        });
+        let stored_change = ast::descendants_of_kind(cond, "binary_expression").into_iter().any(|cmp| {
+            let op = cmp.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
+            let sides = [cmp.child_by_field_name("left"), cmp.child_by_field_name("right")];
+            matches!(op, "!==" | "!=")
+                && !sides.iter().flatten().any(|s| matches!(text(*s, src), "null" | "undefined"))
+                && sides
+                    .iter()
+                    .flatten()
+                    .filter_map(|side| stored_field(*side, func, src, before))
+                    .any(|field| writes_field(func, &field, src))
+        });
+        if transaction_outcome || stored_change {
+            return true;
+        }
+    }
+    false
+}
+
+/// Find-or-create: the effect runs only when a read found nothing, inside `if (!found)` or after
+/// `if (found) return found;` (`found = await getActiveRetro(team)`). A replay finds what the
+/// first delivery created and stops; the race two concurrent deliveries leave open is
+/// `check-then-insert-race`'s.
+fn runs_only_when_missing(call: Node, func: Node, src: &str) -> bool {
+    let loaded_by_read = |id: Node, before: usize| {
+        id.kind() == "identifier"
+            && ast::find_binding_init(func, text(id, src), src, before).map(ast::unwrap_expr).is_some_and(|read| {
+                read.kind() == "call_expression" && crate::model::best_effort::is_read_call(read, src)
+            })
+    };
+    let mut child = call;
+    for anc in ast::ancestors(call).take_while(|a| *a != func) {
+        if anc.kind() == "if_statement"
+            && anc.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, child))
+            && let Some(cond) = anc.child_by_field_name("condition").map(ast::unwrap_expr)
+            && cond.kind() == "unary_expression"
+            && cond.child(0).is_some_and(|op| op.kind() == "!")
+            && cond.named_child(0).map(ast::unwrap_expr).is_some_and(|id| loaded_by_read(id, anc.start_byte()))
+        {
+            return true;
+        }
+        if anc.kind() == "statement_block" {
+            let returned_when_found = ast::named_children(anc)
+                .into_iter()
+                .take_while(|st| st.end_byte() <= child.start_byte())
+                .filter(|st| st.kind() == "if_statement" && st.child_by_field_name("alternative").is_none())
+                .any(|st| {
+                    let cond = st.child_by_field_name("condition").map(ast::unwrap_expr);
+                    let exits = st
+                        .child_by_field_name("consequence")
+                        .and_then(|c| if c.kind() == "statement_block" { ast::last_statement(c) } else { Some(c) })
+                        .is_some_and(|last| last.kind() == "return_statement");
+                    exits && cond.is_some_and(|c| loaded_by_read(c, st.start_byte()))
+                });
+            if returned_when_found {
+                return true;
+            }
+        }
+        child = anc;
+    }
+    false
+}
+
+/// `await db.transaction(async (tx) => { ...; if (done) return null; ... })`.
+fn transaction_may_return_nothing(init: Node, src: &str) -> bool {
+    let call = ast::unwrap_expr(init);
+    if call.kind() != "call_expression" {
+        return false;
+    }
+    let last = ast::callee_name(call, src).unwrap_or_default().to_ascii_lowercase();
+    if !matches!(last.as_str(), "transaction" | "$transaction") {
+        return false;
+    }
+    ast::arguments(call).into_iter().map(ast::unwrap_expr).filter(|a| ast::is_function(*a)).any(|callback| {
+        ast::descendants_of_kind(callback, "return_statement").into_iter().any(|ret| {
+            ast::enclosing_function(ret) == Some(callback)
+                && ret.named_child(0).is_none_or(|v| matches!(text(v, src), "null" | "false" | "undefined"))
+        })
+    })
+}
+
+/// The field a value read from storage holds: `row.status`, `row?.status ?? "none"`, or a
+/// local bound to one, where `row` was loaded by a read (`await getRow(id)`, `findUnique`).
+fn stored_field(side: Node, func: Node, src: &str, before: usize) -> Option<String> {
+    let mut value = ast::unwrap_expr(side);
+    for _ in 0..3 {
+        match value.kind() {
+            "identifier" => value = ast::unwrap_expr(ast::find_binding_init(func, text(value, src), src, before)?),
+            "binary_expression" if value.child_by_field_name("operator").is_some_and(|o| text(o, src) == "??") => {
+                value = ast::unwrap_expr(value.child_by_field_name("left")?)
+            }
+            _ => break,
+        }
+    }
+    if value.kind() != "member_expression" {
+        return None;
+    }
+    let field = text(value.child_by_field_name("property")?, src).to_string();
+    let object = ast::unwrap_expr(value.child_by_field_name("object")?);
+    if object.kind() != "identifier" {
+        return None;
+    }
+    let name = text(object, src);
+    let init = ast::find_binding_init(func, name, src, before)
+        .or_else(|| ast::find_destructured_init(func, name, src, before))
+        .map(ast::unwrap_expr)?;
+    (init.kind() == "call_expression" && crate::model::best_effort::is_read_call(init, src)).then_some(field)
+}
+
+/// Whether `func` writes `field`: an object property of that name (`{ status }`,
+/// `status: "active"`), as update data or a helper's argument.
+fn writes_field(func: Node, field: &str, src: &str) -> bool {
+    ast::descendants_of_kind(func, "shorthand_property_identifier")
+        .into_iter()
+        .chain(ast::descendants_of_kind(func, "pair").into_iter().filter_map(|p| p.child_by_field_name("key")))
+        .any(|key| text(key, src).trim_matches(['"', '\'']) == field)
 }
 
 /// An OAuth token request (`grant_type`, `client_secret`, a `/token` or `oauth` URL): the
