@@ -2,7 +2,7 @@
 //! rules → suppressions. `check` reports; `fix` applies fixes to a fixpoint.
 
 use crate::config::{Config, ConfigError, ConfigResolver};
-use crate::facts::{Context, HandlerModel};
+use crate::facts::{Context, Fixes, HandlerModel};
 use crate::fix::{Applicability, GuardSpec, apply};
 use crate::model::{handlers, reach};
 use crate::project::{self, Project};
@@ -137,24 +137,26 @@ impl Engine {
             && !self.options.ignore.iter().any(|r| r == id)
     }
 
-    pub fn check(&self) -> Report {
-        let outcomes = self.analyse_paths(&self.files, false);
+    /// Every file's findings; with `Fixes::Skip` they carry no fixes (for a report that shows
+    /// none), which saves planning them.
+    pub fn check(&self, fixes: Fixes) -> Report {
+        let outcomes = self.analyse_paths(&self.files, false, fixes);
         self.report(outcomes.iter().map(|(o, _)| o))
     }
 
     /// Analyses `paths` in parallel, in order; with `record`, each with the project files its
     /// analysis read (what the fix loop needs to know which files an edit can affect).
-    fn analyse_paths(&self, paths: &[PathBuf], record: bool) -> Vec<(Outcome, Option<HashSet<PathBuf>>)> {
+    fn analyse_paths(&self, paths: &[PathBuf], record: bool, fixes: Fixes) -> Vec<(Outcome, Option<HashSet<PathBuf>>)> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(self.options.threads).build();
         let run = || {
             paths
                 .par_iter()
                 .map(|path| {
                     let (outcome, reads) = if record {
-                        let (outcome, reads) = project::recording_reads(|| self.analyse_path(path));
+                        let (outcome, reads) = project::recording_reads(|| self.analyse_path(path, fixes));
                         (outcome, Some(reads))
                     } else {
-                        (self.analyse_path(path), None)
+                        (self.analyse_path(path, fixes), None)
                     };
                     if let (Some(hook), Outcome::Checked(diags, _)) = (&self.on_file, &outcome) {
                         hook(path, diags);
@@ -241,7 +243,7 @@ impl Engine {
         out
     }
 
-    fn analyse_path(&self, path: &Path) -> Outcome {
+    fn analyse_path(&self, path: &Path, fixes: Fixes) -> Outcome {
         let config = match self.configs.for_file(path) {
             Ok(c) => c,
             Err(e) => return Outcome::Error(e.to_string()),
@@ -251,7 +253,7 @@ impl Engine {
             Ok(None) => return Outcome::Skipped,
             Err(outcome) => return outcome,
         };
-        let diagnostics = match self.analyse_within_budget(&file, &config) {
+        let diagnostics = match self.analyse_within_budget(&file, &config, fixes) {
             Ok(diagnostics) => diagnostics,
             Err(note) => return Outcome::Note(note),
         };
@@ -338,9 +340,14 @@ impl Engine {
 
     /// `analyse` with the per-file budget: a file whose analysis visits more nodes than its
     /// budget allows is reported in a note, without findings, and the run goes on.
-    fn analyse_within_budget(&self, file: &Arc<SourceFile>, config: &Config) -> Result<Vec<Diagnostic>, String> {
+    fn analyse_within_budget(
+        &self,
+        file: &Arc<SourceFile>,
+        config: &Config,
+        fixes: Fixes,
+    ) -> Result<Vec<Diagnostic>, String> {
         let visits = analysis_budget(file);
-        budget::run(visits, || self.analyse(file, config)).map_err(|over| {
+        budget::run(visits, || self.analyse(file, config, fixes)).map_err(|over| {
             // The unwound analysis may have left this thread's per-tree caches half filled.
             reach::forget_resolutions();
             format!(
@@ -354,7 +361,7 @@ impl Engine {
     }
 
     /// Every enabled rule on one file (and the callees its handlers reach).
-    pub fn analyse(&self, file: &Arc<SourceFile>, config: &Config) -> Vec<Diagnostic> {
+    pub fn analyse(&self, file: &Arc<SourceFile>, config: &Config, fixes: Fixes) -> Vec<Diagnostic> {
         reach::forget_resolutions();
         let handlers: Vec<HandlerModel> = if file.dialect == Dialect::Text {
             Vec::new()
@@ -378,7 +385,7 @@ impl Engine {
         if !handlers.is_empty() {
             self.handlers_found.lock().unwrap().insert(file.path.clone(), handlers.len());
         }
-        let cx = Context { file, project: &self.project, config, handlers: &handlers, guard: guard.as_ref() };
+        let cx = Context { file, project: &self.project, config, handlers: &handlers, guard: guard.as_ref(), fixes };
         let mut out = Vec::new();
         let safe_fixers_only = self.safe_fixers_only.load(Ordering::Relaxed);
         crate::model::effects::with_effect_wrappers(&config.effect_wrappers, || {
@@ -421,8 +428,8 @@ impl Engine {
     /// One file's own analysis (its handlers and what they reach), for callers that cache
     /// results per file and re-analyse only what changed (the editor backend). Files the
     /// prefilter skips give no findings; an unreadable file is the error.
-    pub fn analyse_file(&self, path: &Path) -> Result<Vec<Diagnostic>, String> {
-        match self.analyse_path(path) {
+    pub fn analyse_file(&self, path: &Path, fixes: Fixes) -> Result<Vec<Diagnostic>, String> {
+        match self.analyse_path(path, fixes) {
             Outcome::Checked(diags, _) => Ok(diags),
             Outcome::Skipped | Outcome::Note(_) => Ok(Vec::new()),
             Outcome::Error(e) => Err(e),
@@ -506,12 +513,12 @@ impl Engine {
         let mut edited: Option<HashSet<PathBuf>> = None;
         for pass in 0..MAX_PASSES {
             match &edited {
-                None => outcomes = self.analyse_paths(&self.files, true),
+                None => outcomes = self.analyse_paths(&self.files, true, Fixes::Build),
                 Some(edited) => {
                     let stale: Vec<usize> =
                         (0..self.files.len()).filter(|&i| affected(&self.files[i], &outcomes[i], edited)).collect();
                     let paths: Vec<PathBuf> = stale.iter().map(|&i| self.files[i].clone()).collect();
-                    for (i, fresh) in stale.into_iter().zip(self.analyse_paths(&paths, true)) {
+                    for (i, fresh) in stale.into_iter().zip(self.analyse_paths(&paths, true, Fixes::Build)) {
                         outcomes[i] = fresh;
                     }
                 }

@@ -14,7 +14,7 @@
 use crate::engine::{Engine, Options};
 use crate::fix::{Applicability, GuardSpec};
 use crate::project;
-use crate::rules::{self, Diagnostic};
+use crate::rules::{self, Diagnostic, Fixes};
 use crate::source::TextChange;
 use crossbeam_channel::RecvTimeoutError;
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, RequestId, Response};
@@ -119,8 +119,12 @@ struct Document {
 /// One workspace root: its engine (project graph, configs, overlays) and the cached results.
 struct Root {
     engine: Engine,
-    /// Raw findings of each analysed file (its handlers' findings, wherever they point).
+    /// Raw findings of each analysed file (its handlers' findings, wherever they point),
+    /// without fixes: diagnostics show none, and planning them is a large part of an edit.
     results: HashMap<PathBuf, Vec<Diagnostic>>,
+    /// The same findings with their fixes, for the files a code action asked about since
+    /// their last analysis (computed on demand by the same analysis, fixes on).
+    with_fixes: HashMap<PathBuf, Vec<Diagnostic>>,
     /// The project files each handler-candidate file reaches through its imports.
     reaches: HashMap<PathBuf, HashSet<PathBuf>>,
 }
@@ -405,7 +409,7 @@ impl Server {
         files.sort();
         files.dedup();
         let analysed = analyse(&engine, &files);
-        let mut root = Root { engine, results: HashMap::new(), reaches: HashMap::new() };
+        let mut root = Root { engine, results: HashMap::new(), with_fixes: HashMap::new(), reaches: HashMap::new() };
         for (path, diags, reaches) in analysed {
             root.store(path, diags, reaches);
         }
@@ -490,6 +494,26 @@ impl Server {
         root.engine.finish_file(&key, raw)
     }
 
+    /// `findings` with the fixes `fix` would apply: the files whose findings point into this
+    /// one are analysed again with fixes on (once per analysis of theirs, then cached).
+    fn findings_with_fixes(&mut self, path: &Path) -> Vec<Diagnostic> {
+        let Some(root) = self.root_of(path).and_then(|r| self.roots.get_mut(&r)) else { return Vec::new() };
+        let key = project::normalize(path);
+        let mut raw = Vec::new();
+        // In the order of `results`, so that merging duplicates keeps the finding `findings` keeps.
+        for (origin, diags) in &root.results {
+            if !diags.iter().any(|d| d.file.path == key) {
+                continue;
+            }
+            let fixed = root
+                .with_fixes
+                .entry(origin.clone())
+                .or_insert_with(|| root.engine.analyse_file(origin, Fixes::Build).unwrap_or_default());
+            raw.extend(fixed.iter().filter(|d| d.file.path == key).cloned());
+        }
+        root.engine.finish_file(&key, raw)
+    }
+
     fn lsp_diagnostics(&self, path: &Path) -> Vec<lsp_types::Diagnostic> {
         let findings = self.findings(path);
         let Some(first) = findings.first() else { return Vec::new() };
@@ -497,14 +521,14 @@ impl Server {
         findings.iter().map(|d| to_lsp(d, &index)).collect()
     }
 
-    fn code_actions(&self, params: &CodeActionParams) -> Vec<CodeActionOrCommand> {
+    fn code_actions(&mut self, params: &CodeActionParams) -> Vec<CodeActionOrCommand> {
         let uri = &params.text_document.uri;
         let Some(path) = uri_to_path(uri) else { return Vec::new() };
         let only = params.context.only.clone().unwrap_or_default();
         let wants = |kind: &str| only.is_empty() || only.iter().any(|o| kind.starts_with(o.as_str()));
         let mut actions = Vec::new();
         if wants(CodeActionKind::QUICKFIX.as_str()) {
-            let findings = self.findings(&path);
+            let findings = self.findings_with_fixes(&path);
             if let Some(first) = findings.first() {
                 let index = LineIndex::new(&first.file.text);
                 for d in &findings {
@@ -666,6 +690,7 @@ impl Server {
 
 impl Root {
     fn store(&mut self, path: PathBuf, diags: Vec<Diagnostic>, reaches: Option<HashSet<PathBuf>>) {
+        self.with_fixes.remove(&path);
         if diags.is_empty() {
             self.results.remove(&path);
         } else {
@@ -685,7 +710,7 @@ fn analyse(engine: &Engine, files: &[PathBuf]) -> Vec<(PathBuf, Vec<Diagnostic>,
         .par_iter()
         .map(|path| {
             let key = project::normalize(path);
-            let diags = engine.analyse_file(&key).unwrap_or_default();
+            let diags = engine.analyse_file(&key, Fixes::Skip).unwrap_or_default();
             let mut reaches = match engine.project.current_text(&key) {
                 Ok(text) if !diags.is_empty() || crate::workspace::may_be_relevant(text.as_bytes()) => {
                     Some(crate::batch::reached_files(&engine.project, &key, &text))

@@ -6,7 +6,7 @@ use retrysafe::batch;
 use retrysafe::engine::{Engine, Fatal, Options};
 use retrysafe::fix::{Applicability, GuardSpec};
 use retrysafe::report::{self, text::Palette};
-use retrysafe::rules::{self, FixAvailability};
+use retrysafe::rules::{self, FixAvailability, Fixes};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -502,7 +502,12 @@ fn run_check(args: CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut report = engine.check();
+    // Only these formats show a finding's fix (its title, or whether it is fixable).
+    let fixes = match args.format {
+        CheckFormat::Text | CheckFormat::Concise | CheckFormat::Json => Fixes::Build,
+        CheckFormat::Sarif | CheckFormat::Github | CheckFormat::Junit | CheckFormat::Gitlab => Fixes::Skip,
+    };
+    let mut report = engine.check(fixes);
     if let Some(cache) = &cache
         && let Err(e) = cache.save(engine.files(), &engine.handlers_found.lock().unwrap())
     {

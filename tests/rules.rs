@@ -7,7 +7,7 @@
 
 use retrysafe::engine::{Engine, Options, error_count};
 use retrysafe::fix::{Applicability, GuardSpec};
-use retrysafe::rules::Diagnostic;
+use retrysafe::rules::{Diagnostic, Fixes};
 use retrysafe::source::Dialect;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -43,6 +43,17 @@ fn engine(paths: Vec<PathBuf>, rule: &str) -> Engine {
         ..Options::default()
     })
     .unwrap()
+}
+
+/// Everything a finding says but its fix.
+fn without_fix(diags: &[Diagnostic]) -> Vec<String> {
+    diags
+        .iter()
+        .map(|d| {
+            let place = format!("{}:{}-{}", d.file.path.display(), d.start, d.end);
+            format!("{} {place} {:?} {:?} {:?} {:?}", d.rule, d.message, d.help, d.handler, d.severity)
+        })
+        .collect()
 }
 
 fn copy_tree(from: &Path, to: &Path, crlf: bool) {
@@ -142,7 +153,7 @@ fn check_fixture(rule: &str, path: &Path) {
     copy_tree(path, &work, false);
     let root = if work.is_dir() { work.clone() } else { tmp.path().to_path_buf() };
 
-    let report = engine(vec![work.clone()], rule).check();
+    let report = engine(vec![work.clone()], rule).check(Fixes::Build);
     assert!(report.errors.is_empty(), "errors: {:?}", report.errors);
     let own: Vec<Diagnostic> = report.diagnostics.iter().filter(|d| d.rule == rule).cloned().collect();
     if bad {
@@ -151,6 +162,10 @@ fn check_fixture(rule: &str, path: &Path) {
         assert!(own.is_empty(), "expected silence, got:\n{}", describe(&own, &root));
     }
     let findings = describe(&report.diagnostics, &root);
+    // Fixes are built only for the front ends that show them: skipping them changes no finding.
+    let without_fixes = engine(vec![work.clone()], rule).check(Fixes::Skip).diagnostics;
+    assert_eq!(without_fix(&without_fixes), without_fix(&report.diagnostics), "findings differ without fixes");
+    assert!(without_fixes.iter().all(|d| d.fix.is_none()), "a finding built its fix with fixes skipped");
 
     // Fix, then the guarantees.
     let originals: Vec<(PathBuf, String)> = walk_files(&work)
@@ -169,7 +184,7 @@ fn check_fixture(rule: &str, path: &Path) {
     if !fixed.is_empty() {
         let (again, _) = fix_copy(rule, &work, path);
         assert!(again.is_empty(), "fix is not idempotent; second pass:\n{again}");
-        let after = engine(vec![work.clone()], rule).check();
+        let after = engine(vec![work.clone()], rule).check(Fixes::Build);
         let remaining: Vec<_> = after
             .diagnostics
             .iter()
@@ -204,7 +219,7 @@ fn check_fixture(rule: &str, path: &Path) {
         let sup_tmp = tempfile::tempdir().unwrap();
         let sup_work = sup_tmp.path().join(path.file_name().unwrap());
         copy_tree(path, &sup_work, false);
-        let diags = engine(vec![sup_work.clone()], rule).check().diagnostics;
+        let diags = engine(vec![sup_work.clone()], rule).check(Fixes::Build).diagnostics;
         let mut by_file: std::collections::BTreeMap<PathBuf, Vec<usize>> = Default::default();
         for d in diags.iter().filter(|d| d.rule == rule) {
             by_file.entry(d.file.path.clone()).or_default().push(d.line_col().0);
@@ -220,7 +235,7 @@ fn check_fixture(rule: &str, path: &Path) {
             }
             std::fs::write(&p, out.join("\n")).unwrap();
         }
-        let after = engine(vec![sup_work.clone()], rule).check().diagnostics;
+        let after = engine(vec![sup_work.clone()], rule).check(Fixes::Build).diagnostics;
         let left: Vec<_> = after.iter().filter(|d| d.rule == rule || d.rule == "unused-suppression").cloned().collect();
         assert!(left.is_empty(), "suppression did not silence:\n{}", describe(&left, &sup_work));
     }
@@ -288,19 +303,19 @@ fn check_independence(fixture_rule: &str, path: &Path) {
     let work = tmp.path().join(path.file_name().unwrap());
     copy_tree(path, &work, false);
     let root = tmp.path();
-    let all = engine_with(vec![work.clone()], &[], &[]).check().diagnostics;
+    let all = engine_with(vec![work.clone()], &[], &[]).check(Fixes::Build).diagnostics;
     let mut rules: Vec<&'static str> = all.iter().map(|d| d.rule).filter(|r| !r.ends_with("-suppression")).collect();
     rules.extend(retrysafe::rules::find(fixture_rule).map(|r| r.id));
     rules.sort();
     rules.dedup();
     for &toggled in &rules {
-        let only = engine_with(vec![work.clone()], &[toggled], &[]).check().diagnostics;
+        let only = engine_with(vec![work.clone()], &[toggled], &[]).check(Fixes::Build).diagnostics;
         assert_eq!(
             finding_keys(&only, root, &|r| r == toggled),
             finding_keys(&all, root, &|r| r == toggled),
             "--select {toggled} changed its findings"
         );
-        let without = engine_with(vec![work.clone()], &[], &[toggled]).check().diagnostics;
+        let without = engine_with(vec![work.clone()], &[], &[toggled]).check(Fixes::Build).diagnostics;
         assert_eq!(
             finding_keys(&without, root, &|r| r != toggled),
             finding_keys(&all, root, &|r| r != toggled),
@@ -333,7 +348,7 @@ fn check_independence(fixture_rule: &str, path: &Path) {
             }
             std::fs::write(&p, out.join("\n")).unwrap();
         }
-        let after = engine_with(vec![sup_work.clone()], &[], &[]).check().diagnostics;
+        let after = engine_with(vec![sup_work.clone()], &[], &[]).check(Fixes::Build).diagnostics;
         assert_eq!(
             finding_keys(&after, sup_tmp.path(), &|r| r != suppressed),
             finding_keys(&all, root, &|r| r != suppressed),

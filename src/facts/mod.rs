@@ -52,6 +52,15 @@ impl HandlerModel {
     }
 }
 
+/// Whether an analysis builds the fix of each finding. Planning a fix (the guard wrap above
+/// all) is a large part of an analysis, and only the front ends that show or apply fixes need
+/// it: the editor's diagnostics and the fix-less report formats do not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fixes {
+    Build,
+    Skip,
+}
+
 /// What a rule sees for one file.
 pub struct Context<'a> {
     pub file: &'a Arc<SourceFile>,
@@ -61,6 +70,8 @@ pub struct Context<'a> {
     pub handlers: &'a [HandlerModel],
     /// The guard the fixes call (from `--guard` or the config), if any.
     pub guard: Option<&'a GuardSpec>,
+    /// Whether findings carry their fixes (`Diagnostic::with_fix` builds them only then).
+    pub fixes: Fixes,
 }
 
 impl Context<'_> {

@@ -226,7 +226,8 @@ impl<'a> Finder<'a> {
         let is_pages_api = path.contains("/pages/api/") || path.starts_with("pages/api/");
         // Vercel/Netlify-style functions: `api/*.js` whose default export takes `(req, res)`.
         let is_function_dir = !is_pages_api && (path.contains("/api/") || path.starts_with("api/"));
-        for (candidate, node) in queries::entry_point_candidates(&file) {
+        let candidates = queries::entry_point_candidates(&file);
+        for &(candidate, node) in &candidates {
             match candidate {
                 Candidate::Export => self.export(node, &path, is_route_file, is_pages_api),
                 Candidate::Call => self.call(node),
@@ -236,7 +237,7 @@ impl<'a> Finder<'a> {
                 Candidate::Pair => self.pair(node),
             }
         }
-        for (candidate, node) in queries::entry_point_candidates(&file) {
+        for &(candidate, node) in &candidates {
             if matches!(candidate, Candidate::Export) {
                 self.webhook_named_export(node, &path);
             }

@@ -445,8 +445,8 @@ impl FlatPatterns {
             e => e,
         };
         let mut out = Vec::new();
-        for (node, parent) in index.subtree_with_parents(within)? {
-            let Some(patterns) = self.by_kind.get(node.kind_id() as usize).filter(|p| !p.is_empty()) else { continue };
+        for (kind_id, node, parent) in index.subtree_with_parents(within)? {
+            let Some(patterns) = self.by_kind.get(kind_id as usize).filter(|p| !p.is_empty()) else { continue };
             let empty = node.start_byte() == node.end_byte();
             let precedes = parent.is_some_and(|p| p.end_byte() <= start)
                 || node.end_byte() < start
@@ -469,8 +469,8 @@ impl FlatPatterns {
     /// pre-order, each node's patterns in pattern order.
     fn captures<'t>(&self, root: Node<'t>, src: &str, found: &mut dyn FnMut(&'static str, Node<'t>)) {
         let index = crate::syntax::node_index::built_for(root);
-        for node in index.all_nodes(root) {
-            let Some(patterns) = self.by_kind.get(node.kind_id() as usize) else { continue };
+        for (kind_id, node) in index.all_nodes(root) {
+            let Some(patterns) = self.by_kind.get(kind_id as usize) else { continue };
             for p in patterns {
                 if p.condition.holds(&src.as_bytes()[node.byte_range()]) {
                     found(p.capture, node);

@@ -80,6 +80,7 @@ pub const RULE: Rule = Rule {
 };
 
 struct Cx<'a> {
+    cx: &'a Context<'a>,
     project: &'a Project,
     file: &'a Arc<SourceFile>,
 }
@@ -178,7 +179,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
         for (i, scope) in model.scopes.iter().enumerate() {
             let Some(func) = scope.node() else { continue };
-            let c = Cx { project: cx.project, file: scope.file() };
+            let c = Cx { cx, project: cx.project, file: scope.file() };
             if i == 0
                 && matches!(model.handler.framework, Framework::Express | Framework::NextPagesApi | Framework::Fastify)
             {
@@ -189,7 +190,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 ack_then_work(&c, model, scope, func, out);
             }
             statements(&c, model, scope, func, out);
-            detached_processes(model, scope, func, out);
+            detached_processes(cx, model, scope, func, out);
         }
     }
 }
@@ -229,7 +230,7 @@ fn child_process_bindings(src: &str) -> (Vec<String>, Vec<String>) {
 /// handler answers while the process runs, and a failed or killed process is never retried.
 /// Awaited forms (`await promisify(exec)(cmd)`, a `new Promise` settled on `close`) and the
 /// `...Sync` variants finish before the handler does.
-fn detached_processes(model: &HandlerModel, scope: &Scope, func: Node, out: &mut Vec<Diagnostic>) {
+fn detached_processes(cx: &Context, model: &HandlerModel, scope: &Scope, func: Node, out: &mut Vec<Diagnostic>) {
     let src = &scope.file().text;
     // Most files never import it: skip the import scan for them.
     if !src.contains("child_process") {
@@ -259,6 +260,7 @@ fn detached_processes(model: &HandlerModel, scope: &Scope, func: Node, out: &mut
             continue;
         }
         out.push(diag(
+            cx,
             model,
             scope,
             call,
@@ -266,7 +268,7 @@ fn detached_processes(model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                 "`{}` starts a child process that nothing awaits: the delivery is acknowledged while it runs, and if it fails or the process is stopped, nothing retries it",
                 path.join(".")
             ),
-            Fix::display_only(
+            || Fix::display_only(
                 "await the process",
                 "wrap it in a promise settled on `close` (rejecting on a non-zero code) and await it, or hand the work to a durable queue",
             ),
@@ -274,11 +276,18 @@ fn detached_processes(model: &HandlerModel, scope: &Scope, func: Node, out: &mut
     }
 }
 
-fn diag(model: &HandlerModel, scope: &Scope, node: Node, msg: String, fix: Fix) -> Diagnostic {
+fn diag(
+    cx: &Context,
+    model: &HandlerModel,
+    scope: &Scope,
+    node: Node,
+    msg: String,
+    fix: impl FnOnce() -> Fix,
+) -> Diagnostic {
     Diagnostic::new(RULE.id, scope.file(), node, msg)
         .in_handler(model, scope)
         .help("finish (await) the work before acknowledging, or hand it to a durable queue first")
-        .with_fix(Some(fix))
+        .with_fix(cx, fix)
 }
 
 /// `res.json(...)` as a statement followed, in its block, by awaited work.
@@ -311,7 +320,7 @@ fn respond_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, ou
                     && ast::descendants_of_kind(*s, "throw_statement").is_empty()
                     && responses::responses_in(*s, src, &names, false).is_empty())
         });
-        let fix = match (movable, following.iter().rev().find(|s| s.kind() != "comment")) {
+        let fix = || match (movable, following.iter().rev().find(|s| s.kind() != "comment")) {
             (true, Some(last)) => move_after(c.file, stmt, *last)
                 .map(|edits| Fix::unsafe_("send the response after the work", edits))
                 .unwrap_or_else(|| {
@@ -323,6 +332,7 @@ fn respond_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, ou
             ),
         };
         out.push(diag(
+            c.cx,
             model,
             scope,
             resp.node,
@@ -358,7 +368,7 @@ fn ack_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &
                     && ast::descendants_of_kind(*s, "continue_statement").is_empty()
                     && ast::descendants_of_kind(*s, "break_statement").is_empty())
         });
-        let fix = match (movable, following.iter().rev().find(|s| s.kind() != "comment")) {
+        let fix = || match (movable, following.iter().rev().find(|s| s.kind() != "comment")) {
             (true, Some(last)) => move_after(c.file, stmt, *last)
                 .map(|edits| Fix::unsafe_("acknowledge after the work", edits))
                 .unwrap_or_else(|| Fix::display_only("acknowledge after the work", "the statement shares its line")),
@@ -368,6 +378,7 @@ fn ack_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &
             ),
         };
         out.push(diag(
+            c.cx,
             model,
             scope,
             call,
@@ -408,11 +419,12 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                 {
                     deferred.push(n);
                     out.push(diag(
+                        c.cx,
                         model,
                         scope,
                         n,
                         format!("work is deferred past the acknowledgement with `{name}`: if the process stops first, the work is lost and never retried"),
-                        Fix::display_only("await the work before answering", "or enqueue it durably (awaited) before answering"),
+                        || Fix::display_only("await the work before answering", "or enqueue it durably (awaited) before answering"),
                     ));
                     return false;
                 }
@@ -422,11 +434,12 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                     && is_async(cb, src)
                 {
                     out.push(diag(
+                        c.cx,
                         model,
                         scope,
                         n,
                         "`forEach(async ...)` does not wait for its callbacks: the delivery is acknowledged while they still run, and their failures are lost".into(),
-                        for_of_fix(c.file, n, cb),
+                        || for_of_fix(c.file, n, cb),
                     ));
                 }
             }
@@ -437,12 +450,15 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                     && !c.best_effort(arg)
                     && !sends_notification(scope)
                 {
-                    let fix = if enclosing_is_async(n, src) {
-                        Fix::unsafe_("await it", vec![Edit::replace(n.start_byte(), arg.start_byte(), "await ")])
-                    } else {
-                        Fix::display_only("await it", "the enclosing function is not async")
+                    let fix = || {
+                        if enclosing_is_async(n, src) {
+                            Fix::unsafe_("await it", vec![Edit::replace(n.start_byte(), arg.start_byte(), "await ")])
+                        } else {
+                            Fix::display_only("await it", "the enclosing function is not async")
+                        }
                     };
                     out.push(diag(
+                        c.cx,
                         model,
                         scope,
                         n,
@@ -463,12 +479,15 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                     && !c.best_effort(call)
                     && !sends_notification(scope)
                 {
-                    let fix = if enclosing_is_async(n, src) {
-                        Fix::unsafe_("add `await`", vec![Edit::insert(call.start_byte(), "await ")])
-                    } else {
-                        Fix::display_only("await it", "the enclosing function is not async")
+                    let fix = || {
+                        if enclosing_is_async(n, src) {
+                            Fix::unsafe_("add `await`", vec![Edit::insert(call.start_byte(), "await ")])
+                        } else {
+                            Fix::display_only("await it", "the enclosing function is not async")
+                        }
                     };
                     out.push(diag(
+                        c.cx,
                         model,
                         scope,
                         call,

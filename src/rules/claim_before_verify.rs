@@ -96,7 +96,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             Diagnostic::new(RULE.id, file, claim, message)
                 .in_handler(model, scope)
                 .help("verify the signature first, then claim the key of the verified event")
-                .with_fix(Some(fix(file, func, claim, verification))),
+                .with_fix(cx, || fix(file, func, claim, verification)),
         );
     }
 }

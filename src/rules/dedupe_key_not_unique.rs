@@ -107,7 +107,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     if file.dialect == Dialect::Text {
         let ext = file.path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
         match ext.as_str() {
-            "prisma" => check_prisma(file, out),
+            "prisma" => check_prisma(cx, file, out),
             "sql" => check_sql(cx, out),
             _ => {}
         }
@@ -115,10 +115,10 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     }
     let t = &file.text;
     if t.contains("Table") {
-        check_drizzle(file, out);
+        check_drizzle(cx, file, out);
     }
     if t.contains("Schema") {
-        check_mongoose(file, out);
+        check_mongoose(cx, file, out);
     }
 }
 
@@ -128,8 +128,15 @@ fn message(table: &str, column: &str) -> String {
     )
 }
 
-fn text_diagnostic(file: &Arc<SourceFile>, start: usize, end: usize, msg: String, fix: Fix) -> Diagnostic {
-    let mut d = Diagnostic::new(RULE.id, file, file.root(), msg).help(HELP).with_fix(Some(fix));
+fn text_diagnostic(
+    cx: &Context,
+    file: &Arc<SourceFile>,
+    start: usize,
+    end: usize,
+    msg: String,
+    fix: impl FnOnce() -> Fix,
+) -> Diagnostic {
+    let mut d = Diagnostic::new(RULE.id, file, file.root(), msg).help(HELP).with_fix(cx, fix);
     d.start = start;
     d.end = end;
     d
@@ -137,28 +144,32 @@ fn text_diagnostic(file: &Arc<SourceFile>, start: usize, end: usize, msg: String
 
 // ---------------------------------------------------------------------------------------
 
-fn check_prisma(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
+fn check_prisma(cx: &Context, file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
     for m in prisma::models(&file.text) {
         let columns: Vec<schema::Column> = m.fields.iter().map(|f| f.column.clone()).collect();
         let model = &m.names[0];
         if let Some(i) = schema::dedupe_key_gap(&m.names, &columns, &m.sets) {
             let field = &m.fields[i];
             let name = &field.column.names[0];
-            let fix =
+            let fix = || {
                 Fix::unsafe_(format!("add `@unique` to `{model}.{name}`"), vec![Edit::insert(field.end, " @unique")])
-                    .with_note(SCHEMA_REVIEW);
-            out.push(text_diagnostic(file, field.start, field.end, message(model, name), fix));
+                    .with_note(SCHEMA_REVIEW)
+            };
+            out.push(text_diagnostic(cx, file, field.start, field.end, message(model, name), fix));
         }
         for index in m.plain_indexes.iter().filter(|x| schema::dedupe_index_gap(&x.name, &x.columns, &columns, &m.sets))
         {
             let title = format!("make `{}` a `@@unique`", index.name);
-            let fix = if index.typed {
-                Fix::display_only(title, "`@@unique` takes no index `type:`: declare the unique constraint by hand")
-            } else {
-                Fix::unsafe_(title, vec![Edit::replace(index.start, index.end, "@@unique")]).with_note(SCHEMA_REVIEW)
+            let fix = || {
+                if index.typed {
+                    Fix::display_only(title, "`@@unique` takes no index `type:`: declare the unique constraint by hand")
+                } else {
+                    Fix::unsafe_(title, vec![Edit::replace(index.start, index.end, "@@unique")])
+                        .with_note(SCHEMA_REVIEW)
+                }
             };
             let msg = plain_index_message(&index.name, model, &index.columns);
-            out.push(text_diagnostic(file, index.start, index.end, msg, fix));
+            out.push(text_diagnostic(cx, file, index.start, index.end, msg, fix));
         }
     }
 }
@@ -244,7 +255,7 @@ fn check_sql(cx: &Context, out: &mut Vec<Diagnostic>) {
     };
     for (t, c) in here {
         let title = format!("add a migration with a unique index on `{}.{}`", t.name, c.column.names[0]);
-        let fix = match (&new_files, &layout) {
+        let fix = || match (&new_files, &layout) {
             (Some(files), _) => {
                 let mut fix = Fix::unsafe_(title, Vec::new());
                 fix.new_files = files.clone();
@@ -260,30 +271,35 @@ fn check_sql(cx: &Context, out: &mut Vec<Diagnostic>) {
                 "this file is not part of a numbered migration folder: add the unique index in a new migration",
             ),
         };
-        out.push(text_diagnostic(file, c.start, c.end, message(&t.name, &c.column.names[0]), fix));
+        out.push(text_diagnostic(cx, file, c.start, c.end, message(&t.name, &c.column.names[0]), fix));
     }
 }
 
-fn check_drizzle(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
+fn check_drizzle(cx: &Context, file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
     for t in drizzle::tables(file) {
         if let Some(i) = schema::dedupe_key_gap(&t.names, &t.columns, &t.sets) {
             let (pair, value) = t.nodes[i];
             let key = &t.columns[i].names[0];
-            let fix = Fix::unsafe_(
-                format!("append `.unique()` to `{key}`"),
-                vec![Edit::insert(value.end_byte(), ".unique()")],
-            )
-            .with_note(SCHEMA_REVIEW);
-            out.push(Diagnostic::new(RULE.id, file, pair, message(&t.names[0], key)).help(HELP).with_fix(Some(fix)));
+            let fix = || {
+                Fix::unsafe_(
+                    format!("append `.unique()` to `{key}`"),
+                    vec![Edit::insert(value.end_byte(), ".unique()")],
+                )
+                .with_note(SCHEMA_REVIEW)
+            };
+            out.push(Diagnostic::new(RULE.id, file, pair, message(&t.names[0], key)).help(HELP).with_fix(cx, fix));
         }
         for index in
             t.plain_indexes.iter().filter(|x| schema::dedupe_index_gap(&x.name, &x.columns, &t.columns, &t.sets))
         {
-            let mut edits = vec![Edit::replace(index.builder.start_byte(), index.builder.end_byte(), "uniqueIndex")];
-            edits.extend(import_unique_index(file));
-            let fix = Fix::unsafe_(format!("make `{}` a `uniqueIndex`", index.name), edits).with_note(SCHEMA_REVIEW);
+            let fix = || {
+                let mut edits =
+                    vec![Edit::replace(index.builder.start_byte(), index.builder.end_byte(), "uniqueIndex")];
+                edits.extend(import_unique_index(file));
+                Fix::unsafe_(format!("make `{}` a `uniqueIndex`", index.name), edits).with_note(SCHEMA_REVIEW)
+            };
             let msg = plain_index_message(&index.name, &t.names[0], &index.columns);
-            out.push(Diagnostic::new(RULE.id, file, index.call, msg).help(HELP).with_fix(Some(fix)));
+            out.push(Diagnostic::new(RULE.id, file, index.call, msg).help(HELP).with_fix(cx, fix));
         }
     }
 }
@@ -313,7 +329,7 @@ fn import_unique_index(file: &SourceFile) -> Option<Edit> {
     index_specifier.map(|s| Edit::insert(s.end_byte(), ", uniqueIndex"))
 }
 
-fn check_mongoose(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
+fn check_mongoose(cx: &Context, file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
     let src = file.text.as_str();
     for s in mongoose::schemas(file) {
         if s.custom_id {
@@ -337,11 +353,13 @@ fn check_mongoose(file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>) {
                 format!("{{ type: {}, unique: true }}", text(value, src)),
             ),
         };
-        let fix = Fix::unsafe_(format!("add `unique: true` to `{key}`"), vec![edit]).with_note(format!(
-            "{SCHEMA_REVIEW}; Mongoose builds `unique` as an index: autoIndex or `syncIndexes()` must run"
-        ));
+        let fix = || {
+            Fix::unsafe_(format!("add `unique: true` to `{key}`"), vec![edit]).with_note(format!(
+                "{SCHEMA_REVIEW}; Mongoose builds `unique` as an index: autoIndex or `syncIndexes()` must run"
+            ))
+        };
         let table = s.names.first().cloned().unwrap_or_default();
-        out.push(Diagnostic::new(RULE.id, file, pair, message(&table, key)).help(HELP).with_fix(Some(fix)));
+        out.push(Diagnostic::new(RULE.id, file, pair, message(&table, key)).help(HELP).with_fix(cx, fix));
     }
 }
 

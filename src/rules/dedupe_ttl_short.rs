@@ -118,30 +118,32 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 } else {
                     target.to_string()
                 };
-                let fix = if t.positional {
-                    Fix::display_only(
-                        format!("raise the TTL to {}", human(target)),
-                        "the TTL is a cache wrapper's argument whose unit (seconds or milliseconds) is not known",
-                    )
-                } else {
-                    let title = format!("raise the TTL to {}", human(target));
-                    match ttl_edit_site(t.ttl, src) {
-                        Some(site) => {
-                            let mut edits = vec![Edit::replace(site.start_byte(), site.end_byte(), replacement)];
-                            edits.extend(stale_duration_comment(site, src, &human(target)));
-                            Fix::safe(title, edits)
+                let fix = || {
+                    if t.positional {
+                        Fix::display_only(
+                            format!("raise the TTL to {}", human(target)),
+                            "the TTL is a cache wrapper's argument whose unit (seconds or milliseconds) is not known",
+                        )
+                    } else {
+                        let title = format!("raise the TTL to {}", human(target));
+                        match ttl_edit_site(t.ttl, src) {
+                            Some(site) => {
+                                let mut edits = vec![Edit::replace(site.start_byte(), site.end_byte(), replacement)];
+                                edits.extend(stale_duration_comment(site, src, &human(target)));
+                                Fix::safe(title, edits)
+                            }
+                            None => Fix::display_only(
+                                title,
+                                "the TTL is a constant defined elsewhere: raise it where it is defined",
+                            ),
                         }
-                        None => Fix::display_only(
-                            title,
-                            "the TTL is a constant defined elsewhere: raise it where it is defined",
-                        ),
                     }
                 };
                 out.push(
                     Diagnostic::new(RULE.id, file, t.ttl, message)
                         .in_handler(model, scope)
                         .help("keep a completed marker at least as long as the provider retries (7 days covers the common ones)")
-                        .with_fix(Some(fix)),
+                        .with_fix(cx, fix),
                 );
             }
         }

@@ -197,7 +197,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
              processed, and may disable the endpoint",
             resp.status.unwrap_or(0)
         );
-        let fix = match reason {
+        let fix = || match reason {
             Reason::Ambiguous => Fix::display_only(
                 "answer 200 once done, 409 while running",
                 "the NX key is both the lease and the done marker: read its value to tell them apart",
@@ -215,7 +215,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             Diagnostic::new(RULE.id, file, resp.node, message)
                 .in_handler(model, scope)
                 .help("a duplicate was already handled: acknowledge it with 2xx")
-                .with_fix(Some(fix)),
+                .with_fix(cx, fix),
         );
     }
 }

@@ -100,8 +100,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if seen > 0 {
                     op = format!("{op}-{}", seen + 1);
                 }
-                let looped = in_loop(effect.call, scope) || reached_in_loop(cx, model, scope);
-                out.push(diagnostic(model, scope, &effect, &op, looped));
+                out.push(diagnostic(cx, model, scope, &effect, &op));
             }
         }
     }
@@ -138,14 +137,15 @@ fn needs_key(effect: &Effect, src: &str) -> bool {
     effect.sdk != Sdk::Sqs || text(effect.call, src).contains("MessageGroupId")
 }
 
-fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str, looped: bool) -> Diagnostic {
+fn diagnostic(cx: &Context, model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str) -> Diagnostic {
     let file = scope.file();
     let message = format!(
         "`{}` has no idempotency key: a redelivery after a crash or timeout repeats this {}",
         effect.label,
         effect.kind.noun()
     );
-    let fix = match (&scope.event_key, looped) {
+    let looped = || in_loop(effect.call, scope) || reached_in_loop(cx, model, scope);
+    let fix = || match (&scope.event_key, looped()) {
         (_, true) => Fix::display_only(
             "add an idempotency key that names the event and the item",
             "the call runs once per item of a loop (here or in a caller): the key must include the item's id as well as the event key",
@@ -165,7 +165,7 @@ fn diagnostic(model: &HandlerModel, scope: &Scope, effect: &Effect, op: &str, lo
     Diagnostic::new(RULE.id, file, effect.call, message)
         .in_handler(model, scope)
         .help("derive the key from the event, e.g. `refund:${event.id}`, so every retry reuses it")
-        .with_fix(Some(fix))
+        .with_fix(cx, fix)
 }
 
 fn per_attempt_fix(value: &PerAttempt, op: &str) -> Fix {

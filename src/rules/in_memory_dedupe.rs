@@ -193,7 +193,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             continue;
         }
         for (name, _) in known.iter().filter(|(n, k)| *k == Store::Object && !n.starts_with("this.")) {
-            object_store(model, scope, func, name, out);
+            object_store(cx, model, scope, func, name, out);
         }
         let mut calls: Vec<Node> = queries::IN_MEMORY_DEDUPE
             .matches(func, src)
@@ -268,29 +268,31 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 && ast::enclosing_statement(*insert).is_some_and(|s| {
                     s.kind() == "expression_statement" && ast::unwrap_expr(s.named_child(0).unwrap_or(s)) == *insert
                 });
-            let fix = if replaceable {
-                let remove =
-                    [(check_call.start_byte(), check_call.end_byte()), (insert.start_byte(), insert.end_byte())];
-                let mut fix = wrap_guard::wrap_fix(cx, model, &remove, &[]);
-                if fix.applicability == Applicability::DisplayOnly {
-                    manual()
-                } else {
-                    if let Some(edit) = unused_declaration(file, name, &[*check_call, *insert])
-                        .or_else(|| unused_global_init(file, name, &[*check_call, *insert]))
-                    {
-                        fix.edits.push(edit);
-                        fix.edits.sort_by_key(|e| (e.start, e.end));
+            let fix = || {
+                if replaceable {
+                    let remove =
+                        [(check_call.start_byte(), check_call.end_byte()), (insert.start_byte(), insert.end_byte())];
+                    let mut fix = wrap_guard::wrap_fix(cx, model, &remove, &[]);
+                    if fix.applicability == Applicability::DisplayOnly {
+                        manual()
+                    } else {
+                        if let Some(edit) = unused_declaration(file, name, &[*check_call, *insert])
+                            .or_else(|| unused_global_init(file, name, &[*check_call, *insert]))
+                        {
+                            fix.edits.push(edit);
+                            fix.edits.sort_by_key(|e| (e.start, e.end));
+                        }
+                        fix
                     }
-                    fix
+                } else {
+                    manual()
                 }
-            } else {
-                manual()
             };
             out.push(
                 Diagnostic::new(RULE.id, file, *check_call, message)
                     .in_handler(model, scope)
                     .help("claim the event key in a durable store shared by all instances: the guard `run` (DB claim in the work's transaction, or a Redis lease)")
-                    .with_fix(Some(fix)),
+                    .with_fix(cx, fix),
             );
         }
     }
@@ -298,6 +300,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
 
 /// `if (seen[key]) return` (or `key in seen`) followed by `seen[key] = ...`.
 fn object_store(
+    cx: &Context,
     model: &super::HandlerModel,
     scope: &crate::model::Scope,
     func: Node,
@@ -338,10 +341,10 @@ fn object_store(
         Diagnostic::new(RULE.id, file, check, message)
             .in_handler(model, scope)
             .help("claim the event key in a durable store shared by all instances: the guard `run` (DB claim in the work's transaction, or a Redis lease)")
-            .with_fix(Some(Fix::display_only(
+            .with_fix(cx, || Fix::display_only(
                 "replace the in-memory store with the guard `run`",
                 format!("wrap the work in `guard.run(key, async (tx) => ...)` keyed by the event key and delete `{name}`"),
-            ))),
+            )),
     );
 }
 

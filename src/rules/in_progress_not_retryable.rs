@@ -241,10 +241,10 @@ fn queue_skips_in_progress(cx: &Context, out: &mut Vec<Diagnostic>) {
                     Diagnostic::new(RULE.id, scope.file(), cond, message)
                         .in_handler(model, scope)
                         .help("throw (or answer 409) while another attempt may still be running, and take over a status left behind by an attempt that died (a lease with a timeout)")
-                        .with_fix(Some(Fix::display_only(
+                        .with_fix(cx, || Fix::display_only(
                             "fail the delivery while the status is in progress",
                             "tell a running attempt from a dead one (a heartbeat or a lease timeout) before throwing",
-                        ))),
+                        )),
                 );
             }
         }
@@ -270,7 +270,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
              marked the event delivered and never retries it",
             resp.status.unwrap_or(200)
         );
-        let fix = match reason {
+        let fix = || match reason {
             Reason::Combined => Fix::display_only(
                 "answer 409 for in-progress, 200 for duplicates",
                 "this branch handles both completed duplicates and running attempts: split it",
@@ -289,7 +289,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             Diagnostic::new(RULE.id, file, resp.node, message)
                 .in_handler(model, scope)
                 .help("answer 409 (or 5xx) while another attempt holds the event, so the provider retries it")
-                .with_fix(Some(fix)),
+                .with_fix(cx, fix),
         );
     }
 }

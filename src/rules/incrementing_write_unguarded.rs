@@ -77,14 +77,18 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if findings.is_empty() {
             continue;
         }
-        let include: Vec<(usize, usize)> = findings
-            .iter()
-            .filter(|f| f.scope == 0)
-            .flat_map(|f| std::iter::once(f.node).chain(f.load))
-            .map(|n| (n.start_byte(), n.end_byte()))
-            .collect();
-        let fix = wrap_guard::wrap_fix(cx, model, &[], &include);
-        for f in findings {
+        // One wrap serves every finding of the handler: planned once, and only if fixes are built.
+        let fix = std::cell::OnceCell::new();
+        let wrap = || {
+            let include: Vec<(usize, usize)> = findings
+                .iter()
+                .filter(|f| f.scope == 0)
+                .flat_map(|f| std::iter::once(f.node).chain(f.load))
+                .map(|n| (n.start_byte(), n.end_byte()))
+                .collect();
+            wrap_guard::wrap_fix(cx, model, &[], &include)
+        };
+        for f in &findings {
             let scope = &model.scopes[f.scope];
             let message =
                 format!("{} outside a guard: a retry after success or a concurrent duplicate applies it twice", f.what);
@@ -92,7 +96,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 Diagnostic::new(RULE.id, scope.file(), f.node, message)
                     .in_handler(model, scope)
                     .help("run the relative write once per event: wrap the handler's work in the guard `run`")
-                    .with_fix(Some(fix.clone())),
+                    .with_fix(cx, || fix.get_or_init(wrap).clone()),
             );
         }
     }

@@ -277,9 +277,8 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         let Some(root_scope) = model.scopes.first() else { continue };
         let Some(func) = root_scope.node() else { continue };
-        if per_file.verifies_somewhere(cx.file) || per_file.verifies_somewhere(root_scope.file()) {
-            continue;
-        }
+        // The handler's own functions first: most verify there, and then the whole file need
+        // not be read.
         if model.scopes.iter().any(|s| {
             s.node().is_some_and(|n| {
                 let src = &s.file().text;
@@ -287,6 +286,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     || verification_mentioned(n, src, || per_file.uses(s.file()))
             })
         }) {
+            continue;
+        }
+        if per_file.verifies_somewhere(cx.file) || per_file.verifies_somewhere(root_scope.file()) {
             continue;
         }
         // A router or plugin file is mounted elsewhere, possibly behind verifying middleware:

@@ -1,7 +1,7 @@
 //! The rule registry. One file per rule: its documentation, metadata, check and fix.
 
 use crate::config::Severity;
-pub use crate::facts::{Context, HandlerModel};
+pub use crate::facts::{Context, Fixes, HandlerModel};
 use crate::fix::Fix;
 use crate::model::{Provider, Scope};
 use crate::source::SourceFile;
@@ -186,8 +186,12 @@ impl Diagnostic {
         self
     }
 
-    pub fn with_fix(mut self, fix: Option<Fix>) -> Diagnostic {
-        self.fix = fix;
+    /// Attaches the fix `build` gives, when the analysis builds fixes: keep the fix's
+    /// planning inside `build`, so an analysis that shows no fixes never pays for it.
+    pub fn with_fix(mut self, cx: &Context, build: impl FnOnce() -> Fix) -> Diagnostic {
+        if cx.fixes == Fixes::Build {
+            self.fix = Some(build());
+        }
         self
     }
 
@@ -221,23 +225,26 @@ pub(crate) fn report_dedupe_patterns(
             } else {
                 first_line.trim_end_matches(['(', '{']).to_string()
             };
-            let remove: Vec<(usize, usize)> = if p.scope == 0 { p.calls.clone() } else { Vec::new() };
-            let mut fix = match p.manual_fix {
-                Some(reason) => crate::fix::Fix::display_only("make the marker and the work one unit", reason),
-                None => crate::fix::wrap_guard::wrap_fix(cx, model, &remove, &[]),
+            let fix = || {
+                let remove: Vec<(usize, usize)> = if p.scope == 0 { p.calls.clone() } else { Vec::new() };
+                let mut fix = match p.manual_fix {
+                    Some(reason) => crate::fix::Fix::display_only("make the marker and the work one unit", reason),
+                    None => crate::fix::wrap_guard::wrap_fix(cx, model, &remove, &[]),
+                };
+                if p.scope != 0 && fix.applicability != crate::fix::Applicability::DisplayOnly {
+                    let note = fix.note.take().unwrap_or_default();
+                    fix.note = Some(format!(
+                        "{note}; the hand-written marker code in `{}` is now redundant: delete it",
+                        scope.function.name
+                    ));
+                }
+                fix
             };
-            if p.scope != 0 && fix.applicability != crate::fix::Applicability::DisplayOnly {
-                let note = fix.note.take().unwrap_or_default();
-                fix.note = Some(format!(
-                    "{note}; the hand-written marker code in `{}` is now redundant: delete it",
-                    scope.function.name
-                ));
-            }
             out.push(
                 Diagnostic::new(rule, file, node, message(&shown))
                     .in_handler(model, scope)
                     .help("let one guard `run` claim the event and do the work, instead of a hand-written marker")
-                    .with_fix(Some(fix)),
+                    .with_fix(cx, fix),
             );
         }
     }

@@ -75,7 +75,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             );
             let in_items_loop = dedupe_keys::items_loop(key.value, func, src, scope.event_key.as_ref()).is_some()
                 || dedupe_keys::items_loop(random, func, src, scope.event_key.as_ref()).is_some();
-            let fix = match &scope.event_key {
+            let fix = || match &scope.event_key {
                 None => Fix::display_only(
                     "derive the key from the event",
                     "no event key is known in this function: pass the event (or its key) in and use it",
@@ -101,7 +101,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 Diagnostic::new(RULE.id, file, random, message)
                     .in_handler(model, scope)
                     .help("derive the key from the event (e.g. `refund:${event.id}`) so every retry reuses it")
-                    .with_fix(Some(fix)),
+                    .with_fix(cx, fix),
             );
         }
     }

@@ -196,7 +196,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 | Framework::Pubsub
                 | Framework::Amqp
         ) {
-            redelivered_parse_failures(model, out);
+            redelivered_parse_failures(cx, model, out);
         }
     }
 }
@@ -313,33 +313,36 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     } else {
                         format!("answers {}", fives[0].status.unwrap_or(500))
                     };
-                    let fix = if !only {
-                        Fix::display_only(
-                            "give the check its own try that answers 400",
-                            "this try also covers the processing work, whose failures should still answer 5xx",
-                        )
-                    } else if !fives.is_empty() {
-                        let edits: Vec<Edit> = fives
-                            .iter()
-                            .filter_map(|r| crate::fix::edits::set_status(r, 400, src, file.style().eol))
-                            .collect();
-                        if edits.len() == fives.len() {
-                            Fix::safe("answer 400", edits)
+                    let fix = || {
+                        if !only {
+                            Fix::display_only(
+                                "give the check its own try that answers 400",
+                                "this try also covers the processing work, whose failures should still answer 5xx",
+                            )
+                        } else if !fives.is_empty() {
+                            let edits: Vec<Edit> = fives
+                                .iter()
+                                .filter_map(|r| crate::fix::edits::set_status(r, 400, src, file.style().eol))
+                                .collect();
+                            if edits.len() == fives.len() {
+                                Fix::safe("answer 400", edits)
+                            } else {
+                                Fix::display_only("answer 400", "the status is not a literal")
+                            }
                         } else {
-                            Fix::display_only("answer 400", "the status is not a literal")
-                        }
-                    } else {
-                        match (i == 0).then(|| model.handler.respond(400)).flatten() {
-                            Some(stmt) => Fix::unsafe_(
-                                "answer 400 instead of rethrowing",
-                                vec![Edit::replace(node.start_byte(), node.end_byte(), stmt)],
-                            ),
-                            None => {
-                                Fix::display_only("answer 400 instead of rethrowing", "no response object is in scope")
+                            match (i == 0).then(|| model.handler.respond(400)).flatten() {
+                                Some(stmt) => Fix::unsafe_(
+                                    "answer 400 instead of rethrowing",
+                                    vec![Edit::replace(node.start_byte(), node.end_byte(), stmt)],
+                                ),
+                                None => Fix::display_only(
+                                    "answer 400 instead of rethrowing",
+                                    "no response object is in scope",
+                                ),
                             }
                         }
                     };
-                    out.push(diag(model, scope, node, format!(
+                    out.push(diag(cx, model, scope, node, format!(
                         "the catch around `{}` {answer} for {what}: the provider retries a delivery that can never succeed",
                         callee(call, src)
                     ), fix));
@@ -361,22 +364,24 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                         && let Some(site) = thin_wrapper_call_site(cx, model, i, func)
                     {
                         let handler_file = model.scopes[0].file();
-                        out.push(diag(model, &model.scopes[0], site, format!(
+                        out.push(diag(cx, model, &model.scopes[0], site, format!(
                             "`{}` throws on {what} (through `{}`) outside any try: the uncaught error answers 500 (or hangs the request) and the provider retries a delivery that can never succeed",
                             callee(site, &handler_file.text),
                             callee(call, src)
-                        ), wrap_fix(model, handler_file, site)));
+                        ), || wrap_fix(model, handler_file, site)));
                         continue;
                     }
-                    let fix = if i == 0 {
-                        wrap_fix(model, file, call)
-                    } else {
-                        Fix::display_only(
-                            "catch the check and answer 400",
-                            "the check is in a function the handler calls",
-                        )
+                    let fix = || {
+                        if i == 0 {
+                            wrap_fix(model, file, call)
+                        } else {
+                            Fix::display_only(
+                                "catch the check and answer 400",
+                                "the check is in a function the handler calls",
+                            )
+                        }
                     };
-                    out.push(diag(model, scope, call, format!(
+                    out.push(diag(cx, model, scope, call, format!(
                         "`{}` throws on {what} outside any try: the uncaught error answers 500 (or hangs the request) and the provider retries a delivery that can never succeed",
                         callee(call, src)
                     ), fix));
@@ -427,7 +432,7 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
             if i != 0 && !uncaught.get_or_insert_with(|| uncaught_scopes(cx, model))[i] {
                 continue;
             }
-            let fix = match (i == 0).then(|| model.handler.respond(400)).flatten() {
+            let fix = || match (i == 0).then(|| model.handler.respond(400)).flatten() {
                 Some(stmt) => Fix::unsafe_(
                     "answer 400 instead of throwing",
                     vec![Edit::replace(throw.start_byte(), throw.end_byte(), stmt)],
@@ -443,7 +448,7 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
             } else {
                 "a payload that can never succeed is thrown as a plain `Error` outside any try: the framework answers 500 and the provider retries it; answer 400 (or acknowledge and drop it)"
             };
-            out.push(diag(model, scope, throw, message.to_string(), fix));
+            out.push(diag(cx, model, scope, throw, message.to_string(), fix));
         }
     }
 }
@@ -517,11 +522,18 @@ fn callee(call: Node, src: &str) -> String {
     ast::callee_path(call, src).join(".")
 }
 
-fn diag(model: &HandlerModel, scope: &Scope, node: Node, message: String, fix: Fix) -> Diagnostic {
+fn diag(
+    cx: &Context,
+    model: &HandlerModel,
+    scope: &Scope,
+    node: Node,
+    message: String,
+    fix: impl FnOnce() -> Fix,
+) -> Diagnostic {
     Diagnostic::new(RULE.id, scope.file(), node, message)
         .in_handler(model, scope)
         .help("answer 400/401 for bad signatures and malformed payloads: the provider stops retrying")
-        .with_fix(Some(fix))
+        .with_fix(cx, fix)
 }
 
 /// `const event = check(...)` → `let event; try { event = check(...) } catch { return <400> }`.
@@ -638,7 +650,7 @@ fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 Framework::Inngest => ("NonRetriableError", Some("inngest")),
                 _ => ("AbortTaskRunError", None),
             };
-            let fix = match module {
+            let fix = || match module {
                 // A helper the job calls (a factory, a service) is called by other code too:
                 // changing what it throws changes it for them.
                 Some(_) if scope.depth > 0 => Fix::display_only(
@@ -673,6 +685,7 @@ fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 format!("throw `{class}`")
             };
             out.push(diag(
+                cx,
                 model,
                 scope,
                 throw,
@@ -687,7 +700,7 @@ fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
 /// whose `catch` sends every failure back for redelivery (`batchItemFailures.push`, a rethrow,
 /// `message.retry()`, a re-enqueue) without telling the parse failure apart: a malformed
 /// message is redelivered until the dead-letter queue, though it can never succeed.
-fn redelivered_parse_failures(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+fn redelivered_parse_failures(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     for scope in &model.scopes {
         let Some(func) = scope.node() else { continue };
         let src = src_of(scope);
@@ -706,13 +719,14 @@ fn redelivered_parse_failures(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             }
             let schema = callee(call, src);
             out.push(diag(
+                cx,
                 model,
                 scope,
                 call,
                 format!(
                     "a message that fails `{schema}` can never succeed, but the catch sends it back for redelivery with every other failure: it is retried until the dead-letter queue"
                 ),
-                Fix::display_only(
+                || Fix::display_only(
                     "drop or dead-letter a malformed message at once",
                     "validate with `safeParse` before the `try`, and acknowledge (or dead-letter) a message that fails it instead of redelivering it",
                 ),

@@ -262,7 +262,7 @@ fn check_scope(cx: &Context, model: &super::HandlerModel, scope: &Scope, func: N
             {
                 let found = clock_arguments_written_by(call, func, def, src);
                 if !found.is_empty() {
-                    out.push(diagnostic(model, scope, &found, &def.name));
+                    out.push(diagnostic(cx, model, scope, &found, &def.name));
                 }
             }
             let label = match effects::classify(call, src, local) {
@@ -281,7 +281,7 @@ fn check_scope(cx: &Context, model: &super::HandlerModel, scope: &Scope, func: N
             // One finding per write: its fields share one cause and one remedy.
             let found = findings(call, func, src);
             if !found.is_empty() {
-                out.push(diagnostic(model, scope, &found, &label));
+                out.push(diagnostic(cx, model, scope, &found, &label));
             }
         }
     }
@@ -579,6 +579,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
 }
 
 fn diagnostic(
+    cx: &Context,
     model: &super::HandlerModel,
     scope: &Scope,
     found: &[(Node, String, Node, Finding)],
@@ -603,7 +604,7 @@ fn diagnostic(
         let names: Vec<String> = others.iter().map(|o| format!("`{o}`")).collect();
         message.push_str(&format!("; the same write also sets {}", names.join(", ")));
     }
-    let fix = match (finding, model.handler.provider, scope.event_key.as_ref()) {
+    let fix = || match (finding, model.handler.provider, scope.event_key.as_ref()) {
         (Finding::Clock, Some(Provider::Stripe), Some(k)) if k.provider == Provider::Stripe => {
             let var = k.template.trim_start_matches("${").split(['.', '}']).next().unwrap_or("").to_string();
             clock_edits(value, &var, src)
@@ -619,7 +620,7 @@ fn diagnostic(
     Diagnostic::new(RULE.id, file, pair, message)
         .in_handler(model, scope)
         .help("derive the value from the event (its timestamps, the object's period fields), or run the write once per event inside the guard `run`")
-        .with_fix(Some(fix))
+        .with_fix(cx, fix)
 }
 
 fn manual(finding: Finding) -> Fix {

@@ -98,7 +98,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 }
                 if let Some(id) = job_id {
                     if let Some(d) = colon_job_id(id, src) {
-                        out.push(d.into_diagnostic(file, &label).in_handler(model, scope));
+                        out.push(d.into_diagnostic(cx, file, &label).in_handler(model, scope));
                     }
                     continue;
                 }
@@ -112,32 +112,34 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let message = format!(
                     "`{label}` has no `jobId`: BullMQ gives every add a fresh id, so a redelivery of this event enqueues the job again and it runs twice"
                 );
-                let fix = if bulk || flow {
-                    Fix::display_only(
-                        "give every job a jobId derived from the event and the item",
-                        "each job of a bulk/flow add needs its own id: the event key plus the item's id",
-                    )
-                } else if dedupe_keys::items_loop(call, func, src, scope.event_key.as_ref()).is_some()
-                    || reached_in_loop(cx, model, scope)
-                {
-                    Fix::display_only(
-                        "add a jobId derived from the event and the item",
-                        "the add runs once per item of a loop (here or in a caller): the id must name the item as well as the event",
-                    )
-                } else {
-                    match &scope.event_key {
-                        None => Fix::display_only(
-                            "add a jobId derived from the event",
-                            "no event key is known in this function: pass the event (or its key) in and use it",
-                        ),
-                        Some(key) => {
-                            let value = key.job_id(&job_name);
-                            match add_edit(opts, &args, opts_index, &value, src) {
-                                Some(edit) => Fix::safe(format!("add `jobId: {value}`"), vec![edit]),
-                                None => Fix::display_only(
-                                    "add a jobId derived from the event",
-                                    "the options are not an object literal: add `jobId` where they are built",
-                                ),
+                let fix = || {
+                    if bulk || flow {
+                        Fix::display_only(
+                            "give every job a jobId derived from the event and the item",
+                            "each job of a bulk/flow add needs its own id: the event key plus the item's id",
+                        )
+                    } else if dedupe_keys::items_loop(call, func, src, scope.event_key.as_ref()).is_some()
+                        || reached_in_loop(cx, model, scope)
+                    {
+                        Fix::display_only(
+                            "add a jobId derived from the event and the item",
+                            "the add runs once per item of a loop (here or in a caller): the id must name the item as well as the event",
+                        )
+                    } else {
+                        match &scope.event_key {
+                            None => Fix::display_only(
+                                "add a jobId derived from the event",
+                                "no event key is known in this function: pass the event (or its key) in and use it",
+                            ),
+                            Some(key) => {
+                                let value = key.job_id(&job_name);
+                                match add_edit(opts, &args, opts_index, &value, src) {
+                                    Some(edit) => Fix::safe(format!("add `jobId: {value}`"), vec![edit]),
+                                    None => Fix::display_only(
+                                        "add a jobId derived from the event",
+                                        "the options are not an object literal: add `jobId` where they are built",
+                                    ),
+                                }
                             }
                         }
                     }
@@ -146,7 +148,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     Diagnostic::new(RULE.id, file, call, message)
                         .in_handler(model, scope)
                         .help("pass a jobId derived from the event (no `:`), e.g. `{ jobId: `welcome-${event.id}` }`")
-                        .with_fix(Some(fix)),
+                        .with_fix(cx, fix),
                 );
             }
         }
@@ -250,7 +252,12 @@ struct ColonId<'t> {
 }
 
 impl ColonId<'_> {
-    fn into_diagnostic(self, file: &std::sync::Arc<crate::source::SourceFile>, label: &str) -> Diagnostic {
+    fn into_diagnostic(
+        self,
+        cx: &Context,
+        file: &std::sync::Arc<crate::source::SourceFile>,
+        label: &str,
+    ) -> Diagnostic {
         Diagnostic::new(
             RULE.id,
             file,
@@ -260,7 +267,7 @@ impl ColonId<'_> {
             ),
         )
         .help("separate the parts of a job id with `-`, e.g. `welcome-${event.id}`")
-        .with_fix(Some(self.fix))
+        .with_fix(cx, || self.fix)
     }
 }
 

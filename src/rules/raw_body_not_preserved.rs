@@ -99,8 +99,8 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         match model.handler.framework {
             Framework::Express => express_order(cx, model, out),
-            Framework::NextPagesApi => pages_body_parser(model, out),
-            Framework::Fastify => fastify_parser(model, out),
+            Framework::NextPagesApi => pages_body_parser(cx, model, out),
+            Framework::Fastify => fastify_parser(cx, model, out),
             Framework::Nest => nest_raw_body(cx, model, out),
             _ => {}
         }
@@ -187,28 +187,26 @@ fn reserialised_payloads(cx: &Context, model: &HandlerModel, scope: &Scope, out:
             continue;
         };
         let what = ast::callee_path(call, src).join(".");
-        let (message, fix) = match kind {
-            Payload::Stringified { body } => (
-                format!(
-                    "`{what}` verifies `JSON.stringify(...)` of the parsed body, not the bytes the provider signed: genuine deliveries fail verification and are retried until the endpoint is disabled"
-                ),
-                stringify_fix(cx, model, scope, payload, binding, body),
+        let message = match kind {
+            Payload::Stringified { .. } => format!(
+                "`{what}` verifies `JSON.stringify(...)` of the parsed body, not the bytes the provider signed: genuine deliveries fail verification and are retried until the endpoint is disabled"
             ),
-            Payload::Parsed => (
-                format!(
-                    "`{what}` verifies the parsed body object, not the raw bytes the provider signed: genuine deliveries fail verification and are retried until the endpoint is disabled"
-                ),
-                Fix::display_only(
-                    "verify the raw body text",
-                    "read the body once with `await req.text()`, verify that string, then `JSON.parse` it",
-                ),
+            Payload::Parsed => format!(
+                "`{what}` verifies the parsed body object, not the raw bytes the provider signed: genuine deliveries fail verification and are retried until the endpoint is disabled"
+            ),
+        };
+        let fix = || match kind {
+            Payload::Stringified { body } => stringify_fix(cx, model, scope, payload, binding, body),
+            Payload::Parsed => Fix::display_only(
+                "verify the raw body text",
+                "read the body once with `await req.text()`, verify that string, then `JSON.parse` it",
             ),
         };
         out.push(
             Diagnostic::new(RULE.id, file, payload, message)
                 .in_handler(model, scope)
                 .help("verify the exact request bytes: `express.raw({ type: 'application/json' })` on the route, or `await req.text()`")
-                .with_fix(Some(fix)),
+                .with_fix(cx, fix),
         );
     }
 }
@@ -366,34 +364,36 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     } else {
         message
     };
-    let fix = if raw_on_route {
-        Fix::display_only(
-            "register the route before the JSON parser",
-            format!(
-                "move this route (or the router it is on) above `{parser}` ({at}): its `express.raw()` then sees the unparsed body"
-            ),
-        )
-    } else if remote.is_some() {
-        Fix::display_only(
-            "verify the raw request bytes",
-            format!(
-                "in {at}, mount this router (with `express.raw({{ type: 'application/json' }})` on the route) before `{parser}`"
-            ),
-        )
-    } else if helper_clean {
-        express_fix(cx, model, func, &format!("{req}.body"), None).unwrap_or_else(manual_fix)
-    } else {
-        manual_fix()
+    let fix = || {
+        let mut fix = if raw_on_route {
+            Fix::display_only(
+                "register the route before the JSON parser",
+                format!(
+                    "move this route (or the router it is on) above `{parser}` ({at}): its `express.raw()` then sees the unparsed body"
+                ),
+            )
+        } else if remote.is_some() {
+            Fix::display_only(
+                "verify the raw request bytes",
+                format!(
+                    "in {at}, mount this router (with `express.raw({{ type: 'application/json' }})` on the route) before `{parser}`"
+                ),
+            )
+        } else if helper_clean {
+            express_fix(cx, model, func, &format!("{req}.body"), None).unwrap_or_else(manual_fix)
+        } else {
+            manual_fix()
+        };
+        if !Arc::ptr_eq(file, cx.file) {
+            fix.target = Some(cx.file.path.clone());
+        }
+        fix
     };
-    let mut fix = fix;
-    if !Arc::ptr_eq(file, cx.file) {
-        fix.target = Some(cx.file.path.clone());
-    }
     out.push(
         Diagnostic::new(RULE.id, file, payload, message)
             .in_handler(model, scope)
             .help("register the webhook route before `express.json()` with `express.raw({ type: 'application/json' })`")
-            .with_fix(Some(fix)),
+            .with_fix(cx, fix),
     );
 }
 
@@ -623,7 +623,7 @@ fn express_binding(file: &SourceFile) -> Option<String> {
         .map(|i| i.local.clone())
 }
 
-fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+fn pages_body_parser(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let Some(scope) = model.scopes.first() else { return };
     let file = scope.file();
     let src = &file.text;
@@ -648,34 +648,36 @@ fn pages_body_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             .iter()
             .any(|m| model.scopes.iter().any(|s| s.node().is_some_and(|n| text(n, &s.file().text).contains(m))));
     let has_config = crate::regex!(r"export\s+(const|let|var)\s+config\b").is_match(src);
-    let fix = if reads_stream && !has_config && src.contains("export default") {
-        let style = file.style();
-        let sep = if src.ends_with('\n') { "" } else { style.eol };
-        let u = &style.indent_unit;
-        let eol = style.eol;
-        let text = format!(
-            "{sep}{eol}export const config = {{{eol}{u}api: {{{eol}{u}{u}bodyParser: false,{eol}{u}}},{eol}}}{}{eol}",
-            style.semi()
-        );
-        Fix::unsafe_("disable the pages-router body parser for this route", vec![Edit::insert(src.len(), text)])
+    let fix = || {
+        if reads_stream && !has_config && src.contains("export default") {
+            let style = file.style();
+            let sep = if src.ends_with('\n') { "" } else { style.eol };
+            let u = &style.indent_unit;
+            let eol = style.eol;
+            let text = format!(
+                "{sep}{eol}export const config = {{{eol}{u}api: {{{eol}{u}{u}bodyParser: false,{eol}{u}}},{eol}}}{}{eol}",
+                style.semi()
+            );
+            Fix::unsafe_("disable the pages-router body parser for this route", vec![Edit::insert(src.len(), text)])
             .with_note(
                 "Next.js stops parsing the body of this route: `req.body` is undefined and the raw stream is readable",
             )
-    } else {
-        Fix::display_only(
-            "disable the body parser and verify the raw stream",
-            "add `export const config = { api: { bodyParser: false } }` and read the raw body (`await buffer(req)`) for the verification",
-        )
+        } else {
+            Fix::display_only(
+                "disable the body parser and verify the raw stream",
+                "add `export const config = { api: { bodyParser: false } }` and read the raw body (`await buffer(req)`) for the verification",
+            )
+        }
     };
     out.push(
         Diagnostic::new(RULE.id, vscope.file(), call, "this pages-router API route verifies a signature while Next.js parses the body (no `bodyParser: false`): the raw bytes the provider signed are gone, genuine deliveries fail and are retried until the endpoint is disabled")
             .in_handler(model, vscope)
             .help("export `config = { api: { bodyParser: false } }` and verify the raw stream")
-            .with_fix(Some(fix)),
+            .with_fix(cx, fix),
     );
 }
 
-fn fastify_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+fn fastify_parser(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let Some(scope) = model.scopes.first() else { return };
     let file = scope.file();
     let src = &file.text;
@@ -697,10 +699,10 @@ fn fastify_parser(model: &HandlerModel, out: &mut Vec<Diagnostic>) {
         Diagnostic::new(RULE.id, file, first, format!("`{req}.body` is the JSON Fastify parsed, not the bytes the provider signed: genuine deliveries fail verification and are retried until the endpoint is disabled"))
             .in_handler(model, scope)
             .help("register `addContentTypeParser('application/json', { parseAs: 'buffer' }, ...)` (or `fastify-raw-body`) and verify the buffer")
-            .with_fix(Some(Fix::display_only(
+            .with_fix(cx, || Fix::display_only(
                 "keep the raw body in Fastify",
                 "register `fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => done(null, body))` in this route's plugin scope (or use `fastify-raw-body` and verify `request.rawBody`)",
-            ))),
+            )),
     );
 }
 
@@ -760,7 +762,7 @@ fn nest_raw_body(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     };
     let name = main.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let (line, _) = main.line_col(create.start_byte());
-    let fix = match edit {
+    let fix = || match edit {
         Some(e) => {
             let mut f = Fix::safe("create the Nest app with `rawBody: true`", vec![e])
                 .with_note(format!("edits {name}: Nest then keeps the raw bytes beside the parsed body"));
@@ -776,6 +778,6 @@ fn nest_raw_body(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
         Diagnostic::new(RULE.id, file, read, format!("the raw body is read, but the app is created without `rawBody: true` ({name} line {line}): `rawBody` is undefined, verification fails for every delivery and the provider retries until the endpoint is disabled"))
             .in_handler(model, scope)
             .help("`NestFactory.create(AppModule, { rawBody: true })` and verify `req.rawBody`")
-            .with_fix(Some(fix)),
+            .with_fix(cx, fix),
     );
 }

@@ -155,7 +155,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 Diagnostic::new(RULE.id, file, call, message)
                     .in_handler(model, scope)
                     .help("run it after the commit (with an idempotency key), or record it in an outbox row inside the transaction")
-                    .with_fix(Some(fix(file, call, &tx))),
+                    .with_fix(cx, || fix(file, call, &tx)),
             );
         }
     }

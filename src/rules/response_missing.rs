@@ -320,40 +320,46 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             if c.answered_before(r, body) {
                 continue;
             }
-            let fix = Fix::unsafe_("send the reply", vec![Edit::insert(v.end_byte(), ".send()")])
-                .with_note("the status already set is kept; the body is empty");
+            let fix = || {
+                Fix::unsafe_("send the reply", vec![Edit::insert(v.end_byte(), ".send()")])
+                    .with_note("the status already set is kept; the body is empty")
+            };
             out.push(
                 Diagnostic::new(RULE.id, file, r, format!("returns the reply without sending it: Fastify waits for a `send()` that never comes, so {outcome}"))
                     .in_handler(model, scope)
                     .help("call `.send()` on the reply (or return a value) on every path")
-                    .with_fix(Some(fix)),
+                    .with_fix(cx, fix),
             );
         }
         for r in returns {
             if c.answered_before(r, body) {
                 continue;
             }
-            let status = status_for(r, func, src);
-            // `if (x) return;` → `if (x) { ctx.status = 200; return; }` when the answer is two statements
-            let respond = handler.respond(status).map(|stmt| {
-                let single = r
-                    .parent()
-                    .is_some_and(|p| matches!(p.kind(), "statement_block" | "switch_case" | "switch_default"));
-                if single || !stmt.contains("; return") { stmt } else { format!("{{ {stmt} }}") }
-            });
-            let fix = match respond {
-                Some(stmt) => Fix::unsafe_(
-                    format!("answer {status} explicitly"),
-                    vec![Edit::replace(r.start_byte(), r.end_byte(), stmt)],
-                )
-                .with_note(format!("{status} chosen from the branch; check it is the status this path should answer")),
-                None => Fix::display_only("answer explicitly", "no response object is in scope"),
+            let fix = || {
+                let status = status_for(r, func, src);
+                // `if (x) return;` → `if (x) { ctx.status = 200; return; }` when the answer is two statements
+                let respond = handler.respond(status).map(|stmt| {
+                    let single = r
+                        .parent()
+                        .is_some_and(|p| matches!(p.kind(), "statement_block" | "switch_case" | "switch_default"));
+                    if single || !stmt.contains("; return") { stmt } else { format!("{{ {stmt} }}") }
+                });
+                match respond {
+                    Some(stmt) => Fix::unsafe_(
+                        format!("answer {status} explicitly"),
+                        vec![Edit::replace(r.start_byte(), r.end_byte(), stmt)],
+                    )
+                    .with_note(format!(
+                        "{status} chosen from the branch; check it is the status this path should answer"
+                    )),
+                    None => Fix::display_only("answer explicitly", "no response object is in scope"),
+                }
             };
             out.push(
                 Diagnostic::new(RULE.id, file, r, format!("returns without a response: {outcome}"))
                     .in_handler(model, scope)
                     .help("answer on every path: 2xx for handled or ignored events, 5xx for failures that must be retried")
-                    .with_fix(Some(fix)),
+                    .with_fix(cx, fix),
             );
         }
         // Falling off the end.
@@ -364,7 +370,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         let c = Cx { bare_ok: false, ..ends };
         let Some(last) = stmts.last().copied() else { continue };
-        let fix = fall_off_fix(&c, handler, file, body, last);
+        let fix = || fall_off_fix(&c, handler, file, body, last);
         out.push(
             Diagnostic::new(
                 RULE.id,
@@ -374,7 +380,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             )
             .in_handler(model, scope)
             .help("answer on every path: 2xx for handled or ignored events, 5xx for failures that must be retried")
-            .with_fix(Some(fix)),
+            .with_fix(cx, fix),
         );
     }
 }

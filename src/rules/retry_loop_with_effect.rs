@@ -105,7 +105,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                         Diagnostic::new(RULE.id, file, call, message)
                             .in_handler(model, scope)
                             .help("compute the key once, before the loop, from the event; pass the same key on every attempt")
-                            .with_fix(Some(fix)),
+                            .with_fix(cx, || fix),
                     );
                 }
             }

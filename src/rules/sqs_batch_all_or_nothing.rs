@@ -95,10 +95,12 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                         Diagnostic::new(RULE.id, file, call, message)
                             .in_handler(model, scope)
                             .help("give the call its own try/catch so the record still goes into `batchItemFailures`")
-                            .with_fix(Some(Fix::display_only(
-                                "give the call its own try/catch",
-                                "the record must still reach `batchItemFailures` when this call throws",
-                            ))),
+                            .with_fix(cx, || {
+                                Fix::display_only(
+                                    "give the call its own try/catch",
+                                    "the record must still reach `batchItemFailures` when this call throws",
+                                )
+                            }),
                     );
                 }
             }
@@ -119,7 +121,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             Diagnostic::new(RULE.id, file, lp, message)
                 .in_handler(model, scope)
                 .help("catch per record and return `{ batchItemFailures: [{ itemIdentifier: record.messageId }] }` (with ReportBatchItemFailures enabled)")
-                .with_fix(Some(fix(file, func, lp, body))),
+                .with_fix(cx, || fix(file, func, lp, body)),
         );
     }
 }

@@ -214,11 +214,11 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn diag(c: &Cx, scope: &Scope, node: Node, msg: String, fix: Fix) -> Diagnostic {
+fn diag(c: &Cx, scope: &Scope, node: Node, msg: String, fix: impl FnOnce() -> Fix) -> Diagnostic {
     Diagnostic::new(RULE.id, scope.file(), node, msg)
         .in_handler(c.model, scope)
         .help("let failures fail: rethrow, answer 5xx, or check the returned error, so the provider retries")
-        .with_fix(Some(fix))
+        .with_fix(c.cx, fix)
 }
 
 /// `const res = await fetch(...); if (!res.ok) return;` with work after it, in a function the
@@ -265,7 +265,7 @@ fn failed_fetch_returns(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diag
             format!(
                 "a failed `fetch` (`!{name}.ok`) returns quietly and the work after it is skipped: the delivery is still acknowledged, so a transient failure is never retried"
             ),
-            Fix::display_only(
+            || Fix::display_only(
                 "throw instead of returning",
                 "throw (or answer 5xx) when the response is not ok, so the delivery fails and is retried",
             ),
@@ -336,7 +336,7 @@ fn promise_catch_logs_only(c: &Cx, scope: &Scope, func: Node) -> Vec<Diagnostic>
                 "`.catch` only logs a failure of `{}`: the work's failure resolves and {what}, so the provider never retries the event",
                 ast::callee_path(receiver, src).join(".")
             ),
-            Fix::display_only(
+            || Fix::display_only(
                 "let the failure fail the delivery",
                 "rethrow in the `.catch` callback (or drop the `.catch`), so the delivery fails and is retried",
             ),
@@ -1029,7 +1029,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             let bare_args = ast::unwrap_expr(t.named_child(0).unwrap_or(t))
                 .child_by_field_name("arguments")
                 .filter(|a| ast::named_children(*a).is_empty());
-            let fix = match bare_args {
+            let fix = || match bare_args {
                 Some(a) => Fix::unsafe_(
                     "answer 500 so the provider retries",
                     vec![Edit::replace(a.start_byte(), a.end_byte(), "(null, { status: 500 })")],
@@ -1149,7 +1149,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         if let Some(r) = resps.iter().find(|r| r.is_2xx()) {
             // Nest: a returned value cannot carry a status; rethrowing answers 500.
             let param = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier");
-            let fix = match (crate::fix::edits::set_status(r, 500, src, file.style().eol), param) {
+            let fix = || match (crate::fix::edits::set_status(r, 500, src, file.style().eol), param) {
                 (Some(e), _) => Fix::unsafe_("answer 500 so the provider retries", vec![e]),
                 (None, Some(p)) if r.style == Style::Returned && fw == Framework::Nest => {
                     let semi = if text(r.node, src).trim_end().ends_with(';') { ";" } else { "" };
@@ -1228,14 +1228,14 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                     file.path.file_name().map_or(String::new(), |n| n.to_string_lossy().to_string()),
                     clause.start_position().row + 1
                 ),
-                Fix::display_only(
+                || Fix::display_only(
                     "check the returned outcome",
                     format!("throw (or answer 5xx) when `{name}` reports a failure"),
                 ),
             ));
             continue;
         }
-        let fix = catch_fix(c, i, file, clause, body, inner_fn == func);
+        let fix = || catch_fix(c, i, file, clause, body, inner_fn == func);
         out.push(diag(
             c,
             scope,
@@ -2100,12 +2100,14 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         } else {
             fix
         };
-        let fix = fix.unwrap_or_else(|| {
-            Fix::display_only(
-                "check the returned error",
-                "restructure by hand: inspect the result and fail the delivery",
-            )
-        });
+        let fix = || {
+            fix.unwrap_or_else(|| {
+                Fix::display_only(
+                    "check the returned error",
+                    "restructure by hand: inspect the result and fail the delivery",
+                )
+            })
+        };
         let message = if all_settled {
             "the results of `Promise.allSettled` are never checked for rejections: a failed task is acknowledged 2xx and never retried".to_string()
         } else {
@@ -2226,7 +2228,7 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             .and_then(|cl| cl.parent())
             .and_then(|t| t.child_by_field_name("body"))
             .is_some_and(|b| ast::calls_in(b, false).into_iter().any(|call| is_verify(call, src)));
-        let fix = match crate::fix::edits::set_status(&resp, target, src, file.style().eol) {
+        let fix = || match crate::fix::edits::set_status(&resp, target, src, file.style().eol) {
             _ if catches_verify => Fix::display_only(
                 format!("answer {target}"),
                 format!(

@@ -106,7 +106,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             let message = format!(
                 "`BEGIN` is sent through {through}: each `query` may run on a different connection, so the transaction is not atomic; a crash part-way leaves partial writes that a retry then runs into"
             );
-            let fix = match (kind, receiver) {
+            let fix = || match (kind, receiver) {
                 (Receiver::Pool, Some(r)) => fix(file, owner, call, r),
                 _ => manual(
                     "export a way to check out one client (`getClient = () => pool.connect()`), run BEGIN … COMMIT on that client and release it in `finally`",
@@ -116,7 +116,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 Diagnostic::new(RULE.id, file, call, message)
                     .in_handler(model, scope)
                     .help("check out one client with `await pool.connect()` and run BEGIN … COMMIT on it, releasing it in `finally`")
-                    .with_fix(Some(fix)),
+                    .with_fix(cx, fix),
             );
         }
     }

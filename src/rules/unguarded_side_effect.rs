@@ -377,7 +377,7 @@ fn diagnostic(cx: &Context, model: &HandlerModel, scope: &Scope, found: &[Found]
     Diagnostic::new(RULE.id, scope.file(), first.at, message)
         .in_handler(model, scope)
         .help("run the handler's work once per event: wrap it in the guard `run` keyed by the event id")
-        .with_fix(Some(wrap_guard::wrap_fix(cx, model, &[], &[])))
+        .with_fix(cx, || wrap_guard::wrap_fix(cx, model, &[], &[]))
 }
 
 /// Whether replaying the effect duplicates something.

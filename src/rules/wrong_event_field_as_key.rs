@@ -96,7 +96,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     wrong.what,
                     wrong.consequence
                 );
-                let fix = match &scope.event_key {
+                let fix = || match &scope.event_key {
                     None => Fix::display_only(
                         "key on the provider's event id",
                         "no event key is known in this function: use the provider's event id (docs/providers.md lists them)",
@@ -126,7 +126,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     Diagnostic::new(RULE.id, file, wrong_anchor(&key, wrong.node), message)
                         .in_handler(model, scope)
                         .help("dedupe on the event (Stripe `event.id`, `svix-id`, `x-github-delivery`, ...), not on the object it is about")
-                        .with_fix(Some(fix)),
+                        .with_fix(cx, fix),
                 );
             }
         }

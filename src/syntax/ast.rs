@@ -16,11 +16,20 @@ pub fn is_function(node: Node) -> bool {
     FUNCTION_KINDS.contains(&kind(node))
 }
 
+pub(crate) fn is_function_kind(kind: &str) -> bool {
+    FUNCTION_KINDS.contains(&kind)
+}
+
 /// `kind(node)`, read from a table per grammar: tree-sitter's looks the name up and then
 /// measures and validates it as a C string on every call, which was a tenth of analysing a
 /// handler file (the walks ask every node's kind).
 pub fn kind<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> &'static str {
     let node = *node.borrow();
+    kind_of_id(node, node.kind_id())
+}
+
+/// `kind(node)` for a node whose kind id is already known.
+pub(crate) fn kind_of_id(node: Node, kind_id: u16) -> &'static str {
     struct Names {
         language: usize,
         names: Vec<&'static str>,
@@ -39,7 +48,7 @@ pub fn kind<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> &'static str {
     grammars
         .iter()
         .find(|g| g.language == language)
-        .and_then(|g| g.names.get(node.kind_id() as usize).copied())
+        .and_then(|g| g.names.get(kind_id as usize).copied())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| node.kind())
 }
@@ -60,6 +69,11 @@ pub fn walk<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
     {
         return;
     }
+    walk_by_cursor(node, visit);
+}
+
+/// `walk` with a tree cursor, for a tree without a node list.
+fn walk_by_cursor<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
     let mut cursor = node.walk();
     super::budget::charge();
     let mut descend = visit(node);
@@ -89,8 +103,13 @@ pub fn walk<'t>(node: Node<'t>, visit: &mut dyn FnMut(Node<'t>) -> bool) {
 
 /// All nodes of `kind` under `node` (inclusive).
 pub fn descendants_of_kind<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
+    if let Some(found) =
+        super::node_index::for_node(node).and_then(|index| index.of_kinds(node, |k| k == kind, |_| false))
+    {
+        return found;
+    }
     let mut out = Vec::new();
-    walk(node, &mut |n| {
+    walk_by_cursor(node, &mut |n| {
         if self::kind(n) == kind {
             out.push(n);
         }
@@ -102,8 +121,13 @@ pub fn descendants_of_kind<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
 /// Call expressions under `node`, not descending into nested functions other than `node`
 /// itself when `same_function` is set.
 pub fn calls_in<'t>(node: Node<'t>, same_function: bool) -> Vec<Node<'t>> {
+    if let Some(found) = super::node_index::for_node(node)
+        .and_then(|index| index.of_kinds(node, |k| k == "call_expression", |k| same_function && is_function_kind(k)))
+    {
+        return found;
+    }
     let mut out = Vec::new();
-    walk(node, &mut |n| {
+    walk_by_cursor(node, &mut |n| {
         if same_function && n != node && is_function(n) {
             return false;
         }

@@ -23,6 +23,10 @@ pub struct NodeIndex {
     ends: Vec<u32>,
     /// For each node, its parent's position (the root's is its own).
     parents: Vec<u32>,
+    /// For each node, its kind id and kind: asking tree-sitter costs a symbol lookup per
+    /// call, and whole-tree passes ask every node.
+    kind_ids: Vec<u16>,
+    kinds: Vec<&'static str>,
     /// For each node, the position of its nearest function ancestor (`NO_FUNCTION`: none).
     functions: Vec<u32>,
     /// The binding sites by name, built on the first lookup of a name.
@@ -130,6 +134,8 @@ impl NodeIndex {
         let mut nodes = Vec::new();
         let mut ends = Vec::new();
         let mut parents = Vec::new();
+        let mut kind_ids = Vec::new();
+        let mut kinds = Vec::new();
         let mut functions = Vec::new();
         let mut open: Vec<usize> = Vec::new();
         // The open nodes that are functions, innermost last.
@@ -139,7 +145,11 @@ impl NodeIndex {
             let node = cursor.node();
             parents.push(open.last().copied().unwrap_or(0) as u32);
             functions.push(open_functions.last().map_or(NO_FUNCTION, |&f| f as u32));
-            if super::ast::is_function(node) {
+            let kind_id = node.kind_id();
+            let kind = super::ast::kind_of_id(node, kind_id);
+            kind_ids.push(kind_id);
+            kinds.push(kind);
+            if super::ast::is_function_kind(kind) {
                 open_functions.push(nodes.len());
             }
             open.push(nodes.len());
@@ -158,7 +168,16 @@ impl NodeIndex {
                     break;
                 }
                 if !cursor.goto_parent() {
-                    return NodeIndex { _tree: tree, nodes, ends, parents, functions, bindings: Default::default() };
+                    return NodeIndex {
+                        _tree: tree,
+                        nodes,
+                        ends,
+                        parents,
+                        kind_ids,
+                        kinds,
+                        functions,
+                        bindings: Default::default(),
+                    };
                 }
             }
         }
@@ -249,30 +268,64 @@ impl NodeIndex {
         Some(bindings.latest(name, at as u32, self.ends[at], before).map(|(v, path)| (self.home(v, scope), path)))
     }
 
-    /// Every node of the tree in pre-order, as nodes of `like`'s tree. Not charged to the
-    /// budget: it stands in for a query cursor, which is not either.
-    pub fn all_nodes<'t, 'a>(&'a self, like: Node<'t>) -> impl Iterator<Item = Node<'t>> + 'a
+    /// Every node of the tree in pre-order with its kind id, as nodes of `like`'s tree. Not
+    /// charged to the budget: it stands in for a query cursor, which is not either.
+    pub fn all_nodes<'t, 'a>(&'a self, like: Node<'t>) -> impl Iterator<Item = (u16, Node<'t>)> + 'a
     where
         't: 'a,
     {
-        (0..self.nodes.len() as u32).map(move |at| self.home(at, like))
+        (0..self.nodes.len() as u32).map(move |at| (self.kind_ids[at as usize], self.home(at, like)))
     }
 
-    /// `node`'s subtree in pre-order, each node with its parent (None for `node` itself), as
-    /// nodes of `node`'s tree; None when `node` is not in this tree. Not charged to the
-    /// budget, as `all_nodes`.
+    /// `node`'s subtree in pre-order, each node with its kind id and its parent (None for
+    /// `node` itself), as nodes of `node`'s tree; None when `node` is not in this tree. Not
+    /// charged to the budget, as `all_nodes`.
     pub fn subtree_with_parents<'t, 'a>(
         &'a self,
         node: Node<'t>,
-    ) -> Option<impl Iterator<Item = (Node<'t>, Option<Node<'t>>)> + 'a>
+    ) -> Option<impl Iterator<Item = (u16, Node<'t>, Option<Node<'t>>)> + 'a>
     where
         't: 'a,
     {
         let at = self.position(node)?;
         let end = self.ends[at] as usize;
         Some((at..end).map(move |i| {
-            if i == at { (node, None) } else { (self.home(i as u32, node), Some(self.home(self.parents[i], node))) }
+            let kind_id = self.kind_ids[i];
+            if i == at {
+                (kind_id, node, None)
+            } else {
+                (kind_id, self.home(i as u32, node), Some(self.home(self.parents[i], node)))
+            }
         }))
+    }
+
+    /// The nodes of `node`'s subtree (itself included) whose kind `keep` accepts, in
+    /// pre-order, not descending below a node other than `node` whose kind `prune` accepts:
+    /// a walk that reads kinds from the list. None when `node` is not in this tree.
+    pub fn of_kinds<'t>(
+        &self,
+        node: Node<'t>,
+        keep: impl Fn(&'static str) -> bool,
+        prune: impl Fn(&'static str) -> bool,
+    ) -> Option<Vec<Node<'t>>> {
+        let at = self.position(node)?;
+        let end = self.ends[at] as usize;
+        let mut out = Vec::new();
+        let mut i = at;
+        while i < end {
+            super::budget::charge();
+            let kind = self.kinds[i];
+            if i != at && prune(kind) {
+                i = self.ends[i] as usize;
+                continue;
+            }
+            if keep(kind) {
+                // `node` itself rather than the list's copy of it, as `walk` hands out.
+                out.push(if i == at { node } else { self.home(i as u32, node) });
+            }
+            i += 1;
+        }
+        Some(out)
     }
 
     /// Pre-order walk of `node`'s subtree; `visit` returns false to skip a node's children.
