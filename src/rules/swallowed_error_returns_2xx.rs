@@ -52,7 +52,10 @@ Not reported: a `catch` that rethrows (also through a helper that always throws:
 the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a retry / dead-letter
 / outbox call); a `catch` of a unique violation (that is the dedupe working); signature
 checks (see `permanent-error-returns-5xx`); a callee's `catch` that returns a value the
-caller can check (`null`, `false`, an error; not `{}`, which reads as an empty success); in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` that skips the
+caller can check (`null`, `false`, an error; not `{}`, which reads as an empty success), unless
+the handler only returns that value as its answer (`return this.billing.activate(event)` in a
+Nest controller, an h3 or Fastify handler: `{ ok: false }` goes out with a 200, reported at the
+`catch`); in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` that skips the
 ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catch` around
 reads only (`GetXCommand`, `get*()`) that assigns or returns a fallback value; a `catch` that keeps the
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
@@ -1196,7 +1199,10 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                         .filter(|r| r.node.start_byte() >= try_stmt.end_byte())
                         .any(|r| r.is_2xx())
             } else {
-                (returns.iter().all(|r| returns_nothing_checkable(*r)) || dropped.is_some()) && c.acks_2xx
+                (returns.iter().all(|r| returns_nothing_checkable(*r))
+                    || dropped.is_some()
+                    || answered_as_returned(c, i, inner_fn == func, &returns))
+                    && c.acks_2xx
             }
         } else {
             // A job that returns a failure outcome (`return "failure"`, `{ success: false }`)
@@ -1437,6 +1443,37 @@ fn failure_dropped<'a>(c: &Cx<'a>, i: usize, in_callee_body: bool, returns: &[No
         return None;
     }
     sites.first().map(|(k, call, _)| (*k, *call))
+}
+
+/// The failure value comes back to the handler, which returns it as its answer (`return
+/// this.billing.createSubscription(event)` in a Nest controller, an h3 or Fastify handler):
+/// the framework sends `{ ok: false }` with a 200, and the provider never retries. Reported at
+/// the `catch` that made the failure a value, since the handler passes it on unchanged.
+fn answered_as_returned(c: &Cx, i: usize, in_callee_body: bool, returns: &[Node]) -> bool {
+    if i == 0 || !in_callee_body || returns.is_empty() {
+        return false;
+    }
+    if !matches!(c.model.handler.framework, Framework::Nest | Framework::H3 | Framework::Fastify) {
+        return false;
+    }
+    let src = &c.model.scopes[i].file().text;
+    let Some(name) = c.model.scopes[i].chain.last().and_then(|n| n.rsplit('.').next()) else { return false };
+    if !returns.iter().all(|r| returns_failure_outcome(*r, src)) {
+        return false;
+    }
+    let handler = &c.model.scopes[0];
+    let Some(func) = handler.node() else { return false };
+    let handler_src = &handler.file().text;
+    let sites: Vec<Node> = ast::calls_in(func, false)
+        .into_iter()
+        .filter(|call| ast::callee_name(*call, handler_src).is_some_and(|n| n == name))
+        .collect();
+    !sites.is_empty()
+        && sites.iter().all(|call| {
+            let outer = call.parent().filter(|p| p.kind() == "await_expression").unwrap_or(*call);
+            outer.parent().is_some_and(|p| p.kind() == "return_statement")
+                && ast::enclosing_function(*call) == Some(func)
+        })
 }
 
 fn called_without_await(c: &Cx, i: usize) -> bool {
