@@ -1401,7 +1401,7 @@ fn failure_dropped<'a>(c: &Cx<'a>, i: usize, in_callee_body: bool, returns: &[No
     if !returns.iter().all(|r| returns_failure_outcome(*r, src)) {
         return None;
     }
-    let name = c.model.scopes[i].chain.last()?;
+    let name = c.model.scopes[i].chain.last()?.rsplit('.').next()?;
     let model: &'a HandlerModel = c.model;
     let sites: Vec<(usize, Node<'a>, bool)> = model.scopes[..i]
         .iter()
@@ -1477,7 +1477,9 @@ fn answered_as_returned(c: &Cx, i: usize, in_callee_body: bool, returns: &[Node]
 }
 
 fn called_without_await(c: &Cx, i: usize) -> bool {
-    let Some(name) = c.model.scopes.get(i).and_then(|s| s.chain.last()) else { return false };
+    let Some(name) = c.model.scopes.get(i).and_then(|s| s.chain.last()).and_then(|n| n.rsplit('.').next()) else {
+        return false;
+    };
     c.model.scopes[..i].iter().any(|s| {
         let Some(f) = s.node() else { return false };
         let src = &s.file().text;
