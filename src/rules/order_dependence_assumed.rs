@@ -336,18 +336,29 @@ fn refetches(call: Node, src: &str) -> bool {
             && (last.starts_with("getsubscription") || last.starts_with("fetchsubscription")))
 }
 
-/// Whether a time/version check or a re-fetch precedes `node` on its own path through `func`:
-/// the node itself, the condition of an enclosing `if`, or an earlier statement of an
-/// enclosing block (never another `case` of the switch, or the other branch of an `if`).
-fn checked_before(node: Node, func: Node, src: &str) -> bool {
-    if TIME_FILTER.is_match(text(node, src)) {
+/// What must precede a write on its own path for it to be safe: `at_write` holds for the write
+/// itself (its filter), `check` for an enclosing condition or an earlier statement. Both are
+/// given the node and its file's text, since a path can run through callers in other files.
+struct PathTest<'f> {
+    at_write: &'f dyn Fn(Node, &str) -> bool,
+    check: &'f dyn Fn(Node, &str) -> bool,
+}
+
+/// A time/version comparison or a provider re-fetch.
+const ORDERED: PathTest<'static> = PathTest { at_write: &|n, src| TIME_FILTER.is_match(text(n, src)), check: &ordered };
+
+/// Whether `test` holds before `node` on its own path through `func`: the node itself, the
+/// condition of an enclosing `if`, or an earlier statement of an enclosing block (never another
+/// `case` of the switch, or the other branch of an `if`).
+fn checked_before(node: Node, func: Node, src: &str, test: &PathTest) -> bool {
+    if (test.at_write)(node, src) {
         return true;
     }
     let mut cur = node;
     while let Some(parent) = cur.parent() {
         match parent.kind() {
             "if_statement" => {
-                if parent.child_by_field_name("condition").is_some_and(|c| c != cur && ordered(c, src)) {
+                if parent.child_by_field_name("condition").is_some_and(|c| c != cur && (test.check)(c, src)) {
                     return true;
                 }
             }
@@ -355,7 +366,7 @@ fn checked_before(node: Node, func: Node, src: &str) -> bool {
                 let mut sib = cur.prev_named_sibling();
                 while let Some(s) = sib {
                     if (parent.kind() != "switch_case" || Some(s) != parent.child_by_field_name("value"))
-                        && ordered_statement(s, src)
+                        && checked_statement(s, src, test)
                     {
                         return true;
                     }
@@ -372,25 +383,27 @@ fn checked_before(node: Node, func: Node, src: &str) -> bool {
     false
 }
 
-/// Whether an earlier statement checks or re-fetches on every path through it: a branch or a
-/// loop body may not run (`if (event.type === "checkout...") { retrieve(...) }`), so only its
-/// condition counts; a nested function runs only when called.
-fn ordered_statement(stmt: Node, src: &str) -> bool {
+/// Whether an earlier statement checks on every path through it: a branch or a loop body may
+/// not run (`if (event.type === "checkout...") { retrieve(...) }`), so only its condition
+/// counts; a nested function runs only when called.
+fn checked_statement(stmt: Node, src: &str, test: &PathTest) -> bool {
     match stmt.kind() {
-        "if_statement" | "while_statement" => stmt.child_by_field_name("condition").is_some_and(|c| ordered(c, src)),
-        "switch_statement" => stmt.child_by_field_name("value").is_some_and(|c| ordered(c, src)),
+        "if_statement" | "while_statement" => {
+            stmt.child_by_field_name("condition").is_some_and(|c| (test.check)(c, src))
+        }
+        "switch_statement" => stmt.child_by_field_name("value").is_some_and(|c| (test.check)(c, src)),
         "for_statement" | "for_in_statement" | "do_statement" | "function_declaration" | "class_declaration" => false,
-        "try_statement" => stmt.child_by_field_name("body").is_some_and(|b| ordered(b, src)),
-        _ => ordered(stmt, src),
+        "try_statement" => stmt.child_by_field_name("body").is_some_and(|b| (test.check)(b, src)),
+        _ => (test.check)(stmt, src),
     }
 }
 
-/// Whether every path to `node` in scope `i` passes a check or a re-fetch: in the scope itself,
-/// or (for a function the handler calls) at every call site that reaches it.
-fn path_checked(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth: usize) -> bool {
+/// Whether every path to `node` in scope `i` passes `test`: in the scope itself, or (for a
+/// function the handler calls) at every call site that reaches it.
+fn path_checked(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth: usize, test: &PathTest) -> bool {
     let scope = &model.scopes[i];
     let Some(func) = scope.node() else { return false };
-    if checked_before(node, func, &scope.file().text) {
+    if checked_before(node, func, &scope.file().text, test) {
         return true;
     }
     if i == 0 || depth > 4 {
@@ -408,7 +421,7 @@ fn path_checked(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth:
                 continue;
             }
             sites += 1;
-            if !path_checked(cx, model, j, call, depth + 1) {
+            if !path_checked(cx, model, j, call, depth + 1, test) {
                 return false;
             }
         }
@@ -723,7 +736,7 @@ fn state_writes(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
         if wrapped.iter().any(|(p, s)| *p == scope.file().path && *s == scope.function.span) {
             continue;
         }
-        if path_checked(cx, model, i, call, 0) {
+        if path_checked(cx, model, i, call, 0, &ORDERED) {
             continue;
         }
         let what = if through_wrapper { "writes (through this project function) state" } else { "writes state" };
