@@ -25,6 +25,12 @@ const DOCS: &str = r#"
   { ...fields(sub) })`, `repo.createOrUpdateSubscription(id, event.data.object.cancel_at)`):
   reported at that call, where the event's values are handed over; the writes inside the
   function are not reported again.
+- A status the event's type picks, written over a status another event's branch writes, with
+  no look at the stored one: `payment_intent.payment_failed` sets the order `FAILED` while
+  `payment_intent.succeeded` sets it `PAID`, `charge.success` sets the escrow `funded` while
+  `refund.processed` sets it `refunded`, or a dunning flag raised when the event carries
+  `past_due` and lowered when it carries `active` (`isPastDue: true` / `false`). A late or
+  retried delivery of the earlier event undoes the later transition.
 - A handler that acknowledges an event and drops it because a record it needs does not exist
   yet: `const user = await db.user.findUnique(...); if (!user) return res.json({ ok: true })`
   (or a bare `return` in a function the handler calls, or in a queue consumer), when the
@@ -73,8 +79,25 @@ the prerequisite exists) depends on the data model.
   `subscription_tier`, `current_period_end`, `cancel_at_period_end`, `planId`, `quantity`,
   `active`). A value the handler decides is not a snapshot: a literal, an enum member, a choice
   between two literals (`sub.status === "active" ? "granted" : "revoked"`), or a `const` bound
-  to one. Literal transitions (`status: "funded"` on `charge.success`) are therefore not
-  reported: their sibling branches do the same, and both are equally defensible.
+  to one.
+- Such a value is a transition, reported when all of these hold: the column is a status, a
+  state or a dunning flag (`isPastDue`); the branch writing it is picked by the delivered event
+  (its type, or a status it carries compared with a string; not an object the handler read
+  itself, such as a re-fetched payment); another event's branch, on another path, writes the
+  same column of the same table with another value; the value is not final (`refunded`,
+  `cancelled`, `expired`, ...) and the event is not one that ends its object (`*.deleted`,
+  `charge.refunded`, `EXPIRATION`); and nothing on the write's path looks at the stored state:
+  the write's filter names the column (`where: { id, status: "pending" }`), an earlier
+  condition reads it from a stored record (`if (order.status === PAID) return`), an earlier
+  compare-and-set update filters on it, or an earlier `if (existing) return` leaves when the
+  record is already stored (what follows creates it). Branches that map one event's snapshot
+  (`if (account.payouts_enabled) ... else ...`) are one event, not a transition.
+- A record that mirrors the provider's state is left to the snapshot writes: when some write
+  copies the provider's value into the same column (`paymentStatus: map(session.payment_status)`)
+  or copies state into the record on an out-of-order event, the literal shortcuts of other
+  events (`status: "past_due"` on `invoice.payment_failed`) are not reported. The copy is
+  where order matters, its remedy (a version column) covers the record, and the object's next
+  `*.updated` re-syncs it.
 - When the written data is an object built in a variable above the write, the finding sits at
   that object.
 - A dropped advance notice (`customer.subscription.trial_will_end`, `invoice.upcoming`) is not
@@ -120,6 +143,26 @@ static STATE_KEY: LazyLock<Regex> = LazyLock::new(|| {
 static WRAPPER_NAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)^(create_?or_?update|update|upsert|save|sync|patch|apply|store|persist|set)_?[a-z0-9_]*(subscription|plan|tier|status|membership|billing|payment|entitlement)").unwrap()
 });
+/// A column a transition moves: a status, or a flag mirroring the provider's dunning status
+/// (`isPastDue`).
+static TRANSITION_KEY: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)^(status|state|past_?due|unpaid|delinquent)$").unwrap());
+/// A state nothing legitimately follows: a late write of it loses nothing newer.
+static TERMINAL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(refunded|cancell?ed|deleted|expired|revoked|ended|closed|archived|voided?|terminated|removed)$")
+        .unwrap()
+});
+/// An event that ends its object: the state it writes is final.
+static ENDING_EVENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(^|[._/])(deleted?|cancell?ed|cancellation|expired?|expiration|refunded|revoked|ended|closed|voided)$",
+    )
+    .unwrap()
+});
+/// What a branch on the delivered event compares: its type, or the status it carries.
+static STATUS_OR_TYPE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)^(status|state|type|event)$").unwrap());
+/// An event type as sent: words joined by `.`, `_`, `/` or `:`, no spaces.
+static EVENT_TYPE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[A-Za-z]\w*([./:]\w+|_[A-Za-z]\w*)+$").unwrap());
 static TIME_WORD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)created|updated_?at|occurred_?at|event_?(time|at|created)|version|sequence|last_?event|timestamp")
         .unwrap()
@@ -133,6 +176,11 @@ static SQL_STATE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Whether a key names state: the key or one of its trailing word runs matches `STATE_KEY`.
 fn is_state_key(key: &str) -> bool {
+    key_matches(key, &STATE_KEY)
+}
+
+/// Whether the key or one of its trailing word runs (camel or snake case) matches `pattern`.
+fn key_matches(key: &str, pattern: &Regex) -> bool {
     let mut words: Vec<String> = Vec::new();
     let mut cur = String::new();
     for c in key.chars() {
@@ -150,7 +198,7 @@ fn is_state_key(key: &str) -> bool {
     if !cur.is_empty() {
         words.push(cur);
     }
-    (0..words.len()).any(|k| STATE_KEY.is_match(&words[k..].join("_")))
+    (0..words.len()).any(|k| pattern.is_match(&words[k..].join("_")))
 }
 
 /// The event name a switch-case value or a compared string gives: the string, or a constant's
@@ -181,6 +229,7 @@ fn names_notice(value: Node, src: &str) -> bool {
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
         state_writes(cx, model, out);
+        transitions(cx, model, out);
         dropped(cx, model, out);
     }
 }
@@ -336,18 +385,29 @@ fn refetches(call: Node, src: &str) -> bool {
             && (last.starts_with("getsubscription") || last.starts_with("fetchsubscription")))
 }
 
-/// Whether a time/version check or a re-fetch precedes `node` on its own path through `func`:
-/// the node itself, the condition of an enclosing `if`, or an earlier statement of an
-/// enclosing block (never another `case` of the switch, or the other branch of an `if`).
-fn checked_before(node: Node, func: Node, src: &str) -> bool {
-    if TIME_FILTER.is_match(text(node, src)) {
+/// What must precede a write on its own path for it to be safe: `at_write` holds for the write
+/// itself (its filter), `check` for an enclosing condition or an earlier statement. Both are
+/// given the node and its file's text, since a path can run through callers in other files.
+struct PathTest<'f> {
+    at_write: &'f dyn Fn(Node, &str) -> bool,
+    check: &'f dyn Fn(Node, &str) -> bool,
+}
+
+/// A time/version comparison or a provider re-fetch.
+const ORDERED: PathTest<'static> = PathTest { at_write: &|n, src| TIME_FILTER.is_match(text(n, src)), check: &ordered };
+
+/// Whether `test` holds before `node` on its own path through `func`: the node itself, the
+/// condition of an enclosing `if`, or an earlier statement of an enclosing block (never another
+/// `case` of the switch, or the other branch of an `if`).
+fn checked_before(node: Node, func: Node, src: &str, test: &PathTest) -> bool {
+    if (test.at_write)(node, src) {
         return true;
     }
     let mut cur = node;
     while let Some(parent) = cur.parent() {
         match parent.kind() {
             "if_statement" => {
-                if parent.child_by_field_name("condition").is_some_and(|c| c != cur && ordered(c, src)) {
+                if parent.child_by_field_name("condition").is_some_and(|c| c != cur && (test.check)(c, src)) {
                     return true;
                 }
             }
@@ -355,7 +415,7 @@ fn checked_before(node: Node, func: Node, src: &str) -> bool {
                 let mut sib = cur.prev_named_sibling();
                 while let Some(s) = sib {
                     if (parent.kind() != "switch_case" || Some(s) != parent.child_by_field_name("value"))
-                        && ordered_statement(s, src)
+                        && checked_statement(s, src, test)
                     {
                         return true;
                     }
@@ -372,25 +432,27 @@ fn checked_before(node: Node, func: Node, src: &str) -> bool {
     false
 }
 
-/// Whether an earlier statement checks or re-fetches on every path through it: a branch or a
-/// loop body may not run (`if (event.type === "checkout...") { retrieve(...) }`), so only its
-/// condition counts; a nested function runs only when called.
-fn ordered_statement(stmt: Node, src: &str) -> bool {
+/// Whether an earlier statement checks on every path through it: a branch or a loop body may
+/// not run (`if (event.type === "checkout...") { retrieve(...) }`), so only its condition
+/// counts; a nested function runs only when called.
+fn checked_statement(stmt: Node, src: &str, test: &PathTest) -> bool {
     match stmt.kind() {
-        "if_statement" | "while_statement" => stmt.child_by_field_name("condition").is_some_and(|c| ordered(c, src)),
-        "switch_statement" => stmt.child_by_field_name("value").is_some_and(|c| ordered(c, src)),
+        "if_statement" | "while_statement" => {
+            stmt.child_by_field_name("condition").is_some_and(|c| (test.check)(c, src))
+        }
+        "switch_statement" => stmt.child_by_field_name("value").is_some_and(|c| (test.check)(c, src)),
         "for_statement" | "for_in_statement" | "do_statement" | "function_declaration" | "class_declaration" => false,
-        "try_statement" => stmt.child_by_field_name("body").is_some_and(|b| ordered(b, src)),
-        _ => ordered(stmt, src),
+        "try_statement" => stmt.child_by_field_name("body").is_some_and(|b| (test.check)(b, src)),
+        _ => (test.check)(stmt, src),
     }
 }
 
-/// Whether every path to `node` in scope `i` passes a check or a re-fetch: in the scope itself,
-/// or (for a function the handler calls) at every call site that reaches it.
-fn path_checked(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth: usize) -> bool {
+/// Whether every path to `node` in scope `i` passes `test`: in the scope itself, or (for a
+/// function the handler calls) at every call site that reaches it.
+fn path_checked(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth: usize, test: &PathTest) -> bool {
     let scope = &model.scopes[i];
     let Some(func) = scope.node() else { return false };
-    if checked_before(node, func, &scope.file().text) {
+    if checked_before(node, func, &scope.file().text, test) {
         return true;
     }
     if i == 0 || depth > 4 {
@@ -408,7 +470,7 @@ fn path_checked(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth:
                 continue;
             }
             sites += 1;
-            if !path_checked(cx, model, j, call, depth + 1) {
+            if !path_checked(cx, model, j, call, depth + 1, test) {
                 return false;
             }
         }
@@ -723,7 +785,7 @@ fn state_writes(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
         if wrapped.iter().any(|(p, s)| *p == scope.file().path && *s == scope.function.span) {
             continue;
         }
-        if path_checked(cx, model, i, call, 0) {
+        if path_checked(cx, model, i, call, 0, &ORDERED) {
             continue;
         }
         let what = if through_wrapper { "writes (through this project function) state" } else { "writes state" };
@@ -737,6 +799,523 @@ fn state_writes(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             "compare the event's time/version with the stored one in the write's filter, or re-fetch the object from the provider before writing",
         ));
     }
+}
+
+/// A status the event type picks (`status: "funded"` on `charge.success`), written over a status
+/// another event's branch writes (`"refunded"` on `refund.processed`), with no look at the stored
+/// one: a late or retried delivery of the earlier event undoes the later transition. A state
+/// nothing legitimately follows (`refunded`, `cancelled`) is not reported: writing it late loses
+/// nothing newer.
+fn transitions(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let writes = column_writes(model);
+    if writes.iter().all(|w| w.value.is_none()) {
+        return;
+    }
+    let branches = EventBranches::of(model, regions(cx, model, names_event, false));
+    let endings = EventBranches::of(model, regions(cx, model, names_ending_event, false));
+    let mirrored_columns = mirrored_columns(model);
+    let mirrored_records = snapshot_records(cx, model);
+    let mut reported: Vec<(usize, usize)> = Vec::new();
+    for w in &writes {
+        let Some(value) = &w.value else { continue };
+        if TERMINAL.is_match(value) || reported.contains(&(w.scope, w.call.start_byte())) {
+            continue;
+        }
+        // The write an ending event (`*.deleted`, `charge.refunded`) makes is the object's
+        // final state, whatever its word: nothing legitimately follows it.
+        if !endings.around(model, w).is_empty() {
+            continue;
+        }
+        // A record that copies the provider's state (this column anywhere, or any state on an
+        // out-of-order event) mirrors the provider's object: the copy is where the order
+        // matters (the snapshot half of the rule, whose remedy covers the record), and the
+        // object's next `*.updated` re-syncs what a late literal wrote.
+        let same_table = |table: &Option<String>| table.is_none() || w.table.is_none() || *table == w.table;
+        if mirrored_columns.iter().any(|(table, column)| *column == w.column && same_table(table))
+            || mirrored_records.iter().any(|table| w.table.as_ref() == Some(table))
+        {
+            continue;
+        }
+        // The value must be picked by which event arrived (its type, or the status it carries),
+        // and another event's branch must write something else.
+        let mine = branches.around(model, w);
+        if mine.is_empty() {
+            continue;
+        }
+        let Some(other) = writes.iter().find(|o| {
+            o.column == w.column
+                && o.value.as_ref() != Some(value)
+                && same_table(&o.table)
+                && on_other_path(model, w, o)
+                && {
+                    let theirs = branches.around(model, o);
+                    mine.iter().any(|b| !theirs.contains(b)) && theirs.iter().any(|b| !mine.contains(b))
+                }
+        }) else {
+            continue;
+        };
+        let column = w.column.clone();
+        let stored = PathTest {
+            at_write: &|n, src| filters_on_column(n, src, &column),
+            check: &|n, src| {
+                reads_stored_column(n, src, &column)
+                    || leaves_when_stored(n, src)
+                    || ast::calls_in(n, false).into_iter().any(|c| filters_on_column(c, src, &column))
+            },
+        };
+        if path_checked(cx, model, w.scope, w.call, 0, &ORDERED) || path_checked(cx, model, w.scope, w.call, 0, &stored)
+        {
+            continue;
+        }
+        reported.push((w.scope, w.call.start_byte()));
+        let scope = &model.scopes[w.scope];
+        let theirs = other.value.as_deref().map(|v| format!("`{v}`")).unwrap_or_else(|| "another value".to_string());
+        out.push(diag(
+            model,
+            scope,
+            w.call,
+            format!(
+                "`{}` is set to `{value}` for this event without looking at the stored one, while another event's branch sets it to {theirs}: deliveries are not ordered, so a late or retried earlier event undoes the newer transition",
+                w.key
+            ),
+            "make the write conditional on the stored state (`where: { id, status: <expected> }`), or compare the event's time with the stored one",
+        ));
+    }
+}
+
+/// The branches (switch cases, `if`s on the event, the functions they call) that a set of
+/// event names selects, as (file, start byte, end byte).
+struct EventBranches(Vec<(std::path::PathBuf, usize, usize)>);
+
+impl EventBranches {
+    fn of(model: &HandlerModel, regions: Vec<(usize, Vec<Node>)>) -> Self {
+        let mut out = Vec::new();
+        for (j, nodes) in regions {
+            for n in nodes {
+                let range = (model.scopes[j].file().path.clone(), n.start_byte(), n.end_byte());
+                if !out.contains(&range) {
+                    out.push(range);
+                }
+            }
+        }
+        EventBranches(out)
+    }
+
+    /// The branches a write sits in.
+    fn around(&self, model: &HandlerModel, w: &ColumnWrite) -> Vec<&(std::path::PathBuf, usize, usize)> {
+        let path = &model.scopes[w.scope].file().path;
+        self.0
+            .iter()
+            .filter(|(p, start, end)| p == path && *start <= w.pair.start_byte() && w.pair.end_byte() <= *end)
+            .collect()
+    }
+}
+
+/// An event that ends its object (`customer.subscription.deleted`, `charge.refunded`,
+/// RevenueCat's `EXPIRATION`).
+fn names_ending_event(value: Node, src: &str) -> bool {
+    event_name(value, src).is_some_and(|n| ENDING_EVENT.is_match(&n))
+}
+
+/// The tables the snapshot half covers: written with state copied from the event on an
+/// out-of-order event (`status: sub.status` on `customer.subscription.updated`).
+fn snapshot_records(cx: &Context, model: &HandlerModel) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, nodes) in regions(cx, model, names_out_of_order, true) {
+        let src = &model.scopes[i].file().text;
+        for node in nodes {
+            for call in ast::calls_in(node, false) {
+                if state_write(call, src).is_some()
+                    && state_written(call, src).is_some()
+                    && !guards::is_marker_insert(call, src)
+                    && let Some(table) = written_table(outermost_link(call), src)
+                    && !out.contains(&table)
+                {
+                    out.push(table);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// An event type as sent (`charge.success`, `payment_intent.payment_failed`, `orders/paid`,
+/// `EVENTS.ACCOUNT_UPDATED`, a RevenueCat type), or a provider status compared the same way
+/// (`sub.status === "past_due"`): a branch the delivered event picks.
+fn names_event(value: Node, src: &str) -> bool {
+    event_name(value, src).is_some_and(|n| EVENT_TYPE.is_match(&n) || STORE_EVENT.is_match(&n))
+        || compared_with_status(value, src)
+}
+
+/// Whether a string is compared with a status or type the event carries (`sub.status ===
+/// "active"`). An object the handler read itself (`const payment = await getPayment(id)`, a
+/// re-fetch or a stored record) is not what the delivered event says.
+fn compared_with_status(value: Node, src: &str) -> bool {
+    let Some(cmp) = value.parent().filter(|p| p.kind() == "binary_expression") else { return false };
+    if !cmp.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "===" | "==")) {
+        return false;
+    }
+    let other = if cmp.child_by_field_name("left") == Some(value) { "right" } else { "left" };
+    cmp.child_by_field_name(other).map(ast::unwrap_expr).is_some_and(|o| {
+        o.kind() == "member_expression"
+            && o.child_by_field_name("property").is_some_and(|p| key_matches(text(p, src), &STATUS_OR_TYPE))
+            && !read_by_handler(o, src)
+    })
+}
+
+/// Whether a member's root variable holds what the handler read (an awaited or called
+/// function's result), rather than the delivered event or a part of it.
+fn read_by_handler(member: Node, src: &str) -> bool {
+    let Some(root) = ast::member_path(member, src).into_iter().next() else { return false };
+    if root.ends_with("()") {
+        return true;
+    }
+    enclosing_functions(member)
+        .into_iter()
+        .find_map(|f| binding_init(f, &root, src, member.start_byte()))
+        .is_some_and(|init| ast::unwrap_expr(init).kind() == "call_expression")
+}
+
+/// One state column an update writes.
+struct ColumnWrite<'t> {
+    scope: usize,
+    /// The whole write (the outermost call of a query chain).
+    call: Node<'t>,
+    /// The `key: value` pair (or shorthand) that writes the column.
+    pair: Node<'t>,
+    table: Option<String>,
+    /// The key as written, and compared loosely (`name_key`).
+    key: String,
+    column: String,
+    /// The value, when the handler picks it (a literal, an enum member, a `const` bound to one).
+    value: Option<String>,
+}
+
+/// Every write of a transition column (`TRANSITION_KEY`) by an update in the handler's scopes.
+fn column_writes<'t>(model: &'t HandlerModel) -> Vec<ColumnWrite<'t>> {
+    let mut out: Vec<ColumnWrite> = Vec::new();
+    let mut seen: Vec<(std::path::PathBuf, usize)> = Vec::new();
+    for (i, scope) in model.scopes.iter().enumerate() {
+        let Some(func) = scope.node() else { continue };
+        let src = &scope.file().text;
+        for call in ast::calls_in(func, false) {
+            if state_write(call, src).is_none() || guards::is_marker_insert(call, src) {
+                continue;
+            }
+            let whole = outermost_link(call);
+            let table = written_table(whole, src);
+            for (pair, key, value) in assigned_pairs(whole, src) {
+                if !key_matches(&key, &TRANSITION_KEY) {
+                    continue;
+                }
+                let at = (scope.file().path.clone(), pair.start_byte());
+                if seen.contains(&at) {
+                    continue;
+                }
+                seen.push(at);
+                out.push(ColumnWrite {
+                    scope: i,
+                    call: whole,
+                    pair,
+                    table: table.clone(),
+                    column: name_key(&key),
+                    value: chosen_literal(value, &enclosing_functions(pair), pair.start_byte(), src, 0),
+                    key,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A call that writes a record: a database insert/update/upsert, or a project function named
+/// for one (`createMeeting({ ... })`, `saveOrder(...)`).
+static RECORD_WRITE_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(create|insert|add|save|update|upsert|set|sync|record|store|persist)([A-Z_]|$)").unwrap()
+});
+
+/// The transition columns (table, loose name) some write copies from a provider's object
+/// (`status: sub.status`, `stripePaymentStatus: mapStatus(session.payment_status)`, `{ status }`).
+fn mirrored_columns(model: &HandlerModel) -> Vec<(Option<String>, String)> {
+    let mut out = Vec::new();
+    for scope in &model.scopes {
+        let Some(func) = scope.node() else { continue };
+        let src = &scope.file().text;
+        for call in ast::calls_in(func, false) {
+            let db_write = effects::classify(call, src, false)
+                .is_some_and(|e| matches!(e.kind, EffectKind::DbInsert | EffectKind::DbUpdate | EffectKind::DbUpsert));
+            let named_write = ast::callee_name(call, src).is_some_and(|n| RECORD_WRITE_NAME.is_match(&n));
+            if !db_write && !named_write && state_write(call, src).is_none() {
+                continue;
+            }
+            let whole = outermost_link(call);
+            for (pair, key, value) in assigned_pairs(whole, src) {
+                if key_matches(&key, &TRANSITION_KEY)
+                    && chosen_literal(value, &enclosing_functions(pair), pair.start_byte(), src, 0).is_none()
+                    && copies_state(value, src)
+                {
+                    out.push((written_table(whole, src), name_key(&key)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether a value reads someone's state: a member or a variable named for it (`sub.status`,
+/// `mapStatus(session.payment_status)`, a shorthand `status`).
+fn copies_state(value: Node, src: &str) -> bool {
+    let mut found = false;
+    ast::walk(value, &mut |n| {
+        if found || ast::is_function(n) {
+            return false;
+        }
+        found = match n.kind() {
+            "member_expression" => n.child_by_field_name("property").is_some_and(|p| is_state_key(text(p, src))),
+            "identifier" | "shorthand_property_identifier" => is_state_key(text(n, src)),
+            _ => false,
+        };
+        true
+    });
+    found
+}
+
+/// The outermost call of a query chain (`db.update(t).set(v).where(c)` for any of its links).
+fn outermost_link(call: Node) -> Node {
+    let mut cur = call;
+    while let Some(member) = cur.parent().filter(|p| p.kind() == "member_expression")
+        && let Some(outer) = member.parent().filter(|p| p.kind() == "call_expression")
+    {
+        cur = outer;
+    }
+    cur
+}
+
+/// The calls of a query chain, outermost first.
+fn chain_links(call: Node) -> Vec<Node> {
+    let mut out = Vec::new();
+    let mut cur = Some(call);
+    while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
+        out.push(c);
+        cur = c
+            .child_by_field_name("function")
+            .filter(|f| f.kind() == "member_expression")
+            .and_then(|f| f.child_by_field_name("object"))
+            .map(ast::unwrap_expr);
+    }
+    out
+}
+
+/// The table an update writes: the argument of `from(t)` / `into(t)` in the chain, else of
+/// `update(t)` (Drizzle; supabase's `update(data)` follows a `from`), else the model of a
+/// delegate (`tx.order.update`).
+fn written_table(call: Node, src: &str) -> Option<String> {
+    let links = chain_links(call);
+    let argument_of = |names: &[&str]| {
+        links.iter().find_map(|link| {
+            let name = ast::callee_name(*link, src)?;
+            if !names.contains(&name.as_str()) {
+                return None;
+            }
+            let arg = ast::arguments(*link).first().copied().filter(|a| a.kind() != "object")?;
+            let table = ast::string_value(arg, src)
+                .or_else(|| ast::member_path(arg, src).pop())
+                .unwrap_or_else(|| text(arg, src).to_string());
+            Some(table_key(&table))
+        })
+    };
+    argument_of(&["from", "into", "table", "insertInto", "updateTable"])
+        .or_else(|| argument_of(&["update"]))
+        .or_else(|| links.iter().find_map(|l| table_named(*l, src)))
+}
+
+/// The `key: value` pairs an update writes: its object arguments (or an object bound to a
+/// variable it takes), outside the filter, the selection and nested functions.
+fn assigned_pairs<'t>(call: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Node<'t>)> {
+    const NOT_WRITTEN: &[&str] = &["where", "select", "include", "orderBy", "returning", "filter"];
+    let mut out = Vec::new();
+    for link in chain_links(call) {
+        if matches!(ast::callee_name(link, src).as_deref(), Some("where" | "eq" | "match" | "filter")) {
+            continue;
+        }
+        for arg in ast::arguments(link) {
+            let arg = ast::unwrap_expr(arg);
+            let object = match arg.kind() {
+                "object" => arg,
+                "identifier" => match enclosing_functions(link)
+                    .iter()
+                    .find_map(|f| ast::find_binding_init(*f, text(arg, src), src, link.start_byte()))
+                    .map(ast::unwrap_expr)
+                {
+                    Some(init) if init.kind() == "object" => init,
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            ast::walk(object, &mut |n| {
+                if ast::is_function(n) {
+                    return false;
+                }
+                match n.kind() {
+                    "pair" => {
+                        let (Some(k), Some(v)) = (n.child_by_field_name("key"), n.child_by_field_name("value")) else {
+                            return true;
+                        };
+                        let key = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
+                        if NOT_WRITTEN.contains(&key.as_str()) {
+                            return false;
+                        }
+                        out.push((n, key, v));
+                    }
+                    "shorthand_property_identifier" => out.push((n, text(n, src).to_string(), n)),
+                    _ => {}
+                }
+                true
+            });
+        }
+    }
+    out
+}
+
+/// The value the handler picks for a column, as text: a literal, an enum member's name
+/// (`OrderStatus.FAILED` is `FAILED`), or what a `const` is bound to. `None` for anything else
+/// (the event's own value, a computation).
+fn chosen_literal(value: Node, scopes: &[Node], before: usize, src: &str, depth: usize) -> Option<String> {
+    let v = ast::unwrap_expr(value);
+    match v.kind() {
+        "string" | "template_string" => ast::string_value(v, src),
+        "true" | "false" | "number" | "null" => Some(text(v, src).to_string()),
+        "member_expression" if is_named_constant(v, src) => ast::member_path(v, src).pop(),
+        "identifier" | "shorthand_property_identifier" if depth == 0 => scopes
+            .iter()
+            .find_map(|f| ast::find_binding_init(*f, text(v, src), src, before))
+            .and_then(|init| chosen_literal(init, scopes, before, src, 1)),
+        _ => None,
+    }
+}
+
+/// Whether two writes of a column sit on different paths: in different functions, or each in
+/// its own branch below the point where their paths part (`if`/`else`, `case`s, two `if`s in a
+/// row). Two writes one after the other on the same path are steps of one event, not a
+/// transition another event undoes.
+fn on_other_path(model: &HandlerModel, a: &ColumnWrite, b: &ColumnWrite) -> bool {
+    if a.pair == b.pair {
+        return false;
+    }
+    if model.scopes[a.scope].file().path != model.scopes[b.scope].file().path {
+        return true;
+    }
+    let above_a: Vec<usize> = ast::ancestors(a.pair).map(|n| n.id()).collect();
+    let Some(meet) = ast::ancestors(b.pair).find(|n| above_a.contains(&n.id())) else { return true };
+    conditional_below(a.pair, meet) && conditional_below(b.pair, meet)
+}
+
+/// Whether `node` runs only on some paths through `top`: it sits in a branch, a `case`, or a
+/// function of its own (not a callback handed to a call, which runs in place).
+fn conditional_below(node: Node, top: Node) -> bool {
+    let mut cur = node;
+    while let Some(parent) = cur.parent() {
+        let branch = match parent.kind() {
+            "if_statement" | "ternary_expression" => parent.child_by_field_name("condition") != Some(cur),
+            "else_clause" => true,
+            "switch_case" | "switch_default" => parent.child_by_field_name("value") != Some(cur),
+            _ => ast::is_function(parent) && parent.parent().is_none_or(|p| p.kind() != "arguments"),
+        };
+        if branch {
+            return true;
+        }
+        if parent == top {
+            return false;
+        }
+        cur = parent;
+    }
+    false
+}
+
+/// Whether an update's filter names the column: a conditional transition
+/// (`where: { id, status: "pending" }`, `.where(and(eq(t.id, id), eq(t.status, "pending")))`).
+fn filters_on_column(call: Node, src: &str, column: &str) -> bool {
+    if call.kind() != "call_expression" {
+        return false;
+    }
+    let mut filters: Vec<Node> = Vec::new();
+    for link in chain_links(outermost_link(call)) {
+        if matches!(ast::callee_name(link, src).as_deref(), Some("where" | "eq" | "match" | "filter")) {
+            filters.extend(ast::arguments(link));
+        }
+        for arg in ast::arguments(link) {
+            if ast::unwrap_expr(arg).kind() == "object"
+                && let Some(filter) = ast::object_property(ast::unwrap_expr(arg), "where", src)
+            {
+                filters.push(filter);
+            }
+        }
+    }
+    filters.into_iter().any(|f| {
+        columns_named(f, src).iter().any(|c| c == column)
+            || ast::descendants_of_kind(f, "member_expression")
+                .iter()
+                .any(|m| m.child_by_field_name("property").is_some_and(|p| name_key(text(p, src)) == column))
+    })
+}
+
+/// Whether `cond` is the condition of an `if` that leaves when a stored record exists
+/// (`const [existing] = await db.select()...; if (existing) return existing;`): what follows
+/// runs only for a record not yet stored, so it creates the record and overwrites nothing.
+fn leaves_when_stored(cond: Node, src: &str) -> bool {
+    let Some(stmt) = cond.parent().filter(|p| p.kind() == "if_statement") else { return false };
+    if stmt.child_by_field_name("condition") != Some(cond) || stmt.child_by_field_name("alternative").is_some() {
+        return false;
+    }
+    let exits = stmt.child_by_field_name("consequence").is_some_and(|c| {
+        let only = if c.kind() == "statement_block" {
+            let statements: Vec<Node> = ast::named_children(c).into_iter().filter(|s| s.kind() != "comment").collect();
+            (statements.len() == 1).then(|| statements[0])
+        } else {
+            Some(c)
+        };
+        only.is_some_and(|s| matches!(s.kind(), "return_statement" | "throw_statement"))
+    });
+    let tested = ast::unwrap_expr(cond);
+    exits
+        && tested.kind() == "identifier"
+        && enclosing_functions(tested)
+            .into_iter()
+            .find_map(|f| binding_init(f, text(tested, src), src, tested.start_byte()))
+            .map(ast::unwrap_expr)
+            .is_some_and(|init| {
+                init.kind() == "call_expression"
+                    && ast::callee_name(init, src).is_some_and(|name| STORED_READ.is_match(&name))
+            })
+}
+
+/// A call that reads a stored record: a query (`findFirst`, `select ... limit(1)`) or a project
+/// helper named for reading one (`getOrder(id)`).
+static STORED_READ: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(get|find|fetch|load|read|select|query|retrieve|lookup)|^(first|single|maybe_?single|limit|execute|one)$").unwrap()
+});
+
+/// Whether `node` reads the column from a stored record (`order.status === OrderStatus.PAID`,
+/// `existingWorkspace.isPastDue`): a member of a variable bound to a record read, not to the
+/// event.
+fn reads_stored_column(node: Node, src: &str, column: &str) -> bool {
+    ast::descendants_of_kind(node, "member_expression").into_iter().any(|m| {
+        let names_column = m.child_by_field_name("property").is_some_and(|p| name_key(text(p, src)) == column);
+        if !names_column {
+            return false;
+        }
+        let Some(root) = ast::member_path(m, src).into_iter().next().filter(|r| !r.ends_with("()")) else {
+            return false;
+        };
+        let init = enclosing_functions(m)
+            .into_iter()
+            .find_map(|f| binding_init(f, &root, src, m.start_byte()))
+            .map(ast::unwrap_expr);
+        init.is_some_and(|init| {
+            init.kind() == "call_expression"
+                && ast::callee_name(init, src).is_some_and(|name| STORED_READ.is_match(&name))
+        })
+    })
 }
 
 fn diag(model: &HandlerModel, scope: &Scope, node: Node, msg: String, help: &str) -> Diagnostic {
