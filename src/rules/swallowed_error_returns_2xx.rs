@@ -835,16 +835,13 @@ fn keeps_fallback(func: Node, clause: Node, try_stmt: Node, src: &str) -> Option
 /// (failing the delivery would redo it on the retry).
 fn caller_context(c: &Cx, i: usize, throws: bool) -> Option<String> {
     let name = c.model.scopes[i].chain.last()?;
-    let mut sites = Vec::new();
-    for s in &c.model.scopes[..i] {
-        let Some(f) = s.node() else { continue };
-        let src = s.file().text.as_str();
-        for call in ast::calls_in(f, false) {
-            if ast::callee_name(call, src).is_some_and(|n| n == *name) {
-                sites.push((s, f, call));
-            }
-        }
-    }
+    let sites: Vec<_> = callers_of(c, i)
+        .into_iter()
+        .filter_map(|(k, call)| {
+            let s = &c.model.scopes[k];
+            s.node().map(|f| (s, f, call))
+        })
+        .collect();
     if sites.is_empty() {
         return None;
     }
@@ -1401,42 +1398,29 @@ fn failure_dropped<'a>(c: &Cx<'a>, i: usize, in_callee_body: bool, returns: &[No
     if !returns.iter().all(|r| returns_failure_outcome(*r, src)) {
         return None;
     }
-    let name = c.model.scopes[i].chain.last()?.rsplit('.').next()?;
-    let model: &'a HandlerModel = c.model;
-    let sites: Vec<(usize, Node<'a>, bool)> = model.scopes[..i]
-        .iter()
-        .enumerate()
-        .flat_map(|(k, s)| {
-            let src = &s.file().text;
-            s.node()
-                .map(|f| ast::calls_in(f, false))
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|call| ast::callee_name(*call, src).is_some_and(|n| n == *name))
-                .map(move |call| {
-                    let outer = call.parent().filter(|p| p.kind() == "await_expression").unwrap_or(call);
-                    let statement = outer.parent().filter(|p| p.kind() == "expression_statement");
-                    // A call the caller lets fail on purpose (inside a `try` whose catch only logs,
-                    // or under a best-effort comment) loses nothing the caller wanted; one inside a
-                    // `try` whose catch fails the delivery is exactly where the failure is lost.
-                    let let_go = statement.is_some_and(|stmt| {
-                        let tolerated = ast::ancestors(stmt)
-                            .take_while(|a| !ast::is_function(*a))
-                            .filter(|a| a.kind() == "try_statement")
-                            .filter_map(|t| {
-                                t.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
-                            })
-                            .next()
-                            .is_some_and(|catch| {
-                                ast::descendants_of_kind(catch, "throw_statement").is_empty()
-                                    && !records_failure(catch, src)
-                            });
-                        tolerated
-                            || comment_block_above(src, src[..stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1))
-                                .is_some_and(|c| marked(&c))
+    let sites: Vec<(usize, Node<'a>, bool)> = callers_of(c, i)
+        .into_iter()
+        .map(|(k, call)| {
+            let src = &c.model.scopes[k].file().text;
+            let outer = call.parent().filter(|p| p.kind() == "await_expression").unwrap_or(call);
+            let statement = outer.parent().filter(|p| p.kind() == "expression_statement");
+            // A call the caller lets fail on purpose (inside a `try` whose catch only logs,
+            // or under a best-effort comment) loses nothing the caller wanted; one inside a
+            // `try` whose catch fails the delivery is exactly where the failure is lost.
+            let let_go = statement.is_some_and(|stmt| {
+                let tolerated = ast::ancestors(stmt)
+                    .take_while(|a| !ast::is_function(*a))
+                    .filter(|a| a.kind() == "try_statement")
+                    .filter_map(|t| t.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body")))
+                    .next()
+                    .is_some_and(|catch| {
+                        ast::descendants_of_kind(catch, "throw_statement").is_empty() && !records_failure(catch, src)
                     });
-                    (k, call, statement.is_some() && !let_go)
-                })
+                tolerated
+                    || comment_block_above(src, src[..stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1))
+                        .is_some_and(|c| marked(&c))
+            });
+            (k, call, statement.is_some() && !let_go)
         })
         .collect();
     if sites.is_empty() || !sites.iter().all(|(_, _, dropped)| *dropped) {
@@ -1457,38 +1441,49 @@ fn answered_as_returned(c: &Cx, i: usize, in_callee_body: bool, returns: &[Node]
         return false;
     }
     let src = &c.model.scopes[i].file().text;
-    let Some(name) = c.model.scopes[i].chain.last().and_then(|n| n.rsplit('.').next()) else { return false };
     if !returns.iter().all(|r| returns_failure_outcome(*r, src)) {
         return false;
     }
-    let handler = &c.model.scopes[0];
-    let Some(func) = handler.node() else { return false };
-    let handler_src = &handler.file().text;
-    let sites: Vec<Node> = ast::calls_in(func, false)
-        .into_iter()
-        .filter(|call| ast::callee_name(*call, handler_src).is_some_and(|n| n == name))
-        .collect();
+    let Some(func) = c.model.scopes[0].node() else { return false };
+    let sites = callers_of(c, i);
     !sites.is_empty()
-        && sites.iter().all(|call| {
+        && sites.iter().all(|(k, call)| {
             let outer = call.parent().filter(|p| p.kind() == "await_expression").unwrap_or(*call);
-            outer.parent().is_some_and(|p| p.kind() == "return_statement")
+            *k == 0
+                && outer.parent().is_some_and(|p| p.kind() == "return_statement")
                 && ast::enclosing_function(*call) == Some(func)
         })
 }
 
-fn called_without_await(c: &Cx, i: usize) -> bool {
-    let Some(name) = c.model.scopes.get(i).and_then(|s| s.chain.last()).and_then(|n| n.rsplit('.').next()) else {
-        return false;
+/// The calls of scope `i`'s function in the scopes before it, with the index of the calling
+/// scope. A method is called by its own name (`this.billing.activate(...)`), while the scope
+/// chain names it with its class (`BillingService.activate`).
+fn callers_of<'a>(c: &Cx<'a>, i: usize) -> Vec<(usize, Node<'a>)> {
+    let model: &'a HandlerModel = c.model;
+    let Some(name) = model.scopes.get(i).and_then(|s| s.chain.last()).and_then(|n| n.rsplit('.').next()) else {
+        return Vec::new();
     };
-    c.model.scopes[..i].iter().any(|s| {
-        let Some(f) = s.node() else { return false };
-        let src = &s.file().text;
-        ast::calls_in(f, false).into_iter().any(|call| {
-            ast::callee_name(call, src).is_some_and(|n| n == *name)
-                && call.parent().is_some_and(|p| {
-                    p.kind() == "expression_statement"
-                        || p.kind() == "unary_expression" && p.child(0).is_some_and(|o| text(o, src) == "void")
-                })
+    model.scopes[..i.min(model.scopes.len())]
+        .iter()
+        .enumerate()
+        .flat_map(|(k, s)| {
+            let src = &s.file().text;
+            s.node()
+                .map(|f| ast::calls_in(f, false))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(move |call| ast::callee_name(*call, src).is_some_and(|n| n == name))
+                .map(move |call| (k, call))
+        })
+        .collect()
+}
+
+fn called_without_await(c: &Cx, i: usize) -> bool {
+    callers_of(c, i).into_iter().any(|(k, call)| {
+        let src = &c.model.scopes[k].file().text;
+        call.parent().is_some_and(|p| {
+            p.kind() == "expression_statement"
+                || p.kind() == "unary_expression" && p.child(0).is_some_and(|o| text(o, src) == "void")
         })
     })
 }

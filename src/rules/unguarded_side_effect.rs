@@ -163,6 +163,13 @@ fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>
                 let callee = def.as_ref().and_then(|d| {
                     scopes.iter().position(|s| s.function.span == d.span && Arc::ptr_eq(&s.function.file, &d.file))
                 });
+                let effect = effects::classify(call, &file.text, def.is_some())
+                    .filter(|e| non_idempotent(e, &file.text, &file.path));
+                // Only calls that matter are judged for where they run: the checks climb and
+                // look up bindings.
+                if effect.is_none() && callee.is_none() {
+                    continue;
+                }
                 if in_failure_path(call, func, &file.text)
                     || fire_and_forget(call)
                     || runs_only_on_transition(call, func, &file.text)
@@ -172,11 +179,7 @@ fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>
                     excused_callees.extend(callee);
                     continue;
                 }
-                let effect = effects::classify(call, &file.text, def.is_some())
-                    .filter(|e| non_idempotent(e, &file.text, &file.path));
-                if effect.is_some() || callee.is_some() {
-                    here.push(Direct { call, effect, callee });
-                }
+                here.push(Direct { call, effect, callee });
             }
         }
         direct.push(here);
@@ -498,12 +501,8 @@ fn runs_only_on_transition(call: Node, func: Node, src: &str) -> bool {
 /// first delivery created and stops; the race two concurrent deliveries leave open is
 /// `check-then-insert-race`'s.
 fn runs_only_when_missing(call: Node, func: Node, src: &str) -> bool {
-    let loaded_by_read = |id: Node, before: usize| {
-        id.kind() == "identifier"
-            && ast::find_binding_init(func, text(id, src), src, before).map(ast::unwrap_expr).is_some_and(|read| {
-                read.kind() == "call_expression" && crate::model::best_effort::is_read_call(read, src)
-            })
-    };
+    let loaded_by_read =
+        |id: Node, before: usize| id.kind() == "identifier" && loaded_by_read(func, text(id, src), src, before);
     let mut child = call;
     for anc in ast::ancestors(call).take_while(|a| *a != func) {
         if anc.kind() == "if_statement"
@@ -576,11 +575,16 @@ fn stored_field(side: Node, func: Node, src: &str, before: usize) -> Option<Stri
     if object.kind() != "identifier" {
         return None;
     }
-    let name = text(object, src);
-    let init = ast::find_binding_init(func, name, src, before)
+    loaded_by_read(func, text(object, src), src, before).then_some(field)
+}
+
+/// `name` holds what a read returned: `const row = await getRow(id)`, `const [row] = await
+/// tx.select()...`.
+fn loaded_by_read(func: Node, name: &str, src: &str, before: usize) -> bool {
+    ast::find_binding_init(func, name, src, before)
         .or_else(|| ast::find_destructured_init(func, name, src, before))
-        .map(ast::unwrap_expr)?;
-    (init.kind() == "call_expression" && crate::model::best_effort::is_read_call(init, src)).then_some(field)
+        .map(ast::unwrap_expr)
+        .is_some_and(|init| init.kind() == "call_expression" && crate::model::best_effort::is_read_call(init, src))
 }
 
 /// Whether `func` writes `field`: an object property of that name (`{ status }`,
