@@ -19,6 +19,10 @@ pub enum KeySite {
     /// A Google Cloud Tasks task name (`client.taskPath(project, location, queue, id)`): the
     /// queue rejects a second task of the same name, so the name is the enqueue's dedupe key.
     TaskName,
+    /// A property that names itself a deduplication key of the callee (`dedupeKey`, `uniqueKey`,
+    /// or a colon-namespaced `key: \`paid:${id}\``, the shape notification and job services
+    /// dedupe on), handed to a project or SDK call that is not a database write.
+    NamedKey,
 }
 
 impl KeySite {
@@ -31,6 +35,7 @@ impl KeySite {
             KeySite::JobId => "`jobId`",
             KeySite::DeduplicationId => "deduplication id",
             KeySite::TaskName => "Cloud Tasks task name",
+            KeySite::NamedKey => "dedupe key",
         }
     }
 }
@@ -59,6 +64,7 @@ fn pair_site(name: &str) -> Option<KeySite> {
         "idempotencykey" | "xidempotencykey" | "paypalrequestid" => Some(KeySite::IdempotencyKey),
         "jobid" => Some(KeySite::JobId),
         "messagededuplicationid" => Some(KeySite::DeduplicationId),
+        "key" | "dedupekey" | "dedupkey" | "dedupeid" | "deduplicationkey" | "uniquekey" => Some(KeySite::NamedKey),
         _ => None,
     }
 }
@@ -136,7 +142,10 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
         if site == KeySite::JobId && !is_queue_call(call, src) {
             continue;
         }
-        if site == KeySite::IdempotencyKey
+        if site == KeySite::NamedKey && (name == "key" && !is_namespaced_key(value, src) || in_object_of_array(n)) {
+            continue;
+        }
+        if matches!(site, KeySite::IdempotencyKey | KeySite::NamedKey)
             && effects::classify(call, src, true).is_some_and(|e| e.kind.is_db())
             && !guards::is_marker_insert(call, src)
         {
@@ -148,6 +157,28 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
     }
     out.sort_by_key(|k| k.value.start_byte());
     out
+}
+
+/// A template key whose leading text is a colon-separated namespace (`paid:${id}`), not a path
+/// or file name (`uploads/${id}.png`, `s3` object keys) and not a cache or UI key of another shape.
+fn is_namespaced_key(value: Node, src: &str) -> bool {
+    let value = ast::unwrap_expr(value);
+    if value.kind() != "template_string" {
+        return false;
+    }
+    let literal: String =
+        ast::named_children(value).iter().filter(|c| c.kind() == "string_fragment").map(|c| text(*c, src)).collect();
+    let head = literal.split(':').next().unwrap_or("");
+    literal.contains(':')
+        && !head.is_empty()
+        && head.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && !literal.contains('/')
+        && !literal.contains('.')
+}
+
+/// A `key` of an object inside an array literal (`[{ key: ... }]`): list items, not a call's key.
+fn in_object_of_array(property: Node) -> bool {
+    ast::parent(property).and_then(ast::parent).is_some_and(|p| p.kind() == "array")
 }
 
 fn is_queue_call(call: Node, src: &str) -> bool {

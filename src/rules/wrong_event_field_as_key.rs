@@ -75,6 +75,10 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if key.site == KeySite::DeduplicationId && !text(key.call, src).contains("MessageGroupId") {
                     continue;
                 }
+                // Which event field a service's own dedupe key should name is the service's business.
+                if key.site == KeySite::NamedKey {
+                    continue;
+                }
                 // A provider key that names its operation on the object (`${charge.id}_payout`,
                 // `refund:${charge.id}`) says "once per object" on purpose: a later event about
                 // the object is still processed, only this call is not repeated.
