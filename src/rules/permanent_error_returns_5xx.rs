@@ -27,6 +27,11 @@ const DOCS: &str = r#"
   Not reported: a `catch` that throws the project's own error named for the client's fault
   (`throw errors.invalidWebhookSignature()`, `new InvalidSignatureError()`) in a framework
   whose error handler gives it a status (Nest, Express, Fastify, Koa, Hono).
+- A hand-written signature check whose `crypto.timingSafeEqual(received, expected)` is not
+  preceded by a comparison of lengths: it throws a `RangeError` for a header of the wrong
+  length (truncated, another encoding), and that error ends in a 5xx (a `catch` on the way
+  that answers 5xx, or no `catch` up to the handler). Two hash digests compared need no
+  length check and are not reported.
 - A BullMQ / Inngest / Trigger.dev consumer, or the `run` of a project's own queue runner
   (`createRunner(queue, { run })`), that throws a plain `Error` for a permanent failure (a
   record that is not found, an invalid or missing field, an unknown type), which the queue
@@ -185,6 +190,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if fw.is_http() {
             http(cx, model, out);
             thrown_bad_payload(cx, model, out);
+            unequal_lengths_compared(cx, model, out);
         } else if matches!(fw, Framework::Bullmq | Framework::Inngest | Framework::TriggerDev | Framework::JobRunner) {
             queue(cx, model, out);
         }
@@ -451,6 +457,133 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
             out.push(diag(cx, model, scope, throw, message.to_string(), fix));
         }
     }
+}
+
+/// `crypto.timingSafeEqual(received, expected)` throws a `RangeError` when the two differ in
+/// length (a truncated or malformed signature header) instead of returning false. Reported when
+/// nothing compares the lengths first and the error ends in a 5xx: a `catch` on the way that
+/// answers 5xx (and no 4xx), or no `catch` at all up to the handler.
+fn unequal_lengths_compared(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    for (i, scope) in model.scopes.iter().enumerate() {
+        let Some(func) = scope.node() else { continue };
+        let src = src_of(scope);
+        if !src.contains("timingSafeEqual") {
+            continue;
+        }
+        for call in ast::calls_in(func, true) {
+            if ast::callee_name(call, src).is_none_or(|n| n != "timingSafeEqual")
+                || lengths_compared_before(call, func, src)
+                || ast::arguments(call).iter().all(|a| is_digest(cx, scope, *a, src))
+            {
+                continue;
+            }
+            if !ends_in_5xx(cx, model, i, call, 0) {
+                continue;
+            }
+            let fix = || {
+                Fix::display_only(
+                    "compare the lengths first",
+                    "`a.length === b.length && timingSafeEqual(a, b)` answers a malformed signature as invalid",
+                )
+            };
+            out.push(diag(cx, model, scope, call, format!(
+                "`{}` throws a RangeError when the signature's length differs from the expected one, and that error answers 5xx: a malformed signature is retried as if the server had failed",
+                callee(call, src)
+            ), fix));
+        }
+    }
+}
+
+/// A hash digest (`createHmac(...).digest()`, a variable holding one, a project function that
+/// returns one): both sides of a comparison of digests always have the same length.
+fn is_digest(cx: &Context, scope: &Scope, arg: Node, src: &str) -> bool {
+    let value = crate::model::dedupe_keys::resolve(arg, src);
+    let hashed = |n: Node| text(n, src).contains("digest(");
+    if hashed(value) {
+        return true;
+    }
+    let value = ast::unwrap_expr(value);
+    let inner = if value.kind() == "call_expression" && ast::callee_name(value, src).is_some_and(|n| n == "from") {
+        ast::arguments(value).first().map(|a| crate::model::dedupe_keys::resolve(*a, src))
+    } else {
+        Some(value)
+    };
+    inner.filter(|n| n.kind() == "call_expression").is_some_and(|c| {
+        hashed(c)
+            || reach::resolve_call(cx.project, scope.file(), c)
+                .is_some_and(|d| d.node().is_some_and(|f| text(f, &d.file.text).contains(".digest(")))
+    })
+}
+
+/// A comparison of lengths (`a.length !== b.length`, `sig.byteLength === 64`) in `func` before `call`.
+fn lengths_compared_before(call: Node, func: Node, src: &str) -> bool {
+    let before = &src[func.start_byte()..call.start_byte()];
+    let around = text(call.parent().unwrap_or(call), src);
+    let comparison =
+        crate::regex!(r"\.(byteLength|length)\s*(===|!==|==|!=|<|>)|(===|!==|==|!=)\s*[\w.]+\.(byteLength|length)\b");
+    comparison.is_match(before) || comparison.is_match(around)
+}
+
+/// Whether an error thrown at `node` in scope `i` ends as a 5xx answer: through the `try`s around
+/// it (a catch that answers 4xx or handles it without a throw stops it; one that rethrows passes
+/// it on), then through every call site of the scope's function, up to the handler, where an
+/// uncaught error becomes the framework's 500.
+fn ends_in_5xx(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth: usize) -> bool {
+    let scope = &model.scopes[i];
+    let Some(func) = scope.node() else { return false };
+    let src = src_of(scope);
+    let names = if i == 0 { responses::handler_names(&model.handler) } else { Vec::new() };
+    for try_stmt in enclosing_tries(node, func) {
+        let Some(catch_body) = try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
+        else {
+            continue;
+        };
+        let answers = responses::responses_in(catch_body, src, &names, true);
+        if answers.iter().any(|r| r.status.is_some_and(|st| (400..500).contains(&st))) {
+            return false;
+        }
+        if answers.iter().any(|r| r.is_5xx()) {
+            return true;
+        }
+        let rethrows = ast::named_children(catch_body)
+            .into_iter()
+            .rfind(|s| s.kind() != "comment")
+            .is_some_and(|last| last.kind() == "throw_statement");
+        if !rethrows {
+            return false;
+        }
+    }
+    if i == 0 {
+        return true;
+    }
+    if depth >= model.scopes.len() {
+        return false;
+    }
+    callers_in_model(cx, model, i).into_iter().any(|(k, site)| ends_in_5xx(cx, model, k, site, depth + 1))
+}
+
+/// The calls of scope `j`'s function from the other scopes of the handler, skipping a call whose
+/// rejection is handled on the spot (`verify(x).catch(...)`).
+fn callers_in_model<'a>(cx: &Context, model: &'a HandlerModel, j: usize) -> Vec<(usize, Node<'a>)> {
+    let target = &model.scopes[j].function;
+    let mut sites = Vec::new();
+    for (k, scope) in model.scopes.iter().enumerate() {
+        let Some(func) = scope.node().filter(|_| k != j) else { continue };
+        for call in ast::calls_in(func, true) {
+            let chained = call.parent().is_some_and(|p| {
+                p.kind() == "member_expression"
+                    && p.child_by_field_name("property")
+                        .is_some_and(|q| matches!(text(q, src_of(scope)), "catch" | "then"))
+            });
+            if !chained
+                && reach::resolve_call(cx.project, scope.file(), call)
+                    .is_some_and(|d| d.span == target.span && d.file.path == target.file.path)
+            {
+                sites.push((k, call));
+            }
+        }
+    }
+    sites
 }
 
 /// The `try`'s catch answers 5xx for whatever failed: every answer it gives is a 5xx, and it
