@@ -27,6 +27,13 @@ const DOCS: &str = r#"
   Not reported: a `catch` that throws the project's own error named for the client's fault
   (`throw errors.invalidWebhookSignature()`, `new InvalidSignatureError()`) in a framework
   whose error handler gives it a status (Nest, Express, Fastify, Koa, Hono).
+- An HTTP handler, or a function it calls that no caller catches, that throws for a payload
+  that can never become usable (its message says invalid, malformed, missing, unsupported, or
+  "couldn't retrieve valid ..."): a plain `Error`, or an error that names a 5xx answer
+  (`new ORPCError("INTERNAL_SERVER_ERROR", { message })`, `new TRPCError({ code:
+  "INTERNAL_SERVER_ERROR" })`, `InternalServerErrorException`, `new HttpError(500, ...)`).
+  Missing configuration and "not found" are left out: a retry after a deploy, or after the
+  event that creates the record, succeeds.
 - A hand-written signature check whose `crypto.timingSafeEqual(received, expected)` is not
   preceded by a comparison of lengths: it throws a `RangeError` for a header of the wrong
   length (truncated, another encoding), and that error ends in a 5xx (a `catch` on the way
@@ -105,7 +112,7 @@ static PERMANENT: LazyLock<Regex> = LazyLock::new(|| {
 
 /// What a thrown message says about the payload itself (no "not found": see `thrown_bad_payload`).
 static BAD_PAYLOAD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\binvalid|malformed|missing|validation|unknown (event|type|action)|unsupported|not supported|\bno (payload|body)\b")
+    Regex::new(r"(?i)\binvalid|malformed|missing|validation|unknown (event|type|action)|unsupported|not supported|\bno (payload|body)\b|\b(no|not|couldn'?t|could not|cannot|can'?t|unable to)\b[\w ]{0,30}\bvalid\b")
         .unwrap()
 });
 
@@ -424,7 +431,9 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
             else {
                 continue;
             };
+            let names_5xx = states_5xx(value, src);
             if !value.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Error" | "TypeError"))
+                && !names_5xx
             {
                 continue;
             }
@@ -449,7 +458,9 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
                     "the throw is where no response object is in scope",
                 ),
             };
-            let message = if into_5xx {
+            let message = if names_5xx {
+                "a payload that can never succeed is thrown as an error that names a 5xx answer: the provider retries it; answer 400 (or acknowledge and drop it)"
+            } else if into_5xx {
                 "a payload that can never succeed is thrown as a plain `Error` into a catch that answers every failure 5xx: the provider retries it; answer 400 (or acknowledge and drop it)"
             } else {
                 "a payload that can never succeed is thrown as a plain `Error` outside any try: the framework answers 500 and the provider retries it; answer 400 (or acknowledge and drop it)"
@@ -586,6 +597,22 @@ fn callers_in_model<'a>(cx: &Context, model: &'a HandlerModel, j: usize) -> Vec<
     sites
 }
 
+/// `new ORPCError("INTERNAL_SERVER_ERROR", ...)`, `new TRPCError({ code: "INTERNAL_SERVER_ERROR" })`,
+/// `new InternalServerErrorException(...)`, `new HttpError(500, ...)`: an error that names a 5xx
+/// as the answer, which the framework's error handler gives it.
+fn states_5xx(error: Node, src: &str) -> bool {
+    let Some(constructor) = error.child_by_field_name("constructor").map(|c| text(c, src)) else {
+        return false;
+    };
+    if constructor == "InternalServerErrorException" {
+        return true;
+    }
+    let args = error.child_by_field_name("arguments").map(|a| text(a, src)).unwrap_or("");
+    constructor.ends_with("Error")
+        && (crate::regex!(r#"^\(\s*(\{\s*code\s*:\s*)?["'`]INTERNAL_SERVER_ERROR["'`]"#).is_match(args)
+            || crate::regex!(r"^\(\s*(\{\s*(status|statusCode)\s*:\s*)?5\d\d\b").is_match(args))
+}
+
 /// The `try`'s catch answers 5xx for whatever failed: every answer it gives is a 5xx, and it
 /// tests nothing of what was caught.
 fn catch_answers_every_failure_5xx(try_stmt: Node, src: &str, names: &[&str]) -> bool {
@@ -601,11 +628,18 @@ fn catch_answers_every_failure_5xx(try_stmt: Node, src: &str, names: &[&str]) ->
 
 /// What `new Error(message)` spells out in its message (see `ast::literal_words`).
 fn thrown_message(error: Node, src: &str) -> String {
-    error
-        .child_by_field_name("arguments")
-        .and_then(|a| a.named_child(0))
-        .map(|m| ast::literal_words(m, src))
-        .unwrap_or_default()
+    // The message is the first argument, or a `message` of the options (`new ORPCError(code, { message })`).
+    let args = error.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+    args.iter()
+        .take(2)
+        .map(|a| match a.kind() {
+            "object" => {
+                ast::object_property(*a, "message", src).map(|m| ast::literal_words(m, src)).unwrap_or_default()
+            }
+            _ => ast::literal_words(*a, src),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `throw billingErrors.invalidWebhookSignature()`, `throw new InvalidSignatureError()`: a
@@ -640,6 +674,20 @@ fn carries_client_status(throw: Node, src: &str) -> bool {
         return false;
     }
     let args = value.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+    // oRPC / tRPC codes of the client's fault: `new ORPCError("BAD_REQUEST")`, `{ code: "UNAUTHORIZED" }`.
+    let client_code = |v: Node| {
+        ast::string_value(v, src).is_some_and(|c| {
+            matches!(c.as_str(), "BAD_REQUEST" | "UNAUTHORIZED" | "FORBIDDEN" | "PARSE_ERROR" | "UNPROCESSABLE_CONTENT")
+        })
+    };
+    if args.first().is_some_and(|a| client_code(*a))
+        || args
+            .iter()
+            .filter(|a| a.kind() == "object")
+            .any(|obj| ast::object_property(*obj, "code", src).is_some_and(client_code))
+    {
+        return true;
+    }
     args.iter().filter(|a| a.kind() == "object").any(|obj| {
         ["status", "statusCode", "httpStatus"].iter().any(|key| {
             ast::object_property(*obj, key, src).is_some_and(|v| crate::regex!(r"\b4\d\d\b").is_match(text(v, src)))
