@@ -1052,10 +1052,11 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             || fails_through_done(c, clause, body, src)
             || DUP_CODE.is_match(text(body, src))
             || text(body, src).contains("batchItemFailures")
-            || marked_best_effort(c, try_stmt, src)
-            // "failed to refresh the cache", "non-critical": the catch's own words ("track"
-            // alone also names recording the event's work, so it does not count here)
-            || says_best_effort(body, src).is_some_and(|w| w != "track")
+            || ((marked_best_effort(c, try_stmt, src)
+                // "failed to refresh the cache", "non-critical": the catch's own words ("track"
+                // alone also names recording the event's work, so it does not count here)
+                || says_best_effort(body, src).is_some_and(|w| w != "track"))
+                && !(ends_function(try_stmt, func) && caller_records_done_after(c, i)))
             // "This will catch if the label already exists": the swallow is the duplicate case.
             || comment_block_above(src, file.line_start(try_stmt.start_byte()))
                 .is_some_and(|c| duplicate_case.is_match(&c))
@@ -1458,6 +1459,41 @@ fn answered_as_returned(c: &Cx, i: usize, in_callee_body: bool, returns: &[Node]
 /// The calls of scope `i`'s function in the scopes before it, with the index of the calling
 /// scope. A method is called by its own name (`this.billing.activate(...)`), while the scope
 /// chain names it with its class (`BillingService.activate`).
+/// The `try` is the last statement of `func`'s body: it holds what the function is for, not a
+/// side step before the rest of its work.
+fn ends_function(try_stmt: Node, func: Node) -> bool {
+    ast::function_body(func)
+        .and_then(|b| ast::named_children(b).into_iter().rfind(|s| s.kind() != "comment"))
+        .is_some_and(|last| last == try_stmt)
+}
+
+/// A caller writes the processed-event marker after its call of scope `i` (`await issue(card)`
+/// then the processed row): a failure that scope's catch hides is recorded as done and its
+/// redelivery skipped, so a "best effort" comment there does not make the swallow harmless.
+fn caller_records_done_after(c: &Cx, i: usize) -> bool {
+    callers_of(c, i).into_iter().any(|(k, site)| {
+        let scope = &c.model.scopes[k];
+        let Some(func) = scope.node() else { return false };
+        let src = &scope.file().text;
+        ast::calls_in(func, false).into_iter().any(|call| {
+            call.start_byte() > site.end_byte()
+                && (markers::classify(call, src, func, scope.event_key.as_ref())
+                    .is_some_and(|m| matches!(m.op, markers::MarkerOp::Write | markers::MarkerOp::Claim))
+                    // A provider without an event id (Mollie posts the payment id): the row
+                    // of a table named for processed events is the marker all the same.
+                    || (effects::classify(call, src, false)
+                        .is_some_and(|e| matches!(e.kind, EffectKind::DbInsert | EffectKind::DbUpsert))
+                        && markers::table_of(call, src)
+                            .or_else(|| {
+                                crate::regex!(r#"(?i)\binsert\s+(?:or\s+\w+\s+)?(?:ignore\s+)?into\s+[`"]?(\w+)"#)
+                                    .captures(text(call, src))
+                                    .map(|c| c[1].to_string())
+                            })
+                            .is_some_and(|t| crate::model::guards::is_marker_name(&t))))
+        })
+    })
+}
+
 fn callers_of<'a>(c: &Cx<'a>, i: usize) -> Vec<(usize, Node<'a>)> {
     let model: &'a HandlerModel = c.model;
     let Some(name) = model.scopes.get(i).and_then(|s| s.chain.last()).and_then(|n| n.rsplit('.').next()) else {
