@@ -5,6 +5,7 @@ use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::{Effect, EffectKind, best_effort, effects, markers};
+use crate::source::SourceFile;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -64,6 +65,11 @@ second email, a second charge.
 - effects in a failure path: a `catch` clause or a `.catch(...)` callback (a dead-letter send,
   a requeue for a later retry, a failure notice), and `void effect()` calls, fire-and-forget
   on purpose (`ack-timing` judges the unawaited promise);
+- an enqueue of a job this project defines (`jobs.enqueue(new CloseDunningJob({...}))`) whose
+  work (its `perform`/`run`/`process`/`handle`/`execute` method and what that calls) does
+  nothing a replay duplicates, and whose class name names no effect: running the job twice
+  changes nothing. A job named for an effect (`SendWelcomeEmailJob`) stays reported even when
+  its work is out of sight;
 - in-process task queues (a `p-queue` `add(async () => work())`: a function, not a message): nothing durable
   is enqueued;
 - an OAuth token request (`grant_type`, `client_secret`, a `/token` URL): the code is
@@ -183,6 +189,7 @@ fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>
                     || runs_only_when_missing(call, func, &file.text)
                     || replay_returns_before(call, func, &file.text, scopes, index)
                     || answers_slack_interaction(call, func, &file.text)
+                    || enqueues_replay_safe_job(cx, file, call)
                     || wrap_guard::is_protected(scope, call, cx.guard)
                 {
                     excused_callees.extend(callee);
@@ -317,6 +324,34 @@ fn describe(id: &EffectId, scopes: &[Scope], direct: &[Vec<Direct>]) -> Option<(
     })
 }
 
+/// Words that name an effect in a function's or a job's name (`sendReceipt`, `notifyOwner`,
+/// `CustomerSendEmailJob`).
+const EFFECT_WORDS: &[&str] =
+    &["send", "email", "mail", "notify", "enqueue", "queue", "publish", "charge", "refund", "payout", "sms"];
+
+/// `jobs.enqueue(new DunningStopJob({ shop, payload }))`: a job of this project whose work
+/// (`perform`, and what it calls) does nothing a replay duplicates (reads, updates, upserts)
+/// and whose name names no effect: a second run of it changes nothing. A job named for an
+/// effect (`CustomerSendEmailJob`) stays reported even when its work is out of sight.
+fn enqueues_replay_safe_job(cx: &Context, file: &Arc<SourceFile>, call: Node) -> bool {
+    let Some(job) = ast::arguments(call).first().copied() else { return false };
+    let Some(work) = reach::job_work(cx.project, file, job) else { return false };
+    let class = work.name.split('.').next().unwrap_or("");
+    if best_effort::words(class).iter().any(|w| EFFECT_WORDS.contains(&w.as_str())) {
+        return false;
+    }
+    let scopes = reach::scopes_from(cx.project, work, None);
+    !scopes.iter().any(|scope| {
+        let Some(func) = scope.node() else { return false };
+        let file = scope.file();
+        ast::calls_in(func, false).into_iter().any(|c| {
+            let local = reach::resolve_call(cx.project, file, c).is_some();
+            !in_failure_path(c, func, &file.text)
+                && effects::classify(c, &file.text, local).is_some_and(|e| non_idempotent(&e, &file.text, &file.path))
+        })
+    })
+}
+
 /// A function named for the effect it wraps (`sendEmail`, `sendCommentEmail`, `enqueue`,
 /// `notifyOwner`, `chargeCustomer`) and thin (at most two awaited calls of its own): its call is
 /// where the handler performs that effect.
@@ -325,11 +360,7 @@ fn wrapper(scope: &Scope) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
     let words = best_effort::words(last);
     let verb = words.first().map(String::as_str).unwrap_or("");
-    let named = matches!(
-        verb,
-        "send" | "email" | "mail" | "notify" | "enqueue" | "queue" | "publish" | "charge" | "refund" | "payout" | "sms"
-    );
-    named
+    EFFECT_WORDS.contains(&verb)
         && scope.node().is_some_and(|func| {
             let mut awaits = 0;
             ast::walk(func, &mut |n| {
