@@ -123,7 +123,7 @@ pub const RULE: Rule = Rule {
     docs: DOCS,
     fix: FixAvailability::Sometimes,
     safe_fixes: false,
-    preview: true,
+    preview: false,
     check,
 };
 
