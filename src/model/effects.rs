@@ -421,7 +421,14 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     // (`octokit.rest.pulls.get`, `octokit.paginate`) posts nothing.
     // Configuring a client (`Octokit.plugin(throttling).defaults({ baseUrl })`, `octokit.hook`)
     // posts nothing either: only a verb that writes does.
-    let octokit_read = ["get", "list", "paginate", "auth", "graphql"].iter().any(|r| last.starts_with(r));
+    // `octokit.request("GET /repos/{owner}/{repo}/pulls/{pull_number}")`: the route names the
+    // HTTP method, and a GET or HEAD reads.
+    let read_route = last == "request"
+        && args.first().and_then(|a| ast::string_value(*a, src)).is_some_and(|route| {
+            let method = route.split_whitespace().next().unwrap_or("").to_ascii_uppercase();
+            matches!(method.as_str(), "GET" | "HEAD")
+        });
+    let octokit_read = read_route || ["get", "list", "paginate", "auth", "graphql"].iter().any(|r| last.starts_with(r));
     let octokit_write = [
         "create",
         "update",
@@ -472,6 +479,15 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     {
         let key = args.iter().find(|a| text(**a, src).to_ascii_lowercase().contains("idempotency-key")).copied();
         return effect(EffectKind::Http, Sdk::Other, key);
+    }
+    // A platform client handed to the handler (`client.createMessage`, `props.client.createEvent`
+    // in a Botpress integration) posts a message or emits an event that runs the bot's
+    // workflows: each call is a new one. Its `getOrCreate*` calls are keyed by their tags.
+    if lower.len() >= 2
+        && lower[lower.len() - 2] == "client"
+        && matches!(last.as_str(), "createmessage" | "createevent")
+    {
+        return effect(EffectKind::Possible, Sdk::Other, None);
     }
     // Mailgun: `mg.messages.create(domain, data)`.
     if (has("mailgun") || root == "mg") && has("messages") && last == "create" {
@@ -1181,7 +1197,12 @@ mod real_calls {
             ("crypto.createHmac('sha256', secret).update(body).digest('hex')", None),
             ("const octokit = await app.getInstallationOctokit(installationId)", None),
             ("await octokit.rest.issues.createComment({ owner, repo, issue_number, body })", Some(Chat)),
+            ("await octokit.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', { owner })", None),
+            ("await octokit.request('POST /repos/{owner}/{repo}/issues', { owner, title })", Some(Chat)),
             ("await queue.add('sync', { id })", Some(Enqueue)),
+            ("await client.createMessage({ tags: { id: sid }, type: 'text', payload })", Some(Possible)),
+            ("await props.client.createEvent({ type: 'contactCreated', payload })", Some(Possible)),
+            ("await client.getOrCreateMessage({ tags: { id: partId }, type: 'text', payload })", None),
             ("const linear = createLinearClient({ apiKey })", None),
             ("const payments = createMollieClient({ apiKey })", None),
             ("await linear.createIssue({ title })", Some(Possible)),

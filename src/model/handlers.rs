@@ -165,6 +165,30 @@ impl Handler {
 const HTTP_METHODS: &[&str] = &["post", "put", "patch", "all"];
 const WEBHOOK_WORDS: &[&str] = &["webhook", "hook", "callback", "events", "ipn"];
 
+/// Whether project code beside the handler calls it by name (`handlers.handleBatchUpdateEvent(props)`
+/// in the dispatcher one directory up): a function typed as the platform's handler that the
+/// project's own entry point calls is a dispatch target, and the entry does what comes before
+/// it (the signature check).
+pub fn called_by_nearby_code(project: &Project, func: Node, file: &SourceFile) -> bool {
+    let declared = func
+        .parent()
+        .filter(|p| p.kind() == "variable_declarator")
+        .and_then(|p| p.child_by_field_name("name"))
+        .or_else(|| func.child_by_field_name("name"))
+        .map(|n| text(n, &file.text).to_string());
+    let Some(name) = declared.filter(|n| n != "handler") else { return false };
+    let call = format!("{name}(");
+    let own_definition = func.start_byte()..func.end_byte();
+    let called_in_own_file = file.text.match_indices(&call).any(|(at, _)| !own_definition.contains(&at));
+    called_in_own_file
+        || file.path.ancestors().skip(1).take(3).any(|dir| {
+            project.files_in(dir).iter().filter(|p| **p != file.path).any(|p| {
+                matches!(p.extension().and_then(|e| e.to_str()), Some("ts" | "js" | "mts" | "mjs" | "tsx"))
+                    && project.load(p).is_ok_and(|other| other.text.contains(&call))
+            })
+        })
+}
+
 pub fn names_webhook(s: &str) -> bool {
     let lower = s.to_ascii_lowercase();
     WEBHOOK_WORDS.iter().any(|w| match *w {

@@ -426,16 +426,31 @@ fn type_name(ty: Node, src: &str) -> Option<String> {
 
 /// Every function reachable from `handler`, the handler first.
 pub fn scopes(project: &Project, handler: &Handler) -> Vec<Scope> {
-    let Some(_) = handler.node() else {
+    let root = FunctionDef { file: handler.file.clone(), span: handler.function, name: handler.name.clone() };
+    scopes_from(project, root, handler.event_key.clone())
+}
+
+/// The method that does a job object's work (`perform`, `run`, `process`, `handle`,
+/// `execute`) when `value` constructs a project class: `jobs.enqueue(new DunningStopJob(...))`.
+pub fn job_work(project: &Project, file: &Arc<SourceFile>, value: Node) -> Option<FunctionDef> {
+    let value = ast::unwrap_expr(value);
+    if ast::kind(value) != "new_expression" {
+        return None;
+    }
+    let class = text(value.child_by_field_name("constructor")?, &file.text);
+    let def = class_named(project, file, class)?;
+    let node = def.node()?;
+    ["perform", "run", "process", "handle", "execute"]
+        .iter()
+        .find_map(|m| method_in(project, &def.file, node, m, &format!("{}.{m}", def.name), 0))
+}
+
+/// Every function reachable from `root`, `root` first.
+pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<EventKey>) -> Vec<Scope> {
+    if root.node().is_none() {
         return Vec::new();
-    };
-    let root = Scope {
-        function: FunctionDef { file: handler.file.clone(), span: handler.function, name: handler.name.clone() },
-        depth: 0,
-        chain: Vec::new(),
-        event_key: handler.event_key.clone(),
-        guarded: None,
-    };
+    }
+    let root = Scope { function: root, depth: 0, chain: Vec::new(), event_key, guarded: None };
     let mut out = vec![root];
     let mut next = 0;
     while next < out.len() && out.len() < MAX_SCOPES {

@@ -277,6 +277,11 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         let Some(root_scope) = model.scopes.first() else { continue };
         let Some(func) = root_scope.node() else { continue };
+        if handler.framework == Framework::Botpress
+            && handlers::called_by_nearby_code(cx.project, func, root_scope.file())
+        {
+            continue;
+        }
         // The handler's own functions first: most verify there, and then the whole file need
         // not be read.
         if model.scopes.iter().any(|s| {

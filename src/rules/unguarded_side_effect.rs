@@ -5,6 +5,7 @@ use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::{Effect, EffectKind, best_effort, effects, markers};
+use crate::source::SourceFile;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -49,7 +50,14 @@ second email, a second charge.
   (`if (previous !== "active")` and `{ status: "active" }`), and find-or-create (`if (!found)`
   or after `if (found) return found;` on a read): a replay finds the change made and skips the
   effect, and what a project function does when it is called only there is not reported
-  either. The window two concurrent deliveries leave open is `check-then-insert-race`'s;
+  either. The same holds after an early exit taken when a stored field holds what the
+  handler leaves in it (`if (job.status === "completed") return;` where the function later
+  writes `"completed"`, `if (!org?.allowTrial) return;` where the handler writes
+  `allowTrial: false` and no other value). The window two concurrent deliveries leave open is
+  `check-then-insert-race`'s;
+- effects in the branch for a Slack interaction payload (`payload.type === "block_actions"`,
+  `view_submission`, shortcuts): Slack never redelivers an interaction; Events API callbacks
+  are retried and stay reported;
 - Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless);
 - inserts whose unique violation the code catches or reads back (`catch (e) { if
   (isUniqueViolation(e)) ... }`, `{ error }` compared with `23505`): the constraint rejects the
@@ -57,6 +65,11 @@ second email, a second charge.
 - effects in a failure path: a `catch` clause or a `.catch(...)` callback (a dead-letter send,
   a requeue for a later retry, a failure notice), and `void effect()` calls, fire-and-forget
   on purpose (`ack-timing` judges the unawaited promise);
+- an enqueue of a job this project defines (`jobs.enqueue(new CloseDunningJob({...}))`) whose
+  work (its `perform`/`run`/`process`/`handle`/`execute` method and what that calls) does
+  nothing a replay duplicates, and whose class name names no effect: running the job twice
+  changes nothing. A job named for an effect (`SendWelcomeEmailJob`) stays reported even when
+  its work is out of sight;
 - in-process task queues (a `p-queue` `add(async () => work())`: a function, not a message): nothing durable
   is enqueued;
 - an OAuth token request (`grant_type`, `client_secret`, a `/token` URL): the code is
@@ -110,7 +123,7 @@ pub const RULE: Rule = Rule {
     docs: DOCS,
     fix: FixAvailability::Sometimes,
     safe_fixes: false,
-    preview: true,
+    preview: false,
     check,
 };
 
@@ -154,7 +167,7 @@ fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>
     // Project functions called only where no effect counts (a failure path, a transition
     // branch, a guard): what they do is not reported on its own either.
     let mut excused_callees: Vec<usize> = Vec::new();
-    for scope in scopes {
+    for (index, scope) in scopes.iter().enumerate() {
         let mut here = Vec::new();
         if let Some(func) = scope.node() {
             let file = scope.file();
@@ -174,6 +187,9 @@ fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>
                     || fire_and_forget(call)
                     || runs_only_on_transition(call, func, &file.text)
                     || runs_only_when_missing(call, func, &file.text)
+                    || replay_returns_before(call, func, &file.text, scopes, index)
+                    || answers_slack_interaction(call, func, &file.text)
+                    || enqueues_replay_safe_job(cx, file, call)
                     || wrap_guard::is_protected(scope, call, cx.guard)
                 {
                     excused_callees.extend(callee);
@@ -308,6 +324,34 @@ fn describe(id: &EffectId, scopes: &[Scope], direct: &[Vec<Direct>]) -> Option<(
     })
 }
 
+/// Words that name an effect in a function's or a job's name (`sendReceipt`, `notifyOwner`,
+/// `CustomerSendEmailJob`).
+const EFFECT_WORDS: &[&str] =
+    &["send", "email", "mail", "notify", "enqueue", "queue", "publish", "charge", "refund", "payout", "sms"];
+
+/// `jobs.enqueue(new DunningStopJob({ shop, payload }))`: a job of this project whose work
+/// (`perform`, and what it calls) does nothing a replay duplicates (reads, updates, upserts)
+/// and whose name names no effect: a second run of it changes nothing. A job named for an
+/// effect (`CustomerSendEmailJob`) stays reported even when its work is out of sight.
+fn enqueues_replay_safe_job(cx: &Context, file: &Arc<SourceFile>, call: Node) -> bool {
+    let Some(job) = ast::arguments(call).first().copied() else { return false };
+    let Some(work) = reach::job_work(cx.project, file, job) else { return false };
+    let class = work.name.split('.').next().unwrap_or("");
+    if best_effort::words(class).iter().any(|w| EFFECT_WORDS.contains(&w.as_str())) {
+        return false;
+    }
+    let scopes = reach::scopes_from(cx.project, work, None);
+    !scopes.iter().any(|scope| {
+        let Some(func) = scope.node() else { return false };
+        let file = scope.file();
+        ast::calls_in(func, false).into_iter().any(|c| {
+            let local = reach::resolve_call(cx.project, file, c).is_some();
+            !in_failure_path(c, func, &file.text)
+                && effects::classify(c, &file.text, local).is_some_and(|e| non_idempotent(&e, &file.text, &file.path))
+        })
+    })
+}
+
 /// A function named for the effect it wraps (`sendEmail`, `sendCommentEmail`, `enqueue`,
 /// `notifyOwner`, `chargeCustomer`) and thin (at most two awaited calls of its own): its call is
 /// where the handler performs that effect.
@@ -316,11 +360,7 @@ fn wrapper(scope: &Scope) -> bool {
     let last = name.rsplit('.').next().unwrap_or(name);
     let words = best_effort::words(last);
     let verb = words.first().map(String::as_str).unwrap_or("");
-    let named = matches!(
-        verb,
-        "send" | "email" | "mail" | "notify" | "enqueue" | "queue" | "publish" | "charge" | "refund" | "payout" | "sms"
-    );
-    named
+    EFFECT_WORDS.contains(&verb)
         && scope.node().is_some_and(|func| {
             let mut awaits = 0;
             ast::walk(func, &mut |n| {
@@ -348,6 +388,51 @@ fn in_failure_path(call: Node, func: Node, src: &str) -> bool {
                     .filter(|c| c.kind() == "call_expression")
                     .is_some_and(|c| ast::callee_name(c, src).as_deref() == Some("catch")))
     })
+}
+
+/// Inside the branch for a Slack interaction payload (`payload.type === "block_actions"`,
+/// `view_submission`, a shortcut): Slack never redelivers an interaction (a slow answer only
+/// shows the user an error), so nothing replays the effect. Events API callbacks are retried.
+fn answers_slack_interaction(call: Node, func: Node, src: &str) -> bool {
+    let interaction = |value: Node| {
+        ast::string_value(value, src).is_some_and(|v| {
+            matches!(
+                v.as_str(),
+                "block_actions"
+                    | "view_submission"
+                    | "view_closed"
+                    | "shortcut"
+                    | "message_action"
+                    | "block_suggestion"
+                    | "interactive_message"
+            )
+        })
+    };
+    let mut child = call;
+    for anc in ast::ancestors(call).take_while(|a| *a != func) {
+        let branch_for_interaction = match anc.kind() {
+            "if_statement" => {
+                anc.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, child))
+                    && anc.child_by_field_name("condition").is_some_and(|cond| {
+                        ast::descendants_of_kind(cond, "binary_expression").into_iter().any(|cmp| {
+                            let op = cmp.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
+                            matches!(op, "===" | "==")
+                                && [cmp.child_by_field_name("left"), cmp.child_by_field_name("right")]
+                                    .into_iter()
+                                    .flatten()
+                                    .any(interaction)
+                        })
+                    })
+            }
+            "switch_case" => anc.child_by_field_name("value").is_some_and(interaction),
+            _ => false,
+        };
+        if branch_for_interaction {
+            return true;
+        }
+        child = anc;
+    }
+    false
 }
 
 /// `void sendReceipt(...)`: deliberately fire-and-forget (best effort; `ack-timing` judges
@@ -494,6 +579,178 @@ fn runs_only_on_transition(call: Node, func: Node, src: &str) -> bool {
         }
     }
     false
+}
+
+/// The effect follows an early exit (`if (job.status === "completed") return null;`, `if
+/// (!org?.allowTrial) return true;`) taken when a stored field holds the value the handler
+/// itself leaves in it: the function writes `"completed"` after the test, or the handler's other
+/// functions write that field with one value only (`allowTrial: false`). A sequential replay
+/// finds the value and stops before the effect; the window two concurrent deliveries leave
+/// open is `check-then-insert-race`'s.
+fn replay_returns_before(call: Node, func: Node, src: &str, scopes: &[Scope], index: usize) -> bool {
+    let mut child = call;
+    for anc in ast::ancestors(call).take_while(|a| *a != func) {
+        if anc.kind() == "statement_block" {
+            let exits_early = ast::named_children(anc)
+                .into_iter()
+                .take_while(|st| st.end_byte() <= child.start_byte())
+                .filter(|st| st.kind() == "if_statement" && st.child_by_field_name("alternative").is_none())
+                .any(|st| {
+                    let exits = st
+                        .child_by_field_name("consequence")
+                        .and_then(|c| if c.kind() == "statement_block" { ast::last_statement(c) } else { Some(c) })
+                        .is_some_and(|last| {
+                            matches!(last.kind(), "return_statement" | "throw_statement" | "continue_statement")
+                        });
+                    let left_by_run = |field: &str| value_left_by_run(field, func, src, st.end_byte(), scopes, index);
+                    exits
+                        && st
+                            .child_by_field_name("condition")
+                            .and_then(|cond| holds_for(cond, func, src, st.start_byte(), &left_by_run))
+                            == Some(true)
+                });
+            if exits_early {
+                return true;
+            }
+        }
+        child = anc;
+    }
+    false
+}
+
+/// The value of `field` once a delivery has run: the last one this function writes after
+/// `after`, or the one value the handler's other functions write.
+fn value_left_by_run(
+    field: &str,
+    func: Node,
+    src: &str,
+    after: usize,
+    scopes: &[Scope],
+    index: usize,
+) -> Option<String> {
+    if let Some(last) = values_written(func, field, src, after).pop() {
+        return Some(last);
+    }
+    let mut elsewhere: Vec<String> = scopes
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != index)
+        .filter_map(|(_, s)| s.node().map(|f| values_written(f, field, &s.file().text, 0)))
+        .flatten()
+        .collect();
+    elsewhere.sort();
+    elsewhere.dedup();
+    match elsewhere.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// Literal values `func` writes into `field` after `after`, in order: `{ field: "value" }` as
+/// data (not a query's `where`), or `updateJobStatus(id, "value")` for a field the call names.
+/// Writes in a `catch` record a failure, not what a completed run leaves.
+fn values_written(func: Node, field: &str, src: &str, after: usize) -> Vec<String> {
+    let in_catch = |n: Node| ast::ancestors(n).take_while(|a| *a != func).any(|a| a.kind() == "catch_clause");
+    let mut out: Vec<(usize, String)> = Vec::new();
+    for pair in ast::descendants_of_kind(func, "pair") {
+        if pair.start_byte() < after || in_catch(pair) {
+            continue;
+        }
+        let Some(key) = pair.child_by_field_name("key") else { continue };
+        if text(key, src).trim_matches(['"', '\'']) != field {
+            continue;
+        }
+        let filter = ast::ancestors(pair).take_while(|a| *a != func).any(|a| {
+            (a.kind() == "pair" && a.child_by_field_name("key").is_some_and(|k| text(k, src) == "where"))
+                || (a.kind() == "call_expression" && crate::model::best_effort::is_read_call(a, src))
+        });
+        if let Some(value) = pair.child_by_field_name("value").and_then(|v| literal(v, src))
+            && !filter
+        {
+            out.push((pair.start_byte(), value));
+        }
+    }
+    let named = field.to_ascii_lowercase();
+    for call in ast::calls_in(func, false) {
+        if call.start_byte() < after || in_catch(call) {
+            continue;
+        }
+        let name = ast::callee_name(call, src).unwrap_or_default().to_ascii_lowercase();
+        let setter = ["update", "set", "mark"].iter().any(|v| name.starts_with(v));
+        if setter
+            && name.contains(&named)
+            && let Some(value) = ast::arguments(call).into_iter().rev().find_map(|a| literal(a, src))
+        {
+            out.push((call.start_byte(), value));
+        }
+    }
+    out.sort_by_key(|(at, _)| *at);
+    out.into_iter().map(|(_, v)| v).collect()
+}
+
+/// A literal as a comparison sees it: `'done'` (quoted, whatever the quotes), `false`, `null`,
+/// `3`, or a named constant (`OrderStatus.ACTIVE`).
+fn literal(node: Node, src: &str) -> Option<String> {
+    let node = ast::unwrap_expr(node);
+    if let Some(s) = ast::string_value(node, src) {
+        return Some(format!("'{s}'"));
+    }
+    match node.kind() {
+        "true" | "false" | "null" | "undefined" | "number" => Some(text(node, src).to_string()),
+        "member_expression"
+            if node
+                .child_by_field_name("property")
+                .is_some_and(|p| text(p, src).starts_with(|c: char| c.is_ascii_uppercase())) =>
+        {
+            Some(text(node, src).to_string())
+        }
+        _ => None,
+    }
+}
+
+fn truthy(value: &str) -> bool {
+    !matches!(value, "false" | "null" | "undefined" | "0" | "''")
+}
+
+/// What `cond` gives when each stored field it reads holds `state(field)`, or None when it
+/// reads anything else.
+fn holds_for(cond: Node, func: Node, src: &str, before: usize, state: &dyn Fn(&str) -> Option<String>) -> Option<bool> {
+    let cond = ast::unwrap_expr(cond);
+    match cond.kind() {
+        "parenthesized_expression" => holds_for(cond.named_child(0)?, func, src, before, state),
+        "unary_expression" if cond.child(0).is_some_and(|o| o.kind() == "!") => {
+            holds_for(cond.named_child(0)?, func, src, before, state).map(|v| !v)
+        }
+        "binary_expression" => {
+            let op = text(cond.child_by_field_name("operator")?, src);
+            let (left, right) = (cond.child_by_field_name("left")?, cond.child_by_field_name("right")?);
+            match op {
+                "&&" | "||" => {
+                    let (l, r) =
+                        (holds_for(left, func, src, before, state), holds_for(right, func, src, before, state));
+                    let decisive = op == "||";
+                    if l == Some(decisive) || r == Some(decisive) {
+                        Some(decisive)
+                    } else if l.is_some() && r.is_some() {
+                        Some(!decisive)
+                    } else {
+                        None
+                    }
+                }
+                "===" | "==" | "!==" | "!=" => {
+                    let (field, value) =
+                        match (stored_field(left, func, src, before), stored_field(right, func, src, before)) {
+                            (Some(f), None) => (f, literal(right, src)?),
+                            (None, Some(f)) => (f, literal(left, src)?),
+                            _ => return None,
+                        };
+                    Some((state(&field)? == value) == op.starts_with('='))
+                }
+                _ => None,
+            }
+        }
+        _ => stored_field(cond, func, src, before).and_then(|field| state(&field)).map(|v| truthy(&v)),
+    }
 }
 
 /// Find-or-create: the effect runs only when a read found nothing, inside `if (!found)` or after
