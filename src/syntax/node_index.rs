@@ -6,8 +6,10 @@
 //! twice is cheaper to walk with a cursor) and dropped by `forget`, which the engine calls
 //! before and after analysing each file.
 
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::rc::Rc;
 use tree_sitter::{Node, Tree, ffi};
 
@@ -31,6 +33,9 @@ pub struct NodeIndex {
     functions: Vec<u32>,
     /// The binding sites by name, built on the first lookup of a name.
     bindings: std::cell::OnceCell<super::bindings::Bindings>,
+    /// Answers the model computes once per tree and analysis (see `recall`), one map per
+    /// key type.
+    memos: RefCell<HashMap<TypeId, Box<dyn Any>>>,
 }
 
 const NO_FUNCTION: u32 = u32::MAX;
@@ -177,6 +182,7 @@ impl NodeIndex {
                         kinds,
                         functions,
                         bindings: Default::default(),
+                        memos: Default::default(),
                     };
                 }
             }
@@ -209,6 +215,35 @@ impl NodeIndex {
             .take_while(|n| n.start_byte() == start)
             .position(|n| n.id() == node.id())
             .map(|i| first + i)
+    }
+
+    /// `node`'s position in this list (None: not a node of this tree), for memos whose
+    /// answers hold nodes: `node_at` turns it back into a node.
+    pub fn position_of(&self, node: Node) -> Option<u32> {
+        self.position(node).map(|at| at as u32)
+    }
+
+    /// The node at `at` (from `position_of`) as a node of `like`'s tree.
+    pub fn node_at<'t>(&self, at: u32, like: Node<'t>) -> Node<'t> {
+        self.home(at, like)
+    }
+
+    /// The answer remembered for `key` on this tree. The map is chosen by the key's type, so
+    /// each memo has a key type of its own. The tree's list lives for one analysis, and so
+    /// do the answers.
+    pub fn recall<K: Hash + Eq + 'static, V: Clone + 'static>(&self, key: &K) -> Option<V> {
+        let memos = self.memos.borrow();
+        memos.get(&TypeId::of::<HashMap<K, V>>())?.downcast_ref::<HashMap<K, V>>()?.get(key).cloned()
+    }
+
+    /// Remembers `value` for `key` (see `recall`). Not held across the computation of the
+    /// value, which may itself recall and remember.
+    pub fn remember<K: Hash + Eq + 'static, V: 'static>(&self, key: K, value: V) {
+        let mut memos = self.memos.borrow_mut();
+        let map = memos.entry(TypeId::of::<HashMap<K, V>>()).or_insert_with(|| Box::new(HashMap::<K, V>::new()));
+        if let Some(map) = map.downcast_mut::<HashMap<K, V>>() {
+            map.insert(key, value);
+        }
     }
 
     /// `node`'s parent; None at the root, or when `node` is not in this tree.
