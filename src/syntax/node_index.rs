@@ -40,6 +40,16 @@ pub struct NodeIndex {
 
 const NO_FUNCTION: u32 = u32::MAX;
 
+/// The most children a node may have for the list to be built by asking for each by index.
+const NARROW: usize = 16;
+
+/// The list's build: enter a node (with its parent's position), or close the subtree of the
+/// node at a position.
+enum Step<'t> {
+    Enter(Node<'t>, u32),
+    Close(u32),
+}
+
 enum Entry {
     Counting(u32),
     /// The list, and the identity (`tree_identity`) of the tree it was built for.
@@ -136,56 +146,63 @@ impl NodeIndex {
         // owning `tree`; they are never handed out beyond the index's lifetime because
         // `forget` runs only between analyses, when no node of an analysis is held.
         let root: Node<'static> = unsafe { std::mem::transmute::<Node<'_>, Node<'static>>(tree.root_node()) };
-        let mut nodes = Vec::new();
-        let mut ends = Vec::new();
-        let mut parents = Vec::new();
-        let mut kind_ids = Vec::new();
-        let mut kinds = Vec::new();
-        let mut functions = Vec::new();
-        let mut open: Vec<usize> = Vec::new();
+        let count = root.descendant_count();
+        let mut nodes = Vec::with_capacity(count);
+        let mut ends = Vec::with_capacity(count);
+        let mut parents = Vec::with_capacity(count);
+        let mut kind_ids = Vec::with_capacity(count);
+        let mut kinds = Vec::with_capacity(count);
+        let mut functions = Vec::with_capacity(count);
         // The open nodes that are functions, innermost last.
-        let mut open_functions: Vec<usize> = Vec::new();
+        let mut open_functions: Vec<u32> = Vec::new();
+        let mut pending = vec![Step::Enter(root, 0)];
+        let mut wide_children = Vec::new();
         let mut cursor = root.walk();
-        loop {
-            let node = cursor.node();
-            parents.push(open.last().copied().unwrap_or(0) as u32);
-            functions.push(open_functions.last().map_or(NO_FUNCTION, |&f| f as u32));
+        while let Some(step) = pending.pop() {
+            let (node, parent) = match step {
+                Step::Enter(node, parent) => (node, parent),
+                Step::Close(at) => {
+                    ends[at as usize] = nodes.len() as u32;
+                    if open_functions.last() == Some(&at) {
+                        open_functions.pop();
+                    }
+                    continue;
+                }
+            };
+            let at = nodes.len() as u32;
+            parents.push(parent);
+            functions.push(open_functions.last().copied().unwrap_or(NO_FUNCTION));
             let kind_id = node.kind_id();
             let kind = super::ast::kind_of_id(node, kind_id);
             kind_ids.push(kind_id);
             kinds.push(kind);
             if super::ast::is_function_kind(kind) {
-                open_functions.push(nodes.len());
+                open_functions.push(at);
             }
-            open.push(nodes.len());
             nodes.push(node);
             ends.push(0);
-            if cursor.goto_first_child() {
-                continue;
+            pending.push(Step::Close(at));
+            // A cursor step to the next sibling costs hundreds of instructions; asking a
+            // node for its i-th child costs a few per earlier child, so a narrow node's
+            // children are asked for by index (a wide one's would cost the square).
+            let child_count = node.child_count();
+            if child_count <= NARROW {
+                pending.extend((0..child_count).rev().filter_map(|i| node.child(i)).map(|c| Step::Enter(c, at)));
+            } else {
+                wide_children.extend(node.children(&mut cursor));
+                pending.extend(wide_children.drain(..).rev().map(|c| Step::Enter(c, at)));
             }
-            loop {
-                let closed = open.pop().expect("an open node");
-                ends[closed] = nodes.len() as u32;
-                if open_functions.last() == Some(&closed) {
-                    open_functions.pop();
-                }
-                if cursor.goto_next_sibling() {
-                    break;
-                }
-                if !cursor.goto_parent() {
-                    return NodeIndex {
-                        _tree: tree,
-                        nodes,
-                        ends,
-                        parents,
-                        kind_ids,
-                        kinds,
-                        functions,
-                        bindings: Default::default(),
-                        memos: Default::default(),
-                    };
-                }
-            }
+        }
+        NodeIndex {
+            _tree: tree,
+            nodes,
+            ends,
+            parents,
+            kind_ids,
+            kinds,
+            functions,
+            bindings: Default::default(),
+            memos: Default::default(),
         }
     }
 
