@@ -64,7 +64,11 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {
     if let Some(known) = index.recall::<LoopsOf, Vec<(RetryKind, u32, u32)>>(&asked) {
         return known
             .into_iter()
-            .map(|(kind, node, body)| RetryLoop { kind, node: index.node_at(node, func), body: index.node_at(body, func) })
+            .map(|(kind, node, body)| RetryLoop {
+                kind,
+                node: index.node_at(node, func),
+                body: index.node_at(body, func),
+            })
             .collect();
     }
     let found = find_once(func, src);
@@ -112,6 +116,7 @@ enum Candidate<'t> {
 fn candidates<'t>(func: Node<'t>, src: &str) -> Vec<Candidate<'t>> {
     let index = crate::syntax::node_index::built_for(func);
     let Some(nodes) = index.subtree_with_parents(func) else { return Vec::new() };
+    let retry_name = crate::regex!(r"(?i)retr(y|ies)|backoff");
     let mut found: Vec<(usize, Candidate<'t>)> = Vec::new();
     for (_, node, _) in nodes {
         match ast::kind(node) {
@@ -132,9 +137,11 @@ fn candidates<'t>(func: Node<'t>, src: &str) -> Vec<Candidate<'t>> {
                     .child_by_field_name("arguments")
                     .filter(|a| ast::kind(*a) == "arguments")
                     .and_then(|a| a.named_child(0))
-                    .filter(|c| matches!(ast::kind(*c), "arrow_function" | "function_expression" | "generator_function"));
+                    .filter(|c| {
+                        matches!(ast::kind(*c), "arrow_function" | "function_expression" | "generator_function")
+                    });
                 if let (Some(callee), Some(callback)) = (callee, callback)
-                    && crate::regex!(r"(?i)retr(y|ies)|backoff").is_match(text(callee, src))
+                    && retry_name.is_match(text(callee, src))
                 {
                     found.push((callback.start_byte(), Candidate::Library { node, callee, callback }));
                 }

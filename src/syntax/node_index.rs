@@ -40,9 +40,6 @@ pub struct NodeIndex {
 
 const NO_FUNCTION: u32 = u32::MAX;
 
-/// The most children a node may have for the list to be built by asking for each by index.
-const NARROW: usize = 16;
-
 /// The list's build: enter a node (with its parent's position), or close the subtree of the
 /// node at a position.
 enum Step<'t> {
@@ -186,7 +183,7 @@ impl NodeIndex {
             // node for its i-th child costs a few per earlier child, so a narrow node's
             // children are asked for by index (a wide one's would cost the square).
             let child_count = node.child_count();
-            if child_count <= NARROW {
+            if child_count <= super::ast::NARROW {
                 pending.extend((0..child_count).rev().filter_map(|i| node.child(i)).map(|c| Step::Enter(c, at)));
             } else {
                 wide_children.extend(node.children(&mut cursor));
