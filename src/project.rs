@@ -688,7 +688,14 @@ fn function_of_declaration(file: &Arc<SourceFile>, decl: Node, name: &str) -> Op
 
 /// A top-level function (declaration or `const f = () => ...`) defined in `file`.
 pub fn local_function(file: &Arc<SourceFile>, name: &str) -> Option<FunctionDef> {
-    let src = &file.text;
+    let declarations = file.declarations.get_or_init(|| top_level_declarations(file));
+    declarations.get(name)?.iter().find_map(|span| function_of_declaration(file, file.node_at(*span)?, name))
+}
+
+/// The top-level declarations of `file` (an export's declaration for an export) by the name
+/// each declares, in source order.
+fn top_level_declarations(file: &SourceFile) -> std::collections::HashMap<String, Vec<Span>> {
+    let mut out: std::collections::HashMap<String, Vec<Span>> = std::collections::HashMap::new();
     for stmt in ast::named_children(file.root()) {
         let decl = if stmt.kind() == "export_statement" {
             match stmt.child_by_field_name("declaration") {
@@ -698,13 +705,11 @@ pub fn local_function(file: &Arc<SourceFile>, name: &str) -> Option<FunctionDef>
         } else {
             stmt
         };
-        if declared_name(decl, src).as_deref() == Some(name)
-            && let Some(found) = function_of_declaration(file, decl, name)
-        {
-            return Some(found);
+        if let Some(name) = declared_name(decl, &file.text) {
+            out.entry(name).or_default().push(Span::of(decl));
         }
     }
-    None
+    out
 }
 
 /// The imports of a file: ESM imports and CommonJS `require` bindings.

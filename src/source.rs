@@ -139,6 +139,9 @@ pub struct SourceFile {
     style: OnceLock<Style>,
     /// Filled by `project::imports` on first use: call resolution asks for it per call.
     pub(crate) imports: OnceLock<Vec<Import>>,
+    /// Filled by `project::local_function` on first use: the top-level declarations by the
+    /// name they declare, in source order (call resolution looks a name up per call).
+    pub(crate) declarations: OnceLock<std::collections::HashMap<String, Vec<Span>>>,
 }
 
 impl SourceFile {
@@ -150,7 +153,16 @@ impl SourceFile {
             None => parse(dialect, &text)?,
         };
         let line_starts = line_starts(&text);
-        Some(SourceFile { path, text, dialect, tree, line_starts, style: OnceLock::new(), imports: OnceLock::new() })
+        Some(SourceFile {
+            path,
+            text,
+            dialect,
+            tree,
+            line_starts,
+            style: OnceLock::new(),
+            imports: OnceLock::new(),
+            declarations: OnceLock::new(),
+        })
     }
 
     /// The file after `edits` (byte ranges of the previous text `self` holds, in the order
@@ -176,6 +188,7 @@ impl SourceFile {
             line_starts,
             style: OnceLock::new(),
             imports: OnceLock::new(),
+            declarations: OnceLock::new(),
         })
     }
 

@@ -225,20 +225,87 @@ const POSSIBLE_PREFIXES: &[&str] = &[
 
 thread_local! {
     static CONFIGURED_WRAPPERS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Changes with the configured wrappers: a remembered classification holds only for the
+    /// wrappers it was made with.
+    static WRAPPERS_GENERATION: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Runs `f` with the config's `effectWrappers` counted as effects. Files are analysed one per
 /// thread at a time, so the setting follows each file's own (nearest) config.
 pub fn with_effect_wrappers<R>(names: &[String], f: impl FnOnce() -> R) -> R {
+    let bump = || WRAPPERS_GENERATION.with(|g| g.set(g.get() + 1));
     let previous = CONFIGURED_WRAPPERS.with(|w| std::mem::replace(&mut *w.borrow_mut(), names.to_vec()));
+    bump();
     let out = f();
     CONFIGURED_WRAPPERS.with(|w| *w.borrow_mut() = previous);
+    bump();
     out
+}
+
+/// What a remembered classification is looked up by: the call (its position in its tree's
+/// node list), the text it was read from, and what else the answer depends on.
+#[derive(Hash, PartialEq, Eq)]
+struct ClassifiedCall {
+    at: u32,
+    src: (usize, usize),
+    resolved_locally: bool,
+    wrappers: u64,
+}
+
+/// A classification without its nodes: the call is the one asked about, the key a position.
+#[derive(Clone)]
+struct Classification {
+    kind: EffectKind,
+    sdk: Sdk,
+    label: String,
+    key: Option<u32>,
 }
 
 /// Classifies one call expression. `resolved_locally` says the callee is a project function
 /// (its body is analysed as its own scope, so it is not classified by name here).
 pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option<Effect<'t>> {
+    // Every rule and model asks about the same calls of a handler's scopes, and a
+    // classification costs tens of thousands of instructions: each is made once per analysis
+    // and remembered with the call's tree (when its node list is built).
+    let Some(index) = crate::syntax::node_index::existing(call) else {
+        return classify_once(call, src, resolved_locally);
+    };
+    let Some(at) = index.position_of(call) else {
+        return classify_once(call, src, resolved_locally);
+    };
+    let asked = ClassifiedCall {
+        at,
+        src: (src.as_ptr() as usize, src.len()),
+        resolved_locally,
+        wrappers: WRAPPERS_GENERATION.with(|g| g.get()),
+    };
+    if let Some(known) = index.recall::<ClassifiedCall, Option<Classification>>(&asked) {
+        return known.map(|c| Effect {
+            kind: c.kind,
+            sdk: c.sdk,
+            call,
+            label: c.label,
+            key: c.key.map(|at| index.node_at(at, call)),
+        });
+    }
+    let effect = classify_once(call, src, resolved_locally);
+    let remembered = match &effect {
+        None => Some(None),
+        Some(e) => {
+            let key = match e.key {
+                None => Some(None),
+                Some(k) => index.position_of(k).map(Some),
+            };
+            key.map(|key| Some(Classification { kind: e.kind, sdk: e.sdk, label: e.label.clone(), key }))
+        }
+    };
+    if let Some(remembered) = remembered {
+        index.remember(asked, remembered);
+    }
+    effect
+}
+
+fn classify_once<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option<Effect<'t>> {
     let mut effect = classify_call(call, src, resolved_locally)?;
     if effect.key.is_none() && effect.sdk == Sdk::Other && effect.kind.is_external() {
         effect.key = passed_idempotency_key(call, src);

@@ -3,7 +3,6 @@
 //! functions that call themselves again from their own `catch`.
 
 use super::ast::{self, text};
-use super::queries;
 use tree_sitter::Node;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,15 +51,48 @@ const LIBRARIES: &[&str] = &[
 
 /// Retry loops written in `func` (nested callbacks included).
 pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {
+    // Two rules ask about every scope, and the query cursor behind this is costly: the loops
+    // of a function are found once per analysis and remembered with its tree.
+    #[derive(Hash, PartialEq, Eq)]
+    struct LoopsOf {
+        at: u32,
+        src: (usize, usize),
+    }
+    let Some(index) = crate::syntax::node_index::existing(func) else { return find_once(func, src) };
+    let Some(at) = index.position_of(func) else { return find_once(func, src) };
+    let asked = LoopsOf { at, src: (src.as_ptr() as usize, src.len()) };
+    if let Some(known) = index.recall::<LoopsOf, Vec<(RetryKind, u32, u32)>>(&asked) {
+        return known
+            .into_iter()
+            .map(|(kind, node, body)| RetryLoop {
+                kind,
+                node: index.node_at(node, func),
+                body: index.node_at(body, func),
+            })
+            .collect();
+    }
+    let found = find_once(func, src);
+    let positions: Option<Vec<(RetryKind, u32, u32)>> =
+        found.iter().map(|l| Some((l.kind, index.position_of(l.node)?, index.position_of(l.body)?))).collect();
+    if let Some(positions) = positions {
+        index.remember(asked, positions);
+    }
+    found
+}
+
+fn find_once<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {
     let mut out = Vec::new();
-    for m in queries::RETRY_LOOPS.matches(func, src) {
-        if let (Some(node), Some(body)) = (m.get("loop"), m.get("body")) {
-            if is_retry_loop(node, src) {
-                out.push(RetryLoop { kind: RetryKind::Loop, node, body });
+    for candidate in candidates(func, src) {
+        match candidate {
+            Candidate::Loop { node, body } => {
+                if is_retry_loop(node, src) {
+                    out.push(RetryLoop { kind: RetryKind::Loop, node, body });
+                }
             }
-        } else if let (Some(node), Some(callee), Some(body)) = (m.get("library"), m.get("callee"), m.get("callback")) {
-            if is_retry_library(node, text(callee, src), src) {
-                out.push(RetryLoop { kind: RetryKind::Library, node, body });
+            Candidate::Library { node, callee, callback } => {
+                if is_retry_library(node, text(callee, src), src) {
+                    out.push(RetryLoop { kind: RetryKind::Library, node, body: callback });
+                }
             }
         }
     }
@@ -70,6 +102,56 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {
         out.push(RetryLoop { kind: RetryKind::Recursion, node: func, body: func });
     }
     out
+}
+
+enum Candidate<'t> {
+    Loop { node: Node<'t>, body: Node<'t> },
+    Library { node: Node<'t>, callee: Node<'t>, callback: Node<'t> },
+}
+
+/// The matches of transforms/retry_loops.scm in `func`, in the order a query cursor yields
+/// them (a match is complete at its last capture: a loop's body, a call's callback). A
+/// query cursor moving through every scope cost more than the rest of the rule; this reads
+/// the tree's node list instead, and a test holds it to the query.
+fn candidates<'t>(func: Node<'t>, src: &str) -> Vec<Candidate<'t>> {
+    let index = crate::syntax::node_index::built_for(func);
+    let Some(nodes) = index.subtree_with_parents(func) else { return Vec::new() };
+    let retry_name = crate::regex!(r"(?i)retr(y|ies)|backoff");
+    let mut found: Vec<(usize, Candidate<'t>)> = Vec::new();
+    for (_, node, _) in nodes {
+        match ast::kind(node) {
+            "for_statement" | "while_statement" | "do_statement" => {
+                if let Some(body) = node.child_by_field_name("body").filter(|b| b.is_named() && !b.is_error()) {
+                    found.push((body.start_byte(), Candidate::Loop { node, body }));
+                }
+            }
+            "call_expression" => {
+                let callee = node.child_by_field_name("function").and_then(|f| match ast::kind(f) {
+                    "identifier" => Some(f),
+                    "member_expression" => {
+                        f.child_by_field_name("property").filter(|p| ast::kind(*p) == "property_identifier")
+                    }
+                    _ => None,
+                });
+                let callback = node
+                    .child_by_field_name("arguments")
+                    .filter(|a| ast::kind(*a) == "arguments")
+                    .and_then(|a| a.named_child(0))
+                    .filter(|c| {
+                        matches!(ast::kind(*c), "arrow_function" | "function_expression" | "generator_function")
+                    });
+                if let (Some(callee), Some(callback)) = (callee, callback)
+                    && retry_name.is_match(text(callee, src))
+                {
+                    found.push((callback.start_byte(), Candidate::Library { node, callee, callback }));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Stable: candidates completing at the same byte keep their tree order.
+    found.sort_by_key(|(completes, _)| *completes);
+    found.into_iter().map(|(_, c)| c).collect()
 }
 
 /// A retry library or project retry helper called as `name(...)` or `object.name(...)`.
@@ -318,6 +400,46 @@ mod tests {
     use super::*;
     use crate::source::{Dialect, SourceFile};
     use std::path::PathBuf;
+
+    #[test]
+    fn candidates_are_the_query_matches_in_query_order() {
+        let src = r#"
+async function a(items) {
+  for (let attempt = 0; attempt < 3; attempt++) { try { await send(); break; } catch (e) { await sleep(attempt); } }
+  while (await retry(async () => { return x(); }, { retries: 3 })) { await pRetry(() => f()); }
+  do { await utils.withBackoff(function () { return 1; }); } while (again);
+  await client.RETRIES(/* first */ () => 1);
+  await obj.retry.call(() => 1);
+  await retryLater(function* () {}, 1);
+  for (;;) while (b) for (const x of items) { y(); }
+  const g = () => pRetry(async (bail) => { for (let i = 0; ; i++) {} });
+}
+"#;
+        for dialect in [Dialect::TypeScript, Dialect::Tsx] {
+            let f = SourceFile::new(PathBuf::from("x.ts"), src.to_string(), dialect).unwrap();
+            crate::syntax::node_index::forget();
+            let func = f.root().named_child(0).unwrap();
+            let by_query: Vec<(usize, usize)> = crate::model::queries::RETRY_LOOPS
+                .matches(func, &f.text)
+                .iter()
+                .filter_map(|m| {
+                    let node = m.get("loop").or_else(|| m.get("library"))?;
+                    let body = m.get("body").or_else(|| m.get("callback"))?;
+                    Some((node.id(), body.id()))
+                })
+                .collect();
+            let by_walk: Vec<(usize, usize)> = candidates(func, &f.text)
+                .iter()
+                .map(|c| match c {
+                    Candidate::Loop { node, body } => (node.id(), body.id()),
+                    Candidate::Library { node, callback, .. } => (node.id(), callback.id()),
+                })
+                .collect();
+            assert_eq!(by_walk.len(), 11);
+            assert_eq!(by_walk, by_query);
+            crate::syntax::node_index::forget();
+        }
+    }
 
     fn loops(src: &str) -> Vec<(RetryKind, bool, bool)> {
         let f = SourceFile::new(PathBuf::from("x.ts"), src.to_string(), Dialect::TypeScript).unwrap();

@@ -6,8 +6,10 @@
 //! twice is cheaper to walk with a cursor) and dropped by `forget`, which the engine calls
 //! before and after analysing each file.
 
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::rc::Rc;
 use tree_sitter::{Node, Tree, ffi};
 
@@ -31,9 +33,19 @@ pub struct NodeIndex {
     functions: Vec<u32>,
     /// The binding sites by name, built on the first lookup of a name.
     bindings: std::cell::OnceCell<super::bindings::Bindings>,
+    /// Answers the model computes once per tree and analysis (see `recall`), one map per
+    /// key type.
+    memos: RefCell<HashMap<TypeId, Box<dyn Any>>>,
 }
 
 const NO_FUNCTION: u32 = u32::MAX;
+
+/// The list's build: enter a node (with its parent's position), or close the subtree of the
+/// node at a position.
+enum Step<'t> {
+    Enter(Node<'t>, u32),
+    Close(u32),
+}
 
 enum Entry {
     Counting(u32),
@@ -131,55 +143,63 @@ impl NodeIndex {
         // owning `tree`; they are never handed out beyond the index's lifetime because
         // `forget` runs only between analyses, when no node of an analysis is held.
         let root: Node<'static> = unsafe { std::mem::transmute::<Node<'_>, Node<'static>>(tree.root_node()) };
-        let mut nodes = Vec::new();
-        let mut ends = Vec::new();
-        let mut parents = Vec::new();
-        let mut kind_ids = Vec::new();
-        let mut kinds = Vec::new();
-        let mut functions = Vec::new();
-        let mut open: Vec<usize> = Vec::new();
+        let count = root.descendant_count();
+        let mut nodes = Vec::with_capacity(count);
+        let mut ends = Vec::with_capacity(count);
+        let mut parents = Vec::with_capacity(count);
+        let mut kind_ids = Vec::with_capacity(count);
+        let mut kinds = Vec::with_capacity(count);
+        let mut functions = Vec::with_capacity(count);
         // The open nodes that are functions, innermost last.
-        let mut open_functions: Vec<usize> = Vec::new();
+        let mut open_functions: Vec<u32> = Vec::new();
+        let mut pending = vec![Step::Enter(root, 0)];
+        let mut wide_children = Vec::new();
         let mut cursor = root.walk();
-        loop {
-            let node = cursor.node();
-            parents.push(open.last().copied().unwrap_or(0) as u32);
-            functions.push(open_functions.last().map_or(NO_FUNCTION, |&f| f as u32));
+        while let Some(step) = pending.pop() {
+            let (node, parent) = match step {
+                Step::Enter(node, parent) => (node, parent),
+                Step::Close(at) => {
+                    ends[at as usize] = nodes.len() as u32;
+                    if open_functions.last() == Some(&at) {
+                        open_functions.pop();
+                    }
+                    continue;
+                }
+            };
+            let at = nodes.len() as u32;
+            parents.push(parent);
+            functions.push(open_functions.last().copied().unwrap_or(NO_FUNCTION));
             let kind_id = node.kind_id();
             let kind = super::ast::kind_of_id(node, kind_id);
             kind_ids.push(kind_id);
             kinds.push(kind);
             if super::ast::is_function_kind(kind) {
-                open_functions.push(nodes.len());
+                open_functions.push(at);
             }
-            open.push(nodes.len());
             nodes.push(node);
             ends.push(0);
-            if cursor.goto_first_child() {
-                continue;
+            pending.push(Step::Close(at));
+            // A cursor step to the next sibling costs hundreds of instructions; asking a
+            // node for its i-th child costs a few per earlier child, so a narrow node's
+            // children are asked for by index (a wide one's would cost the square).
+            let child_count = node.child_count();
+            if child_count <= super::ast::NARROW {
+                pending.extend((0..child_count).rev().filter_map(|i| node.child(i)).map(|c| Step::Enter(c, at)));
+            } else {
+                wide_children.extend(node.children(&mut cursor));
+                pending.extend(wide_children.drain(..).rev().map(|c| Step::Enter(c, at)));
             }
-            loop {
-                let closed = open.pop().expect("an open node");
-                ends[closed] = nodes.len() as u32;
-                if open_functions.last() == Some(&closed) {
-                    open_functions.pop();
-                }
-                if cursor.goto_next_sibling() {
-                    break;
-                }
-                if !cursor.goto_parent() {
-                    return NodeIndex {
-                        _tree: tree,
-                        nodes,
-                        ends,
-                        parents,
-                        kind_ids,
-                        kinds,
-                        functions,
-                        bindings: Default::default(),
-                    };
-                }
-            }
+        }
+        NodeIndex {
+            _tree: tree,
+            nodes,
+            ends,
+            parents,
+            kind_ids,
+            kinds,
+            functions,
+            bindings: Default::default(),
+            memos: Default::default(),
         }
     }
 
@@ -209,6 +229,35 @@ impl NodeIndex {
             .take_while(|n| n.start_byte() == start)
             .position(|n| n.id() == node.id())
             .map(|i| first + i)
+    }
+
+    /// `node`'s position in this list (None: not a node of this tree), for memos whose
+    /// answers hold nodes: `node_at` turns it back into a node.
+    pub fn position_of(&self, node: Node) -> Option<u32> {
+        self.position(node).map(|at| at as u32)
+    }
+
+    /// The node at `at` (from `position_of`) as a node of `like`'s tree.
+    pub fn node_at<'t>(&self, at: u32, like: Node<'t>) -> Node<'t> {
+        self.home(at, like)
+    }
+
+    /// The answer remembered for `key` on this tree. The map is chosen by the key's type, so
+    /// each memo has a key type of its own. The tree's list lives for one analysis, and so
+    /// do the answers.
+    pub fn recall<K: Hash + Eq + 'static, V: Clone + 'static>(&self, key: &K) -> Option<V> {
+        let memos = self.memos.borrow();
+        memos.get(&TypeId::of::<HashMap<K, V>>())?.downcast_ref::<HashMap<K, V>>()?.get(key).cloned()
+    }
+
+    /// Remembers `value` for `key` (see `recall`). Not held across the computation of the
+    /// value, which may itself recall and remember.
+    pub fn remember<K: Hash + Eq + 'static, V: 'static>(&self, key: K, value: V) {
+        let mut memos = self.memos.borrow_mut();
+        let map = memos.entry(TypeId::of::<HashMap<K, V>>()).or_insert_with(|| Box::new(HashMap::<K, V>::new()));
+        if let Some(map) = map.downcast_mut::<HashMap<K, V>>() {
+            map.insert(key, value);
+        }
     }
 
     /// `node`'s parent; None at the root, or when `node` is not in this tree.
