@@ -537,8 +537,8 @@ fn lengths_compared_before(call: Node, func: Node, src: &str) -> bool {
 
 /// Whether an error thrown at `node` in scope `i` ends as a 5xx answer: through the `try`s around
 /// it (a catch that answers 4xx or handles it without a throw stops it; one that rethrows passes
-/// it on), then through every call site of the scope's function, up to the handler, where an
-/// uncaught error becomes the framework's 500.
+/// it on), then through the call sites of the scope's function (any one that ends in a 5xx is
+/// enough), up to the handler, where an uncaught error becomes the framework's 500.
 fn ends_in_5xx(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth: usize) -> bool {
     let scope = &model.scopes[i];
     let Some(func) = scope.node() else { return false };
