@@ -219,24 +219,19 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
 /// A callee reached only through a nested callback has no direct call site and counts as caught.
 fn uncaught_scopes(cx: &Context, model: &HandlerModel) -> Vec<bool> {
     let n = model.scopes.len();
-    let mut sites: Vec<Vec<(usize, bool)>> = vec![Vec::new(); n];
-    for (k, scope) in model.scopes.iter().enumerate() {
-        let Some(func) = scope.node() else { continue };
-        for call in ast::calls_in(func, true) {
-            let Some(def) = reach::resolve_call(cx.project, scope.file(), call) else { continue };
-            let callee =
-                model.scopes.iter().position(|s| s.function.span == def.span && s.function.file.path == def.file.path);
-            if let Some(j) = callee.filter(|j| *j != k) {
-                // `this.verify(x).catch(...)` handles the rejection itself
-                let chained = call.parent().is_some_and(|p| {
-                    p.kind() == "member_expression"
-                        && p.child_by_field_name("property")
-                            .is_some_and(|q| matches!(text(q, src_of(scope)), "catch" | "then"))
-                });
-                sites[j].push((k, chained || caught_around(call, func)));
-            }
-        }
-    }
+    let sites: Vec<Vec<(usize, bool)>> = call_sites(cx, model)
+        .into_iter()
+        .map(|calls| {
+            calls
+                .into_iter()
+                .map(|site| {
+                    let caught = site.handled_on_the_spot
+                        || model.scopes[site.caller].node().is_some_and(|func| caught_around(site.call, func));
+                    (site.caller, caught)
+                })
+                .collect()
+        })
+        .collect();
     let mut out = vec![false; n];
     if n > 0 {
         out[0] = true;
@@ -475,6 +470,7 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
 /// nothing compares the lengths first and the error ends in a 5xx: a `catch` on the way that
 /// answers 5xx (and no 4xx), or no `catch` at all up to the handler.
 fn unequal_lengths_compared(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    let mut sites = None;
     for (i, scope) in model.scopes.iter().enumerate() {
         let Some(func) = scope.node() else { continue };
         let src = src_of(scope);
@@ -488,7 +484,7 @@ fn unequal_lengths_compared(cx: &Context, model: &HandlerModel, out: &mut Vec<Di
             {
                 continue;
             }
-            if !ends_in_5xx(cx, model, i, call, 0) {
+            if !ends_in_5xx(model, sites.get_or_insert_with(|| call_sites(cx, model)), i, call, 0) {
                 continue;
             }
             let fix = || {
@@ -539,7 +535,7 @@ fn lengths_compared_before(call: Node, func: Node, src: &str) -> bool {
 /// it (a catch that answers 4xx or handles it without a throw stops it; one that rethrows passes
 /// it on), then through the call sites of the scope's function (any one that ends in a 5xx is
 /// enough), up to the handler, where an uncaught error becomes the framework's 500.
-fn ends_in_5xx(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth: usize) -> bool {
+fn ends_in_5xx(model: &HandlerModel, sites: &[Vec<CallSite>], i: usize, node: Node, depth: usize) -> bool {
     let scope = &model.scopes[i];
     let Some(func) = scope.node() else { return false };
     let src = src_of(scope);
@@ -570,27 +566,36 @@ fn ends_in_5xx(cx: &Context, model: &HandlerModel, i: usize, node: Node, depth: 
     if depth >= model.scopes.len() {
         return false;
     }
-    callers_in_model(cx, model, i).into_iter().any(|(k, site)| ends_in_5xx(cx, model, k, site, depth + 1))
+    sites[i]
+        .iter()
+        .filter(|site| !site.handled_on_the_spot)
+        .any(|site| ends_in_5xx(model, sites, site.caller, site.call, depth + 1))
 }
 
-/// The calls of scope `j`'s function from the other scopes of the handler, skipping a call whose
-/// rejection is handled on the spot (`verify(x).catch(...)`).
-fn callers_in_model<'a>(cx: &Context, model: &'a HandlerModel, j: usize) -> Vec<(usize, Node<'a>)> {
-    let target = &model.scopes[j].function;
-    let mut sites = Vec::new();
+/// A call of one scope's function from another scope of the handler.
+struct CallSite<'a> {
+    caller: usize,
+    call: Node<'a>,
+    /// `this.verify(x).catch(...)`: the call's rejection is handled where it is made.
+    handled_on_the_spot: bool,
+}
+
+/// For each scope, the calls of its function from the handler's other scopes.
+fn call_sites<'a>(cx: &Context, model: &'a HandlerModel) -> Vec<Vec<CallSite<'a>>> {
+    let mut sites: Vec<Vec<CallSite<'a>>> = model.scopes.iter().map(|_| Vec::new()).collect();
     for (k, scope) in model.scopes.iter().enumerate() {
-        let Some(func) = scope.node().filter(|_| k != j) else { continue };
+        let Some(func) = scope.node() else { continue };
         for call in ast::calls_in(func, true) {
-            let chained = call.parent().is_some_and(|p| {
-                p.kind() == "member_expression"
-                    && p.child_by_field_name("property")
-                        .is_some_and(|q| matches!(text(q, src_of(scope)), "catch" | "then"))
-            });
-            if !chained
-                && reach::resolve_call(cx.project, scope.file(), call)
-                    .is_some_and(|d| d.span == target.span && d.file.path == target.file.path)
-            {
-                sites.push((k, call));
+            let Some(def) = reach::resolve_call(cx.project, scope.file(), call) else { continue };
+            let callee =
+                model.scopes.iter().position(|s| s.function.span == def.span && s.function.file.path == def.file.path);
+            if let Some(j) = callee.filter(|j| *j != k) {
+                let handled_on_the_spot = call.parent().is_some_and(|p| {
+                    p.kind() == "member_expression"
+                        && p.child_by_field_name("property")
+                            .is_some_and(|q| matches!(text(q, src_of(scope)), "catch" | "then"))
+                });
+                sites[j].push(CallSite { caller: k, call, handled_on_the_spot });
             }
         }
     }
