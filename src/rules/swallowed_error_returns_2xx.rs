@@ -591,6 +591,13 @@ fn comment_block_above(src: &str, line_start: usize) -> Option<String> {
 fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
     let mut found = catches_found(c, i, scope, func);
     let src = &scope.file().text;
+    if i > 0 && every_caller_swallows(c, i, &mut Vec::new()) && !caller_records_done_after(c, i) {
+        // A rethrow would land in the callers' catches, which swallow it too: the decision to
+        // swallow is theirs (reported there, or deliberate there), and this catch changes
+        // nothing, unless a caller records the event as done after the call (which a rethrow
+        // would skip).
+        return Vec::new();
+    }
     for d in &mut found {
         let Some(at) = func.descendant_for_byte_range(d.start, d.end) else { continue };
         let Some(try_stmt) = std::iter::once(at)
@@ -1492,6 +1499,26 @@ fn caller_records_done_after(c: &Cx, i: usize) -> bool {
                             .is_some_and(|t| crate::model::guards::is_marker_name(&t))))
         })
     })
+}
+
+/// Every call of scope `i` from the handler's other scopes lies in a `try` whose catch
+/// swallows the error as well, in that caller or (transitively) in every caller of the caller.
+fn every_caller_swallows(c: &Cx, i: usize, visiting: &mut Vec<usize>) -> bool {
+    if visiting.contains(&i) {
+        return false;
+    }
+    visiting.push(i);
+    let sites = callers_of(c, i);
+    let swallowed = !sites.is_empty()
+        && sites.iter().all(|(k, call)| {
+            let s = &c.model.scopes[*k];
+            let Some(f) = s.node() else { return false };
+            let names = if s.depth == 0 { responses::handler_names(&c.model.handler) } else { Vec::new() };
+            swallowing_try(f, *call, &s.file().text, &names).is_some()
+                || *k > 0 && every_caller_swallows(c, *k, visiting)
+        });
+    visiting.pop();
+    swallowed
 }
 
 fn callers_of<'a>(c: &Cx<'a>, i: usize) -> Vec<(usize, Node<'a>)> {
