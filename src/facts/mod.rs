@@ -113,6 +113,17 @@ pub fn http_responses<'a>(cx: &'a Context) -> Vec<(&'a HandlerModel, &'a Scope, 
 /// (`for (const item of items) await refundItem(item, event)`): one event key per call would
 /// make every item after the first replay the first item's response.
 pub fn reached_in_loop(cx: &Context, model: &HandlerModel, scope: &Scope) -> bool {
+    reached_where(cx, model, scope, in_loop)
+}
+
+/// Whether one of the calls that lead from the handler to `scope` satisfies `at_site` (the
+/// call, and the scope it is made in).
+pub fn reached_where(
+    cx: &Context,
+    model: &HandlerModel,
+    scope: &Scope,
+    at_site: impl Fn(Node, &Scope) -> bool,
+) -> bool {
     let mut cur = scope;
     while cur.depth > 0 {
         let parent_chain = &cur.chain[..cur.chain.len() - 1];
@@ -121,12 +132,12 @@ pub fn reached_in_loop(cx: &Context, model: &HandlerModel, scope: &Scope) -> boo
         };
         let Some(func) = parent.node() else { return false };
         let file = parent.file();
-        let looped = ast::calls_in(func, false).into_iter().any(|call| {
+        let hit = ast::calls_in(func, false).into_iter().any(|call| {
             reach::resolve_call(cx.project, file, call)
                 .is_some_and(|def| def.span == cur.function.span && Arc::ptr_eq(&def.file, &cur.function.file))
-                && in_loop(call, parent)
+                && at_site(call, parent)
         });
-        if looped {
+        if hit {
             return true;
         }
         cur = parent;

@@ -1219,6 +1219,72 @@ pub fn stops_sequential_replays(project: &Project, scopes: &[Scope]) -> bool {
     })
 }
 
+/// A marker named by a constant: the call runs after `if (labels.includes(SENT_LABEL)) return;`
+/// (directly or through a local bound to that test) and the same function later writes that
+/// constant (`await addLabel(issue, SENT_LABEL)`). Tags, labels and flags on the provider's
+/// own object serve as the processed marker: a sequential replay finds it and stops before the
+/// call; the window two concurrent deliveries leave open is `check-then-insert-race`'s.
+pub fn skipped_when_marked(call: Node, func: Node, src: &str) -> bool {
+    let marker_tested = |cond: Node| -> Vec<String> {
+        let mut tests = vec![cond];
+        for id in ast::descendants_of_kind(cond, "identifier") {
+            if let Some(init) = ast::find_binding_init(func, text(id, src), src, cond.start_byte()) {
+                tests.push(init);
+            }
+        }
+        tests
+            .into_iter()
+            .flat_map(|t| ast::calls_in(t, true))
+            .filter(|c| ast::callee_name(*c, src).is_some_and(|n| matches!(n.as_str(), "includes" | "has" | "some")))
+            .flat_map(|c| constants_in(c, src))
+            .collect()
+    };
+    let written_after = |constant: &str| {
+        ast::calls_in(func, true).into_iter().any(|later| {
+            later.start_byte() > call.end_byte()
+                && !super::best_effort::is_logging_call(later, src)
+                && ast::arguments(later).iter().any(|a| constants_in(*a, src).iter().any(|c| c == constant))
+        })
+    };
+    ast::guard_clauses_before(call, func).into_iter().any(|clause| {
+        clause.child_by_field_name("condition").is_some_and(|cond| marker_tested(cond).iter().any(|c| written_after(c)))
+    })
+}
+
+fn constants_in(node: Node, src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    ast::walk(node, &mut |n| match marker_constant(n, src) {
+        Some(c) => {
+            out.push(c);
+            false
+        }
+        None => true,
+    });
+    out
+}
+
+/// A constant that can name a marker: `STATE_LABELS.INVITE_SENT`, `WELCOME_SENT`, or a string
+/// literal of a few letters (`"welcome-sent"`).
+fn marker_constant(node: Node, src: &str) -> Option<String> {
+    let screaming =
+        |s: &str| s.len() >= 3 && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    match node.kind() {
+        "member_expression" => node
+            .child_by_field_name("property")
+            .filter(|p| screaming(text(*p, src)))
+            .map(|_| text(node, src).to_string()),
+        "identifier"
+            if screaming(text(node, src)) && ast::parent(node).is_none_or(|p| p.kind() != "member_expression") =>
+        {
+            Some(text(node, src).to_string())
+        }
+        "string" => ast::string_value(node, src)
+            .filter(|s| s.len() >= 4 && s.chars().any(|c| c.is_ascii_alphabetic()))
+            .map(|s| format!("'{s}'")),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,14 +1,14 @@
 //! effect-missing-idempotency-key
 
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
-use crate::facts::{in_loop, reached_in_loop};
+use crate::facts::{in_loop, reached_in_loop, reached_where};
 use crate::fix::edits::merge_property;
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::effects::operation_name;
 use crate::model::payload::{self, PerAttempt};
 use crate::model::reach::{self, Scope};
-use crate::model::{Effect, EventKey, Sdk, effects};
+use crate::model::{Effect, EventKey, Sdk, effects, markers};
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -59,8 +59,13 @@ it wrote (`order.email` after `data: { email }`) are as stable as the values wri
 - `x.trigger(...)` is a Trigger.dev task only on `tasks` or with a payload first: Pusher's
   `pusher.trigger(channel, event, data)` and DOM/emitter triggers are not.
 - A call made only when a read of the same provider resource found nothing (`refunds.list`
-  for the payment intent, then `refunds.create` if the list is empty) is not reported: a
+  for the payment intent, then `refunds.create` if the list is empty; `transfers.retrieve`,
+  then `if (transfer.reversed) return` before `transfers.createReversal`) is not reported: a
   redelivery after it succeeded finds the result and skips the call.
+- Nor is a call made after an early exit on a marker the same function sets afterwards
+  (`if (labels.includes(SENT)) return;`, the email, then `addLabel(SENT)`): a redelivery finds
+  the marker. Two concurrent deliveries can both pass the test; that race is
+  `check-then-insert-race`'s.
 - SDKs without a key (Twilio, SendGrid, Postmark, nodemailer, Slack) are left to
   `unguarded-side-effect`.
 "#;
@@ -91,6 +96,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                     || effect.replays_harmlessly(&file.text)
                     || !needs_key(&effect, &file.text)
                     || checked_on_provider(effect.call, &file.text)
+                    || skipped_when_marked(cx, model, scope, effect.call, func)
                 {
                     continue;
                 }
@@ -115,10 +121,8 @@ fn checked_on_provider(call: Node, src: &str) -> bool {
         return false;
     };
     let Some(func) = ast::enclosing_function(call) else { return false };
-    ast::ancestors(call).take_while(|a| *a != func).any(|a| {
-        if a.kind() != "if_statement" {
-            return false;
-        }
+    let enclosing_ifs = ast::ancestors(call).take_while(|a| *a != func).filter(|a| a.kind() == "if_statement");
+    enclosing_ifs.chain(ast::guard_clauses_before(call, func)).any(|a| {
         let Some(cond) = a.child_by_field_name("condition") else { return false };
         ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
             ast::find_binding_init(func, text(id, src), src, a.start_byte()).is_some_and(|init| {
@@ -130,6 +134,15 @@ fn checked_on_provider(call: Node, src: &str) -> bool {
             })
         })
     })
+}
+
+/// The call, or a call that leads to it from the handler, runs after an early exit on a marker
+/// its function sets afterwards.
+fn skipped_when_marked(cx: &Context, model: &HandlerModel, scope: &Scope, call: Node, func: Node) -> bool {
+    markers::skipped_when_marked(call, func, &scope.file().text)
+        || reached_where(cx, model, scope, |site, parent| {
+            parent.node().is_some_and(|f| markers::skipped_when_marked(site, f, &parent.file().text))
+        })
 }
 
 /// SQS message deduplication only exists on FIFO queues.

@@ -451,6 +451,29 @@ pub fn last_statement(branch: Node) -> Option<Node> {
     }
 }
 
+/// The guard clauses `node` runs after: each `if` without `else`, earlier in one of the blocks
+/// between `func` and `node`, whose branch leaves (`if (done) return;`, `if (!ok) throw ...`).
+/// Reaching `node` means each of their conditions was false.
+pub fn guard_clauses_before<'t>(node: Node<'t>, func: Node<'t>) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    let mut child = node;
+    for anc in ancestors(node).take_while(|a| *a != func) {
+        if kind(anc) == "statement_block" {
+            out.extend(named_children(anc).into_iter().take_while(|st| st.end_byte() <= child.start_byte()).filter(
+                |st| {
+                    kind(*st) == "if_statement"
+                        && st.child_by_field_name("alternative").is_none()
+                        && st.child_by_field_name("consequence").and_then(last_statement).is_some_and(|last| {
+                            matches!(kind(last), "return_statement" | "throw_statement" | "continue_statement")
+                        })
+                },
+            ));
+        }
+        child = anc;
+    }
+    out
+}
+
 /// The statement that directly contains `node` inside a statement block.
 pub fn enclosing_statement(node: Node) -> Option<Node> {
     let mut cur = node;
