@@ -66,7 +66,9 @@ list, a `catch` (or the comment block right above its `try`, or above its functi
 effort" / "non-fatal" / "non-critical" / "safe to ignore" / "don't fail ... if" / "do not throw" /
 "fire-and-forget", a message naming the failed write as logging or an audit entry ("error
 logging the transaction"), or circuit-breaker bookkeeping, or a `retrysafe-ignore` suppression
-with the reason; a returned error left unchecked under such a comment (right above the call's
+with the reason; a `catch` whose only call reports the failure at warning level
+(`logger.warn(...)`, `console.warn(...)`: the author files it as tolerable, unlike `error`), both
+unless a caller records the event as done after the call; a returned error left unchecked under such a comment (right above the call's
 statement, a statement around it, or an earlier statement whose result it reads: `// refresh
 the cached total (best-effort)` above a read, then an update only when the read worked); a
 `try` whose only work
@@ -1062,7 +1064,8 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             || ((marked_best_effort(c, try_stmt, src)
                 // "failed to refresh the cache", "non-critical": the catch's own words ("track"
                 // alone also names recording the event's work, so it does not count here)
-                || says_best_effort(body, src).is_some_and(|w| w != "track"))
+                || says_best_effort(body, src).is_some_and(|w| w != "track")
+                || warns_only(body, src))
                 && !(ends_function(try_stmt, func) && caller_records_done_after(c, i)))
             // "This will catch if the label already exists": the swallow is the duplicate case.
             || comment_block_above(src, file.line_start(try_stmt.start_byte()))
@@ -1608,6 +1611,17 @@ fn best_effort_name(name: &str) -> bool {
         out.into_iter().filter(|w| !w.is_empty()).collect()
     };
     words(name).iter().any(|w| WORDS.contains(&w.as_str()))
+}
+
+/// The catch reports the failure at warning level and does nothing else (`logger.warn(...)`):
+/// the author files the failure as tolerable, not as an error of the event's work.
+fn warns_only(body: Node, src: &str) -> bool {
+    let calls = ast::calls_in(body, false);
+    !calls.is_empty()
+        && calls.iter().all(|call| {
+            ast::callee_name(*call, src).is_some_and(|n| matches!(n.as_str(), "warn" | "warning"))
+                || ast::parent(*call).is_some_and(|p| p.kind() == "arguments")
+        })
 }
 
 /// The catch's own words say the work is best-effort: "failed to refresh the cache",
