@@ -12,7 +12,7 @@ const DOCS: &str = r#"
 ## What it finds
 An update or upsert outside a guard (and outside a claim transaction) whose value depends on
 WHEN the delivery is processed rather than on the event:
-- a subscription/access period computed from the clock: `expiresAt: new Date(Date.now() + ...)`,
+- a subscription/access period, or when the account went live (`activatedAt`, `onboardingCompletedAt`; not when a run of the work finished), computed from the clock: `expiresAt: new Date(Date.now() + ...)`,
   `periodStart: new Date()`, `addMonths(new Date(), 1)`, `dayjs().add(1, "month")`,
   `moment()`, `DateTime.now()`, `knex.fn.now()`, SQL `now()`; only for period-like columns
   (period, expires, renews, valid/until, trial, billing, access, paid through, start/end, and
@@ -161,7 +161,11 @@ fn period_name(name: &str) -> bool {
         // when the customer paid or bought: the event carries it; the clock gives the delivery's time
         "paid",
         "purchased",
-    ])
+        // when the account or plan went live (`activatedAt`, `onboardedAt`): a replay moves it
+        // to the retry's time
+        "activated",
+        "onboarded",
+    ]) || has(&["onboarding"]) && has(&["completed", "finished", "done"])
 }
 
 fn counter_name(name: &str) -> bool {
