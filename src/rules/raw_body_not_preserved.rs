@@ -22,6 +22,8 @@ A webhook signature checked over a body that is no longer the bytes the provider
   `export const config = { api: { bodyParser: false } }`;
 - a Fastify route verifying `request.body` in a file that creates the Fastify instance and
   registers no raw-body content-type parser or plugin;
+- a Fastify route verifying `request.raw.body`: the Node request under Fastify's has no body
+  (unless Express middleware runs inside Fastify through `@fastify/express` or `middie`);
 - a router file whose route verifies `req.body` while the app (`app`/`server`/`index`/`main`
   up to three directories up) mounts `express.json()` before that router;
 - `express.raw()` on a route that an earlier `express.json()` reaches first (the raw parser
@@ -683,6 +685,20 @@ fn fastify_parser(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>)
     let src = &file.text;
     let Some(func) = scope.node() else { return };
     let Some(req) = model.handler.request.as_deref() else { return };
+    if let Some(first) = verifies_node_request_body(func, req, src)
+        && !express_compat(&stmts::code_without_comments(file.root(), src).to_ascii_lowercase())
+    {
+        out.push(
+            Diagnostic::new(RULE.id, file, first, format!("`{req}.raw` is Node's request, which has no `body`: Fastify keeps what it read in `{req}.body` (and `fastify-raw-body` in `{req}.rawBody`), so the verifier gets `undefined` and every genuine delivery fails"))
+                .in_handler(model, scope)
+                .help("register a buffer content-type parser for this route (or `fastify-raw-body`) and verify `request.body` (or `request.rawBody`)")
+                .with_fix(cx, || Fix::display_only(
+                    "verify the body Fastify read",
+                    "register `fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => done(null, body))` in this route's plugin scope and verify `request.body` (or use `fastify-raw-body` and verify `request.rawBody`)",
+                )),
+        );
+        return;
+    }
     let creates_instance = crate::regex!(r"(?i)\bfastify\s*\(").is_match(src);
     let lower = stmts::code_without_comments(file.root(), src).to_ascii_lowercase();
     if !creates_instance
@@ -704,6 +720,37 @@ fn fastify_parser(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>)
                 "register `fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => done(null, body))` in this route's plugin scope (or use `fastify-raw-body` and verify `request.rawBody`)",
             )),
     );
+}
+
+/// The read of `request.raw.body` that a verified payload is (`(request.raw as any).body`, directly or
+/// through a local): the Node request under a Fastify request never carries a body.
+fn verifies_node_request_body<'t>(func: Node<'t>, req: &str, src: &str) -> Option<Node<'t>> {
+    let raw_body = |n: Node| {
+        let n = ast::unwrap_expr(n);
+        n.kind() == "member_expression"
+            && n.child_by_field_name("property").is_some_and(|p| text(p, src) == "body")
+            && n.child_by_field_name("object").map(ast::unwrap_expr).is_some_and(|o| {
+                o.kind() == "member_expression"
+                    && o.child_by_field_name("property").is_some_and(|p| text(p, src) == "raw")
+                    && o.child_by_field_name("object").is_some_and(|r| text(ast::unwrap_expr(r), src) == req)
+            })
+    };
+    // Reported where the body is read: that is the expression to change.
+    verify::verified_payloads(func, src).into_iter().map(|(_, p)| ast::unwrap_expr(p)).find_map(|p| {
+        if raw_body(p) {
+            return Some(p);
+        }
+        (p.kind() == "identifier")
+            .then(|| ast::find_binding_init(func, text(p, src), src, p.start_byte()))
+            .flatten()
+            .filter(|init| raw_body(*init))
+    })
+}
+
+/// Express middleware run inside Fastify (`@fastify/express`, `middie`) can set a body on the
+/// Node request.
+fn express_compat(code: &str) -> bool {
+    ["@fastify/express", "fastify-express", "middie", "@fastify/middie"].iter().any(|m| code.contains(m))
 }
 
 /// NestJS sets `req.rawBody` (`RawBodyRequest`, `@RawBody()`) only for an app created with
