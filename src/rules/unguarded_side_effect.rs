@@ -170,16 +170,13 @@ fn target(found: &Found, scope: &Scope) -> String {
     let src = &scope.file().text;
     let mut call = found.at;
     // Drizzle/Knex chains: the table is the argument of `insert(...)`/`into(...)`/`from(...)`.
-    loop {
-        let Some(object) = call
-            .child_by_field_name("function")
-            .filter(|f| f.kind() == "member_expression")
-            .and_then(|f| f.child_by_field_name("object"))
-            .map(ast::unwrap_expr)
-            .filter(|o| o.kind() == "call_expression")
-        else {
-            break;
-        };
+    while let Some(object) = call
+        .child_by_field_name("function")
+        .filter(|f| f.kind() == "member_expression")
+        .and_then(|f| f.child_by_field_name("object"))
+        .map(ast::unwrap_expr)
+        .filter(|o| o.kind() == "call_expression")
+    {
         call = object;
         let name = ast::callee_name(call, src).unwrap_or_default();
         if matches!(name.as_str(), "insert" | "into" | "from" | "table" | "insertInto")
