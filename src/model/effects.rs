@@ -413,7 +413,10 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
         return effect(EffectKind::Enqueue, Sdk::TriggerDev, key);
     }
     // BullMQ / Bull
-    if (last == "add" || last == "addbulk") && (has("queue") || has("flow") || has("producer")) {
+    if (last == "add" || last == "addbulk")
+        && (has("queue") || has("flow") || has("producer"))
+        && !in_memory_collection(call, src)
+    {
         let key = if last == "add" {
             args.iter()
                 .skip(1)
@@ -1278,4 +1281,28 @@ mod real_calls {
             assert_eq!(kind_of(code), *want, "{code}");
         }
     }
+}
+
+/// `seen.add(id)` where `seen` is a local `new Set()`/`new Map()` (or an array): a collection in
+/// memory, whatever its name says (`completedWorkflows`), not a queue.
+fn in_memory_collection(call: Node, src: &str) -> bool {
+    let Some(receiver) = call
+        .child_by_field_name("function")
+        .filter(|f| f.kind() == "member_expression")
+        .and_then(|f| f.child_by_field_name("object"))
+        .map(ast::unwrap_expr)
+        .filter(|o| o.kind() == "identifier")
+    else {
+        return false;
+    };
+    ast::enclosing_function(call)
+        .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
+        .map(ast::unwrap_expr)
+        .is_some_and(|init| {
+            init.kind() == "array"
+                || (init.kind() == "new_expression"
+                    && init
+                        .child_by_field_name("constructor")
+                        .is_some_and(|c| matches!(text(c, src), "Set" | "Map" | "WeakSet" | "WeakMap" | "Array")))
+        })
 }

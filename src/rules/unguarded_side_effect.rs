@@ -16,7 +16,10 @@ A handler (or a function it calls) that performs a non-idempotent effect — an 
 without a unique natural key, a payment, an email/SMS/chat message, an enqueue, an
 outbound POST, or a call to a package function named like one (`send*`, `charge*`,
 `notify*`...: reported as a *possible* effect) — with no guard protecting it.
-Reported once per handler, at the first unguarded effect; the message counts the rest.
+Reported at the handler's first unguarded effect, whose message counts the rest, and again at
+each later effect of that same function on another target (the order row after the shipping
+row, the confirmation email after the ledger insert): each duplicates something else. Repeats of
+one target (the same table, the same callee) are counted, not reported again.
 An effect behind a thin project wrapper named for it (`sendReceiptEmail`, `enqueue`,
 `notifyOwner`: a function whose one effect it is, with at most two awaited calls) is reported
 where the handler calls the wrapper, not inside it.
@@ -145,7 +148,46 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         let Some(first) = found.first() else { continue };
         let scope = &model.scopes[first.scope];
         out.push(diagnostic(cx, model, scope, &found));
+        // A second effect of the same function on another target (the order row after the
+        // address row, the confirmation email after the ledger insert) duplicates something
+        // else on a replay: a reader fixing only the first would miss it. Repeats of one target,
+        // and effects in other functions the handler reaches, stay counted in the first message.
+        let mut targets = vec![target(first, scope)];
+        for f in found[1..].iter().filter(|f| f.scope == first.scope) {
+            let t = target(f, scope);
+            if !targets.contains(&t) {
+                targets.push(t);
+                out.push(diagnostic(cx, model, scope, std::slice::from_ref(f)));
+            }
+        }
     }
+}
+
+/// What a replay of the effect duplicates: the table an insert names (`db.insert(orders)`,
+/// `prisma.order.create`), or the callee's last two names (`client.createMessage`, a wrapper's
+/// own name).
+fn target(found: &Found, scope: &Scope) -> String {
+    let src = &scope.file().text;
+    let mut call = found.at;
+    // Drizzle/Knex chains: the table is the argument of `insert(...)`/`into(...)`/`from(...)`.
+    while let Some(object) = call
+        .child_by_field_name("function")
+        .filter(|f| f.kind() == "member_expression")
+        .and_then(|f| f.child_by_field_name("object"))
+        .map(ast::unwrap_expr)
+        .filter(|o| o.kind() == "call_expression")
+    {
+        call = object;
+        let name = ast::callee_name(call, src).unwrap_or_default();
+        if matches!(name.as_str(), "insert" | "into" | "from" | "table" | "insertInto")
+            && let Some(table) = ast::arguments(call).first()
+        {
+            return format!("table {}", text(*table, src));
+        }
+    }
+    let path = ast::callee_path(found.at, src);
+    let tail: Vec<String> = path.iter().rev().take(2).rev().map(|p| p.trim_end_matches("()").to_string()).collect();
+    tail.join(".")
 }
 
 /// An effect found directly in a scope's function, or a call to a project function that
