@@ -942,6 +942,20 @@ fn saves_new_document(call: Node, src: &str) -> bool {
 /// `.insert({ id: evt.data.id })`): the primary key makes a replay fail instead of duplicating.
 /// A generated id (`randomUUID()`, `cuid()`...) is new on every delivery and does not count.
 fn sets_primary_id(call: Node, src: &str) -> bool {
+    // `.values({ ... }).returning({ id: orders.id })`: the row is what `values` gets, not what
+    // the chain reads back.
+    let mut call = call;
+    while ast::callee_name(call, src)
+        .is_some_and(|n| matches!(n.as_str(), "returning" | "$returningId" | "execute" | "run"))
+        && let Some(inner) = call
+            .child_by_field_name("function")
+            .filter(|f| f.kind() == "member_expression")
+            .and_then(|f| f.child_by_field_name("object"))
+            .map(ast::unwrap_expr)
+            .filter(|o| o.kind() == "call_expression")
+    {
+        call = inner;
+    }
     let Some(first) = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")
     else {
         return false;
