@@ -348,6 +348,15 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     {
         return None;
     }
+    // `NotionClient.create(props)`, `asana.Client.create(...)`: a client class's static factory
+    // builds a client, it sends nothing (a model accessor is lowercase: `db.oauthClient.create`).
+    if path.len() >= 2
+        && matches!(last.as_str(), "create" | "init" | "build" | "connect")
+        && path[path.len() - 2].starts_with(|c: char| c.is_ascii_uppercase())
+        && path[path.len() - 2].ends_with("Client")
+    {
+        return None;
+    }
     // Stripe
     // The Stripe client comes before the resource: `stripe.refunds.create`, `this.stripe.x.create`;
     // never `prisma.stripeEvent.create` (a table named after Stripe).
