@@ -593,7 +593,7 @@ fn comment_block_above(src: &str, line_start: usize) -> Option<String> {
 fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
     let mut found = catches_found(c, i, scope, func);
     let src = &scope.file().text;
-    if i > 0 && every_caller_swallows(c, i, &mut Vec::new()) && !caller_records_done_after(c, i) {
+    if i > 0 && !found.is_empty() && every_caller_swallows(c, i, &mut Vec::new()) && !caller_records_done_after(c, i) {
         // A rethrow would land in the callers' catches, which swallow it too: the decision to
         // swallow is theirs (reported there, or deliberate there), and this catch changes
         // nothing, unless a caller records the event as done after the call (which a rethrow
