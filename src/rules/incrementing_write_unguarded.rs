@@ -28,7 +28,8 @@ read-modify-write also lose updates.
 
 ## Not reported
 Inside a guard `run` callback or a transaction that also writes the claim. Mongo
-`$addToSet` (set semantics). Handlers with hand-written dedupe are reported by the marker
+`$addToSet` (set semantics). A metrics client's counter (`dogstatsd.increment("sent")`, a
+`metrics`/`statsd`/`telemetry`/`analytics` receiver): a replay skews a graph, not a balance. Handlers with hand-written dedupe are reported by the marker
 rules (`check-then-insert-race`, `effect-before-record`, `record-before-effect-no-tx`)
 instead, so the same code is not reported twice; but when that dedupe is racy (checked
 before the work and written after it, or only written after it), a read-modify-write is
