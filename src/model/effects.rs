@@ -891,7 +891,8 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
         // `dogstatsd.increment("email.sent", 1, tags)`, `metrics.increment(...)`: a metrics
         // client counts for dashboards; a replay skews a graph, not a balance.
         let receiver = path[path.len() - 2].to_ascii_lowercase();
-        if ["statsd", "metric", "datadog", "telemetry", "analytics", "prometheus"].iter().any(|m| receiver.contains(m)) {
+        if ["statsd", "metric", "datadog", "telemetry", "analytics", "prometheus"].iter().any(|m| receiver.contains(m))
+        {
             return None;
         }
         return Some(EffectKind::DbIncrement);
