@@ -1302,13 +1302,7 @@ mod real_calls {
 /// `seen.add(id)` where `seen` is a local `new Set()`/`new Map()` (or an array): a collection in
 /// memory, whatever its name says (`completedWorkflows`), not a queue.
 fn in_memory_collection(call: Node, src: &str) -> bool {
-    let Some(receiver) = call
-        .child_by_field_name("function")
-        .filter(|f| f.kind() == "member_expression")
-        .and_then(|f| f.child_by_field_name("object"))
-        .map(ast::unwrap_expr)
-        .filter(|o| o.kind() == "identifier")
-    else {
+    let Some(receiver) = ast::method_receiver(call).filter(|o| o.kind() == "identifier") else {
         return false;
     };
     ast::enclosing_function(call)

@@ -170,13 +170,7 @@ fn target(found: &Found, scope: &Scope) -> String {
     let src = &scope.file().text;
     let mut call = found.at;
     // Drizzle/Knex chains: the table is the argument of `insert(...)`/`into(...)`/`from(...)`.
-    while let Some(object) = call
-        .child_by_field_name("function")
-        .filter(|f| f.kind() == "member_expression")
-        .and_then(|f| f.child_by_field_name("object"))
-        .map(ast::unwrap_expr)
-        .filter(|o| o.kind() == "call_expression")
-    {
+    while let Some(object) = ast::method_receiver(call).filter(|o| o.kind() == "call_expression") {
         call = object;
         let name = ast::callee_name(call, src).unwrap_or_default();
         if matches!(name.as_str(), "insert" | "into" | "from" | "table" | "insertInto")
@@ -913,12 +907,7 @@ fn exchanges_token(call: Node, src: &str) -> bool {
 /// other `save()` (a loaded record) is an update; a constructor that sets `_id` makes a replay
 /// fail instead of duplicating.
 fn saves_new_document(call: Node, src: &str) -> bool {
-    let Some(receiver) = call
-        .child_by_field_name("function")
-        .filter(|f| f.kind() == "member_expression")
-        .and_then(|f| f.child_by_field_name("object"))
-        .map(ast::unwrap_expr)
-    else {
+    let Some(receiver) = ast::method_receiver(call) else {
         return false;
     };
     let constructed = |n: Node| {
@@ -947,12 +936,7 @@ fn sets_primary_id(call: Node, src: &str) -> bool {
     let mut call = call;
     while ast::callee_name(call, src)
         .is_some_and(|n| matches!(n.as_str(), "returning" | "$returningId" | "execute" | "run"))
-        && let Some(inner) = call
-            .child_by_field_name("function")
-            .filter(|f| f.kind() == "member_expression")
-            .and_then(|f| f.child_by_field_name("object"))
-            .map(ast::unwrap_expr)
-            .filter(|o| o.kind() == "call_expression")
+        && let Some(inner) = ast::method_receiver(call).filter(|o| o.kind() == "call_expression")
     {
         call = inner;
     }

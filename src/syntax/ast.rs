@@ -451,6 +451,15 @@ pub fn last_statement(branch: Node) -> Option<Node> {
     }
 }
 
+/// The object a method is called on: `orders` in `orders.add(x)`, the inner call in
+/// `db.insert(t).values(v)` (unwrapped: `(x as T).m()` gives `x`).
+pub fn method_receiver(call: Node) -> Option<Node> {
+    call.child_by_field_name("function")
+        .filter(|f| kind(*f) == "member_expression")
+        .and_then(|f| f.child_by_field_name("object"))
+        .map(unwrap_expr)
+}
+
 /// The guard clauses `node` runs after: each `if` without `else`, earlier in one of the blocks
 /// between `func` and `node`, whose branch leaves (`if (done) return;`, `if (!ok) throw ...`).
 /// Reaching `node` means each of their conditions was false.
