@@ -57,6 +57,35 @@ pub fn is_raw_parser(node: Node, src: &str) -> bool {
 
 /// Every `X.use(..., express.json(), ...)` in the file, in source order.
 pub fn json_mounts<'t>(root: Node<'t>, src: &str) -> Vec<JsonMount<'t>> {
+    // Asked once per route registration: the file's mounts are found once per analysis and
+    // remembered with its tree.
+    #[derive(Hash, PartialEq, Eq)]
+    struct MountsOf {
+        at: u32,
+        src: (usize, usize),
+    }
+    let Some(index) = crate::syntax::node_index::existing(root) else { return find_json_mounts(root, src) };
+    let Some(at) = index.position_of(root) else { return find_json_mounts(root, src) };
+    let asked = MountsOf { at, src: (src.as_ptr() as usize, src.len()) };
+    if let Some(known) = index.recall::<MountsOf, Vec<(u32, u32)>>(&asked) {
+        return known
+            .into_iter()
+            .map(|(use_call, parser)| JsonMount {
+                use_call: index.node_at(use_call, root),
+                parser: index.node_at(parser, root),
+            })
+            .collect();
+    }
+    let found = find_json_mounts(root, src);
+    let positions: Option<Vec<(u32, u32)>> =
+        found.iter().map(|m| Some((index.position_of(m.use_call)?, index.position_of(m.parser)?))).collect();
+    if let Some(positions) = positions {
+        index.remember(asked, positions);
+    }
+    found
+}
+
+fn find_json_mounts<'t>(root: Node<'t>, src: &str) -> Vec<JsonMount<'t>> {
     let mut out = Vec::new();
     for call in calls(root, src) {
         let path = ast::callee_path(call, src);

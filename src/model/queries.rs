@@ -437,16 +437,19 @@ impl FlatPatterns {
     /// kept where a query cursor limited to `within`'s bytes starts a match (it skips empty
     /// nodes at the range's end and the insides of nodes outside it). None when the node
     /// list does not hold `within`.
-    fn matches<'t>(&self, within: Node<'t>, src: &str) -> Option<Vec<Match<'t>>> {
+    fn matches<'t>(&self, within: Node<'t>, src: &str, captures: Option<&[&str]>) -> Option<Vec<Match<'t>>> {
         let index = crate::syntax::node_index::built_for(within);
+        let kept = |p: &FlatPattern| captures.is_none_or(|names| names.contains(&p.capture));
         let start = within.start_byte();
         let end = match within.end_byte() {
             0 => usize::MAX,
             e => e,
         };
         let mut out = Vec::new();
-        for (kind_id, node, parent) in index.subtree_with_parents(within)? {
-            let Some(patterns) = self.by_kind.get(kind_id as usize).filter(|p| !p.is_empty()) else { continue };
+        let wanted =
+            |kind_id: u16, _: &'static str| self.by_kind.get(kind_id as usize).is_some_and(|p| p.iter().any(kept));
+        for (kind_id, node, parent) in index.subtree_with_parents(within, wanted)? {
+            let patterns = &self.by_kind[kind_id as usize];
             let empty = node.start_byte() == node.end_byte();
             let precedes = parent.is_some_and(|p| p.end_byte() <= start)
                 || node.end_byte() < start
@@ -456,7 +459,7 @@ impl FlatPatterns {
             if precedes || follows || !inside {
                 continue;
             }
-            for p in patterns {
+            for p in patterns.iter().filter(|p| kept(p)) {
                 if p.condition.holds(&src.as_bytes()[node.byte_range()]) {
                     out.push(Match { pattern: p.index, captures: vec![(p.capture, node)] });
                 }
@@ -640,10 +643,21 @@ impl QueryFile {
     /// Every match inside `within` (inclusive), in source order: the captures of each match
     /// by name.
     pub fn matches<'t>(&'static self, within: Node<'t>, src: &str) -> Vec<Match<'t>> {
-        if let Some(found) = self.flat(dialect_of(within)).and_then(|flat| flat.matches(within, src)) {
+        if let Some(found) = self.flat(dialect_of(within)).and_then(|flat| flat.matches(within, src, None)) {
             return found;
         }
         self.matches_by_cursor(within, src)
+    }
+
+    /// `matches` limited to the patterns whose capture is one of `captures`: a rule that
+    /// needs the rare kinds of a file with common ones pays for the rare ones only.
+    pub fn matches_of<'t>(&'static self, within: Node<'t>, src: &str, captures: &[&str]) -> Vec<Match<'t>> {
+        if let Some(found) = self.flat(dialect_of(within)).and_then(|flat| flat.matches(within, src, Some(captures))) {
+            return found;
+        }
+        let mut found = self.matches_by_cursor(within, src);
+        found.retain(|m| m.captures.iter().any(|(name, _)| captures.contains(name)));
+        found
     }
 
     /// `matches` by a query cursor (for query files with nested patterns).

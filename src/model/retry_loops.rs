@@ -115,7 +115,8 @@ enum Candidate<'t> {
 /// the tree's node list instead, and a test holds it to the query.
 fn candidates<'t>(func: Node<'t>, src: &str) -> Vec<Candidate<'t>> {
     let index = crate::syntax::node_index::built_for(func);
-    let Some(nodes) = index.subtree_with_parents(func) else { return Vec::new() };
+    let wanted = |_, kind| matches!(kind, "for_statement" | "while_statement" | "do_statement" | "call_expression");
+    let Some(nodes) = index.subtree_with_parents(func, wanted) else { return Vec::new() };
     let retry_name = crate::regex!(r"(?i)retr(y|ies)|backoff");
     let mut found: Vec<(usize, Candidate<'t>)> = Vec::new();
     for (_, node, _) in nodes {

@@ -75,7 +75,7 @@ enum Store {
 
 /// Module-level and class-field stores of a file: (name as referenced, kind).
 fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
-    let found = queries::IN_MEMORY_DEDUPE.matches(root, src);
+    let found = queries::IN_MEMORY_DEDUPE.matches_of(root, src, &["declarator", "global", "field"]);
     let group = |capture: &str| {
         let mut nodes: Vec<Node> = found.iter().filter_map(|m| m.get(capture)).collect();
         queries::tree_order(&mut nodes);
@@ -189,14 +189,16 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 known
             }
         };
-        if known.is_empty() {
+        // A store is used by its name: a function that never spells one cannot use it.
+        let body = text(func, src);
+        if !known.iter().any(|(name, _)| body.contains(name.trim_start_matches("this."))) {
             continue;
         }
         for (name, _) in known.iter().filter(|(n, k)| *k == Store::Object && !n.starts_with("this.")) {
             object_store(cx, model, scope, func, name, out);
         }
         let mut calls: Vec<Node> = queries::IN_MEMORY_DEDUPE
-            .matches(func, src)
+            .matches_of(func, src, &["method"])
             .iter()
             .filter_map(|m| queries::call_of_callee_name(m.get("method")?))
             .filter(|c| c.kind() == "call_expression" && ast::contains(func, *c))
@@ -315,7 +317,7 @@ fn object_store(
                 && n.child_by_field_name("operator").is_some_and(|o| text(o, src) == "in")
                 && n.child_by_field_name("right").is_some_and(|r| text(r, src) == name))
     };
-    let found = queries::IN_MEMORY_DEDUPE.matches(func, src);
+    let found = queries::IN_MEMORY_DEDUPE.matches_of(func, src, &["read", "write"]);
     let mut reads_found: Vec<Node> = found.iter().filter_map(|m| m.get("read")).collect();
     queries::tree_order(&mut reads_found);
     let Some(check) = reads_found.into_iter().find(|n| reads(*n) && in_if_condition(*n).is_some()) else { return };

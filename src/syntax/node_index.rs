@@ -326,19 +326,22 @@ impl NodeIndex {
         (0..self.nodes.len() as u32).map(move |at| (self.kind_ids[at as usize], self.home(at, like)))
     }
 
-    /// `node`'s subtree in pre-order, each node with its kind id and its parent (None for
-    /// `node` itself), as nodes of `node`'s tree; None when `node` is not in this tree. Not
-    /// charged to the budget, as `all_nodes`.
+    /// The nodes of `node`'s subtree whose kind (id and name) `wanted` accepts, in pre-order,
+    /// each with its kind id and its parent (None for `node` itself), as nodes of `node`'s
+    /// tree; None when `node` is not in this tree. The kind is read from the list before a
+    /// node is built, so a search for a few kinds costs little more than a pass over the ids.
+    /// Not charged to the budget, as `all_nodes`.
     pub fn subtree_with_parents<'t, 'a>(
         &'a self,
         node: Node<'t>,
+        wanted: impl Fn(u16, &'static str) -> bool + 'a,
     ) -> Option<impl Iterator<Item = (u16, Node<'t>, Option<Node<'t>>)> + 'a>
     where
         't: 'a,
     {
         let at = self.position(node)?;
         let end = self.ends[at] as usize;
-        Some((at..end).map(move |i| {
+        Some((at..end).filter(move |i| wanted(self.kind_ids[*i], self.kinds[*i])).map(move |i| {
             let kind_id = self.kind_ids[i];
             if i == at {
                 (kind_id, node, None)
