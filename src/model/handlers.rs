@@ -636,10 +636,20 @@ impl<'a> Finder<'a> {
             }
         }
         for (name, func) in named {
-            if names_webhook(&name) && ast::is_function(func) && req_res(func, src) {
-                let hint = format!("{name} {path}");
-                self.push(func, format!("export {name} ({})", short_path(path)), Framework::Express, &hint);
+            if !names_webhook(&name) || !ast::is_function(func) {
+                continue;
             }
+            let framework = if req_res(func, src) {
+                Framework::Express
+            } else if fetch_request(func, src) {
+                // `export async function stripeWebhookHandler(request: Request, ctx)`: a fetch
+                // handler a plugin registry or router mounts out of sight.
+                Framework::DenoServe
+            } else {
+                continue;
+            };
+            let hint = format!("{name} {path}");
+            self.push(func, format!("export {name} ({})", short_path(path)), framework, &hint);
         }
     }
 
@@ -1544,6 +1554,23 @@ fn botpress_handler_type(declared: &str) -> bool {
 }
 
 /// A function whose first two parameters are named like a Node request and response.
+/// A fetch-API handler's signature: the first parameter is the `Request` (typed so, or named
+/// `req`/`request` in a function that answers a `Response`), and no Express response follows.
+fn fetch_request(func: Node, src: &str) -> bool {
+    let params = ast::parameter_names(func, src);
+    let Some(first) = params.first() else { return false };
+    if params.get(1).is_some_and(|p| matches!(p.as_str(), "res" | "response" | "resp")) {
+        return false;
+    }
+    let typed = ast::parameter_type(func, 0, src).is_some_and(|t| matches!(t, "Request" | "NextRequest"));
+    let named = matches!(first.as_str(), "req" | "request");
+    let answers = || {
+        let body = text(func, src);
+        body.contains("new Response(") || body.contains("Response.json(")
+    };
+    typed || (named && answers())
+}
+
 fn req_res(func: Node, src: &str) -> bool {
     let params = ast::parameter_names(func, src);
     params.len() >= 2
