@@ -310,16 +310,20 @@ impl<'a> Finder<'a> {
             }) else {
                 return;
             };
-            let verifies = func
-                .child_by_field_name("function")
-                .is_some_and(|f| crate::regex!(r"(?i)signature|webhook|hmac").is_match(text(f, self.src())));
+            let wrapper_name = func.child_by_field_name("function").map(|f| text(f, self.src())).unwrap_or("");
+            let verifies = crate::regex!(r"(?i)signature|webhook|hmac").is_match(wrapper_name);
+            // `withWorkspace(handler)`, `withSession(handler)`: a route for signed-in people.
+            let signed_in = user_auth(wrapper_name) || signed_in_wrapper(wrapper_name);
             let outer = self.wrapper_verifies;
             let outer_factory = self.factory_answers;
+            let outer_user = self.user_authenticated;
             self.wrapper_verifies = outer || verifies;
             self.factory_answers = outer_factory || self.returns_a_function(func);
+            self.user_authenticated = outer_user || signed_in;
             self.push(inner, name, framework, route_hint);
             self.wrapper_verifies = outer;
             self.factory_answers = outer_factory;
+            self.user_authenticated = outer_user;
             return;
         } else {
             return;
@@ -371,11 +375,14 @@ impl<'a> Finder<'a> {
         if operator_route {
             return;
         }
+        // A route that looks up the signed-in user and turns away anyone else serves people
+        // (a settings page managing the app's own outgoing webhooks), whatever its path says.
+        let signed_in = self.user_authenticated || (!verifies && turns_away_signed_out(body_text));
         // Botpress calls an integration's handler only for requests to its webhook URL.
         let is_webhook = !framework.is_http()
             || framework == Framework::Botpress
             || self.wrapper_verifies
-            || (names_webhook(route_hint) && !self.user_authenticated && (!events_only || provider.is_some()))
+            || (names_webhook(route_hint) && !signed_in && (!events_only || provider.is_some()))
             || verifies
             || (provider.is_some() && providers::detect(body_text).is_some());
         if !is_webhook {
@@ -1372,7 +1379,25 @@ fn routing_path(path: &std::path::Path) -> String {
 fn operator_path(path: &str) -> bool {
     path.split(['/', '\\'])
         .map(|seg| seg.split('.').next().unwrap_or(seg).to_ascii_lowercase())
-        .any(|seg| matches!(seg.as_str(), "admin" | "mod" | "moderator" | "moderation" | "debug"))
+        .any(|seg| matches!(seg.as_str(), "admin" | "mod" | "moderator" | "moderation" | "debug" | "management"))
+}
+
+/// A wrapper named for a signed-in context: `withWorkspace`, `withSession`, `withUser`,
+/// `withTeam`, `withOrganization`, `authenticatedRoute`.
+fn signed_in_wrapper(name: &str) -> bool {
+    crate::regex!(r"(?i)^(with|require)(workspace|session|user|team|org|organization|account|admin)s?\b|authenticated")
+        .is_match(name)
+        && !crate::regex!(r"(?i)signature|webhook|hmac").is_match(name)
+}
+
+/// A body that looks up the signed-in user's session and answers 401/403 (or "Unauthorized")
+/// when there is none: a route for people, not a provider's delivery.
+fn turns_away_signed_out(body: &str) -> bool {
+    crate::regex!(
+        r"\b(getServerSession|getServerAuthSession|getSession|getUserSession|getKindeServerSession|currentUser|getCurrentUser|getLoggedInUser|requireUser|requireAuth|requireSession|validateRequest|auth)\s*\(|\.auth\.getUser\s*\("
+    )
+    .is_match(body)
+        && crate::regex!(r"\b40[13]\b|(?i)unauthori[sz]ed|forbidden").is_match(body)
 }
 
 /// Middleware or a guard that authenticates a signed-in user (not a sender's signature).
