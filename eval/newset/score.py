@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Scores `retrysafe check` on the second real-code set (eval/newset/labels.json).
+
+Ten public repositories with webhook and queue handlers, none in ../shared/devset, reviewed
+blind from retrysafe's own output (2026-12-06): two reviewers judged findings `real`, `false`
+or `debatable`, and noted some `missed` defects. Unlike the devset, the labels judge the
+findings of one version (0.2.0 at 5973f24), so a finding a later version adds is `unjudged`
+until someone reads it; the figure to watch is precision over judged findings, with the
+unjudged count beside it.
+
+Sources: fetch each repository and extract the labelled commit (`commit` field) into
+SRC_ROOT/<owner>-<name> (never into this repo), e.g. with
+`git --git-dir=<mirror> archive <commit> | tar -x -C SRC_ROOT/<owner>-<name>`.
+
+Usage: eval/newset/score.py BINARY SRC_ROOT [--items FILE]
+"""
+import argparse, collections, concurrent.futures, json, os, subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("binary")
+    ap.add_argument("src_root")
+    ap.add_argument("--items", help="write every finding with its verdict here (JSON)")
+    args = ap.parse_args()
+    binary = os.path.abspath(args.binary)
+    labels = json.load(open(os.path.join(HERE, "labels.json")))
+    folders = sorted({l["repo"].replace("/", "-") for l in labels})
+
+    def run(folder):
+        path = os.path.join(args.src_root, folder)
+        if not os.path.isdir(path):
+            return folder, None
+        p = subprocess.run([binary, "check", ".", "--format", "json", "--no-cache"], cwd=path,
+                           capture_output=True, text=True)
+        try:
+            return folder, json.loads(p.stdout)
+        except ValueError:
+            return folder, None
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = dict(pool.map(run, folders))
+    by_site = collections.defaultdict(list)
+    for l in labels:
+        by_site[(l["repo"].replace("/", "-"), l["path"], l["rule"])].append(l)
+    totals, per_rule, items = collections.Counter(), collections.defaultdict(collections.Counter), []
+    for folder, findings in sorted(results.items()):
+        if findings is None:
+            print(f"{folder}: sources missing or the run failed")
+            continue
+        for f in findings:
+            near = [l for l in by_site.get((folder, f["file"], f["rule"]), [])
+                    if abs(l["line"] - f["line"]) <= 3 and l["verdict"] != "missed"]
+            verdicts = {l["verdict"] for l in near}
+            # Two reviewers may disagree: a finding either calls false counts as false.
+            verdict = ("false" if "false" in verdicts else "real" if "real" in verdicts
+                       else "debatable" if verdicts else "unjudged")
+            totals[verdict] += 1
+            per_rule[f["rule"]][verdict] += 1
+            items.append({"repo": folder, "rule": f["rule"], "file": f["file"], "line": f["line"], "verdict": verdict})
+    missed = [l for l in labels if l["verdict"] == "missed"]
+    found = sum(1 for l in missed if any(i["repo"] == l["repo"].replace("/", "-") and i["file"] == l["path"]
+                                         and i["rule"] == l["rule"] and abs(i["line"] - l["line"]) <= 3 for i in items))
+    for rule, c in sorted(per_rule.items()):
+        print(f"{rule:34s} real={c['real']:3d} false={c['false']:3d} debatable={c['debatable']:3d} unjudged={c['unjudged']:3d}")
+    judged = totals["real"] + totals["false"]
+    print(f"precision(judged)={totals['real'] / max(1, judged):.3f} real={totals['real']} false={totals['false']} "
+          f"debatable={totals['debatable']} unjudged={totals['unjudged']} missed-found={found}/{len(missed)}")
+    if args.items:
+        json.dump(items, open(args.items, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
