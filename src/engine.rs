@@ -235,6 +235,7 @@ impl Engine {
         for (_, (file, mut diags)) in by_file {
             let config = self.configs.for_file(&file.path).unwrap_or_default();
             suppress::apply(&file, &mut diags, &|id| self.rule_enabled(&config, id));
+            rules::arbitrate(&mut diags);
             if partial && file.dialect != Dialect::Text && !reached.contains(&file.path) {
                 diags.retain(|d| d.rule != suppress::UNUSED);
             }

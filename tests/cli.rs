@@ -1053,6 +1053,41 @@ fn doctor_shows_config_guard_platform_and_handlers() {
 }
 
 #[test]
+fn overlapping_rules_report_once_after_selection_and_suppression() {
+    let dir = project(&[("server.ts", STRIPE_HANDLER)]);
+    let at_refund = |args: &[&str]| -> Vec<String> {
+        let o = run(args, dir.path());
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let mut rules: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["line"] == 10)
+            .map(|d| d["rule"].as_str().unwrap().to_string())
+            .collect();
+        rules.sort();
+        rules
+    };
+    // The refund lacks its key and no guard covers it: one defect, reported by the narrower rule.
+    assert_eq!(at_refund(&["check", ".", "--format", "json"]), ["effect-missing-idempotency-key"]);
+    // With that rule off, or suppressed at the call, the other still reports it.
+    assert_eq!(
+        at_refund(&["check", ".", "--format", "json", "--ignore", "effect-missing-idempotency-key"]),
+        ["unguarded-side-effect"]
+    );
+    let suppressed = STRIPE_HANDLER.replace(
+        "    await stripe.refunds.create",
+        "    // retrysafe-ignore effect-missing-idempotency-key: keyed by the charge upstream\n    await stripe.refunds.create",
+    );
+    std::fs::write(dir.path().join("server.ts"), suppressed).unwrap();
+    let o = run(&["check", ".", "--format", "json"], dir.path());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let rules: Vec<&str> =
+        v.as_array().unwrap().iter().filter(|d| d["line"] == 11).map(|d| d["rule"].as_str().unwrap()).collect();
+    assert_eq!(rules, ["unguarded-side-effect"], "{}", stdout(&o));
+}
+
+#[test]
 fn preview_rules_run_only_with_preview_or_when_selected() {
     let dir = project(&[("server.ts", STRIPE_HANDLER)]);
     // No rule may be in preview (the set then has nothing to show): the gate is checked for
@@ -1066,7 +1101,7 @@ fn preview_rules_run_only_with_preview_or_when_selected() {
     assert!(rules(&default).iter().all(|r| !preview.contains(&r.as_str())), "{}", stdout(&default));
     let with = run(&["check", ".", "--format", "json", "--preview"], dir.path());
     assert!(rules(&default).iter().all(|r| rules(&with).contains(r)), "{}", stdout(&with));
-    assert!(rules(&with).iter().any(|r| r == "unguarded-side-effect"), "{}", stdout(&with));
+    assert!(rules(&with).iter().any(|r| r == "effect-missing-idempotency-key"), "{}", stdout(&with));
     let selected = run(&["check", ".", "--format", "json", "--select", "unguarded-side-effect"], dir.path());
     assert!(rules(&selected).iter().all(|r| r == "unguarded-side-effect"), "{}", stdout(&selected));
     assert!(rules(&selected).iter().any(|r| r == "unguarded-side-effect"), "{}", stdout(&selected));

@@ -64,6 +64,30 @@ pub struct Rule {
     pub check: fn(&Context, &mut Vec<Diagnostic>),
 }
 
+/// Pairs of rules that describe one defect at one call: where both report the same span,
+/// the first (the narrower finding, with the narrower fix) reports and the second does not.
+/// Decided after selection and suppression, so turning either rule off or suppressing it
+/// leaves the other's finding in place.
+const OVERLAPS: &[(&str, &str)] = &[
+    // an SDK call without its idempotency key, which no guard covers either
+    ("effect-missing-idempotency-key", "unguarded-side-effect"),
+    // a queue add without a jobId, which no guard covers either
+    ("queue-add-without-job-id", "unguarded-side-effect"),
+];
+
+/// Drops the findings `OVERLAPS` gives to another rule reporting the same span.
+pub fn arbitrate(diags: &mut Vec<Diagnostic>) {
+    let taken = |d: &Diagnostic| {
+        OVERLAPS.iter().any(|(winner, loser)| {
+            d.rule == *loser
+                && diags.iter().any(|o| o.rule == *winner && o.file.path == d.file.path && o.start == d.start)
+        })
+    };
+    let keep: Vec<bool> = diags.iter().map(|d| !taken(d)).collect();
+    let mut keep = keep.into_iter();
+    diags.retain(|_| keep.next().unwrap_or(true));
+}
+
 pub fn registry() -> &'static [Rule] {
     static RULES: &[Rule] = &[
         wrong_event_field_as_key::RULE,
