@@ -68,7 +68,7 @@ pub struct Rule {
 /// the first (the narrower finding, with the narrower fix) reports and the second does not.
 /// Decided after selection and suppression, so turning either rule off or suppressing it
 /// leaves the other's finding in place.
-const OVERLAPS: &[(&str, &str)] = &[
+pub const OVERLAPS: &[(&str, &str)] = &[
     // an SDK call without its idempotency key, which no guard covers either
     ("effect-missing-idempotency-key", "unguarded-side-effect"),
     // a queue add without a jobId, which no guard covers either
