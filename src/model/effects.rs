@@ -318,7 +318,11 @@ fn classify_once<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
 /// business. (The modelled SDKs read their key from the one place the provider takes it.)
 fn passed_idempotency_key<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     ast::arguments(call).into_iter().find_map(|a| {
-        ["idempotencyKey", "idempotency_key", "idempotencyToken"].iter().find_map(|k| object_prop(a, k, src))
+        // QStash's `deduplicationId` and an SQS FIFO queue's `MessageDeduplicationId` drop a
+        // repeat of the same id, as a provider idempotency key does.
+        ["idempotencyKey", "idempotency_key", "idempotencyToken", "deduplicationId", "MessageDeduplicationId"]
+            .iter()
+            .find_map(|k| object_prop(a, k, src))
     })
 }
 
@@ -671,6 +675,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
         if POSSIBLE_PREFIXES.iter().any(|p| lname.starts_with(p) && word_at(p))
             && !lname.starts_with("sendstatus")
             && !is_response_call(&lower)
+            && !redis_pub_sub(call, name, src)
         {
             return effect(EffectKind::Possible, Sdk::Other, None);
         }
@@ -1301,6 +1306,26 @@ mod real_calls {
 
 /// `seen.add(id)` where `seen` is a local `new Set()`/`new Map()` (or an array): a collection in
 /// memory, whatever its name says (`completedWorkflows`), not a queue.
+/// Redis pub/sub: `redis.publish(channel, message)` on a client made by a Redis factory
+/// (`const redis = getRedisPub()`, `new Redis(url)`, `createClient()` from a redis module). The
+/// message reaches only the subscribers listening at that moment and is kept nowhere: a
+/// replay re-sends a live notice (a cache invalidation, a UI refresh), no durable effect.
+fn redis_pub_sub(call: Node, name: &str, src: &str) -> bool {
+    if name != "publish" || ast::arguments(call).len() != 2 {
+        return false;
+    }
+    let Some(receiver) = ast::method_receiver(call) else { return false };
+    let init = match receiver.kind() {
+        "identifier" => ast::enclosing_function(call)
+            .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
+            .or_else(|| ast::module_declaration_init(call, text(receiver, src), src, call.start_byte()))
+            // an import or a parameter: its name is all there is
+            .or(Some(receiver)),
+        _ => Some(receiver),
+    };
+    init.is_some_and(|i| text(i, src).to_ascii_lowercase().contains("redis"))
+}
+
 fn in_memory_collection(call: Node, src: &str) -> bool {
     let Some(receiver) = ast::method_receiver(call).filter(|o| o.kind() == "identifier") else {
         return false;

@@ -39,13 +39,16 @@ second email, a second charge.
 - `save()` calls on a loaded record (an update); `new Model({...}).save()` and `doc.save()`
   where `doc = new Model({...})` are inserts and are reported;
 - effects that carry a provider idempotency key or a `jobId`, including a key handed to a
-  wrapper (`sendEmail({ ..., idempotencyKey })`) (their correctness is the business of
+  wrapper (`sendEmail({ ..., idempotencyKey })`) and a QStash `deduplicationId` or SQS FIFO
+  `MessageDeduplicationId` (their correctness is the business of
   `nondeterministic-key` and `wrong-event-field-as-key`);
 - inserts into an audit or event log table (`auditLogs`, `"PipelineEventLog"`), or an insert
   a comment introduces as a log entry (`// Log the purchase (best-effort)`, `// audit trail`,
   directly above it or above the declarations that prepare it): a second row records the
   redelivery and duplicates no business effect;
 - Slack `views.publish`/`views.update` and `chat.update`: they replace what they target;
+- Redis pub/sub (`redis.publish(channel, message)` on a client a Redis factory made): the
+  notice reaches the subscribers listening at that moment and is stored nowhere;
 - effects that run only when the delivery changes what it found: inside `if (outcome)` on
   the result of a transaction that can return `null`/`false` early (a locked re-read that
   finds the work done), under a comparison of a stored field (`row.status`, or a local bound
