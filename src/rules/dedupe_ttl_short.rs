@@ -45,9 +45,11 @@ in a `const` that nothing else reads is raised where it is declared (a same-line
 `// 24 hours` follows), so no unused constant is left behind; a constant read elsewhere too, or
 named after its duration (`ONE_HOUR_MS`, `DAY`), keeps its value and the call gets the new
 literal; a constant imported from another module gets a display-only fix.
-Not reported: a short in-progress lease that is released (`del`/`unlink`/`release` of the same
-key in the function) or overwritten with a longer completed marker (another `set` of the same
-key); a `SET NX` on a constant key (a literal, or a constant bound to one): the same key for
+Not reported: a short in-progress lease: released (`del`/`unlink`/`release` of the same
+key in the function), overwritten with a longer completed marker (another `set` of the same
+key), named for work in progress (`processing:`, `lock:`, `lease:`, `inflight:` in the key or
+the function that builds it), or living a minute or less (a lock that lets one of several
+concurrent deliveries through, not a record of a finished event); a `SET NX` on a constant key (a literal, or a constant bound to one): the same key for
 every event is a mutex around a batch, not a record of one event.
 "#;
 
@@ -271,8 +273,19 @@ fn names_done_marker(key: &str) -> bool {
     crate::regex!(r"processed|dedup|idempot|seen|handled").is_match(&key.to_ascii_lowercase())
 }
 
-/// A lease: the same key is released (deleted) or overwritten by a later `set`.
+/// A lease: the same key is released (deleted) or overwritten by a later `set`, or the key
+/// says it marks work in progress (`processing:`, `lock:`, `lease:`, `inflight:`), or it lives
+/// a minute or less: no one keeps a record of a finished event for seconds, but a lock that
+/// lets one of several concurrent deliveries through does.
 fn is_lease(t: &Ttl, calls: &[Node], ttls: &[Ttl], src: &str) -> bool {
+    let names_in_progress = dedupe_keys::expand(t.key, src).iter().any(|n| {
+        crate::regex!(r"(?i)processing|in-?progress|in_progress|inflight|in-flight|\block|lease|mutex|running")
+            .is_match(text(*n, src))
+    });
+    let seconds = eval(t.ttl, src, 0).map(|v| if t.millis { v / 1000.0 } else { v });
+    if names_in_progress || seconds.is_some_and(|s| s <= 60.0) {
+        return true;
+    }
     let released = calls.iter().any(|c| {
         *c != t.call
             && ast::arguments(*c).iter().any(|a| same_key(*a, t.key, src))
