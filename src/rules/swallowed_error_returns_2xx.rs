@@ -61,9 +61,18 @@ reads only (`GetXCommand`, `get*()`) that assigns or returns a fallback value; a
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
 used after the `try`); a job whose `catch` returns a failure outcome to its runner
 (`return "failure"`, `return { success: false }`: the runner records it); `Promise.allSettled`
-over tasks that each catch their own failures (no task can reject; each task's catch is judged); deliberate best-effort calls: a callee listed in the config's `bestEffort`
-list, a `catch` (or the comment block right above its `try`, or above its function) saying "best
-effort" / "non-fatal" / "non-critical" / "safe to ignore" / "don't fail ... if" / "do not throw" /
+over tasks that each catch their own failures (no task can reject; each task's catch is judged),
+or in a `finally` (cleanup such as removing temp files, whatever the `try` did); a `catch` whose `try`
+only awaits `Promise.allSettled` (it never rejects: its unchecked results are the finding);
+settled results read through the names they are destructured into (`const [sync] = results;
+if (sync.status === "fulfilled")`); a supabase-js chain with `.throwOnError()` (it rejects
+instead of returning its error); a `catch` in work that runs after the acknowledgement (a
+function every call of which is deferred, `after(() => work())`, `waitUntil(...)`, or drops the
+promise of an async function, `work().catch(log)`, `const p = work(); p.catch(log)`, or sits
+in such work itself: ack-timing's concern); deliberate best-effort calls: a callee listed in the
+config's `bestEffort` list, a `catch` (or the comment block right above its `try`, above an `if` without `else` whose
+block holds only that `try`, or above its function) saying "best effort" / "non-fatal" /
+"non-critical" / "safe to ignore" / "don't fail ... if" / "never fails the ..." / "do not throw" /
 "fire-and-forget", a message naming the failed write as logging or an audit entry ("error
 logging the transaction"), or circuit-breaker bookkeeping, or a `retrysafe-ignore` suppression
 with the reason; a `catch` whose only call reports the failure at warning level
@@ -166,6 +175,8 @@ const MARKED: &[&str] = &[
     "must not block",
     "must never fail",
     "never fail the",
+    // "isolated so a provider outage never fails the computation"
+    "never fails the",
     "must never break",
     "never break the",
     "avoid breaking",
@@ -399,6 +410,11 @@ fn in_failure_path(node: Node) -> bool {
         .any(|a| matches!(a.kind(), "catch_clause" | "finally_clause"))
 }
 
+/// The node is in a `finally` of its own function.
+fn in_finally(node: Node) -> bool {
+    ast::ancestors(node).take_while(|a| !ast::is_function(*a)).any(|a| a.kind() == "finally_clause")
+}
+
 /// The calls under a `try` block that its catch can see: those not inside a nested `try`
 /// with a catch of its own.
 fn exposed_calls(block: Node) -> Vec<Node> {
@@ -478,10 +494,38 @@ fn marked_best_effort(c: &Cx, try_stmt: Node, src: &str) -> bool {
             return true;
         }
     }
-    let start = src[..try_stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+    let above = |n: Node| {
+        let start = src[..n.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+        comment_block_above(src, start).is_some_and(|c| marked(&c))
+    };
     ast::descendants_of_kind(try_stmt, "comment").iter().any(|cm| marked(&text(*cm, src).to_ascii_lowercase()))
-        || comment_block_above(src, start).is_some_and(|c| marked(&c))
+        || above(try_stmt)
+        || wrapping_ifs(try_stmt).into_iter().any(above)
         || function_doc(try_stmt, src).is_some_and(|c| marked(&c))
+}
+
+/// The `if` statements (without an `else`) whose block holds nothing but `stmt` (or such an
+/// `if`), innermost first: a comment above `// (best-effort) if (created) { try { ... } }` speaks
+/// of the `try` inside.
+fn wrapping_ifs(stmt: Node) -> Vec<Node> {
+    let mut out = Vec::new();
+    let mut at = stmt;
+    while let Some(block) = ast::parent(at).filter(|b| b.kind() == "statement_block") {
+        let only = ast::named_children(block).into_iter().filter(|n| n.kind() != "comment").count() == 1;
+        let Some(owner) = ast::parent(block).filter(|o| {
+            o.kind() == "if_statement"
+                && o.child_by_field_name("consequence") == Some(block)
+                && o.child_by_field_name("alternative").is_none()
+        }) else {
+            break;
+        };
+        if !only {
+            break;
+        }
+        out.push(owner);
+        at = owner;
+    }
+    out
 }
 
 /// The comment block above the function that holds `node` (above its `export` or its
@@ -591,6 +635,11 @@ fn comment_block_above(src: &str, line_start: usize) -> Option<String> {
 /// The catch findings, with the fix withheld where the swallow looks deliberate: a fix must not
 /// fail a delivery whose own work already committed, or overrule a comment that says why.
 fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
+    // Work that runs after the acknowledgement: its catches cannot change what the provider
+    // was told (the deferral is ack-timing's finding).
+    if deferred_scope(c, i, &mut Vec::new()) {
+        return Vec::new();
+    }
     let mut found = catches_found(c, i, scope, func);
     let src = &scope.file().text;
     if i > 0 && !found.is_empty() && every_caller_swallows(c, i, &mut Vec::new()) && !caller_records_done_after(c, i) {
@@ -1001,7 +1050,10 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         }
         // Work inside a nested `try` that has its own `catch` never reaches this one: the
         // inner catch is where a failure is (or is not) swallowed.
-        let exposed = exposed_calls(block);
+        // `Promise.allSettled` never rejects: neither it nor the tasks it settles throw into
+        // this catch (its unchecked results are the finding, if any).
+        let exposed: Vec<Node> =
+            exposed_calls(block).into_iter().filter(|call| !settled_by_all_settled(*call, block, src)).collect();
         if !exposed.iter().any(|call| awaited_or_effect(*call, block, src)) {
             continue;
         }
@@ -1259,6 +1311,13 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         ));
     }
     out
+}
+
+/// `call` is a `Promise.allSettled(...)` inside `within`, or a task in its arguments.
+fn settled_by_all_settled(call: Node, within: Node, src: &str) -> bool {
+    std::iter::once(call)
+        .chain(ast::ancestors(call).take_while(|a| a.id() != within.id()))
+        .any(|a| a.kind() == "call_expression" && ast::callee_path(a, src) == ["Promise", "allSettled"])
 }
 
 /// `Promise.allSettled(items.map(async (item) => { try { ... } catch { ... } }))`: every
@@ -1544,6 +1603,72 @@ fn callers_of<'a>(c: &Cx<'a>, i: usize) -> Vec<(usize, Node<'a>)> {
         .collect()
 }
 
+/// Every call of scope `i` runs after the acknowledgement: inside a deferring callback
+/// (`after(() => work())`, `ctx.waitUntil(work())`), as a dropped promise of an async function
+/// (`work();`, `void work()`, `work().catch(log)`, `const p = work(); p.catch(log)`), or in a
+/// caller that is deferred itself. A catch there cannot change what the provider was told.
+fn deferred_scope(c: &Cx, i: usize, visiting: &mut Vec<usize>) -> bool {
+    if i == 0 || visiting.contains(&i) {
+        return false;
+    }
+    let Some(callee) = c.model.scopes[i].node() else { return false };
+    let callee_async = text(callee, &c.model.scopes[i].file().text).trim_start().starts_with("async");
+    visiting.push(i);
+    let sites = callers_of(c, i);
+    let deferred = !sites.is_empty()
+        && sites.iter().all(|(k, call)| {
+            let s = &c.model.scopes[*k];
+            let Some(f) = s.node() else { return false };
+            let src = &s.file().text;
+            ast::ancestors(*call)
+                .take_while(|a| a.id() != f.id())
+                .any(|a| a.kind() == "call_expression" && best_effort::deferrer(a, src).is_some())
+                || callee_async && dropped_promise(*call, f, src)
+                || deferred_scope(c, *k, visiting)
+        });
+    visiting.pop();
+    deferred
+}
+
+/// The promise of `call` is dropped: the call (with any `.catch`/`.then`/`.finally` chained on
+/// it) is a statement or `void`ed, or held in a variable that is only ever chained on that way.
+fn dropped_promise<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> bool {
+    let chained = |n: Node<'t>| promise_chained(n, src);
+    let end_of_chain = |n: Node<'t>| std::iter::successors(Some(n), |x| promise_chained(*x, src)).last().unwrap_or(n);
+    let is_dropped = |n: Node<'t>| {
+        ast::parent(end_of_chain(n)).is_some_and(|p| {
+            p.kind() == "expression_statement"
+                || p.kind() == "unary_expression" && p.child(0).is_some_and(|o| text(o, src) == "void")
+        })
+    };
+    if is_dropped(call) {
+        return true;
+    }
+    // `const promise = work(body); promise.catch(log);`
+    let Some(name) = ast::parent(call)
+        .filter(|d| d.kind() == "variable_declarator" && d.child_by_field_name("value") == Some(call))
+        .and_then(|d| d.child_by_field_name("name"))
+        .filter(|n| n.kind() == "identifier")
+    else {
+        return false;
+    };
+    let name = text(name, src);
+    ast::descendants_of_kind(func, "identifier")
+        .into_iter()
+        .filter(|n| n.start_byte() > call.end_byte() && text(*n, src) == name)
+        .all(|n| chained(n).is_some() && is_dropped(n))
+}
+
+/// `work().catch(log)`: the call a `.catch`/`.then`/`.finally` makes on `n`'s promise.
+fn promise_chained<'t>(n: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let m = ast::parent(n).filter(|m| m.kind() == "member_expression" && m.child_by_field_name("object") == Some(n))?;
+    let prop = m.child_by_field_name("property").map(|p| text(p, src))?;
+    if !matches!(prop, "catch" | "then" | "finally") {
+        return None;
+    }
+    ast::parent(m).filter(|c| c.kind() == "call_expression" && c.child_by_field_name("function") == Some(m))
+}
+
 fn called_without_await(c: &Cx, i: usize) -> bool {
     callers_of(c, i).into_iter().any(|(k, call)| {
         let src = &c.model.scopes[k].file().text;
@@ -1813,6 +1938,11 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
 
 /// A call that reports failure in its result instead of throwing.
 fn error_returning(call: Node, src: &str) -> Option<&'static str> {
+    // supabase-js `.throwOnError()` anywhere in the chain makes the query reject on failure:
+    // nothing comes back as a value, and a failure reaches the catch (or fails the delivery).
+    if throws_on_error(call, src) {
+        return None;
+    }
     let path = ast::callee_path(call, src);
     let joined = path.join(".");
     let supabase =
@@ -1834,6 +1964,20 @@ fn error_returning(call: Node, src: &str) -> Option<&'static str> {
         return Some("Resend");
     }
     None
+}
+
+/// A link of the builder chain around `call` (before or after it) is `.throwOnError()`:
+/// `supabase.from(t).upsert(rows).select("id").throwOnError()`.
+fn throws_on_error(call: Node, src: &str) -> bool {
+    let mut outer = call;
+    while let Some(up) = ast::parent(outer)
+        .filter(|m| m.kind() == "member_expression" && m.child_by_field_name("object") == Some(outer))
+        .and_then(ast::parent)
+        .filter(|c| c.kind() == "call_expression")
+    {
+        outer = up;
+    }
+    chain_calls(outer).into_iter().any(|link| ast::callee_name(link, src).as_deref() == Some("throwOnError"))
 }
 
 /// A local function that hands back an error-returning SDK's result (`return resend.emails.send(...)`):
@@ -1929,6 +2073,11 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             continue;
         }
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
+        // Clean-up in a `finally` (temp files, a lock) runs whatever the outcome, which the
+        // `try` decided.
+        if in_finally(stmt) {
+            continue;
+        }
         // Clean-up on the way out of a failure (`await release(); throw error`): the delivery
         // fails whatever this call returns.
         if ast::followed_by_throw(stmt) {
@@ -2022,7 +2171,10 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                     "identifier" => {
                         let name = text(pattern, src);
                         let checked = if all_settled {
-                            uses_with(func, name, stmt.end_byte(), src, &["rejected", "reason", "status"])
+                            // `const [sync] = results;` then `sync.status === "fulfilled"`.
+                            std::iter::once(name.to_string())
+                                .chain(aliases_of(func, name, stmt.end_byte(), src))
+                                .any(|n| uses_with(func, &n, stmt.end_byte(), src, &["rejected", "reason", "status"]))
                         } else {
                             uses_with(func, name, stmt.end_byte(), src, &["error"])
                         };
@@ -2262,6 +2414,41 @@ fn error_handled(func: Node, name: &str, after: usize, src: &str) -> bool {
             None => true,
         }
     })
+}
+
+/// The names bound after `after` from `name` itself: `const [first, second] = name`,
+/// `const first = name[0]`, `for (const r of name)`.
+fn aliases_of(func: Node, name: &str, after: usize, src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for decl in ast::descendants_of_kind(func, "variable_declarator")
+        .into_iter()
+        .chain(ast::descendants_of_kind(func, "for_in_statement"))
+    {
+        if decl.start_byte() < after {
+            continue;
+        }
+        let (pattern, value) = if decl.kind() == "for_in_statement" {
+            (decl.child_by_field_name("left"), decl.child_by_field_name("right"))
+        } else {
+            (decl.child_by_field_name("name"), decl.child_by_field_name("value"))
+        };
+        let (Some(pattern), Some(value)) = (pattern, value.map(ast::unwrap_expr)) else { continue };
+        let root =
+            if value.kind() == "subscript_expression" { value.child_by_field_name("object") } else { Some(value) };
+        if !root.is_some_and(|r| r.kind() == "identifier" && text(r, src) == name) {
+            continue;
+        }
+        if pattern.kind() == "identifier" {
+            out.push(text(pattern, src).to_string());
+        }
+        for id in ast::descendants_of_kind(pattern, "identifier")
+            .into_iter()
+            .chain(ast::descendants_of_kind(pattern, "shorthand_property_identifier_pattern"))
+        {
+            out.push(text(id, src).to_string());
+        }
+    }
+    out
 }
 
 /// Whether `name` is used after `after` in an expression that also mentions one of `words`.
