@@ -100,6 +100,19 @@ the prerequisite exists) depends on the data model.
   `*.updated` re-syncs it.
 - When the written data is an object built in a variable above the write, the finding sits at
   that object.
+- Not reported: a write behind a comparison of two named times read from two objects
+  (`if (data.periodStart < team.periodStart) return;`): the event's time against the stored
+  one. A provider listing (`stripe.subscriptions.list({ customer })`) is a re-fetch in a
+  function that does not read the delivered event (a sync helper handed only ids); beside the
+  event's own object it is not, since that object is what gets written. A value counted from
+  the application's own rows (`await prisma.member.count(...)`) is not the event's state. A
+  call to a function imported from an installed package (`updateSubscriptionItem` from a
+  provider SDK) writes the provider's object, not this application's state. A status compared
+  on what the handler read (also a part of it held in another variable: `const link =
+  answer.result`) does not pick an event's branch.
+- A prerequisite counts as linked by the handler's deliveries only through the columns a write
+  sets to a value: the filter of that write (`where: { storeDomain }`) and a column set to
+  `null` (an uninstall clearing the link) link nothing.
 - A dropped advance notice (`customer.subscription.trial_will_end`, `invoice.upcoming`) is not
   reported: a reminder about a record that does not exist yet changes nothing. Nor is a lookup
   that is only the fallback for an id the event carries (`if (payment.metadata?.ownerId) return
@@ -166,6 +179,11 @@ static EVENT_TYPE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[A-Za-z]\w*(
 static TIME_WORD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)created|updated_?at|occurred_?at|event_?(time|at|created)|version|sequence|last_?event|timestamp")
         .unwrap()
+});
+/// A word run naming a point in time or a version (`currentPeriodStart`, `subscriptionStartsAt`,
+/// `lastEventDate`), matched against a name's trailing words.
+static TIME_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^(at|start|starts|end|ends|date|time|timestamp|created|version|sequence)$").unwrap()
 });
 static TIME_FILTER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(created|updated_?at|occurred_?at|event_?\w*|version|sequence|timestamp)\w*\W{0,6}\{?\s*(lt|lte|gt|gte|\$lt|\$lte|\$gt|\$gte)\s*:").unwrap()
@@ -347,7 +365,7 @@ fn ordered(node: Node, src: &str) -> bool {
         }
         if n.kind() == "binary_expression"
             && n.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "<" | ">" | "<=" | ">="))
-            && TIME_WORD.is_match(text(n, src))
+            && (TIME_WORD.is_match(text(n, src)) || compares_two_times(n, src))
         {
             found = true;
         }
@@ -357,6 +375,25 @@ fn ordered(node: Node, src: &str) -> bool {
         true
     });
     found
+}
+
+/// Whether a relational comparison sets two named times against each other, each read from its
+/// own object (`data.currentPeriodStart < organization.subscriptionStartsAt`): the event's time
+/// compared with the stored one. A clock (`Date.now()`) is a call, not a named time.
+fn compares_two_times(cmp: Node, src: &str) -> bool {
+    let side = |field: &str| {
+        let n = ast::unwrap_expr(cmp.child_by_field_name(field)?);
+        if !matches!(n.kind(), "member_expression" | "identifier") {
+            return None;
+        }
+        let path = ast::member_path(n, src);
+        if path.iter().any(|p| p.ends_with("()")) {
+            return None;
+        }
+        let last = path.last()?.clone();
+        key_matches(&last, &TIME_NAME).then(|| path.first().cloned().unwrap_or_default())
+    };
+    matches!((side("left"), side("right")), (Some(a), Some(b)) if a != b)
 }
 
 /// A read of the object's current state from the provider (`stripe.subscriptions.retrieve(id)`,
@@ -379,10 +416,34 @@ fn refetches(call: Node, src: &str) -> bool {
         .any(|p| lower.iter().any(|s| s.contains(p)));
     let awaited = call.parent().is_some_and(|p| p.kind() == "await_expression");
     (provider && matches!(last.as_str(), "retrieve" | "get" | "fetch" | "getsubscription" | "retrievesubscription"))
+        || (provider && matches!(last.as_str(), "list" | "search") && !reads_delivered_event(call, src))
         || (!db && lower.len() >= 2 && last == "retrieve")
         || (awaited
             && path.len() == 1
             && (last.starts_with("getsubscription") || last.starts_with("fetchsubscription")))
+}
+
+/// Whether the function making `call` reads the delivered event (an `event`/`evt` variable, or a
+/// `.data.object`): a listing there (`subscriptions.list({ customer })`, for a quota) sits beside
+/// the event's own object, which is what gets written. A sync function handed only ids has no
+/// other source than what it lists.
+fn reads_delivered_event(call: Node, src: &str) -> bool {
+    let Some(func) = ast::enclosing_function(call) else { return true };
+    let mut found = false;
+    ast::walk(func, &mut |n| {
+        if found {
+            return false;
+        }
+        found = match n.kind() {
+            "identifier" | "shorthand_property_identifier_pattern" => {
+                matches!(text(n, src), "event" | "evt" | "webhookEvent" | "stripeEvent")
+            }
+            "member_expression" => text(n, src).ends_with(".data.object"),
+            _ => false,
+        };
+        true
+    });
+    found
 }
 
 /// What must precede a write on its own path for it to be safe: `at_write` holds for the write
@@ -540,7 +601,19 @@ fn handler_chosen(value: Node, scopes: &[Node], before: usize, src: &str) -> boo
         return true;
     }
     matches!(v.kind(), "identifier" | "shorthand_property_identifier")
-        && scopes.iter().find_map(|f| ast::find_binding_init(*f, text(v, src), src, before)).is_some_and(chosen)
+        && scopes
+            .iter()
+            .find_map(|f| ast::find_binding_init(*f, text(v, src), src, before))
+            .is_some_and(|init| chosen(init) || counts_stored_rows(init, src))
+}
+
+/// A count of the application's own rows (`await prisma.member.count({ where })`,
+/// `countDocuments`, `aggregate`): the handler's own state, not a snapshot carried by the event.
+fn counts_stored_rows(init: Node, src: &str) -> bool {
+    let init = ast::unwrap_expr(init);
+    init.kind() == "call_expression"
+        && ast::callee_path(init, src).len() >= 2
+        && ast::callee_name(init, src).is_some_and(|n| matches!(n.as_str(), "count" | "countDocuments" | "aggregate"))
 }
 
 fn state_written<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
@@ -653,6 +726,24 @@ fn wrapper_call<'t>(
     None
 }
 
+/// Whether a call names a function imported from an installed package
+/// (`import { updateSubscriptionItem } from "@lemonsqueezy/lemonsqueezy.js"`): an SDK call that
+/// writes to the provider, not a project function writing the application's state.
+fn package_function(cx: &Context, file: &std::sync::Arc<crate::source::SourceFile>, call: Node) -> bool {
+    let src = &file.text;
+    let Some(callee) = call.child_by_field_name("function").map(ast::unwrap_expr) else { return false };
+    if callee.kind() != "identifier" {
+        return false;
+    }
+    let name = text(callee, src);
+    crate::project::imports(file).iter().any(|imp| {
+        imp.local == name
+            && !imp.source.starts_with('.')
+            && cx.project.resolve(&file.path, &imp.source).is_none()
+            && reach::resolve_call(cx.project, file, call).is_none()
+    })
+}
+
 /// Whether a wrapper call (`wrapper_call`) is given state from the event: the node to report.
 fn wrapper_write<'t>(
     cx: &Context,
@@ -763,7 +854,9 @@ fn state_writes(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     }
                     seen.push((*i, call.start_byte()));
                     found.push((*i, call, label, at, false));
-                } else if let Some((label, data)) = wrapper_call(file, call) {
+                } else if let Some((label, data)) = wrapper_call(file, call)
+                    && !package_function(cx, file, call)
+                {
                     // The wrapper's own writes are reported at its calls, with the values given
                     // there; a call that hands it no state (`updateSubscription(event)`) leaves
                     // the writes inside to be judged where they are.
@@ -966,15 +1059,38 @@ fn compared_with_status(value: Node, src: &str) -> bool {
 /// Whether a member's root variable holds what the handler read (an awaited or called
 /// function's result), rather than the delivered event or a part of it.
 fn read_by_handler(member: Node, src: &str) -> bool {
+    read_by_handler_at(member, src, 0)
+}
+
+/// `read_by_handler`, following a variable bound to a part of another (`const data =
+/// result.data`, where `result` holds an awaited query) up to three hops.
+fn read_by_handler_at(member: Node, src: &str, depth: usize) -> bool {
     let Some(root) = ast::member_path(member, src).into_iter().next() else { return false };
     if root.ends_with("()") {
         return true;
     }
-    enclosing_functions(member)
+    let Some(init) = enclosing_functions(member)
         .into_iter()
         .find_map(|f| binding_init(f, &root, src, member.start_byte()))
-        .is_some_and(|init| ast::unwrap_expr(init).kind() == "call_expression")
+        .map(ast::unwrap_expr)
+    else {
+        return false;
+    };
+    match init.kind() {
+        // Past the first hop, the call must be a read, not the one that yields the delivery
+        // itself (`const event = constructEvent(...)`, `await req.json()`).
+        "call_expression" => {
+            depth == 0 || ast::callee_name(init, src).is_none_or(|name| !DELIVERY_READ.is_match(&name))
+        }
+        "member_expression" if depth < 3 => read_by_handler_at(init, src, depth + 1),
+        _ => false,
+    }
 }
+
+/// A call that yields the delivered event: its verification or parsing.
+static DELIVERY_READ: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)construct|verify|validate|parse|unwrap|^(json|text|body|formData)$|webhook|event").unwrap()
+});
 
 /// One state column an update writes.
 struct ColumnWrite<'t> {
@@ -1412,7 +1528,7 @@ impl WrittenRecords {
                 if effect.kind != EffectKind::DbUpdate && !written.created.contains(&table) {
                     written.created.push(table.clone());
                 }
-                for column in columns_named(call, src) {
+                for column in linked_columns(call, src) {
                     if !QUERY_SHAPE_KEYS.contains(&column.as_str()) {
                         written.columns.push((table.clone(), column));
                     }
@@ -1455,6 +1571,42 @@ fn columns_named(call: Node, src: &str) -> Vec<String> {
                     {
                         out.push(name_key(text(prop, src)));
                     }
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    out
+}
+
+/// The columns a write gives a value that can link a record: the keys it writes, outside its
+/// filter (`where`, `eq(...)`: a row found by a column is not linked by it) and its selection,
+/// and not set to `null` (`{ shopifyStoreId: null }` unlinks: no later lookup finds the row by it).
+fn linked_columns(call: Node, src: &str) -> Vec<String> {
+    const NOT_WRITTEN: &[&str] = &["where", "select", "include", "orderBy", "returning", "filter"];
+    let mut out = Vec::new();
+    ast::walk(call, &mut |n| {
+        if ast::is_function(n) {
+            return false;
+        }
+        match n.kind() {
+            "pair" => {
+                let (Some(k), Some(v)) = (n.child_by_field_name("key"), n.child_by_field_name("value")) else {
+                    return true;
+                };
+                let key = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
+                if NOT_WRITTEN.contains(&key.as_str()) {
+                    return false;
+                }
+                if !matches!(ast::unwrap_expr(v).kind(), "null" | "undefined") {
+                    out.push(name_key(&key));
+                }
+            }
+            "shorthand_property_identifier" => out.push(name_key(text(n, src))),
+            "call_expression" => {
+                if matches!(ast::callee_name(n, src).as_deref(), Some("eq" | "match" | "where" | "filter")) {
+                    return false;
                 }
             }
             _ => {}
