@@ -1248,7 +1248,6 @@ fn written_table(call: Node, src: &str) -> Option<String> {
 /// The `key: value` pairs an update writes: its object arguments (or an object bound to a
 /// variable it takes), outside the filter, the selection and nested functions.
 fn assigned_pairs<'t>(call: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Node<'t>)> {
-    const NOT_WRITTEN: &[&str] = &["where", "select", "include", "orderBy", "returning", "filter"];
     let mut out = Vec::new();
     for link in chain_links(call) {
         if matches!(ast::callee_name(link, src).as_deref(), Some("where" | "eq" | "match" | "filter")) {
@@ -1268,26 +1267,7 @@ fn assigned_pairs<'t>(call: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Node<
                 },
                 _ => continue,
             };
-            ast::walk(object, &mut |n| {
-                if ast::is_function(n) {
-                    return false;
-                }
-                match n.kind() {
-                    "pair" => {
-                        let (Some(k), Some(v)) = (n.child_by_field_name("key"), n.child_by_field_name("value")) else {
-                            return true;
-                        };
-                        let key = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
-                        if NOT_WRITTEN.contains(&key.as_str()) {
-                            return false;
-                        }
-                        out.push((n, key, v));
-                    }
-                    "shorthand_property_identifier" => out.push((n, text(n, src).to_string(), n)),
-                    _ => {}
-                }
-                true
-            });
+            written_pairs(object, src, false, &mut |pair, key, value| out.push((pair, key, value)));
         }
     }
     out
@@ -1584,9 +1564,26 @@ fn columns_named(call: Node, src: &str) -> Vec<String> {
 /// filter (`where`, `eq(...)`: a row found by a column is not linked by it) and its selection,
 /// and not set to `null` (`{ shopifyStoreId: null }` unlinks: no later lookup finds the row by it).
 fn linked_columns(call: Node, src: &str) -> Vec<String> {
-    const NOT_WRITTEN: &[&str] = &["where", "select", "include", "orderBy", "returning", "filter"];
     let mut out = Vec::new();
-    ast::walk(call, &mut |n| {
+    written_pairs(call, src, true, &mut |_, key, value| {
+        if !matches!(ast::unwrap_expr(value).kind(), "null" | "undefined") {
+            out.push(name_key(&key));
+        }
+    });
+    out
+}
+
+/// The `key: value` pairs (and shorthand properties, their own value) written under `root`:
+/// not inside nested functions, nor under the keys that filter or select rather than write
+/// (`where`, `select`, ...), nor, with `skip_filter_calls`, inside filter calls (`eq(...)`).
+fn written_pairs<'t>(
+    root: Node<'t>,
+    src: &str,
+    skip_filter_calls: bool,
+    found: &mut dyn FnMut(Node<'t>, String, Node<'t>),
+) {
+    const NOT_WRITTEN: &[&str] = &["where", "select", "include", "orderBy", "returning", "filter"];
+    ast::walk(root, &mut |n| {
         if ast::is_function(n) {
             return false;
         }
@@ -1599,21 +1596,19 @@ fn linked_columns(call: Node, src: &str) -> Vec<String> {
                 if NOT_WRITTEN.contains(&key.as_str()) {
                     return false;
                 }
-                if !matches!(ast::unwrap_expr(v).kind(), "null" | "undefined") {
-                    out.push(name_key(&key));
-                }
+                found(n, key, v);
             }
-            "shorthand_property_identifier" => out.push(name_key(text(n, src))),
-            "call_expression" => {
-                if matches!(ast::callee_name(n, src).as_deref(), Some("eq" | "match" | "where" | "filter")) {
-                    return false;
-                }
+            "shorthand_property_identifier" => found(n, text(n, src).to_string(), n),
+            "call_expression"
+                if skip_filter_calls
+                    && matches!(ast::callee_name(n, src).as_deref(), Some("eq" | "match" | "where" | "filter")) =>
+            {
+                return false;
             }
             _ => {}
         }
         true
     });
-    out
 }
 
 /// Whether the record a lookup reads is one the handler's own deliveries create or link: the
