@@ -377,12 +377,12 @@ impl<'a> Finder<'a> {
         }
         // A route that looks up the signed-in user and turns away anyone else serves people
         // (a settings page managing the app's own outgoing webhooks), whatever its path says.
-        let signed_in = self.user_authenticated || (!verifies && turns_away_signed_out(body_text));
+        let signed_in = || self.user_authenticated || (!verifies && turns_away_signed_out(body_text));
         // Botpress calls an integration's handler only for requests to its webhook URL.
         let is_webhook = !framework.is_http()
             || framework == Framework::Botpress
             || self.wrapper_verifies
-            || (names_webhook(route_hint) && !signed_in && (!events_only || provider.is_some()))
+            || (names_webhook(route_hint) && (!events_only || provider.is_some()) && !signed_in())
             || verifies
             || (provider.is_some() && providers::detect(body_text).is_some());
         if !is_webhook {

@@ -103,7 +103,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if t.positional && !dedupe_keys::expand(t.key, src).iter().any(|n| names_done_marker(text(*n, src))) {
                     continue;
                 }
-                if is_lease(t, &calls, &ttls, src) {
+                if is_lease(t, seconds, &calls, &ttls, src) {
                     continue;
                 }
                 let message = format!(
@@ -277,13 +277,12 @@ fn names_done_marker(key: &str) -> bool {
 /// says it marks work in progress (`processing:`, `lock:`, `lease:`, `inflight:`), or it lives
 /// a minute or less: no one keeps a record of a finished event for seconds, but a lock that
 /// lets one of several concurrent deliveries through does.
-fn is_lease(t: &Ttl, calls: &[Node], ttls: &[Ttl], src: &str) -> bool {
+fn is_lease(t: &Ttl, seconds: f64, calls: &[Node], ttls: &[Ttl], src: &str) -> bool {
     let names_in_progress = dedupe_keys::expand(t.key, src).iter().any(|n| {
         crate::regex!(r"(?i)processing|in-?progress|in_progress|inflight|in-flight|\block|lease|mutex|running")
             .is_match(text(*n, src))
     });
-    let seconds = eval(t.ttl, src, 0).map(|v| if t.millis { v / 1000.0 } else { v });
-    if names_in_progress || seconds.is_some_and(|s| s <= 60.0) {
+    if names_in_progress || seconds <= 60.0 {
         return true;
     }
     let released = calls.iter().any(|c| {
@@ -300,9 +299,8 @@ fn is_lease(t: &Ttl, calls: &[Node], ttls: &[Ttl], src: &str) -> bool {
             && ast::callee_name(*c, src).is_some_and(|n| n.eq_ignore_ascii_case("set"))
             && ast::arguments(*c).first().is_some_and(|k| same_key(*k, t.key, src))
             && ttls.iter().find(|o| o.call == *c).is_none_or(|o| {
-                let mine = eval(t.ttl, src, 0).map(|v| if t.millis { v / 1000.0 } else { v });
                 let theirs = eval(o.ttl, src, 0).map(|v| if o.millis { v / 1000.0 } else { v });
-                matches!((mine, theirs), (Some(m), Some(x)) if x > m)
+                theirs.is_some_and(|x| x > seconds)
             })
     });
     released || overwritten

@@ -685,8 +685,9 @@ fn fastify_parser(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>)
     let src = &file.text;
     let Some(func) = scope.node() else { return };
     let Some(req) = model.handler.request.as_deref() else { return };
+    let lower = stmts::code_without_comments(file.root(), src).to_ascii_lowercase();
     if let Some(first) = verifies_node_request_body(func, req, src)
-        && !express_compat(&stmts::code_without_comments(file.root(), src).to_ascii_lowercase())
+        && !express_compat(&lower)
     {
         out.push(
             Diagnostic::new(RULE.id, file, first, format!("`{req}.raw` is Node's request, which has no `body`: Fastify keeps what it read in `{req}.body` (and `fastify-raw-body` in `{req}.rawBody`), so the verifier gets `undefined` and every genuine delivery fails"))
@@ -700,7 +701,6 @@ fn fastify_parser(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>)
         return;
     }
     let creates_instance = crate::regex!(r"(?i)\bfastify\s*\(").is_match(src);
-    let lower = stmts::code_without_comments(file.root(), src).to_ascii_lowercase();
     if !creates_instance
         || lower.contains("addcontenttypeparser")
         || lower.contains("rawbody")
