@@ -365,11 +365,17 @@ function patchNodeRedis(): void {
 function patchServer(): void {
   const originalEmit: AnyFn = http.Server.prototype.emit;
   let requests = 0;
+  const requestNumber = new WeakMap<object, number>();
   http.Server.prototype.emit = function (this: http.Server, event: string, ...args: any[]) {
     if (event === "request") {
       const n = ++requests;
       trace({ ev: "req-start", n });
+      // The handler's own work runs from the body's arrival to the answer: two requests
+      // whose headers arrived together did not overlap if each was answered in the tick
+      // its body completed. An `end` listener does not start the body flowing.
+      (args[0] as http.IncomingMessage | undefined)?.once("end", () => trace({ ev: "req-body", n }));
       const res = args[1] as http.ServerResponse | undefined;
+      if (res) requestNumber.set(res, n);
       res?.once("close", () => trace({ ev: "req-end", n }));
     }
     return originalEmit.call(this, event, ...args);
@@ -380,6 +386,8 @@ function patchServer(): void {
   http.ServerResponse.prototype.end = function (this: http.ServerResponse, ...args: any[]) {
     if (!responded.has(this)) {
       responded.add(this);
+      const n = requestNumber.get(this);
+      if (n !== undefined) trace({ ev: "req-answer", n });
       if (reach("before-response") === "reset") {
         // The work is done; the provider never sees the answer.
         this.socket?.destroy();

@@ -2,6 +2,7 @@
 //! `npm run start` wrapper and its node child die together), with the preload in
 //! `NODE_OPTIONS` and the fault to inject in the environment; and the preload's trace.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -188,20 +189,113 @@ impl Trace {
         seen
     }
 
-    /// The most requests the app handled at the same time; `None` without a preload trace.
+    /// The most requests the app worked on at the same time; `None` without a preload trace.
+    /// An HTTP request is worked on from its body's arrival (its start, when the handler
+    /// never read the body) until its answer (its connection's close, when never answered);
+    /// a queue job from its fetch until it finished.
     pub fn max_in_flight(&self) -> Option<usize> {
         if !self.present() {
             return None;
         }
-        let (mut now, mut max) = (0usize, 0usize);
+        // A queue job's finish carries its id, not its number: jobs are counted, not keyed.
+        let is_job = |e: &serde_json::Value| e.get("job").is_some();
+        let key = |e: &serde_json::Value| (e["pid"].as_u64(), e["n"].as_u64());
+        let with = |ev: &str| self.events.iter().filter(|e| e["ev"] == ev).map(key).collect::<HashSet<_>>();
+        let (bodied, answered) = (with("req-body"), with("req-answer"));
+        let (mut jobs, mut open, mut closed, mut max) = (0usize, HashSet::new(), HashSet::new(), 0usize);
         for e in &self.events {
-            if e["ev"] == "req-start" {
-                now += 1;
-                max = max.max(now);
-            } else if e["ev"] == "req-end" {
-                now = now.saturating_sub(1);
+            let (ev, k) = (e["ev"].as_str().unwrap_or_default(), key(e));
+            match ev {
+                "req-start" if is_job(e) => jobs += 1,
+                "req-end" if is_job(e) => jobs = jobs.saturating_sub(1),
+                "req-body" | "req-start" if !closed.contains(&k) && (ev == "req-body" || !bodied.contains(&k)) => {
+                    open.insert(k);
+                }
+                "req-answer" | "req-end" if ev == "req-answer" || !answered.contains(&k) => {
+                    open.remove(&k);
+                    closed.insert(k);
+                }
+                _ => {}
             }
+            max = max.max(jobs + open.len());
         }
         Some(max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Trace;
+
+    fn trace(lines: &[&str]) -> Trace {
+        let start = r#"{"ev":"start","pid":1}"#;
+        Trace {
+            events: std::iter::once(start)
+                .chain(lines.iter().copied())
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn requests_answered_in_the_tick_their_body_completed_never_overlap() {
+        let mut lines = Vec::new();
+        let ev = |ev: &str, n: usize| format!(r#"{{"ev":"{ev}","n":{n},"pid":1}}"#);
+        for n in 1..=4 {
+            lines.push(ev("req-start", n));
+        }
+        for n in 1..=4 {
+            lines.extend([ev("req-body", n), ev("req-answer", n)]);
+        }
+        for n in 1..=4 {
+            lines.push(ev("req-end", n));
+        }
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        assert_eq!(trace(&refs).max_in_flight(), Some(1));
+    }
+
+    #[test]
+    fn a_request_awaiting_while_another_body_arrives_overlaps() {
+        let t = trace(&[
+            r#"{"ev":"req-start","n":1,"pid":1}"#,
+            r#"{"ev":"req-body","n":1,"pid":1}"#,
+            r#"{"ev":"req-start","n":2,"pid":1}"#,
+            r#"{"ev":"req-body","n":2,"pid":1}"#,
+            r#"{"ev":"req-answer","n":1,"pid":1}"#,
+            r#"{"ev":"req-answer","n":2,"pid":1}"#,
+        ]);
+        assert_eq!(t.max_in_flight(), Some(2));
+    }
+
+    #[test]
+    fn an_unread_body_counts_from_the_start_and_a_close_ends_an_unanswered_request() {
+        let t = trace(&[
+            r#"{"ev":"req-start","n":1,"pid":1}"#,
+            r#"{"ev":"req-start","n":2,"pid":1}"#,
+            r#"{"ev":"req-end","n":1,"pid":1}"#,
+            r#"{"ev":"req-answer","n":2,"pid":1}"#,
+        ]);
+        assert_eq!(t.max_in_flight(), Some(2));
+        let answered_before_its_body = trace(&[
+            r#"{"ev":"req-start","n":1,"pid":1}"#,
+            r#"{"ev":"req-answer","n":1,"pid":1}"#,
+            r#"{"ev":"req-body","n":1,"pid":1}"#,
+            r#"{"ev":"req-start","n":2,"pid":1}"#,
+            r#"{"ev":"req-answer","n":2,"pid":1}"#,
+        ]);
+        assert_eq!(answered_before_its_body.max_in_flight(), Some(1));
+    }
+
+    #[test]
+    fn queue_jobs_are_counted_from_fetch_to_finish() {
+        let t = trace(&[
+            r#"{"ev":"req-start","n":1,"job":"1","pid":1}"#,
+            r#"{"ev":"req-start","n":2,"job":"2","pid":1}"#,
+            r#"{"ev":"req-end","job":"1","pid":1}"#,
+            r#"{"ev":"req-end","job":"2","pid":1}"#,
+        ]);
+        assert_eq!(t.max_in_flight(), Some(2));
+        assert_eq!(trace(&[]).max_in_flight(), Some(0));
+        assert_eq!(Trace { events: vec![] }.max_in_flight(), None);
     }
 }
