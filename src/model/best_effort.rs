@@ -176,6 +176,9 @@ fn category_in(
     if name == "emitAsync" {
         return Category::Work;
     }
+    if let Some(job) = dispatched_job_category(call, src, &name) {
+        return job;
+    }
     if let Some(def) = reach::resolve_call(project, file, call) {
         let named = named_category(&def.name);
         if depth == 0 || !seen.insert((def.file.path.clone(), def.span.start)) {
@@ -209,6 +212,18 @@ fn category_in(
 /// Whether `call`'s promise is awaited by its statement. An argument of another call is
 /// computed before that call runs (`findFirst({ where: eq(a, b) })`: the `await` is for
 /// `findFirst`), unless the outer call only combines promises (`Promise.all`, `items.map`).
+/// A job dispatched by name is the work that name states: `triggerJob("notification", ...)`,
+/// `queue.add("send-welcome-email", ...)` enqueue a notification, whatever else the dispatcher
+/// can run.
+fn dispatched_job_category(call: Node, src: &str, callee: &str) -> Option<Category> {
+    const DISPATCH: &[&str] = &["trigger", "enqueue", "dispatch", "schedule", "add", "send", "publish", "emit", "job"];
+    if !words(callee).iter().any(|w| DISPATCH.contains(&w.as_str())) {
+        return None;
+    }
+    let job = ast::arguments(call).first().and_then(|a| ast::string_value(*a, src))?;
+    named_category(&job).filter(|c| matches!(c, Category::Notification | Category::Telemetry))
+}
+
 fn awaited(call: Node, src: &str) -> bool {
     for a in ast::ancestors(call) {
         let kind = a.kind();
@@ -342,6 +357,102 @@ pub fn deferrer(call: Node, src: &str) -> Option<String> {
         return None;
     }
     Some(path.join("."))
+}
+
+/// Phrases of a comment that declares the work below it best-effort.
+const MARKED: &[&str] = &[
+    "best effort",
+    "best-effort",
+    "non-fatal",
+    "nonfatal",
+    "non-critical",
+    "noncritical",
+    "not critical",
+    "ignore error",
+    "ignore the error",
+    "ignore failure",
+    "safe to ignore",
+    "intentionally ignore",
+    "deliberately ignore",
+    // "don't fail the order if tracking fails", "do not throw, let the sync complete"
+    "do not throw",
+    "don't throw",
+    "never throw",
+    "do not fail",
+    "don't fail",
+    "must not fail",
+    "should not fail",
+    "shouldn't fail",
+    "must not block",
+    "must never fail",
+    "never fail the",
+    // "isolated so a provider outage never fails the computation"
+    "never fails the",
+    "must never break",
+    "never break the",
+    "avoid breaking",
+    "fire-and-forget",
+    "fire and forget",
+    "continue processing even if",
+    "continue even if",
+    "proceed even if",
+];
+
+/// A lowercased comment that declares the call best-effort ("don't fail silently" says the opposite).
+pub fn marked(comment: &str) -> bool {
+    MARKED.iter().any(|m| comment.contains(m)) && !comment.contains("silent")
+}
+
+/// The comment lines directly above the line starting at `line_start`, lowercased and joined
+/// with spaces (a marker phrase may wrap onto the next line), up to a non-comment line.
+pub fn comment_block_above(src: &str, line_start: usize) -> Option<String> {
+    let mut lines = Vec::new();
+    for line in src[..line_start].lines().rev() {
+        let t = line.trim();
+        let comment = t.starts_with("//") || t.starts_with("/*") || t.starts_with('*') || t.ends_with("*/");
+        if !comment || lines.len() >= 12 {
+            break;
+        }
+        lines.push(t.trim_start_matches(['/', '*', ' ']).to_ascii_lowercase());
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    lines.reverse();
+    Some(lines.join(" "))
+}
+
+/// A block's own words (its log messages, its comments) call the work best-effort.
+pub fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
+    let t = text(block, src).to_ascii_lowercase();
+    const SAID: &[&str] = &[
+        "cache",
+        "analytics",
+        "track",
+        "telemetry",
+        "best-effort",
+        "best effort",
+        "non-critical",
+        "non-fatal",
+        "nonfatal",
+        "non-blocking",
+        // "error sending the notification": a message beside the event's work, not the work
+        "notification",
+        // "error logging the transaction", "failed to write the audit row": the failed write is
+        // the log itself
+        "error logging",
+        "failed to log",
+        "audit log",
+        "audit trail",
+        // circuit-breaker bookkeeping about the endpoint, not the event's work
+        "breaker",
+        // "swallowing to prevent webhook retries": the catch says the acknowledgement is the point
+        "prevent retr",
+        "prevent webhook retr",
+        "avoid retr",
+        "avoid webhook retr",
+    ];
+    SAID.iter().find(|w| t.contains(**w)).copied()
 }
 
 #[cfg(test)]

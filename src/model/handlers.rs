@@ -377,7 +377,11 @@ impl<'a> Finder<'a> {
         }
         // A route that looks up the signed-in user and turns away anyone else serves people
         // (a settings page managing the app's own outgoing webhooks), whatever its path says.
-        let signed_in = || self.user_authenticated || (!verifies && turns_away_signed_out(body_text));
+        // An OAuth redirect (`?code=...&state=...`) brings a person's browser back from a
+        // provider's consent screen: it is not a delivery either, even under `callback/`.
+        let signed_in = || {
+            self.user_authenticated || (!verifies && (turns_away_signed_out(body_text) || oauth_redirect(body_text)))
+        };
         // Botpress calls an integration's handler only for requests to its webhook URL.
         let is_webhook = !framework.is_http()
             || framework == Framework::Botpress
@@ -995,6 +999,10 @@ impl<'a> Finder<'a> {
                     }
                 }
             }
+            // `@hono/zod-openapi`: `app.openapi(createRoute({ method, path, ... }), handler)`
+            ("openapi", n) if n >= 2 && args.len() >= 2 => {
+                self.openapi_route(args[0], args[args.len() - 1], &file_path)
+            }
             // oRPC: `procedure.route({ method: "POST", path }).input(schema).handler(fn)`
             ("handler", n) if n >= 2 && args.len() == 1 => self.orpc_route(call, args[0], &file_path),
             // Bull's `queue.process([name], [concurrency], fn)`: anything else before the function
@@ -1093,6 +1101,37 @@ impl<'a> Finder<'a> {
             }
             _ => {}
         }
+    }
+
+    /// A route of `@hono/zod-openapi`: its definition is a `createRoute({ method, path })`
+    /// written in place or bound to a name in this file. Its path, operation id and summary
+    /// say whether a provider calls it, as a plain route's path does.
+    fn openapi_route(&mut self, definition: Node, func: Node, file_path: &str) {
+        let src = self.src();
+        let definition = match ast::unwrap_expr(definition) {
+            d if d.kind() == "identifier" => {
+                match ast::find_binding_init(self.file.root(), text(d, src), src, usize::MAX) {
+                    Some(init) => ast::unwrap_expr(init),
+                    None => return,
+                }
+            }
+            d => d,
+        };
+        let Some(options) = (definition.kind() == "call_expression")
+            .then(|| ast::arguments(definition).into_iter().next())
+            .flatten()
+            .filter(|o| o.kind() == "object")
+        else {
+            return;
+        };
+        let field = |key: &str| ast::object_property(options, key, src).and_then(|v| ast::string_value(v, src));
+        let method = field("method").unwrap_or_default().to_ascii_uppercase();
+        if !matches!(method.as_str(), "POST" | "PUT" | "PATCH") {
+            return;
+        }
+        let route = field("path").unwrap_or_default();
+        let described = [field("operationId"), field("summary")].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        self.push(func, format!("{method} {route}"), Framework::Hono, &format!("{route} {described} {file_path}"));
     }
 
     /// The `.route({ method, path })` call earlier in an oRPC builder chain ending in
@@ -1329,7 +1368,8 @@ impl<'a> Finder<'a> {
 
     fn http_framework(&self) -> Framework {
         let t = &self.file.text;
-        if t.contains("from 'hono'") || t.contains("from \"hono\"") {
+        // `@hono/zod-openapi`'s `OpenAPIHono` is a Hono app.
+        if crate::regex!(r#"from\s*['"](?:hono['"/]|@hono/)"#).is_match(t) {
             Framework::Hono
         } else if t.contains("fastify") {
             Framework::Fastify
@@ -1398,6 +1438,15 @@ fn turns_away_signed_out(body: &str) -> bool {
     )
     .is_match(body)
         && crate::regex!(r"\b40[13]\b|(?i)unauthori[sz]ed|forbidden").is_match(body)
+}
+
+/// A body that reads the `code` query parameter of an OAuth authorization redirect:
+/// `const { code, state } = req.query`, `searchParams.get("code")`, `c.req.query("code")`.
+fn oauth_redirect(body: &str) -> bool {
+    crate::regex!(
+        r#"\{[^{}=]*\bcode\b[^{}=]*\}(?:\s*:\s*\w+)?\s*=\s*(?:\w+\.)*query\b|\bquery\s*(?:\.\s*code\b|\[\s*['"]code['"]\s*\])|(?:searchParams\.get|\.query)\(\s*['"]code['"]\s*\)"#
+    )
+    .is_match(body)
 }
 
 /// Middleware or a guard that authenticates a signed-in user (not a sender's signature).

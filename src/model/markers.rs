@@ -943,17 +943,30 @@ fn existence_checked_insert<'t>(
     None
 }
 
-/// A Prisma `findUnique` (its `where` names a unique field) and then the insert, with no work
-/// between them: two concurrent deliveries both insert, the unique constraint fails the second
-/// one, and its retry finds the row; nothing ran twice.
+/// A Prisma `findUnique` (its `where` names a unique field), or a lookup by the primary key
+/// the insert then sets to the same value, and then the insert, with no work between them:
+/// two concurrent deliveries both insert, the unique constraint fails the second one, and its
+/// retry finds the row; nothing ran twice.
 fn unique_lookup_then_bare_insert(lookup: Node, insert: Node, calls: &[Node], src: &str) -> bool {
-    let unique = ast::callee_name(lookup, src).is_some_and(|n| n.starts_with("findUnique"));
+    let unique = ast::callee_name(lookup, src).is_some_and(|n| n.starts_with("findUnique"))
+        || same_primary_key(lookup, insert, src);
     unique
         && !calls.iter().any(|c| {
             c.start_byte() > lookup.end_byte()
                 && c.end_byte() < insert.start_byte()
                 && effects::classify(*c, src, false).is_some_and(|e| e.kind != effects::EffectKind::Possible)
         })
+}
+
+/// `findFirst({ where: { id: X, ... } })` then `create({ data: { id: X, ... } })`: the insert
+/// names the row's primary key, the value the lookup looked for.
+fn same_primary_key(lookup: Node, insert: Node, src: &str) -> bool {
+    let field = |call: Node, options: &str| {
+        let arg = ast::arguments(call).into_iter().next().filter(|a| a.kind() == "object")?;
+        let id = ast::object_property(ast::object_property(arg, options, src)?, "id", src)?;
+        Some(text(id, src).split_whitespace().collect::<String>())
+    };
+    field(lookup, "where").is_some_and(|looked| field(insert, "data").is_some_and(|set| set == looked))
 }
 
 /// Whether a branch ends by leaving: its last statement returns, throws or continues.

@@ -293,56 +293,76 @@ fn check_scope(cx: &Context, model: &super::HandlerModel, scope: &Scope, func: N
 
 /// The write changes what lets it run, so a replay no longer does: its branch requires a field
 /// the write clears or sets to the tested value (`if (sub.stripeSubscriptionId)` then
-/// `stripeSubscriptionId: null`; `if (invoice.status !== "PAID")` then `status: "PAID"`), or its
-/// own filter requires a value it overwrites (`SET status = 'paid' ... WHERE status = 'pending'`,
-/// `where: { status: "pending" }, data: { status: "paid" }`).
+/// `stripeSubscriptionId: null`; `if (invoice.status !== "PAID")` then `status: "PAID"`), an
+/// earlier guard clause leaves on the value the write sets (`if (payout.status === "completed")
+/// return;` then `status: "completed"`; `if (order.paidAt) return;` then `paidAt: new Date()`),
+/// or its own filter requires a value it overwrites (`SET status = 'paid' ... WHERE status =
+/// 'pending'`, `where: { status: "pending" }, data: { status: "paid" }`).
 fn clears_its_own_condition(call: Node, func: Node, src: &str) -> bool {
     let call_text = text(call, src);
-    let sets = |field: &str, values: &[&str]| {
-        crate::regex!(r#"([A-Za-z_$][\w$]*)\s*:\s*(null|undefined|false|"[^"]*"|'[^']*')"#)
+    let written = |field: &str| {
+        crate::regex!(r#"([A-Za-z_$][\w$]*)\s*:\s*(null|undefined|false|"[^"]*"|'[^']*'|[^,{}\[\s][^,{}]*)"#)
             .captures_iter(call_text)
-            .any(|c| &c[1] == field && values.contains(&c[2].trim_matches(['"', '\''])))
+            .filter(|c| &c[1] == field)
+            .map(|c| c[2].trim().trim_matches(['"', '\'']).to_string())
+            .collect::<Vec<_>>()
+    };
+    let sets = |field: &str, values: &[&str]| written(field).iter().any(|v| values.contains(&v.as_str()));
+    let sets_present =
+        |field: &str| written(field).iter().any(|v| !matches!(v.as_str(), "null" | "undefined" | "false"));
+    // `leaves_when_true`: the condition of a guard clause (a replay leaves when it holds after
+    // the write); otherwise the condition of the branch holding the write (a replay no longer
+    // enters when it fails after the write).
+    let falsified = |cond: Node, leaves_when_true: bool| {
+        let (joiner, differs) = if leaves_when_true { ("||", ["===", "=="]) } else { ("&&", ["!==", "!="]) };
+        let mut stack = vec![cond];
+        while let Some(n) = stack.pop() {
+            let n = ast::unwrap_expr(n);
+            let op = n.child_by_field_name("operator").map_or("", |o| text(o, src));
+            match n.kind() {
+                "binary_expression" if op == joiner => {
+                    stack.extend(n.child_by_field_name("left"));
+                    stack.extend(n.child_by_field_name("right"));
+                }
+                "binary_expression" if differs.contains(&op) => {
+                    let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) else {
+                        continue;
+                    };
+                    let (member, literal) = if l.kind() == "member_expression" { (l, r) } else { (r, l) };
+                    if let (Some(field), Some(value)) =
+                        (member.child_by_field_name("property"), ast::string_value(literal, src))
+                        && sets(text(field, src), &[value.as_str()])
+                    {
+                        return true;
+                    }
+                }
+                "member_expression" => {
+                    if let Some(field) = n.child_by_field_name("property").map(|f| text(f, src))
+                        && (if leaves_when_true {
+                            sets_present(field)
+                        } else {
+                            sets(field, &["null", "undefined", "false"])
+                        })
+                    {
+                        return true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        false
     };
     let branch_falsified =
         ast::ancestors(call).take_while(|a| *a != func).filter(|a| a.kind() == "if_statement").any(|branch| {
-            let Some(cond) = branch.child_by_field_name("condition").map(ast::unwrap_expr) else { return false };
-            if branch.child_by_field_name("consequence").is_none_or(|c| !ast::contains(c, call)) {
-                return false;
-            }
-            let mut stack = vec![cond];
-            while let Some(n) = stack.pop() {
-                let n = ast::unwrap_expr(n);
-                let op = n.child_by_field_name("operator").map_or("", |o| text(o, src));
-                match (n.kind(), op) {
-                    ("binary_expression", "&&") => {
-                        stack.extend(n.child_by_field_name("left"));
-                        stack.extend(n.child_by_field_name("right"));
-                    }
-                    ("binary_expression", "!==" | "!=") => {
-                        let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) else {
-                            continue;
-                        };
-                        let (member, literal) = if l.kind() == "member_expression" { (l, r) } else { (r, l) };
-                        if let (Some(field), Some(value)) =
-                            (member.child_by_field_name("property"), ast::string_value(literal, src))
-                            && sets(text(field, src), &[value.as_str()])
-                        {
-                            return true;
-                        }
-                    }
-                    ("member_expression", _) => {
-                        if n.child_by_field_name("property")
-                            .is_some_and(|f| sets(text(f, src), &["null", "undefined", "false"]))
-                        {
-                            return true;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            false
+            branch.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, call))
+                && branch.child_by_field_name("condition").is_some_and(|c| falsified(c, false))
         });
-    branch_falsified || overwrites_its_filter(call, src)
+    let guard_falsified = || {
+        ast::guard_clauses_before(call, func)
+            .into_iter()
+            .any(|clause| clause.child_by_field_name("condition").is_some_and(|c| falsified(c, true)))
+    };
+    branch_falsified || guard_falsified() || overwrites_its_filter(call, src)
 }
 
 /// `SET status = 'paid' ... WHERE ... status = 'pending'`, or Prisma's `where: { status: "pending" }`

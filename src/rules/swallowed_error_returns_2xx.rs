@@ -3,7 +3,7 @@
 use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::{Applicability, Edit, Fix};
 use crate::model::ast::{self, text};
-use crate::model::best_effort;
+use crate::model::best_effort::{self, comment_block_above, marked, says_best_effort};
 use crate::model::claims::DUP_CODE;
 use crate::model::reach::{self, Scope};
 use crate::model::responses::{self, Response, Style};
@@ -148,44 +148,6 @@ pub const RULE: Rule = Rule {
     preview: false,
     check,
 };
-
-const MARKED: &[&str] = &[
-    "best effort",
-    "best-effort",
-    "non-fatal",
-    "nonfatal",
-    "non-critical",
-    "noncritical",
-    "not critical",
-    "ignore error",
-    "ignore the error",
-    "ignore failure",
-    "safe to ignore",
-    "intentionally ignore",
-    "deliberately ignore",
-    // "don't fail the order if tracking fails", "do not throw, let the sync complete"
-    "do not throw",
-    "don't throw",
-    "never throw",
-    "do not fail",
-    "don't fail",
-    "must not fail",
-    "should not fail",
-    "shouldn't fail",
-    "must not block",
-    "must never fail",
-    "never fail the",
-    // "isolated so a provider outage never fails the computation"
-    "never fails the",
-    "must never break",
-    "never break the",
-    "avoid breaking",
-    "fire-and-forget",
-    "fire and forget",
-    "continue processing even if",
-    "continue even if",
-    "proceed even if",
-];
 
 struct Cx<'a> {
     cx: &'a Context<'a>,
@@ -580,11 +542,6 @@ fn captures_error(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
     })
 }
 
-/// A lowercased comment that declares the call best-effort ("don't fail silently" says the opposite).
-fn marked(comment: &str) -> bool {
-    MARKED.iter().any(|m| comment.contains(m)) && !comment.contains("silent")
-}
-
 /// A best-effort comment covers the statement below it and what only follows from it: the
 /// statements inside it, and later statements of its block that read what it declared
 /// (`// refresh the cached total (best-effort)` above the read, then `if (!readError)
@@ -611,25 +568,6 @@ fn under_marked_comment(stmt: Node, func: Node, file: &SourceFile) -> bool {
         at = up;
     }
     false
-}
-
-/// The comment lines directly above the line starting at `line_start`, lowercased and joined
-/// with spaces (a marker phrase may wrap onto the next line), up to a non-comment line.
-fn comment_block_above(src: &str, line_start: usize) -> Option<String> {
-    let mut lines = Vec::new();
-    for line in src[..line_start].lines().rev() {
-        let t = line.trim();
-        let comment = t.starts_with("//") || t.starts_with("/*") || t.starts_with('*') || t.ends_with("*/");
-        if !comment || lines.len() >= 12 {
-            break;
-        }
-        lines.push(t.trim_start_matches(['/', '*', ' ']).to_ascii_lowercase());
-    }
-    if lines.is_empty() {
-        return None;
-    }
-    lines.reverse();
-    Some(lines.join(" "))
 }
 
 /// The catch findings, with the fix withheld where the swallow looks deliberate: a fix must not
@@ -1753,39 +1691,6 @@ fn warns_only(body: Node, src: &str) -> bool {
 /// "non-critical", "failed to track".
 fn catch_says_best_effort(clause: Node, src: &str) -> Option<String> {
     says_best_effort(clause.child_by_field_name("body")?, src).map(|w| format!("work its own message calls \"{w}\""))
-}
-
-/// A block's own words (its log messages, its comments) call the work best-effort.
-fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
-    let t = text(block, src).to_ascii_lowercase();
-    const SAID: &[&str] = &[
-        "cache",
-        "analytics",
-        "track",
-        "telemetry",
-        "best-effort",
-        "best effort",
-        "non-critical",
-        "non-fatal",
-        "nonfatal",
-        "non-blocking",
-        // "error sending the notification": a message beside the event's work, not the work
-        "notification",
-        // "error logging the transaction", "failed to write the audit row": the failed write is
-        // the log itself
-        "error logging",
-        "failed to log",
-        "audit log",
-        "audit trail",
-        // circuit-breaker bookkeeping about the endpoint, not the event's work
-        "breaker",
-        // "swallowing to prevent webhook retries": the catch says the acknowledgement is the point
-        "prevent retr",
-        "prevent webhook retr",
-        "avoid retr",
-        "avoid webhook retr",
-    ];
-    SAID.iter().find(|w| t.contains(**w)).copied()
 }
 
 /// The `try` adds to a variable declared before it (`content += parsed`) and the code after
