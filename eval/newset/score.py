@@ -12,7 +12,11 @@ Sources: fetch each repository and extract the labelled commit (`commit` field) 
 SRC_ROOT/<owner>-<name> (never into this repo), e.g. with
 `git --git-dir=<mirror> archive <commit> | tar -x -C SRC_ROOT/<owner>-<name>`.
 
-Usage: eval/newset/score.py BINARY SRC_ROOT [--items FILE]
+A third round (labels-round2.json, `--labels labels-round2.json`): ten more repositories,
+reviewed blind by three reviewers from the findings of 48a5b2f; five more that were asked for
+could not be fetched (over the 500 MB snapshot limit).
+
+Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """
 import argparse, collections, concurrent.futures, json, os, subprocess
 
@@ -23,10 +27,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("binary")
     ap.add_argument("src_root")
+    ap.add_argument("--labels", default="labels.json", help="the label file, beside this script or a path")
     ap.add_argument("--items", help="write every finding with its verdict here (JSON)")
     args = ap.parse_args()
     binary = os.path.abspath(args.binary)
-    labels = json.load(open(os.path.join(HERE, "labels.json")))
+    labels = json.load(open(os.path.join(HERE, args.labels)))
     folders = sorted({l["repo"].replace("/", "-") for l in labels})
 
     def run(folder):

@@ -96,7 +96,25 @@ pub fn named_category(name: &str) -> Option<Category> {
     if READ_PREFIXES.contains(&verb) || WRITE_VERBS.contains(&verb) {
         return None;
     }
-    if w.iter().any(|x| TELEMETRY_WORDS.contains(&x.as_str()))
+    let has = |list: &[&str]| w.iter().any(|x| list.contains(&x.as_str()));
+    // `reportApiProblem`, `errorReporter.report`: a report of a problem, not of usage.
+    let singular = |list: &[&str]| {
+        w.iter().any(|x| list.contains(&x.as_str()) || x.strip_suffix('s').is_some_and(|s| list.contains(&s)))
+    };
+    let problem_report = singular(&["report", "reporter"])
+        && singular(&[
+            "problem",
+            "error",
+            "exception",
+            "issue",
+            "warning",
+            "anomaly",
+            "incident",
+            "suspicious",
+            "diagnostic",
+        ]);
+    if has(TELEMETRY_WORDS)
+        || problem_report
         || w.first().is_some_and(|f| f == "capture") && w.get(1).is_some_and(|s| s == "exception" || s == "message")
     {
         return Some(Category::Telemetry);

@@ -965,7 +965,14 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
         let opts_text = args.get(2).map(|a| text(*a, src)).unwrap_or("");
         match last {
             "insertOne" | "insertMany" | "bulkCreate" => return Some(EffectKind::DbInsert),
-            "create" if path.len() == 2 && path[0].chars().next().is_some_and(|c| c.is_ascii_uppercase()) => {
+            // `SendMessageCommand.create({...})`, `UserDto.create(...)`, a table descriptor
+            // (`LogsTable.create`), a builtin (`Object.create`): no model, no row.
+            "create"
+                if path.len() == 2
+                    && path[0].chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                    && !crate::regex!(r"(Command|Dto|DTO|Request|Response|Params|Input|Options|Payload|Schema|Builder|Factory|Table)$|^(Object|Array|Promise|Reflect|Proxy|Symbol|Map|Set|WeakMap|WeakSet|Date|JSON|Math|Intl|Buffer|URL|Error)$")
+                        .is_match(&path[0]) =>
+            {
                 return Some(EffectKind::DbInsert);
             }
             // A bare `update` is a model's only when the receiver looks like one: `hash.update(buf)`

@@ -376,9 +376,10 @@ impl<'a> Finder<'a> {
             return;
         }
         // A route that looks up the signed-in user and turns away anyone else serves people
-        // (a settings page managing the app's own outgoing webhooks), whatever its path says.
-        // An OAuth redirect (`?code=...&state=...`) brings a person's browser back from a
-        // provider's consent screen: it is not a delivery either, even under `callback/`.
+        // (a settings page managing the app's own outgoing webhooks), whatever its path says
+        // and whichever provider's SDK it calls. An OAuth redirect (`?code=...&state=...`)
+        // brings a person's browser back from a provider's consent screen: it is not a
+        // delivery either, even under `callback/`.
         let signed_in = || {
             self.user_authenticated || (!verifies && (turns_away_signed_out(body_text) || oauth_redirect(body_text)))
         };
@@ -386,9 +387,10 @@ impl<'a> Finder<'a> {
         let is_webhook = !framework.is_http()
             || framework == Framework::Botpress
             || self.wrapper_verifies
-            || (names_webhook(route_hint) && (!events_only || provider.is_some()) && !signed_in())
             || verifies
-            || (provider.is_some() && providers::detect(body_text).is_some());
+            || ((names_webhook(route_hint) && (!events_only || provider.is_some()))
+                || (provider.is_some() && providers::detect(body_text).is_some()))
+                && !signed_in();
         if !is_webhook {
             return;
         }

@@ -447,9 +447,12 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
         }
         match n.kind() {
             "call_expression" => {
+                // Deferred telemetry (`after(() => reporter.reportProblem(...))`, a request
+                // log) loses only itself; a deferred customer email is still the event's work.
                 if let Some(name) = deferrer(n, src)
                     && let Some(arg) = ast::arguments(n).first().copied()
                     && c.contains_work(arg)
+                    && best_effort::block_category(c.project, c.file, arg) != best_effort::Category::Telemetry
                 {
                     deferred.push(n);
                     out.push(diag(
