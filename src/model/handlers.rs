@@ -372,7 +372,7 @@ impl<'a> Finder<'a> {
             && (operator_path(&self.path) || operator_path(route_hint))
             && !verifies
             && providers::detect(body_text).is_none();
-        if operator_route {
+        if operator_route || answers_slack_command(body_text) {
             return;
         }
         // A route that looks up the signed-in user and turns away anyone else serves people
@@ -1440,6 +1440,15 @@ fn turns_away_signed_out(body: &str) -> bool {
     )
     .is_match(body)
         && crate::regex!(r"\b40[13]\b|(?i)unauthori[sz]ed|forbidden").is_match(body)
+}
+
+/// A body that answers a Slack slash command or interaction in place (`response_type:
+/// "ephemeral"` / `"in_channel"`): Slack never redelivers those, unlike Events API callbacks,
+/// which a route serving both still receives.
+fn answers_slack_command(body: &str) -> bool {
+    crate::regex!(r#"response_type['"]?\s*:\s*['"](?:ephemeral|in_channel)['"]"#).is_match(body)
+        && !body.contains("event_callback")
+        && !body.contains("url_verification")
 }
 
 /// A body that reads the `code` query parameter of an OAuth authorization redirect:
