@@ -4,7 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::express_app::{self, JsonMount};
-use crate::model::reach::Scope;
+use crate::model::reach::{self, Scope};
 use crate::model::{Framework, stmts, verify};
 use crate::source::SourceFile;
 use std::sync::Arc;
@@ -34,7 +34,12 @@ A webhook signature checked over a body that is no longer the bytes the provider
 
 It does not fire when the route carries `express.raw({ type: 'application/json' })`, when the
 route is registered before `express.json()`, or when `express.json({ verify })` keeps the raw
-buffer and the route verifies `req.rawBody`.
+buffer and the route verifies `req.rawBody`. Nor when the sender is none the provider
+catalogue names and the handler computes the digest itself (`createHmac().update(
+JSON.stringify(body))`, or a project `verify(body, signature)`): such a scheme (an app that
+signs what it sends itself, an SSO or directory-sync bridge) often signs the stringified
+object, which the parsed body reproduces. A catalogued provider (Stripe, GitHub, Paystack, ...)
+or a provider SDK's verifier always needs the raw bytes.
 
 ## Why retries break it
 A signature covers exact bytes. Parsing and re-serialising changes whitespace, key order,
@@ -188,6 +193,16 @@ fn reserialised_payloads(cx: &Context, model: &HandlerModel, scope: &Scope, out:
         let Some((kind, binding)) = classify_payload(payload, func, src) else {
             continue;
         };
+        // A digest computed by hand (`createHmac(...).update(JSON.stringify(body))`, or a
+        // project's own `verify(body, signature)`) for a sender no catalogue names follows
+        // that sender's own scheme, which may well be the stringified object (an app signing
+        // what it sends itself, an SSO bridge): only a catalogued provider, or a provider
+        // SDK's verifier, is known to sign the raw bytes.
+        if model.handler.provider.is_none()
+            && (hand_written_digest(call, src) || reach::resolve_call(cx.project, file, call).is_some())
+        {
+            continue;
+        }
         let what = ast::callee_path(call, src).join(".");
         let message = match kind {
             Payload::Stringified { .. } => format!(
@@ -211,6 +226,29 @@ fn reserialised_payloads(cx: &Context, model: &HandlerModel, scope: &Scope, out:
                 .with_fix(cx, fix),
         );
     }
+}
+
+/// `crypto.createHmac(alg, secret).update(payload)`, `createHash(...).update(...)`: the
+/// digest is the handler's own code, not a provider SDK's verifier.
+fn hand_written_digest(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    path.last().is_some_and(|l| l == "update")
+        && path.iter().any(|p| p.starts_with("createHmac") || p.starts_with("createHash"))
+}
+
+/// The verification hashes the re-serialised body by hand: `createHmac(...).update(
+/// JSON.stringify(req.body))` here, or inside the project function called
+/// (`verifyWebhookSignature(req)`).
+fn digests_stringified_body(cx: &Context, file: &Arc<SourceFile>, call: Node, payload: Node) -> bool {
+    let src = &file.text;
+    if hand_written_digest(call, src) {
+        return text(payload, src).contains("JSON.stringify");
+    }
+    reach::resolve_call(cx.project, file, call)
+        .and_then(|def| def.node().map(|n| text(n, &def.file.text).to_string()))
+        .is_some_and(|body| {
+            body.contains("JSON.stringify") && (body.contains("createHmac") || body.contains("createHash"))
+        })
 }
 
 /// The fix for `JSON.stringify(body)`: fetch-style text read, or the Express raw parser.
@@ -639,12 +677,17 @@ fn pages_body_parser(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnosti
     if !(path.contains("/pages/api/") || path.starts_with("pages/api/")) {
         return;
     }
-    let Some((vscope, call)) = model.scopes.iter().find_map(|s| {
+    let Some((vscope, call, payload)) = model.scopes.iter().find_map(|s| {
         // A verification over the payload (a header token compared alone needs no raw body).
-        s.node().and_then(|f| verify::verified_payloads(f, &s.file().text).first().map(|(c, _)| *c)).map(|c| (s, c))
+        s.node().and_then(|f| verify::verified_payloads(f, &s.file().text).first().copied()).map(|(c, p)| (s, c, p))
     }) else {
         return;
     };
+    // A sender no catalogue names, whose digest the handler computes over the re-serialised
+    // body: that is its own scheme, and the parsed body serves it (see reserialised_payloads).
+    if model.handler.provider.is_none() && digests_stringified_body(cx, vscope.file(), call, payload) {
+        return;
+    }
     let reads_stream =
         ["buffer(", "getRawBody(", "rawBody(", ".on('data'", ".on(\"data\"", "for await", "arrayBuffer("]
             .iter()
