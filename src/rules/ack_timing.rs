@@ -29,7 +29,9 @@ Work that is not finished when the delivery is acknowledged:
   `process.nextTick`, `queueMicrotask` callbacks that write or call out;
 - in an explicit-ack consumer, the message acknowledged before its work: RabbitMQ
   `channel.ack(msg)`, Pub/Sub `message.ack()`, or an SQS poller's `DeleteMessageCommand`
-  followed by more work (fix, unsafe: move the acknowledgement after that work).
+  followed by more work (fix, unsafe: move the acknowledgement after that work). A dropped
+  chain that acks in its own continuation (`work(msg).then(() => msg.ack()).catch(() =>
+  msg.nack())`) acknowledges after the work and is not reported.
 
 ## Why retries break it
 Once the provider has its 2xx (or the queue its completed job), it never redelivers. A crash,
@@ -197,6 +199,17 @@ fn sends_notification(scope: &Scope) -> bool {
             best_effort::named_category(&scope.function.name),
             Some(best_effort::Category::Telemetry | best_effort::Category::Notification)
         )
+}
+
+/// `work(message).then(() => message.ack()).catch(() => message.nack())`: an explicit-ack
+/// consumer acknowledges in the chain's continuation, after the work.
+fn acks_in_continuation(call: Node, src: &str) -> bool {
+    ast::calls_in(call, false).into_iter().any(|c| {
+        matches!(ast::callee_name(c, src).as_deref(), Some("ack" | "acknowledge"))
+            && ast::ancestors(c)
+                .take_while(|a| a.id() != call.id())
+                .any(|a| a.kind() == "call_expression" && ast::callee_name(a, src).as_deref() == Some("then"))
+    })
 }
 
 fn is_async(func: Node, src: &str) -> bool {
@@ -510,8 +523,10 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
             "expression_statement" => {
                 if let Some(call) = n.named_child(0).filter(|e| e.kind() == "call_expression")
                     && ast::callee_name(call, src).as_deref() != Some("forEach")
-                    // A chain that answers in its continuation acknowledges after the work.
+                    // A chain that answers (or acks its message) in its continuation
+                    // acknowledges after the work.
                     && responses::responses_in(call, src, &[], false).is_empty()
+                    && !acks_in_continuation(call, src)
                     && c.promise_work(call)
                     && !c.best_effort(call)
                     && !sends_notification(scope)
