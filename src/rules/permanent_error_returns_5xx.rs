@@ -32,6 +32,8 @@ const DOCS: &str = r#"
   "couldn't retrieve valid ..."): a plain `Error`, or an error that names a 5xx answer
   (`new ORPCError("INTERNAL_SERVER_ERROR", { message })`, `new TRPCError({ code:
   "INTERNAL_SERVER_ERROR" })`, `InternalServerErrorException`, `new HttpError(500, ...)`).
+  Not reported: in a called function, the `default` of a switch over a value that names none
+  of the function's parameters (an exhaustiveness assertion the payload cannot reach).
   Missing configuration and "not found" are left out: a retry after a deploy, or after the
   event that creates the record, succeeds.
 - A hand-written signature check whose `crypto.timingSafeEqual(received, expected)` is not
@@ -432,6 +434,12 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
             {
                 continue;
             }
+            // In a helper, the `default` of a switch over a value the helper works out itself
+            // (not one of its parameters) asserts that its own cases are exhaustive: nothing
+            // from the payload can reach it.
+            if i != 0 && internal_switch_default(throw, func, src) {
+                continue;
+            }
             let message = thrown_message(value, src);
             let conditions = responses::branch_conditions(throw, func);
             let about_configuration = CONFIGURATION.is_match(&message)
@@ -463,6 +471,23 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
             out.push(diag(cx, model, scope, throw, message.to_string(), fix));
         }
     }
+}
+
+/// `throw` in the `default:` of a switch whose discriminant names none of `func`'s parameters.
+fn internal_switch_default(throw: Node, func: Node, src: &str) -> bool {
+    let Some(default) =
+        ast::ancestors(throw).take_while(|a| a.id() != func.id()).find(|a| a.kind() == "switch_default")
+    else {
+        return false;
+    };
+    let Some(value) =
+        ast::ancestors(default).find(|a| a.kind() == "switch_statement").and_then(|s| s.child_by_field_name("value"))
+    else {
+        return false;
+    };
+    let params = ast::parameter_names(func, src);
+    let mut names = ast::descendants_of_kind(value, "identifier").into_iter().map(|n| text(n, src));
+    !names.any(|n| params.iter().any(|p| p == n))
 }
 
 /// `crypto.timingSafeEqual(received, expected)` throws a `RangeError` when the two differ in
