@@ -12,7 +12,7 @@ Sources: fetch each repository and extract the labelled commit (`commit` field) 
 SRC_ROOT/<owner>-<name> (never into this repo), e.g. with
 `git --git-dir=<mirror> archive <commit> | tar -x -C SRC_ROOT/<owner>-<name>`.
 
-A third round (labels-round2.json, `--labels labels-round2.json`): ten more repositories,
+A third round (labels-round2.json, `--labels labels-round2.json`): eleven more repositories,
 reviewed blind by three reviewers from the findings of 48a5b2f; five more that were asked for
 could not be fetched (over the 500 MB snapshot limit).
 
