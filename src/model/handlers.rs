@@ -115,6 +115,10 @@ pub struct Handler {
     /// (`createWebhookHandler("Connect", handleConnect)`): the factory's closure answers the
     /// request, this function only does the work.
     pub answered_by_factory: bool,
+    /// Found inside a wrapper named for verifying deliveries (`verifySignature(handler)`,
+    /// an SDK webhook object's `webhook.createHandler(handler)`): the wrapper checks the
+    /// sender before this function runs.
+    pub verified_by_wrapper: bool,
 }
 
 impl Handler {
@@ -305,9 +309,20 @@ impl<'a> Finder<'a> {
             // wrapped: withAuth(async (req) => ...); a wrapper that verifies the sender
             // (`verifySignatureAppRouter(handler)` of QStash, `withWebhookSignature(fn)`) makes a webhook;
             // wrappers nest: `withTracing("job", withEventLog("job", run))`
-            let Some(inner) = ast::arguments(func).into_iter().rev().find(|a| {
-                ast::is_function(*a) || a.kind() == "identifier" || ast::unwrap_expr(*a).kind() == "call_expression"
-            }) else {
+            // The wrapped handler is a function or a nested wrapper call; else the last named
+            // argument that is a function: `wrap(handler, loggerContext)` passes a context
+            // object after it.
+            let args = ast::arguments(func);
+            let wrapped =
+                args.iter().rev().find(|a| ast::is_function(**a) || ast::unwrap_expr(**a).kind() == "call_expression");
+            let named = || {
+                let names = args.iter().rev().filter(|a| a.kind() == "identifier");
+                names
+                    .clone()
+                    .find(|a| self.resolve_function(text(**a, self.src())).is_some())
+                    .or_else(|| names.into_iter().next())
+            };
+            let Some(inner) = wrapped.or_else(named).copied() else {
                 return;
             };
             let wrapper_name = func.child_by_field_name("function").map(|f| text(f, self.src())).unwrap_or("");
@@ -407,6 +422,7 @@ impl<'a> Finder<'a> {
             response,
             event_key: None,
             answered_by_factory: self.factory_answers,
+            verified_by_wrapper: self.wrapper_verifies,
         };
         handler.event_key = super::keys::event_key(&handler, node, self.config);
         self.found.push(handler);

@@ -19,7 +19,9 @@ credential header (`authorization`, `x-...-signature`, `x-...-token`) and never 
 it, the finding is at that read.
 
 To stay precise it is silent when the route has any middleware before the handler
-(`app.post(path, verifyStripe, handler)`), when the file mentions a signature, a
+(`app.post(path, verifyStripe, handler)`) or the handler is wrapped by a wrapper named for
+verification or webhooks (`verifySignature(handler)`, an SDK webhook object's
+`orderWebhook.createHandler(handler)`), when the file mentions a signature, a
 verification, an HMAC, svix, Nest `@UseGuards`, or compares a shared secret/token
 (`req.query.token !== process.env.WEBHOOK_TOKEN`): verification done there is assumed. For
 Express/Koa/Hono/Fastify only routes on an app the file itself creates (`express()`,
@@ -280,6 +282,10 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if handler.framework == Framework::Botpress
             && handlers::called_by_nearby_code(cx.project, func, root_scope.file())
         {
+            continue;
+        }
+        // A wrapper named for verifying deliveries checks the sender before the handler runs.
+        if handler.verified_by_wrapper {
             continue;
         }
         // The handler's own functions first: most verify there, and then the whole file need
