@@ -118,62 +118,47 @@ impl Cx<'_> {
 
     /// Whether a dropped promise is deliberate best effort: telemetry or a notification
     /// (`void sendWelcomeEmail(user)`, `track(event).catch(log)`), whose loss does not lose
-    /// the event.
+    /// the event, or work the code's own words drop on purpose: a comment above its statement
+    /// ("fire-and-forget", "non-critical") or its `.catch` handler's message ("failed to send
+    /// the notification").
     fn best_effort(&self, call: Node) -> bool {
-        let src = self.src();
-        if self.said_best_effort(call) {
-            return true;
-        }
-        let mut call = call;
-        while let Some(inner) = matches!(
-            ast::callee_path(call, src).last().map(|s| s.trim_end_matches("()")),
-            Some("then" | "catch" | "finally")
-        )
-        .then(|| {
-            call.child_by_field_name("function")
-                .and_then(|f| f.child_by_field_name("object"))
-                .map(ast::unwrap_expr)
-                .filter(|o| o.kind() == "call_expression")
-        })
-        .flatten()
-        {
-            call = inner;
-        }
-        matches!(
-            best_effort::call_category(self.project, self.file, call, 3),
-            best_effort::Category::Telemetry | best_effort::Category::Notification
-        )
-    }
-
-    /// Whether the code's own words drop the promise on purpose: a comment above its
-    /// statement ("fire-and-forget", "non-critical") or its `.catch` handler's message
-    /// ("failed to send the notification").
-    fn said_best_effort(&self, call: Node) -> bool {
         let (src, file) = (self.src(), self.file);
-        let statement = ast::ancestors(call).find(|a| a.parent().is_some_and(|p| p.kind() == "statement_block"));
-        if statement.is_some_and(|s| {
+        if ast::enclosing_statement(call).is_some_and(|s| {
             best_effort::comment_block_above(src, file.line_start(s.start_byte()))
                 .is_some_and(|c| best_effort::marked(&c))
         }) {
             return true;
         }
-        let mut link = Some(call);
-        while let Some(at) = link {
-            let handler = (ast::callee_name(at, src).as_deref() == Some("catch"))
-                .then(|| ast::arguments(at).first().copied().map(ast::unwrap_expr))
-                .flatten()
-                .filter(|h| ast::is_function(*h))
-                .and_then(|h| h.child_by_field_name("body"));
-            if handler.is_some_and(|body| best_effort::says_best_effort(body, src).is_some()) {
+        let mut call = call;
+        loop {
+            let link = ast::callee_path(call, src).last().map(|s| s.trim_end_matches("()").to_string());
+            if !matches!(link.as_deref(), Some("then" | "catch" | "finally")) {
+                break;
+            }
+            let said = link.as_deref() == Some("catch")
+                && ast::arguments(call)
+                    .first()
+                    .map(|h| ast::unwrap_expr(*h))
+                    .filter(|h| ast::is_function(*h))
+                    .and_then(|h| h.child_by_field_name("body"))
+                    .is_some_and(|body| best_effort::says_best_effort(body, src).is_some());
+            if said {
                 return true;
             }
-            link = at
+            match call
                 .child_by_field_name("function")
                 .and_then(|f| f.child_by_field_name("object"))
                 .map(ast::unwrap_expr)
-                .filter(|o| o.kind() == "call_expression");
+                .filter(|o| o.kind() == "call_expression")
+            {
+                Some(inner) => call = inner,
+                None => break,
+            }
         }
-        false
+        matches!(
+            best_effort::call_category(self.project, file, call, 3),
+            best_effort::Category::Telemetry | best_effort::Category::Notification
+        )
     }
 
     /// Whether a subtree contains promise work (in nested callbacks too); an awaited call

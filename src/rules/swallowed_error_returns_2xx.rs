@@ -1504,21 +1504,29 @@ fn caller_records_done_after(c: &Cx, i: usize) -> bool {
 /// Every call of scope `i` from the handler's other scopes lies in a `try` whose catch
 /// swallows the error as well, in that caller or (transitively) in every caller of the caller.
 fn every_caller_swallows(c: &Cx, i: usize, visiting: &mut Vec<usize>) -> bool {
+    every_caller(c, i, visiting, &|c, k, f, call, visiting| {
+        let s = &c.model.scopes[k];
+        let names = if s.depth == 0 { responses::handler_names(&c.model.handler) } else { Vec::new() };
+        swallowing_try(f, call, &s.file().text, &names).is_some() || k > 0 && every_caller_swallows(c, k, visiting)
+    })
+}
+
+/// A test of one call site: the caller's scope index, its function, the call, the scopes on
+/// the way.
+type CallSiteTest<'a> = dyn Fn(&Cx<'a>, usize, Node<'a>, Node<'a>, &mut Vec<usize>) -> bool;
+
+/// Scope `i` has callers in the handler's scopes and `holds` for each call site; a scope
+/// already on the way (`visiting`) answers no.
+fn every_caller<'a>(c: &Cx<'a>, i: usize, visiting: &mut Vec<usize>, holds: &CallSiteTest<'a>) -> bool {
     if visiting.contains(&i) {
         return false;
     }
     visiting.push(i);
     let sites = callers_of(c, i);
-    let swallowed = !sites.is_empty()
-        && sites.iter().all(|(k, call)| {
-            let s = &c.model.scopes[*k];
-            let Some(f) = s.node() else { return false };
-            let names = if s.depth == 0 { responses::handler_names(&c.model.handler) } else { Vec::new() };
-            swallowing_try(f, *call, &s.file().text, &names).is_some()
-                || *k > 0 && every_caller_swallows(c, *k, visiting)
-        });
+    let all = !sites.is_empty()
+        && sites.iter().all(|(k, call)| c.model.scopes[*k].node().is_some_and(|f| holds(c, *k, f, *call, visiting)));
     visiting.pop();
-    swallowed
+    all
 }
 
 fn callers_of<'a>(c: &Cx<'a>, i: usize) -> Vec<(usize, Node<'a>)> {
@@ -1546,26 +1554,19 @@ fn callers_of<'a>(c: &Cx<'a>, i: usize) -> Vec<(usize, Node<'a>)> {
 /// (`work();`, `void work()`, `work().catch(log)`, `const p = work(); p.catch(log)`), or in a
 /// caller that is deferred itself. A catch there cannot change what the provider was told.
 fn deferred_scope(c: &Cx, i: usize, visiting: &mut Vec<usize>) -> bool {
-    if i == 0 || visiting.contains(&i) {
+    if i == 0 {
         return false;
     }
     let Some(callee) = c.model.scopes[i].node() else { return false };
     let callee_async = text(callee, &c.model.scopes[i].file().text).trim_start().starts_with("async");
-    visiting.push(i);
-    let sites = callers_of(c, i);
-    let deferred = !sites.is_empty()
-        && sites.iter().all(|(k, call)| {
-            let s = &c.model.scopes[*k];
-            let Some(f) = s.node() else { return false };
-            let src = &s.file().text;
-            ast::ancestors(*call)
-                .take_while(|a| a.id() != f.id())
-                .any(|a| a.kind() == "call_expression" && best_effort::deferrer(a, src).is_some())
-                || callee_async && dropped_promise(*call, f, src)
-                || deferred_scope(c, *k, visiting)
-        });
-    visiting.pop();
-    deferred
+    every_caller(c, i, visiting, &move |c, k, f, call, visiting| {
+        let src = &c.model.scopes[k].file().text;
+        ast::ancestors(call)
+            .take_while(|a| a.id() != f.id())
+            .any(|a| a.kind() == "call_expression" && best_effort::deferrer(a, src).is_some())
+            || callee_async && dropped_promise(call, f, src)
+            || deferred_scope(c, k, visiting)
+    })
 }
 
 /// The promise of `call` is dropped: the call (with any `.catch`/`.then`/`.finally` chained on
