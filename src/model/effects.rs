@@ -308,7 +308,10 @@ pub fn classify<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option
 fn classify_once<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option<Effect<'t>> {
     let mut effect = classify_call(call, src, resolved_locally)?;
     if effect.key.is_none() && effect.sdk == Sdk::Other && effect.kind.is_external() {
-        effect.key = passed_idempotency_key(call, src);
+        effect.key = passed_idempotency_key(call, src).or_else(|| once_key(call, src));
+    }
+    if effect.key.is_none() && effect.kind.is_external() {
+        effect.key = options_handed_in(call, src);
     }
     Some(effect)
 }
@@ -324,6 +327,34 @@ fn passed_idempotency_key<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
             .iter()
             .find_map(|k| object_prop(a, k, src))
     })
+}
+
+/// Options a callback was handed and passes on whole (`reschedule: (next, options) =>
+/// tasks.trigger(id, next, options)`): its caller, out of sight, builds them, so whether they
+/// carry a key is the caller's business, as with a key handed to a wrapper. A named function's
+/// options (`enqueue(job, options = {})`) are not: its callers are followed, and show them.
+fn options_handed_in<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let func =
+        ast::enclosing_function(call).filter(|f| matches!(f.kind(), "arrow_function" | "function_expression"))?;
+    let params = func.child_by_field_name("parameters")?;
+    let handed: Vec<&str> = ast::named_children(params)
+        .into_iter()
+        .filter(|p| p.child_by_field_name("value").is_none())
+        .filter_map(|p| p.child_by_field_name("pattern").filter(|n| n.kind() == "identifier").map(|n| text(n, src)))
+        .collect();
+    ast::arguments(call).into_iter().skip(1).find(|a| {
+        a.kind() == "identifier" && {
+            let name = text(*a, src);
+            handed.contains(&name) && crate::regex!(r"(?i)^(?:\w*options|opts)$").is_match(name)
+        }
+    })
+}
+
+/// A wrapper named for running once (`enqueueOnce({ id: event.id, ... })`, `sendOnce(key, msg)`)
+/// dedupes by what it is handed first: that argument is its key.
+fn once_key<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let name = ast::callee_name(call, src)?;
+    crate::regex!(r"[a-z]Once$").is_match(&name).then(|| ast::arguments(call).into_iter().next()).flatten()
 }
 
 fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Option<Effect<'t>> {

@@ -193,6 +193,17 @@ pub fn called_by_nearby_code(project: &Project, func: Node, file: &SourceFile) -
         })
 }
 
+/// A function named for managing the app's own webhook settings, a verb on the webhook as its
+/// object (`createEventWebHook`, `getSdkWebhook`, `testCustomHook`, `deleteWebhookEndpoint`):
+/// a settings page's controller, not a receiver (`handleWebhook`, `stripeWebhook`,
+/// `processWebhookEvent`).
+fn manages_webhooks(name: &str) -> bool {
+    crate::regex!(
+        r"^(?:get|list|find|fetch|create|add|update|put|patch|edit|save|set|delete|remove|toggle|enable|disable|test|rotate|regenerate|reset|refresh|resend|retry|count|search|upsert|register|unregister|subscribe|unsubscribe|validate)(?:[A-Z]\w*)?(?:Hook|Webhook|WebHook)s?(?:[A-Z]\w*)?$"
+    )
+    .is_match(name)
+}
+
 pub fn names_webhook(s: &str) -> bool {
     let lower = s.to_ascii_lowercase();
     WEBHOOK_WORDS.iter().any(|w| match *w {
@@ -396,8 +407,17 @@ impl<'a> Finder<'a> {
         // brings a person's browser back from a provider's consent screen: it is not a
         // delivery either, even under `callback/`.
         let signed_in = || {
-            self.user_authenticated || (!verifies && (turns_away_signed_out(body_text) || oauth_redirect(body_text)))
+            self.user_authenticated
+                || (!verifies
+                    && (turns_away_signed_out(body_text)
+                        || oauth_redirect(body_text)
+                        || checks_signed_in_user(node, &file.text)))
         };
+        // `/api/discord-webhook` relaying a form to Discord: the webhook its path names is the
+        // one it sends to (`sendToDiscordWebhook(data)`), not a delivery it receives.
+        if framework.is_http() && !verifies && provider.is_none() && relays_to_webhook(body_text) {
+            return;
+        }
         // Botpress calls an integration's handler only for requests to its webhook URL.
         let is_webhook = !framework.is_http()
             || framework == Framework::Botpress
@@ -665,7 +685,7 @@ impl<'a> Finder<'a> {
             }
         }
         for (name, func) in named {
-            if !names_webhook(&name) || !ast::is_function(func) {
+            if !names_webhook(&name) || manages_webhooks(&name) || !ast::is_function(func) {
                 continue;
             }
             let framework = if req_res(func, src) {
@@ -1025,8 +1045,11 @@ impl<'a> Finder<'a> {
             ("handler", n) if n >= 2 && args.len() == 1 => self.orpc_route(call, args[0], &file_path),
             // Bull's `queue.process([name], [concurrency], fn)`: anything else before the function
             // is data, as in a batching helper's `limiter.process(ids, (batch) => ...)`
+            // (not a builder's: `PromisePool.withConcurrency(5).for(items).process(fn)` maps items)
             ("process", n)
-                if n >= 2 && args[..args.len().saturating_sub(1)].iter().all(|a| queue_option_arg(*a, src)) =>
+                if n >= 2
+                    && args[..args.len().saturating_sub(1)].iter().all(|a| queue_option_arg(*a, src))
+                    && !built_by_chain(call, src) =>
             {
                 if let Some(f) = args.last() {
                     self.push(*f, format!("queue processor ({})", short_path(&file_path)), Framework::Bullmq, "");
@@ -1340,9 +1363,8 @@ impl<'a> Finder<'a> {
             }
             return;
         }
-        if let Some(listens) = decorators
-            .iter()
-            .find(|d| crate::regex!(r"^@On\w*Event\s*\(").is_match(d) && provider_from_words(d).is_some())
+        if let Some(listens) =
+            decorators.iter().find(|d| crate::regex!(r"^@On\w*Event\s*\(").is_match(d) && listens_to_provider(d))
         {
             let before = self.found.len();
             let hint = listens.clone();
@@ -1458,6 +1480,43 @@ fn turns_away_signed_out(body: &str) -> bool {
         && crate::regex!(r"\b40[13]\b|(?i)unauthori[sz]ed|forbidden").is_match(body)
 }
 
+/// A body that requires the signed-in user or checks their permissions, itself or in a
+/// function of its file it calls (`const user = await requireUser(request)`, `requireUserId`,
+/// `context.permissions.canUpdateWebhook()`, `throwPermissionError()`): those fail, by design,
+/// for any caller without a session, and a provider's delivery carries none.
+fn checks_signed_in_user(func: Node, src: &str) -> bool {
+    let gate = |text: &str| {
+        crate::regex!(
+            r"\brequire(?:Signed-?In|Logged-?In)?(?:User|UserId|Session|Login|Admin|Member|Permissions?|Role)\w*\s*\(|\.permissions\.\w+\s*\(|\b(?:throw|check|assert|ensure)(?:Permission|Role)s?\w*\s*\("
+        )
+        .is_match(text)
+    };
+    if gate(text(func, src)) {
+        return true;
+    }
+    let Some(root) = ast::ancestors(func).last() else { return false };
+    ast::calls_in(func, false).into_iter().any(|call| {
+        call.child_by_field_name("function").filter(|f| f.kind() == "identifier").is_some_and(|f| {
+            let name = text(f, src);
+            ast::named_children(root).into_iter().any(|top| {
+                let top = if top.kind() == "export_statement" { top.named_child(0).unwrap_or(top) } else { top };
+                top.kind() == "function_declaration"
+                    && top.child_by_field_name("name").is_some_and(|n| text(n, src) == name)
+                    && gate(text(top, src))
+            })
+        })
+    })
+}
+
+/// A body whose work is sending to an outgoing webhook or chat (`sendToDiscordWebhook(data)`,
+/// `postSlackWebhook(text)`, `sendAnswerToDiscord(data)`, `fetch(process.env.SLACK_WEBHOOK_URL, ...)`).
+fn relays_to_webhook(body: &str) -> bool {
+    crate::regex!(
+        r"\b(?:send|post|forward|relay|notify)\w*(?:Webhook|To(?:Discord|Slack|Teams))\w*\s*\(|fetch\(\s*(?:process\.)?env\.\w*WEBHOOK_URL\b"
+    )
+        .is_match(body)
+}
+
 /// A body that answers a Slack slash command or interaction in place (`response_type:
 /// "ephemeral"` / `"in_channel"`): Slack never redelivers those, unlike Events API callbacks,
 /// which a route serving both still receives.
@@ -1468,10 +1527,12 @@ fn answers_slack_command(body: &str) -> bool {
 }
 
 /// A body that reads the `code` query parameter of an OAuth authorization redirect:
-/// `const { code, state } = req.query`, `searchParams.get("code")`, `c.req.query("code")`.
+/// `const { code, state } = req.query`, `searchParams.get("code")`, `c.req.query("code")`, or
+/// takes the code as a Nest parameter (`@Body('code') code`) or exchanges it
+/// (`exchangeStripeOAuthToken(code)`).
 fn oauth_redirect(body: &str) -> bool {
     crate::regex!(
-        r#"\{[^{}=]*\bcode\b[^{}=]*\}(?:\s*:\s*\w+)?\s*=\s*(?:\w+\.)*query\b|\bquery\s*(?:\.\s*code\b|\[\s*['"]code['"]\s*\])|(?:searchParams\.get|\.query)\(\s*['"]code['"]\s*\)"#
+        r#"\{[^{}=]*\bcode\b[^{}=]*\}(?:\s*:\s*\w+)?\s*=\s*(?:\w+\.)*query\b|\bquery\s*(?:\.\s*code\b|\[\s*['"]code['"]\s*\])|(?:searchParams\.get|\.query)\(\s*['"]code['"]\s*\)|@(?:Body|Query)\(\s*['"]code['"]\s*\)|\bexchange\w*OAuth\w*\s*\("#
     )
     .is_match(body)
 }
@@ -1524,6 +1585,21 @@ fn decorators_of(node: Node) -> Vec<Node> {
     out
 }
 
+/// Whether a `.process(fn)` call's receiver is a builder chain (`pool.for(items).process(fn)`,
+/// `PromisePool.withConcurrency(2).process(fn)`), not a queue.
+fn built_by_chain(call: Node, src: &str) -> bool {
+    let Some(receiver) =
+        call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")).map(ast::unwrap_expr)
+    else {
+        return false;
+    };
+    receiver.kind() == "call_expression"
+        && receiver
+            .child_by_field_name("function")
+            .and_then(|f| f.child_by_field_name("property"))
+            .is_some_and(|p| matches!(text(p, src), "for" | "withConcurrency" | "withTaskTimeout" | "handleError"))
+}
+
 /// A name that holds a route path (`WEBHOOK_PATH`, `routes.stripeWebhook`), not an outbound
 /// URL (`axios.post(webhookUrl, body)`).
 fn path_constant(name: &str) -> bool {
@@ -1570,32 +1646,50 @@ fn outermost_function(node: Node) -> Option<Node> {
     ast::ancestors(node).filter(|a| ast::is_function(*a)).last()
 }
 
+/// Whether an `@On...Event(...)` decorator names a provider: in its own name
+/// (`@OnStripeEvent('invoice.paid')`) or as a whole segment of the event's name
+/// (`@OnEvent('stripe.invoice.paid')`). A word inside another (`resendInvite`,
+/// `signUpConfirmResended`) is the app's own event.
+fn listens_to_provider(decorator: &str) -> bool {
+    let is_provider = |word: &str| {
+        let word = word.to_ascii_lowercase();
+        word == "lemonsqueezy" || PROVIDER_WORDS.iter().any(|(w, _)| *w == word)
+    };
+    crate::regex!(r"^@On(\w+)Event\s*\(").captures(decorator).is_some_and(|c| is_provider(&c[1]))
+        || decorator.split(|c: char| !c.is_ascii_alphanumeric()).any(is_provider)
+}
+
+/// Providers known by a word of a route, a path or an export's name.
+const PROVIDER_WORDS: &[(&str, Provider)] = &[
+    ("stripe", Provider::Stripe),
+    ("github", Provider::Github),
+    ("shopify", Provider::Shopify),
+    ("clerk", Provider::Svix),
+    ("svix", Provider::Svix),
+    ("resend", Provider::Svix),
+    ("paystack", Provider::Paystack),
+    ("flutterwave", Provider::Flutterwave),
+    ("paddle", Provider::Paddle),
+    ("razorpay", Provider::Razorpay),
+    ("paypal", Provider::Paypal),
+    ("square", Provider::Square),
+    ("slack", Provider::Slack),
+    ("linear", Provider::Linear),
+    ("twilio", Provider::Twilio),
+    ("lemon", Provider::LemonSqueezy),
+];
+
 fn provider_from_words(hint: &str) -> Option<Provider> {
     let lower = hint.to_ascii_lowercase();
-    [
-        ("stripe", Provider::Stripe),
-        ("github", Provider::Github),
-        ("shopify", Provider::Shopify),
-        ("clerk", Provider::Svix),
-        ("svix", Provider::Svix),
-        ("resend", Provider::Svix),
-        ("paystack", Provider::Paystack),
-        ("flutterwave", Provider::Flutterwave),
-        ("paddle", Provider::Paddle),
-        ("razorpay", Provider::Razorpay),
-        ("paypal", Provider::Paypal),
-        ("square", Provider::Square),
-        ("slack", Provider::Slack),
-        ("linear", Provider::Linear),
-        ("twilio", Provider::Twilio),
-        ("lemon", Provider::LemonSqueezy),
-    ]
-    .iter()
-    // The route first, then the file path; within one, the word nearest its end (the file name
-    // over a parent directory such as `me.github.io/` or `~/github/`).
-    .filter_map(|(w, p)| lower.split_whitespace().enumerate().find_map(|(t, tok)| tok.rfind(w).map(|i| ((t, i), *p))))
-    .min_by_key(|((t, i), _)| (*t, std::cmp::Reverse(*i)))
-    .map(|(_, p)| p)
+    PROVIDER_WORDS
+        .iter()
+        // The route first, then the file path; within one, the word nearest its end (the file name
+        // over a parent directory such as `me.github.io/` or `~/github/`).
+        .filter_map(|(w, p)| {
+            lower.split_whitespace().enumerate().find_map(|(t, tok)| tok.rfind(w).map(|i| ((t, i), *p)))
+        })
+        .min_by_key(|((t, i), _)| (*t, std::cmp::Reverse(*i)))
+        .map(|(_, p)| p)
 }
 
 fn request_response(

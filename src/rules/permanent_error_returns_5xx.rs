@@ -123,9 +123,16 @@ static CONFIGURATION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)process\.env|\benv(ironment)?\b|secret|configur|api[ _-]?key|token|credential").unwrap()
 });
 
-/// A call that throws on a malformed payload.
+/// A call that throws on a malformed payload. The route's own parameters
+/// (`ParamsSchema.parse(params)`, `schema.parse(req.params)`) are not the payload: the route
+/// matched, so they are there, and the URL is the one the provider was given.
 fn is_parse(call: Node, src: &str) -> bool {
     let path = ast::callee_path(call, src);
+    let route_params =
+        ast::arguments(call).first().is_some_and(|a| crate::regex!(r"^(?:\w+\.)*params$").is_match(text(*a, src)));
+    if route_params {
+        return false;
+    }
     match path.as_slice() {
         [json, parse] if json == "JSON" && parse == "parse" => true,
         [schema, parse] if parse == "parse" => schema.to_ascii_lowercase().ends_with("schema"),

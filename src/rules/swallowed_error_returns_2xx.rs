@@ -542,6 +542,42 @@ fn captures_error(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
     })
 }
 
+/// The failure is thrown after all: the catch keeps the error (`err = e`) and the `finally`
+/// or a later statement throws it (`finally { if (err) throw new UnrecoverableError(err.message) }`),
+/// or the block goes on to throw unconditionally (a catch around an error-status insert on a
+/// path that then throws the original failure).
+fn rethrown_after(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
+    let mut next = try_stmt.next_named_sibling();
+    while let Some(stmt) = next {
+        match stmt.kind() {
+            "throw_statement" => return true,
+            "expression_statement" | "lexical_declaration" | "variable_declaration" | "comment"
+                if !crate::regex!(r"\breturn\b").is_match(text(stmt, src)) => {}
+            _ => break,
+        }
+        next = stmt.next_named_sibling();
+    }
+    let Some(param) = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier") else {
+        return false;
+    };
+    let param = text(param, src);
+    let kept: Vec<&str> = ast::descendants_of_kind(body, "assignment_expression")
+        .into_iter()
+        .filter(|a| a.child_by_field_name("right").is_some_and(|r| r.kind() == "identifier" && text(r, src) == param))
+        .filter_map(|a| a.child_by_field_name("left").filter(|l| l.kind() == "identifier").map(|l| text(l, src)))
+        .collect();
+    if kept.is_empty() {
+        return false;
+    }
+    let later = try_stmt
+        .child_by_field_name("finalizer")
+        .into_iter()
+        .chain(std::iter::successors(try_stmt.next_named_sibling(), |n| n.next_named_sibling()));
+    later
+        .flat_map(|n| same_fn_nodes(n, "throw_statement"))
+        .any(|throw| ast::descendants_of_kind(throw, "identifier").iter().any(|i| kept.contains(&text(*i, src))))
+}
+
 /// A best-effort comment covers the statement below it and what only follows from it: the
 /// statements inside it, and later statements of its block that read what it declared
 /// (`// refresh the cached total (best-effort)` above the read, then `if (!readError)
@@ -1060,6 +1096,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             // "This will catch if the label already exists": the swallow is the duplicate case.
             || comment_block_above(src, file.line_start(try_stmt.start_byte()))
                 .is_some_and(|c| duplicate_case.is_match(&c))
+            || rethrown_after(clause, body, try_stmt, src)
             || refines_initialised_values(block, func, src)
             || result_checked_after(block, try_stmt, func, src)
         {
