@@ -552,7 +552,7 @@ fn rethrown_after(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
         match stmt.kind() {
             "throw_statement" => return true,
             "expression_statement" | "lexical_declaration" | "variable_declaration" | "comment"
-                if !crate::regex!(r"\breturn\b").is_match(text(stmt, src)) => {}
+                if same_fn_nodes(stmt, "return_statement").is_empty() => {}
             _ => break,
         }
         next = stmt.next_named_sibling();
