@@ -1489,14 +1489,19 @@ fn table_named(call: Node, src: &str) -> Option<String> {
 /// is not about this application's data.
 #[derive(Default)]
 struct WrittenRecords {
-    created: Vec<String>,
-    columns: Vec<(String, String)>,
+    /// Tables rows are inserted into, with where: the scope and the write's byte range.
+    created: Vec<(String, Site)>,
+    /// Columns set to a value, by table, with where.
+    columns: Vec<(String, String, Site)>,
 }
+
+/// Where a write sits: its scope's index in the handler model and its byte range.
+type Site = (usize, std::ops::Range<usize>);
 
 impl WrittenRecords {
     fn of(model: &HandlerModel) -> Self {
         let mut written = WrittenRecords::default();
-        for scope in &model.scopes {
+        for (i, scope) in model.scopes.iter().enumerate() {
             let Some(func) = scope.node() else { continue };
             let src = &scope.file().text;
             for call in ast::calls_in(func, false) {
@@ -1505,12 +1510,13 @@ impl WrittenRecords {
                     continue;
                 }
                 let Some(table) = table_named(call, src) else { continue };
-                if effect.kind != EffectKind::DbUpdate && !written.created.contains(&table) {
-                    written.created.push(table.clone());
+                let site = (i, call.byte_range());
+                if effect.kind != EffectKind::DbUpdate {
+                    written.created.push((table.clone(), site.clone()));
                 }
                 for column in linked_columns(call, src) {
                     if !QUERY_SHAPE_KEYS.contains(&column.as_str()) {
-                        written.columns.push((table.clone(), column));
+                        written.columns.push((table.clone(), column, site.clone()));
                     }
                 }
             }
@@ -1518,8 +1524,11 @@ impl WrittenRecords {
         written
     }
 
-    fn makes(&self, table: &str, filter: &[String]) -> bool {
-        self.created.iter().any(|t| t == table) || self.columns.iter().any(|(t, c)| t == table && filter.contains(c))
+    /// Whether some write creates the table's row or sets a column the lookup filters on,
+    /// other than those `already_ran` says the delivery made on its way to the miss.
+    fn makes(&self, table: &str, filter: &[String], already_ran: &dyn Fn(&Site) -> bool) -> bool {
+        self.created.iter().any(|(t, site)| t == table && !already_ran(site))
+            || self.columns.iter().any(|(t, c, site)| t == table && filter.contains(c) && !already_ran(site))
     }
 }
 
@@ -1618,17 +1627,18 @@ fn looks_up_written_record(
     file: &std::sync::Arc<crate::source::SourceFile>,
     init: Node,
     written: &WrittenRecords,
+    already_ran: &dyn Fn(&Site) -> bool,
 ) -> bool {
     let init = ast::unwrap_expr(init);
     if let Some(table) = table_named(init, &file.text) {
-        return written.makes(&table, &columns_named(init, &file.text));
+        return written.makes(&table, &columns_named(init, &file.text), already_ran);
     }
     let Some(def) = reach::resolve_call(cx.project, file, init) else { return false };
     let Some(body) = def.node() else { return false };
     let src = &def.file.text;
     let Some(query) = ast::calls_in(body, false)
         .into_iter()
-        .find(|c| table_named(*c, src).is_some_and(|t| written.makes(&t, &columns_named(*c, src))))
+        .find(|c| table_named(*c, src).is_some_and(|t| written.makes(&t, &columns_named(*c, src), &|_| false)))
     else {
         return false;
     };
@@ -1636,6 +1646,35 @@ fn looks_up_written_record(
     // event names its record itself, and the query is a fallback for events that do not; a
     // miss there means the event is not about this application's data.
     !returns_parameter_value_before(body, query, src)
+}
+
+/// Whether `write` ran on the way to `stmt`, the check that `subject` is missing: it sits in
+/// (or is) an earlier statement of a block that also holds `stmt`, that statement never leaves
+/// the function, and if it is a branch, the branch is taken on the same miss (`if (!email)
+/// { ...link... }`). A write in another event's branch (`if (event.type === "checkout...")`),
+/// `case`, or a branch ending in its own `return` did not.
+fn precedes_on_path(write: Node, stmt: Node, subject: &str, src: &str) -> bool {
+    let func = ast::enclosing_function(stmt);
+    let leaves = |a: Node| {
+        ["return_statement", "throw_statement"]
+            .iter()
+            .flat_map(|kind| ast::descendants_of_kind(a, kind))
+            .any(|exit| ast::enclosing_function(exit) == func)
+    };
+    std::iter::once(write).chain(ast::ancestors(write)).any(|a| {
+        a.end_byte() <= stmt.start_byte()
+            && a.parent().is_some_and(|p| {
+                matches!(p.kind(), "statement_block" | "program") && ast::ancestors(stmt).any(|s| s == p)
+            })
+            && !leaves(a)
+            && match a.kind() {
+                "if_statement" => a.child_by_field_name("condition").is_some_and(|c| {
+                    ast::descendants_of_kind(c, "identifier").iter().any(|i| text(*i, src) == subject)
+                }),
+                "switch_statement" => false,
+                _ => true,
+            }
+    })
 }
 
 /// Whether `func` returns a value read from one of its parameters before `before` starts.
@@ -1723,7 +1762,21 @@ fn dropped(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     && (http || i > 0 || !returns.is_empty())
             };
             if !acked
-                || !looks_up_written_record(cx, scope.file(), init, written.get_or_init(|| WrittenRecords::of(model)))
+                || !looks_up_written_record(
+                    cx,
+                    scope.file(),
+                    init,
+                    written.get_or_init(|| WrittenRecords::of(model)),
+                    // the delivery's own fallback that links the row it then looks for
+                    // (`if (email) update({ data: { sesEmailId } })` before `if (!email) return`)
+                    // ran already when the lookup missed
+                    &|(j, range): &Site| {
+                        *j == i
+                            && func
+                                .descendant_for_byte_range(range.start, range.end)
+                                .is_some_and(|write| precedes_on_path(write, stmt, name, src))
+                    },
+                )
             {
                 continue;
             }
