@@ -324,8 +324,20 @@ impl<'a> Finder<'a> {
             // argument that is a function: `wrap(handler, loggerContext)` passes a context
             // object after it.
             let args = ast::arguments(func);
-            let wrapped =
-                args.iter().rev().find(|a| ast::is_function(**a) || ast::unwrap_expr(**a).kind() == "call_expression");
+            // `createRouteHandler({ request: schema, handler: async (req) => ... })`: an options
+            // object names the handler.
+            let in_options = args.iter().find_map(|a| {
+                (a.kind() == "object")
+                    .then(|| ast::object_property(*a, "handler", self.src()))
+                    .flatten()
+                    .map(ast::unwrap_expr)
+                    .filter(|h| ast::is_function(*h))
+            });
+            let wrapped = args
+                .iter()
+                .rev()
+                .find(|a| ast::is_function(**a) || ast::unwrap_expr(**a).kind() == "call_expression")
+                .or(in_options.as_ref());
             let named = || {
                 let names = args.iter().rev().filter(|a| a.kind() == "identifier");
                 names
@@ -1385,10 +1397,21 @@ impl<'a> Finder<'a> {
         if let Some(post) = decorators.iter().find(|d| d.starts_with("@Post")) {
             let controller =
                 class_decorators.iter().find(|d| d.starts_with("@Controller")).cloned().unwrap_or_default();
-            let hint = format!("{controller} {post}");
+            // overnightjs (`@Controller("sns") class SnsWebhook { @Post() receive(req, res) }`):
+            // Nest's decorators on Express handlers, whose names tell what the route receives
+            // when its path is bare.
+            let overnight = req_res(method, src)
+                && project::imports(self.file).iter().any(|i| i.source.starts_with("@overnightjs/"));
+            let (framework, hint) = if overnight {
+                let class_name =
+                    class.and_then(|c| c.child_by_field_name("name")).map(|n| text(n, src)).unwrap_or_default();
+                (Framework::Express, format!("{controller} {post} {name} {class_name} {}", self.path))
+            } else {
+                (Framework::Nest, format!("{controller} {post}"))
+            };
             self.user_authenticated =
                 decorators.iter().chain(&class_decorators).any(|d| d.starts_with("@UseGuards") && user_auth(d));
-            self.push(method, format!("{post} {name}"), Framework::Nest, &hint);
+            self.push(method, format!("{post} {name}"), framework, &hint);
             self.user_authenticated = false;
         } else if (name == "process" || decorators.iter().any(|d| d.starts_with("@Process(") || d == "@Process"))
             && class_decorators.iter().any(|d| d.starts_with("@Processor"))
@@ -1487,7 +1510,7 @@ fn turns_away_signed_out(body: &str) -> bool {
 fn checks_signed_in_user(func: Node, src: &str) -> bool {
     let gate = |text: &str| {
         crate::regex!(
-            r"\brequire(?:Signed-?In|Logged-?In)?(?:User|UserId|Session|Login|Admin|Member|Permissions?|Role)\w*\s*\(|\.permissions\.\w+\s*\(|\b(?:throw|check|assert|ensure)(?:Permission|Role)s?\w*\s*\("
+            r"\brequire(?:Signed-?In|Logged-?In)?(?:User|UserId|Session|Login|Admin|Member|Permissions?|Role)\w*\s*\(|\.permissions\.\w+\s*\(|\b(?:throw|check|assert|ensure|has)(?:Permission|Role)s?\w*\s*\("
         )
         .is_match(text)
     };

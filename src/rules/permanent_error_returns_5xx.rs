@@ -700,8 +700,8 @@ fn throws_client_error(throw: Node, src: &str) -> bool {
             .any(|w| name.contains(w))
 }
 
-/// `throw new AppError({ status: isSignatureError ? 400 : 500, ... })`: the project's error
-/// states the status it is answered with, and a 4xx is among them, so the bad signature is
+/// `throw new AppError({ status: isSignatureError ? 400 : 500, ... })`, `throw new
+/// StatusError(400, ...)`: the project's error states the status it is answered with, and a 4xx is among them, so the bad signature is
 /// answered as the client's fault by whatever turns that error into the response.
 fn carries_client_status(throw: Node, src: &str) -> bool {
     let Some(value) = throw.named_child(0).map(ast::unwrap_expr) else {
@@ -717,7 +717,9 @@ fn carries_client_status(throw: Node, src: &str) -> bool {
             matches!(c.as_str(), "BAD_REQUEST" | "UNAUTHORIZED" | "FORBIDDEN" | "PARSE_ERROR" | "UNPROCESSABLE_CONTENT")
         })
     };
-    if args.first().is_some_and(|a| client_code(*a))
+    // `new StatusError(400, "bad signature")`, `createError(401, ...)`: a status first.
+    let client_number = |v: Node| v.kind() == "number" && crate::regex!(r"^4\d\d$").is_match(text(v, src));
+    if args.first().is_some_and(|a| client_code(*a) || client_number(*a))
         || args
             .iter()
             .filter(|a| a.kind() == "object")
