@@ -16,6 +16,13 @@ A third round (labels-round2.json, `--labels labels-round2.json`): eleven more r
 reviewed blind by three reviewers from the findings of 48a5b2f; five more that were asked for
 could not be fetched (over the 500 MB snapshot limit).
 
+A fourth round (labels-round3.json, `--labels labels-round3.json`): eleven more repositories
+with findings or labelled misses (unsend, nextjs-subscription-payments, lmsqueezy nextjs-billing,
+laudspeaker, plunk, growthbook, trigger.dev, bigcapital, stack-auth, Flowise, uploadthing),
+reviewed blind by two reviewers from the findings of 8a51cd7; six more they read had handlers
+and no findings (the Shopify Remix app template, next-saas-stripe-starter, taxonomy, jackson,
+SaaS-Boilerplate, AgentGPT) and are not scored.
+
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """
 import argparse, collections, concurrent.futures, json, os, subprocess

@@ -448,10 +448,17 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
         return effect(EffectKind::Enqueue, Sdk::Inngest, key);
     }
     // Trigger.dev: `tasks.trigger("id", payload, opts)`, `myTask.trigger(payload, opts)`; not
-    // Pusher's `pusher.trigger(channel, event, data)` or a DOM/emitter `trigger("click")`.
+    // Pusher's `pusher.trigger(channel, event, data)`, a DOM/emitter `trigger("click")` or a
+    // service class's own method.
     let task_handle = lower.len() == 2
         && !args.first().is_some_and(|a| matches!(a.kind(), "string" | "template_string"))
         && !["pusher", "this", "$", "jquery", "emitter", "events", "socket", "io", "channel"].contains(&root.as_str());
+    // the app's own classes (`ActionService.trigger(contact, event)`) are not task handles:
+    // what their method does is known by its name only
+    let app_class = ["service", "controller", "repository", "manager", "helper"].iter().any(|s| root.ends_with(s));
+    if task_handle && app_class && last == "trigger" {
+        return effect(EffectKind::Possible, Sdk::Other, None);
+    }
     if matches!(last.as_str(), "trigger" | "batchtrigger" | "triggerandwait") && (has("tasks") || task_handle) {
         let key = args.get(trigger_options_index(call, src)).and_then(|o| object_prop(*o, "idempotencyKey", src));
         return effect(EffectKind::Enqueue, Sdk::TriggerDev, key);
