@@ -36,8 +36,9 @@ const DOCS: &str = r#"
   (or a bare `return` in a function the handler calls, or in a queue consumer), when the
   handler's own deliveries create or link that record (another event's branch inserts into the
   table, or writes the column the lookup filters on). A record the application creates before
-  any event can exist (the signed-up user, a configured endpoint) is not reported: a miss there
-  means the event is not about this application's data.
+  any event can exist (the signed-up user, a configured endpoint, a row holding the id of a
+  provider customer the application created itself with `customers.create`) is not reported: a
+  miss there means the event is not about this application's data.
 
 ## Why retries break it
 Providers do not guarantee order, and retries reorder events further: an `updated` event
@@ -1631,7 +1632,8 @@ fn looks_up_written_record(
 ) -> bool {
     let init = ast::unwrap_expr(init);
     if let Some(table) = table_named(init, &file.text) {
-        return written.makes(&table, &columns_named(init, &file.text), already_ran);
+        let filter = columns_named(init, &file.text);
+        return written.makes(&table, &filter, already_ran) && !app_links_customers(&[file], &filter);
     }
     let Some(def) = reach::resolve_call(cx.project, file, init) else { return false };
     let Some(body) = def.node() else { return false };
@@ -1646,6 +1648,40 @@ fn looks_up_written_record(
     // event names its record itself, and the query is a fallback for events that do not; a
     // miss there means the event is not about this application's data.
     !returns_parameter_value_before(body, query, src)
+        && !app_links_customers(&[file, &def.file], &columns_named(query, src))
+}
+
+/// Whether one of `files` creates the provider's customer itself and stores its id in a column
+/// the lookup filters on (`const customer = await stripe.customers.create(...)`, then
+/// `update({ data: { stripeCustomerId: customer.id } })`): the link exists before any event
+/// about that customer can, so a miss means a customer this application did not make.
+fn app_links_customers(files: &[&std::sync::Arc<crate::source::SourceFile>], filter: &[String]) -> bool {
+    files.iter().any(|file| {
+        let src = &file.text;
+        if !src.contains("customers.create(") {
+            return false;
+        }
+        let root = file.root();
+        ast::calls_in(root, false).into_iter().any(|call| {
+            let path = ast::callee_path(call, src);
+            let creates = path.len() >= 2 && path[path.len() - 2] == "customers" && path[path.len() - 1] == "create";
+            let bound = ast::ancestors(call)
+                .find(|a| a.kind() == "variable_declarator")
+                .and_then(|d| d.child_by_field_name("name"))
+                .filter(|n| n.kind() == "identifier")
+                .map(|n| text(n, src));
+            let body = ast::enclosing_function(call).and_then(|f| f.child_by_field_name("body"));
+            let (true, Some(customer), Some(body)) = (creates, bound, body) else {
+                return false;
+            };
+            let id = format!("{customer}.id");
+            let mut stored = false;
+            written_pairs(body, src, true, &mut |_, key, value| {
+                stored |= text(value, src) == id && filter.contains(&name_key(&key));
+            });
+            stored
+        })
+    })
 }
 
 /// Whether `write` ran on the way to `stmt`, the check that `subject` is missing: it sits in
