@@ -13,6 +13,7 @@ pub mod markers;
 pub mod payload;
 pub mod providers;
 pub mod queries;
+pub mod queue_retries;
 pub mod reach;
 pub mod responses;
 pub mod retry_loops;

@@ -45,6 +45,8 @@ in a `const` that nothing else reads is raised where it is declared (a same-line
 `// 24 hours` follows), so no unused constant is left behind; a constant read elsewhere too, or
 named after its duration (`ONE_HOUR_MS`, `DAY`), keeps its value and the call gets the new
 literal; a constant imported from another module gets a display-only fix.
+Not reported in a BullMQ worker whose file builds its queue and sets no `attempts`: no retry comes
+late, only a stalled job runs again, within the stall interval.
 Not reported: a short in-progress lease: released (`del`/`unlink`/`release` of the same
 key in the function), overwritten with a longer completed marker (another `set` of the same
 key), named for work in progress (`processing:`, `lock:`, `lease:`, `inflight:` in the key or
@@ -78,6 +80,10 @@ struct Ttl<'t> {
 
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
+        // No retry comes late: only a stalled job runs again, within the stall interval.
+        if crate::model::queue_retries::never_retried(&model.handler) {
+            continue;
+        }
         let provider = model.handler.provider;
         let window = provider
             .map(|p| cx.config.retry_window_seconds(p.name()).unwrap_or(p.retry_window_seconds()))

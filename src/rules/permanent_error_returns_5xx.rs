@@ -46,7 +46,8 @@ const DOCS: &str = r#"
   record that is not found, an invalid or missing field, an unknown type), which the queue
   retries with backoff instead of failing once — also in a function the job calls, when no
   caller on the way catches it (a helper whose caller catches the error and returns a
-  fallback never fails the job).
+  fallback never fails the job). Not when the BullMQ worker's file builds its queue too and
+  sets no `attempts` and no default job options: such a queue runs each job once.
 - A message consumer (Lambda SQS, an SQS poller, Cloudflare Queues, Pub/Sub, RabbitMQ) whose
   `try` validates the message with a schema (`Schema.parse(JSON.parse(record.body))`) and whose
   `catch` sends every failure back for redelivery (`batchItemFailures.push`, a rethrow,
@@ -821,6 +822,10 @@ fn wrap_fix(model: &HandlerModel, file: &SourceFile, call: Node) -> Fix {
 }
 
 fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
+    // A queue that never retries runs a permanent failure once, as it should.
+    if crate::model::queue_retries::never_retried(&model.handler) {
+        return;
+    }
     let bull_import = crate::regex!(r#"(from|require\()\s*['"](bull|@nestjs/bull)['"]"#);
     let mut uncaught: Option<Vec<bool>> = None;
     for (i, scope) in model.scopes.iter().enumerate() {
