@@ -423,7 +423,7 @@ impl<'a> Finder<'a> {
                 || (!verifies
                     && (turns_away_signed_out(body_text)
                         || oauth_redirect(body_text)
-                        || checks_signed_in_user(node, &file.text)))
+                        || checks_signed_in_user(node, &file)))
         };
         // `/api/discord-webhook` relaying a form to Discord: the webhook its path names is the
         // one it sends to (`sendToDiscordWebhook(data)`), not a delivery it receives.
@@ -1507,28 +1507,21 @@ fn turns_away_signed_out(body: &str) -> bool {
 /// function of its file it calls (`const user = await requireUser(request)`, `requireUserId`,
 /// `context.permissions.canUpdateWebhook()`, `throwPermissionError()`): those fail, by design,
 /// for any caller without a session, and a provider's delivery carries none.
-fn checks_signed_in_user(func: Node, src: &str) -> bool {
+fn checks_signed_in_user(func: Node, file: &Arc<SourceFile>) -> bool {
+    let src = &file.text;
     let gate = |text: &str| {
         crate::regex!(
             r"\brequire(?:Signed-?In|Logged-?In)?(?:User|UserId|Session|Login|Admin|Member|Permissions?|Role)\w*\s*\(|\.permissions\.\w+\s*\(|\b(?:throw|check|assert|ensure|has)(?:Permission|Role)s?\w*\s*\("
         )
         .is_match(text)
     };
-    if gate(text(func, src)) {
-        return true;
-    }
-    let Some(root) = ast::ancestors(func).last() else { return false };
-    ast::calls_in(func, false).into_iter().any(|call| {
-        call.child_by_field_name("function").filter(|f| f.kind() == "identifier").is_some_and(|f| {
-            let name = text(f, src);
-            ast::named_children(root).into_iter().any(|top| {
-                let top = if top.kind() == "export_statement" { top.named_child(0).unwrap_or(top) } else { top };
-                top.kind() == "function_declaration"
-                    && top.child_by_field_name("name").is_some_and(|n| text(n, src) == name)
-                    && gate(text(top, src))
-            })
+    gate(text(func, src))
+        || ast::calls_in(func, false).into_iter().any(|call| {
+            call.child_by_field_name("function")
+                .filter(|f| f.kind() == "identifier")
+                .and_then(|f| project::local_function(file, text(f, src)))
+                .is_some_and(|def| def.node().is_some_and(|helper| gate(text(helper, src))))
         })
-    })
 }
 
 /// A body whose work is sending to an outgoing webhook or chat (`sendToDiscordWebhook(data)`,
