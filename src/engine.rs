@@ -405,6 +405,7 @@ impl Engine {
                 }
             }
         });
+        out.retain(|d| !crate::facts::only_in_registered_callbacks(&handlers, &d.file.path, d.start, d.end));
         for d in &mut out {
             d.severity = config.severity(d.rule);
             if let Some(fix) = d.fix.as_mut() {

@@ -23,6 +23,12 @@ reviewed blind by two reviewers from the findings of 8a51cd7; six more they read
 and no findings (the Shopify Remix app template, next-saas-stripe-starter, taxonomy, jackson,
 SaaS-Boilerplate, AgentGPT) and are not scored.
 
+A fifth round (labels-round4.json, `--labels labels-round4.json`): ten more repositories
+(autumn, better-auth, the Paddle Next.js starter, docmost, stripe-firebase-extensions,
+tiledesk-server, appwrite templates, amplication, kan, papra), reviewed blind by three
+reviewers from the findings of a173ebb (2026-12-07); saasfly had handlers and no findings.
+autumn's 48 findings were sampled (25 judged).
+
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """
 import argparse, collections, concurrent.futures, json, os, subprocess

@@ -52,6 +52,28 @@ impl HandlerModel {
     }
 }
 
+/// Whether a finding at `start..end` of `path` lies only in callbacks a reached function hands
+/// back without running (`reach::registered_callbacks`): code the delivery does not execute.
+/// A finding inside a function that is itself reached (a dispatch table's entry) stays.
+pub fn only_in_registered_callbacks(
+    handlers: &[HandlerModel],
+    path: &std::path::Path,
+    start: usize,
+    end: usize,
+) -> bool {
+    let scopes = || handlers.iter().flat_map(|m| m.scopes.iter()).filter(|s| s.file().path == path);
+    scopes().any(|owner| {
+        owner.registered.iter().any(|r| {
+            r.start <= start
+                && end <= r.end
+                && !scopes().any(|s| {
+                    let f = &s.function.span;
+                    r.start <= f.start && f.end <= r.end && f.start <= start && end <= f.end
+                })
+        })
+    })
+}
+
 /// Whether an analysis builds the fix of each finding. Planning a fix (the guard wrap above
 /// all) is a large part of an analysis, and only the front ends that show or apply fixes need
 /// it: the editor's diagnostics and the fix-less report formats do not.

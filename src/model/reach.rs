@@ -32,6 +32,8 @@ pub struct Scope {
     pub event_key: Option<EventKey>,
     /// Set when every path here passes through a guard or transaction callback.
     pub guarded: Option<GuardKind>,
+    /// Callbacks this function hands back without running them (`registered_callbacks`).
+    pub registered: Vec<Span>,
 }
 
 impl Scope {
@@ -41,6 +43,20 @@ impl Scope {
 
     pub fn node(&self) -> Option<Node<'_>> {
         self.function.node()
+    }
+
+    /// Whether this function runs `node` when it runs: not inside a callback it only hands back.
+    pub fn executes(&self, node: Node) -> bool {
+        !self.registered.iter().any(|r| r.start <= node.start_byte() && node.end_byte() <= r.end)
+    }
+
+    /// The calls this function makes when it runs (`executes`), nested callbacks included.
+    pub fn calls<'t>(&self, func: Node<'t>) -> Vec<Node<'t>> {
+        let mut calls = ast::calls_in(func, false);
+        if !self.registered.is_empty() {
+            calls.retain(|c| self.executes(*c));
+        }
+        calls
     }
 
     /// The guard protecting `node` (inside this scope): its own context, or the call site's.
@@ -450,18 +466,25 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
     if root.node().is_none() {
         return Vec::new();
     }
-    let root = Scope { function: root, depth: 0, chain: Vec::new(), event_key, guarded: None };
+    let root = Scope { function: root, depth: 0, chain: Vec::new(), event_key, guarded: None, registered: Vec::new() };
     let mut out = vec![root];
     let mut next = 0;
     while next < out.len() && out.len() < MAX_SCOPES {
-        let scope = out[next].clone();
+        let mut scope = out[next].clone();
+        let Some(func) = scope.node() else {
+            next += 1;
+            continue;
+        };
+        let file = scope.file().clone();
+        let registered = registered_callbacks(project, &file, func);
+        out[next].registered = registered.clone();
+        scope.registered = registered;
         next += 1;
         if scope.depth >= MAX_DEPTH {
             continue;
         }
-        let file = scope.file().clone();
         let Some(func) = scope.node() else { continue };
-        for call in ast::calls_in(func, false) {
+        for call in scope.calls(func) {
             let defs = match resolve_call(project, &file, call) {
                 Some(def) => vec![def],
                 None => dispatch_targets(project, &file, call),
@@ -483,6 +506,7 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
                     depth: scope.depth + 1,
                     chain,
                     event_key,
+                    registered: Vec::new(),
                 });
                 if out.len() >= MAX_SCOPES {
                     break;
@@ -493,7 +517,89 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
             }
         }
     }
+    for scope in &mut out[next..] {
+        if let Some(func) = scope.function.node() {
+            scope.registered = registered_callbacks(project, &scope.function.file, func);
+        }
+    }
     out
+}
+
+/// Function literals in `func` that it hands back without running them: callbacks set in an
+/// object literal that `func` returns, directly or through a library call
+/// (`return betterAuth({ emailAndPassword: { sendResetPassword: async (d) => ... } })`,
+/// `return { user: { create: { after: async (user) => ... } } }`). Whoever receives them runs
+/// them later, for other requests (a password reset, a sign-up), not as part of this one.
+/// A call into the project is followed instead, and Effect's constructors describe work that
+/// runs when the returned effect does.
+pub fn registered_callbacks(project: &Project, file: &Arc<SourceFile>, func: Node) -> Vec<Span> {
+    let mut out = Vec::new();
+    ast::walk(func, &mut |n| {
+        if n != func && ast::is_function(n) && handed_back(project, file, func, n) {
+            out.push(Span::of(n));
+            return false;
+        }
+        true
+    });
+    out
+}
+
+fn handed_back(project: &Project, file: &Arc<SourceFile>, func: Node, callback: Node) -> bool {
+    let src = &file.text;
+    let Some(holder) = ast::parent(callback) else { return false };
+    let in_object = match ast::kind(callback) {
+        "method_definition" => ast::kind(holder) == "object",
+        _ => ast::kind(holder) == "pair" && holder.child_by_field_name("value") == Some(callback),
+    };
+    if !in_object {
+        return false;
+    }
+    let mut cur = holder;
+    while let Some(up) = ast::parent(cur) {
+        match ast::kind(up) {
+            "object"
+            | "array"
+            | "pair"
+            | "spread_element"
+            | "parenthesized_expression"
+            | "as_expression"
+            | "satisfies_expression"
+            | "await_expression"
+            | "ternary_expression" => cur = up,
+            "arguments" => {
+                let Some(call) =
+                    ast::parent(up).filter(|c| matches!(ast::kind(c), "call_expression" | "new_expression"))
+                else {
+                    return false;
+                };
+                let callee = call.child_by_field_name("function").or_else(|| call.child_by_field_name("constructor"));
+                let library = callee.is_some_and(|c| {
+                    let root = text(c, src).split(['.', '(', '<']).next().unwrap_or("");
+                    !matches!(root, "Effect" | "Micro" | "Stream" | "Layer")
+                });
+                if !library || (ast::kind(call) == "call_expression" && resolve_call(project, file, call).is_some()) {
+                    return false;
+                }
+                cur = call;
+            }
+            "return_statement" => return ast::ancestors(up).find(|a| ast::is_function(*a)) == Some(func),
+            // `const auth = betterAuth({ ... }); return auth;`
+            "variable_declarator" if up.child_by_field_name("value") == Some(cur) => {
+                let Some(name) = up.child_by_field_name("name").filter(|n| ast::kind(n) == "identifier") else {
+                    return false;
+                };
+                let name = text(name, src);
+                return ast::descendants_of_kind(func, "return_statement").into_iter().any(|r| {
+                    r.named_child(0)
+                        .map(ast::unwrap_expr)
+                        .is_some_and(|v| ast::kind(v) == "identifier" && text(v, src) == name)
+                        && ast::ancestors(r).find(|a| ast::is_function(*a)) == Some(func)
+                });
+            }
+            _ => return up == func && func.child_by_field_name("body") == Some(cur),
+        }
+    }
+    false
 }
 
 /// The functions a dispatch table can call: `handlers[event.type](event)`, or a handler taken

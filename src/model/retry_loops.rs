@@ -319,13 +319,15 @@ fn relational(t: &str) -> bool {
 }
 
 /// An `if (attempt >= max) throw/break/return` inside the body, the comparison written in the
-/// condition or in a flag it tests (`const willRetry = retry < MAX; if (willRetry) ...`).
+/// condition or in a flag it tests (`const willRetry = retry < MAX; if (willRetry) ...`). A
+/// clock against a deadline (`if (Date.now() >= deadline) throw`) bounds the tries as well.
 fn body_checks_count(body: Node, src: &str) -> bool {
     ast::descendants_of_kind(body, "if_statement").into_iter().any(|i| {
         let cond = i.child_by_field_name("condition").map(|c| flag_value(c, body, src)).unwrap_or("");
         let cons = i.child_by_field_name("consequence");
         relational(cond)
-            && crate::regex!(r"(?i)attempt|retr|tries|tried|count|max|\bi\b|\bn\b").is_match(cond)
+            && crate::regex!(r"(?i)attempt|retr|tries|tried|count|max|deadline|elapsed|Date\.now\(\)|\bi\b|\bn\b")
+                .is_match(cond)
             && cons.is_some_and(|c| {
                 let t = text(c, src);
                 t.contains("throw") || t.contains("return") || t.contains("break")
@@ -476,6 +478,18 @@ async function a(items) {
             "async function f() { for (let attempt = 0; attempt < 3; attempt++) { try { await send(withTimeout(5000)); break; } catch (e) { await delay(100 * attempt); } } }",
         );
         assert_eq!(l, vec![(RetryKind::Loop, true, true)]);
+    }
+
+    #[test]
+    fn a_deadline_caps_the_tries() {
+        let l = loops(
+            "async function f() { const deadline = Date.now() + 30000; while (true) { try { await take(); return; } catch (e) { if (!isConflict(e) || Date.now() >= deadline) throw e; } await sleep(250); } }",
+        );
+        assert_eq!(l, vec![(RetryKind::Loop, true, true)]);
+        let l = loops(
+            "async function f() { while (true) { try { await take(); return; } catch (e) { if (!isConflict(e)) throw e; } await sleep(250); } }",
+        );
+        assert_eq!(l, vec![(RetryKind::Loop, false, true)]);
     }
 
     #[test]

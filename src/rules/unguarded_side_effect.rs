@@ -210,7 +210,7 @@ fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>
         let mut here = Vec::new();
         if let Some(func) = scope.node() {
             let file = scope.file();
-            for call in ast::calls_in(func, false) {
+            for call in scope.calls(func) {
                 let def = reach::resolve_call(cx.project, file, call);
                 let callee = def.as_ref().and_then(|d| {
                     scopes.iter().position(|s| s.function.span == d.span && Arc::ptr_eq(&s.function.file, &d.file))
@@ -383,7 +383,7 @@ fn enqueues_replay_safe_job(cx: &Context, file: &Arc<SourceFile>, call: Node) ->
     !scopes.iter().any(|scope| {
         let Some(func) = scope.node() else { return false };
         let file = scope.file();
-        ast::calls_in(func, false).into_iter().any(|c| {
+        scope.calls(func).into_iter().any(|c| {
             let local = reach::resolve_call(cx.project, file, c).is_some();
             !in_failure_path(c, func, &file.text)
                 && effects::classify(c, &file.text, local).is_some_and(|e| non_idempotent(&e, &file.text, &file.path))
