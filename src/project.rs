@@ -237,7 +237,9 @@ impl Project {
         if let Some(found) = self.listings.lock().unwrap().get(&dir) {
             return found.clone();
         }
-        let mut out: Vec<PathBuf> = std::fs::read_dir(&dir)
+        // A relative path normalizes the working directory itself to "".
+        let on_disk = if dir.as_os_str().is_empty() { Path::new(".") } else { dir.as_path() };
+        let mut out: Vec<PathBuf> = std::fs::read_dir(on_disk)
             .into_iter()
             .flatten()
             .flatten()

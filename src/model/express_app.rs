@@ -3,6 +3,9 @@
 
 use super::ast::{self, text};
 use super::queries;
+use crate::project::Project;
+use crate::source::SourceFile;
+use std::sync::Arc;
 use tree_sitter::Node;
 
 const ROUTE_METHODS: &[&str] = &["post", "put", "patch", "all", "use"];
@@ -165,6 +168,67 @@ pub fn router_mount<'t>(root: Node<'t>, router: &str, src: &str) -> Option<Node<
         path.len() == 2
             && path[1] == "use"
             && ast::arguments(*c).iter().any(|a| a.kind() == "identifier" && text(*a, src) == router)
+    })
+}
+
+/// Whether the Express router this file exports is mounted, in the app file of its own or a
+/// parent directory (`app.js`, `server.ts`, `index.js`, ...), behind middleware that
+/// `guards_users` recognises: `app.use("/:project/webhooks", [passport.authenticate("jwt"),
+/// hasRole("admin")], webhooks)`. Every route of such a router serves signed-in people.
+pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &dyn Fn(&str) -> bool) -> bool {
+    if !file.text.contains("Router(") {
+        return false;
+    }
+    let mut dir = file.path.parent();
+    for _ in 0..3 {
+        let Some(here) = dir else { break };
+        for candidate in project.files_in(here).iter() {
+            let name = candidate.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let stem = name.split('.').next().unwrap_or("");
+            if candidate == &file.path
+                || !matches!(stem, "app" | "server" | "index" | "main" | "routes" | "router")
+                || crate::source::Dialect::for_path(candidate).is_none()
+            {
+                continue;
+            }
+            let Ok(app) = project.load(candidate) else { continue };
+            if mounts_behind(project, &app, file, guards_users) {
+                return true;
+            }
+        }
+        if here.join("package.json").exists() {
+            break;
+        }
+        dir = here.parent();
+    }
+    false
+}
+
+fn mounts_behind(
+    project: &Project,
+    app: &Arc<SourceFile>,
+    router: &Arc<SourceFile>,
+    guards_users: &dyn Fn(&str) -> bool,
+) -> bool {
+    let src = &app.text;
+    if !src.contains(".use(") {
+        return false;
+    }
+    let locals: Vec<&str> = crate::project::imports(app)
+        .iter()
+        .filter(|i| project.resolve(&app.path, &i.source).is_some_and(|p| p == router.path))
+        .map(|i| i.local.as_str())
+        .collect();
+    if locals.is_empty() {
+        return false;
+    }
+    calls(app.root(), src).into_iter().any(|c| {
+        let path = ast::callee_path(c, src);
+        let args = ast::arguments(c);
+        path.len() == 2
+            && path[1] == "use"
+            && args.last().is_some_and(|a| a.kind() == "identifier" && locals.contains(&text(*a, src)))
+            && args[..args.len() - 1].iter().any(|m| m.kind() != "string" && guards_users(text(*m, src)))
     })
 }
 

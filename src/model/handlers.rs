@@ -230,6 +230,7 @@ pub fn find_handlers(file: &Arc<SourceFile>, project: &Project, config: &Config)
         factory_answers: false,
         path,
         user_authenticated: false,
+        mounted_signed_in: None,
     };
     finder.scan();
     finder.found
@@ -250,6 +251,8 @@ struct Finder<'a> {
     /// `@UseGuards(JwtAuthGuard)`): a provider never carries a user's session, so its name
     /// alone (`POST /webhooks` registering an endpoint) does not make it a webhook.
     user_authenticated: bool,
+    /// Whether this file's router is mounted behind user authentication, once asked.
+    mounted_signed_in: Option<bool>,
 }
 
 impl<'a> Finder<'a> {
@@ -458,6 +461,13 @@ impl<'a> Finder<'a> {
         };
         handler.event_key = super::keys::event_key(&handler, node, self.config);
         self.found.push(handler);
+    }
+
+    /// This file's Express router is mounted behind user authentication (`express_app::mounted_behind`).
+    fn router_serves_signed_in_users(&mut self) -> bool {
+        *self.mounted_signed_in.get_or_insert_with(|| {
+            super::express_app::mounted_behind(self.project, self.file, &|m: &str| user_auth(m) || admin_role(m))
+        })
     }
 
     /// `call`'s callee is a project function whose body returns a function (a handler factory).
@@ -1008,7 +1018,8 @@ impl<'a> Finder<'a> {
             }
             let name = format!("{} {route}", method.to_ascii_uppercase());
             let middleware = &args[1..args.len() - 1];
-            self.user_authenticated = middleware.iter().any(|m| user_auth(text(*m, src)));
+            self.user_authenticated =
+                middleware.iter().any(|m| user_auth(text(*m, src))) || self.router_serves_signed_in_users();
             self.push(handler, name, framework, &format!("{route} {file_path}"));
             self.user_authenticated = false;
             return;
@@ -1560,6 +1571,12 @@ fn user_auth(text: &str) -> bool {
     )
     .is_match(text)
         && !crate::regex!(r"(?i)signature|webhook|hmac").is_match(text)
+}
+
+/// Middleware that lets only an app's administrators through (`roleChecker.hasRole("admin")`,
+/// `requireAdmin`).
+fn admin_role(text: &str) -> bool {
+    crate::regex!(r"(?i)hasrole|requirerole|requireadmin|ensureadmin|isadmin|adminonly").is_match(text)
 }
 
 /// Tests and their doubles (`webhook.test.ts`, `__tests__/`, `__mocks__/`): a receiver a test

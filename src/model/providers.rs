@@ -180,23 +180,28 @@ pub fn detect(text: &str) -> Option<Provider> {
 /// Signature verification calls and headers: their presence makes a route a webhook.
 pub fn verifies_signature(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    [
-        "constructevent",
-        "parseeventnotification",
-        ".verify(",
-        "verifywebhook",
-        "verifyandreceive",
-        "validatewebhooksignature",
-        "verifysignature",
-        "webhooks.validate",
-        "webhooks.unmarshal",
-        "authenticate.webhook",
-        "validaterequest",
-        "createhmac",
-        "timingsafeequal",
-    ]
-    .iter()
-    .any(|m| lower.contains(m))
+    // `jwt.verify(token)` checks a person's session token, `bcrypt.verify` a password.
+    let sender_verify = lower.match_indices(".verify(").any(|(at, _)| {
+        let receiver = lower[..at].rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
+        !matches!(receiver, "jwt" | "jsonwebtoken" | "bcrypt" | "argon2" | "jose" | "totp" | "otp" | "recaptcha")
+    });
+    sender_verify
+        || [
+            "constructevent",
+            "parseeventnotification",
+            "verifywebhook",
+            "verifyandreceive",
+            "validatewebhooksignature",
+            "verifysignature",
+            "webhooks.validate",
+            "webhooks.unmarshal",
+            "authenticate.webhook",
+            "validaterequest",
+            "createhmac",
+            "timingsafeequal",
+        ]
+        .iter()
+        .any(|m| lower.contains(m))
 }
 
 /// An event key: the text that goes inside a template literal, e.g. `${event.id}`.
@@ -269,6 +274,14 @@ impl EventKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_tokens_and_passwords_are_no_sender_check() {
+        assert!(!verifies_signature("const claims = jwt.verify(token, secret);"));
+        assert!(!verifies_signature("await bcrypt.verify(hash, password)"));
+        assert!(verifies_signature("const event = wh.verify(body, headers);"));
+        assert!(verifies_signature("jwt.verify(token, secret); const e = webhook.verify(raw, sig);"));
+    }
 
     #[test]
     fn job_ids_never_contain_colons() {
