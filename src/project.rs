@@ -90,6 +90,8 @@ pub struct Project {
     workspaces: Mutex<HashMap<PathBuf, Arc<WorkspacePackages>>>,
     /// Directory listings (`files_in`).
     listings: Mutex<HashMap<PathBuf, Arc<Vec<PathBuf>>>>,
+    /// Per package root and word: its script files whose text holds the word (`files_containing`).
+    containing: Mutex<HashMap<(PathBuf, &'static str), Arc<Vec<PathBuf>>>>,
     /// Source given on stdin, standing in for this path.
     pub stdin_override: Option<(PathBuf, String)>,
     /// Files a fix would create (a new migration), visible to later fix passes.
@@ -254,6 +256,49 @@ impl Project {
         out.sort();
         let out = Arc::new(out);
         self.listings.lock().unwrap().insert(dir, out.clone());
+        out
+    }
+
+    /// The script files under `root` (dependencies and build output left out) whose text holds
+    /// `word`: where a package configures something its handlers depend on (a queue's retry
+    /// options registered in a module file). Searched once per root and word.
+    pub fn files_containing(&self, root: &Path, word: &'static str) -> Arc<Vec<PathBuf>> {
+        let key = (normalize(root), word);
+        if let Some(found) = self.containing.lock().unwrap().get(&key).cloned() {
+            found.iter().for_each(|p| note_read(p));
+            return found;
+        }
+        let on_disk = if key.0.as_os_str().is_empty() { Path::new(".") } else { key.0.as_path() };
+        let mut out = Vec::new();
+        let walk = ignore::WalkBuilder::new(on_disk)
+            .standard_filters(false)
+            .hidden(true)
+            .filter_entry(|e| {
+                !matches!(
+                    e.file_name().to_str(),
+                    Some("node_modules" | "dist" | "build" | ".next" | "coverage" | "out" | ".git")
+                )
+            })
+            .build();
+        for entry in walk.flatten() {
+            let path = normalize(entry.path());
+            // Only the files that hold the word are noted as read: the others do not change
+            // what the caller finds unless they gain it.
+            let overlay = self.overlays.lock().unwrap().get(&path).cloned();
+            if entry.file_type().is_some_and(|t| t.is_file())
+                && crate::source::Dialect::for_path(&path).is_some()
+                && match overlay {
+                    Some(text) => text.contains(word),
+                    None => read_text(&path).is_ok_and(|t| t.contains(word)),
+                }
+            {
+                note_read(&path);
+                out.push(path);
+            }
+        }
+        out.sort();
+        let out = Arc::new(out);
+        self.containing.lock().unwrap().insert(key, out.clone());
         out
     }
 

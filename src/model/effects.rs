@@ -504,6 +504,9 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     {
         let ctor = init.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
         let input = init.child_by_field_name("arguments").and_then(|a| a.named_child(0));
+        if ctor.starts_with("ReceiveMessage") || ctor.starts_with("DeleteMessage") || read_only_command(ctor) {
+            return None;
+        }
         if let Some(kind) = dynamo_command(ctor, input, src) {
             return kind.and_then(|kind| effect(kind, Sdk::Other, None));
         }
@@ -749,9 +752,10 @@ fn constructed_by<'s>(call: Node, path: &[String], src: &'s str) -> Option<&'s s
 
 /// An AWS SDK v3 command that reads or computes without changing anything: repeating it on a
 /// redelivery costs a call, not a duplicate (Bedrock `ConverseCommand` / `InvokeModelCommand`,
-/// Comprehend `Detect*`, KMS `Decrypt`, `Get*` / `List*` / `Describe*` / `Head*`).
+/// Comprehend `Detect*`, KMS `Decrypt`, `Get*` / `List*` / `Describe*` / `Head*`, Marketplace
+/// Metering `ResolveCustomer`).
 fn read_only_command(ctor: &str) -> bool {
-    ["Get", "List", "Describe", "Head", "Converse", "InvokeModel", "Detect", "Decrypt"]
+    ["Get", "List", "Describe", "Head", "Converse", "InvokeModel", "Detect", "Decrypt", "Resolve", "Search", "Lookup"]
         .iter()
         .any(|p| ctor.starts_with(p))
         && ctor.ends_with("Command")
@@ -1317,6 +1321,10 @@ mod real_calls {
                 Some(DbIncrement),
             ),
             ("db.prepare('INSERT INTO logs (msg) VALUES (?)').run(msg)", Some(DbInsert)),
+            (
+                "async function f() { const command = new ResolveCustomerCommand({ RegistrationToken: t }); await metering.send(command) }",
+                None,
+            ),
             ("await ddb.send(new UpdateCommand({ Key: k, UpdateExpression: 'SET #s = :s' }))", Some(DbUpdate)),
             ("await ddb.send(new UpdateCommand({ Key: k, UpdateExpression: 'ADD credits :n' }))", Some(DbIncrement)),
             (

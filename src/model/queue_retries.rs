@@ -2,21 +2,122 @@
 //! queue (`defaultJobOptions`) or the `add` call sets `attempts`; a job whose worker crashes is
 //! still run again (a stalled job), so duplicates stay possible, but a thrown error is final.
 
+use super::ast::{self, text};
 use super::handlers::{Framework, Handler};
+use crate::project::Project;
+use std::path::Path;
+use tree_sitter::Node;
 
-/// A BullMQ handler whose file builds its queue and its worker and sets no `attempts` and no
-/// default job options anywhere: what it throws is never retried. Without that evidence (the
-/// queue built in another file, options read from elsewhere) retries are assumed.
-pub fn never_retried(handler: &Handler) -> bool {
+/// A BullMQ handler whose failed jobs are never retried: its file builds its queue and its
+/// worker and sets no `attempts` and no default job options anywhere, or its queue is
+/// registered in the package with `defaultJobOptions: { attempts: 1 }`. Without that evidence
+/// (options read from elsewhere, spread in) retries are assumed.
+pub fn never_retried(project: &Project, handler: &Handler) -> bool {
     if handler.framework != Framework::Bullmq {
         return false;
     }
     let src = &handler.file.text;
-    src.contains("new Queue(")
+    let built_here = src.contains("new Queue(")
         && src.contains("new Worker(")
         && !src.contains("defaultJobOptions")
         && !crate::regex!(r#"\battempts['"]?\s*:"#).is_match(src)
-        && !src.contains("...")
+        && !src.contains("...");
+    built_here || registered_with_one_attempt(project, handler)
+}
+
+/// The handler's queue is registered in its package (`BullModule.registerQueue({ name,
+/// defaultJobOptions })` or `new Queue(name, { defaultJobOptions })`) with at most one attempt.
+fn registered_with_one_attempt(project: &Project, handler: &Handler) -> bool {
+    let Some(node) = handler.file.node_at(handler.function) else { return false };
+    let Some(queue) = queue_name(node, &handler.file.text) else { return false };
+    let Some(root) = package_root(&handler.file.path) else { return false };
+    project.files_containing(&root, "defaultJobOptions").iter().any(|path| {
+        let Ok(file) = project.load(path) else { return false };
+        if !file.text.contains(queue.as_str()) {
+            return false;
+        }
+        let src = &file.text;
+        ast::descendants_of_kind(file.root(), "call_expression")
+            .into_iter()
+            .chain(ast::descendants_of_kind(file.root(), "new_expression"))
+            .flat_map(|c| registrations(c, src))
+            .any(|(name, options)| {
+                same_queue(name, &queue, src)
+                    && ast::object_property(options, "defaultJobOptions", src)
+                        .and_then(|o| ast::object_property(ast::unwrap_expr(o), "attempts", src))
+                        .and_then(|a| text(a, src).trim().parse::<u32>().ok())
+                        .is_some_and(|n| n <= 1)
+            })
+    })
+}
+
+/// The queue names and option objects a call registers.
+fn registrations<'t>(call: Node<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>)> {
+    let args: Vec<Node> = ast::arguments(call).into_iter().map(ast::unwrap_expr).collect();
+    if ast::kind(call) == "new_expression" {
+        let ctor = call.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
+        return match (ctor, args.as_slice()) {
+            ("Queue", [name, options, ..]) if ast::kind(options) == "object" => vec![(*name, *options)],
+            _ => Vec::new(),
+        };
+    }
+    if !ast::callee_name(call, src).is_some_and(|n| n == "registerQueue" || n == "registerQueueAsync") {
+        return Vec::new();
+    }
+    args.into_iter()
+        .filter(|a| ast::kind(a) == "object")
+        .filter_map(|o| Some((ast::object_property(o, "name", src)?, o)))
+        .collect()
+}
+
+/// The queue a consumer reads, as written: `@Processor(QueueName.EMAIL)` on its class,
+/// `@Processor({ name })`, or `new Worker(name, fn)` around it.
+fn queue_name(func: Node, src: &str) -> Option<String> {
+    let written = ast::ancestors(func).find_map(|a| match ast::kind(a) {
+        "new_expression" if a.child_by_field_name("constructor").is_some_and(|c| text(c, src) == "Worker") => {
+            ast::arguments(a).first().copied()
+        }
+        "class_declaration" | "class" => {
+            let decorators = ast::named_children(a).into_iter().filter(|c| ast::kind(c) == "decorator").chain(
+                ast::parent(a)
+                    .filter(|p| ast::kind(p) == "export_statement")
+                    .into_iter()
+                    .flat_map(|p| ast::named_children(p).into_iter().filter(|c| ast::kind(c) == "decorator")),
+            );
+            decorators.into_iter().find_map(|d| {
+                let call = d.named_child(0).filter(|c| ast::kind(c) == "call_expression")?;
+                (ast::callee_name(call, src)? == "Processor").then_some(())?;
+                let arg = ast::unwrap_expr(*ast::arguments(call).first()?);
+                if ast::kind(arg) == "object" { ast::object_property(arg, "name", src) } else { Some(arg) }
+            })
+        }
+        _ => None,
+    })?;
+    let written = ast::unwrap_expr(written);
+    ast::string_value(written, src).or_else(|| Some(text(written, src).rsplit('.').next()?.to_string()))
+}
+
+/// Whether a registration's name is the queue: the same string, or the same constant
+/// (`QueueName.EMAIL` and `EMAIL` alike).
+fn same_queue(name: Node, queue: &str, src: &str) -> bool {
+    let name = ast::unwrap_expr(name);
+    match ast::string_value(name, src) {
+        Some(s) => s == queue,
+        None => text(name, src).rsplit('.').next() == Some(queue),
+    }
+}
+
+/// The nearest directory above `path` holding a `package.json`.
+fn package_root(path: &Path) -> Option<std::path::PathBuf> {
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        let on_disk = if d.as_os_str().is_empty() { Path::new(".") } else { d };
+        if on_disk.join("package.json").exists() {
+            return Some(d.to_path_buf());
+        }
+        dir = d.parent();
+    }
+    None
 }
 
 #[cfg(test)]
@@ -38,7 +139,7 @@ mod tests {
                     new Worker('mail', async (job) => { await send(job.data); }, { connection });\n";
         let found = handlers_of(code);
         assert!(!found.is_empty());
-        assert!(found.iter().all(never_retried));
+        assert!(found.iter().all(|h| never_retried(&Project::new(), h)));
     }
 
     #[test]
@@ -48,7 +149,7 @@ mod tests {
                 "import {{ Queue, Worker }} from 'bullmq';\nconst q = new Queue('mail', {options});\n\
                  new Worker('mail', async (job) => {{ await send(job.data); }});\n"
             );
-            assert!(handlers_of(&code).iter().all(|h| !never_retried(h)), "{options}");
+            assert!(handlers_of(&code).iter().all(|h| !never_retried(&Project::new(), h)), "{options}");
         }
     }
 
@@ -57,6 +158,6 @@ mod tests {
         let code = "import { Worker } from 'bullmq';\nnew Worker('mail', async (job) => { await send(job.data); });\n";
         let found = handlers_of(code);
         assert!(!found.is_empty());
-        assert!(found.iter().all(|h| !never_retried(h)));
+        assert!(found.iter().all(|h| !never_retried(&Project::new(), h)));
     }
 }

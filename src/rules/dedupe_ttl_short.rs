@@ -81,7 +81,7 @@ struct Ttl<'t> {
 fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
         // No retry comes late: only a stalled job runs again, within the stall interval.
-        if crate::model::queue_retries::never_retried(&model.handler) {
+        if crate::model::queue_retries::never_retried(cx.project, &model.handler) {
             continue;
         }
         let provider = model.handler.provider;

@@ -823,7 +823,7 @@ fn wrap_fix(model: &HandlerModel, file: &SourceFile, call: Node) -> Fix {
 
 fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     // A queue that never retries runs a permanent failure once, as it should.
-    if crate::model::queue_retries::never_retried(&model.handler) {
+    if crate::model::queue_retries::never_retried(cx.project, &model.handler) {
         return;
     }
     let bull_import = crate::regex!(r#"(from|require\()\s*['"](bull|@nestjs/bull)['"]"#);

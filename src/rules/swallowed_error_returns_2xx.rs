@@ -166,6 +166,10 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
     for model in cx.handlers {
         let Some(root) = model.scopes.first() else { continue };
         let Some(root_fn) = root.node() else { continue };
+        // A queue that runs each job once has no retry for a swallow to prevent.
+        if crate::model::queue_retries::never_retried(cx.project, &model.handler) {
+            continue;
+        }
         let fw = model.handler.framework;
         let names = responses::handler_names(&model.handler);
         let acks_2xx = !fw.is_http()
