@@ -82,6 +82,8 @@ type ParseAndChanges = (Arc<SourceFile>, Vec<TextChange>);
 
 type WorkspacePackages = HashMap<String, (PathBuf, serde_json::Value)>;
 
+type FileList = Arc<Vec<PathBuf>>;
+
 #[derive(Default)]
 pub struct Project {
     files: Mutex<HashMap<PathBuf, Option<Arc<SourceFile>>>>,
@@ -91,7 +93,7 @@ pub struct Project {
     /// Directory listings (`files_in`).
     listings: Mutex<HashMap<PathBuf, Arc<Vec<PathBuf>>>>,
     /// Per package root and word: its script files whose text holds the word (`files_containing`).
-    containing: Mutex<HashMap<(PathBuf, &'static str), Arc<Vec<PathBuf>>>>,
+    containing: Mutex<HashMap<(PathBuf, &'static str), FileList>>,
     /// Source given on stdin, standing in for this path.
     pub stdin_override: Option<(PathBuf, String)>,
     /// Files a fix would create (a new migration), visible to later fix passes.
