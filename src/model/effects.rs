@@ -692,7 +692,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
         );
     }
     // Databases
-    if let Some(kind) = classify_db(call, &path, full, &args, src) {
+    if let Some(kind) = classify_db(call, &path, full, &args, src, resolved_locally) {
         return effect(kind, Sdk::Other, None);
     }
     // Functions the config names as effects (`effectWrappers`), by name or dotted path.
@@ -748,6 +748,19 @@ fn constructed_by<'s>(call: Node, path: &[String], src: &'s str) -> Option<&'s s
     };
     let name = text(callee, src);
     Some(name.rsplit('.').next().unwrap_or(name))
+}
+
+/// Whether the function that counts or appends under a Redis key also gives that key a time to
+/// live (`incr(key)` then `expire(key, 60)`): a rate-limit window or a short-lived buffer, gone
+/// with its window, not a balance a replay corrupts.
+fn expires_with_its_window(call: Node, key: Option<Node>, src: &str) -> bool {
+    let Some(key) = key.map(|k| text(k, src)) else { return false };
+    let Some(func) = ast::enclosing_function(call) else { return false };
+    ast::calls_in(func, true).into_iter().any(|c| {
+        ast::callee_name(c, src)
+            .is_some_and(|n| matches!(n.to_ascii_lowercase().as_str(), "expire" | "pexpire" | "expireat" | "pexpireat"))
+            && ast::arguments(c).first().is_some_and(|a| text(*a, src) == key)
+    })
 }
 
 /// An AWS SDK v3 command that reads or computes without changing anything: repeating it on a
@@ -851,7 +864,14 @@ fn chain_end(call: Node, src: &str) -> bool {
 const PRISMA_WRITES: &[&str] =
     &["create", "createMany", "createManyAndReturn", "update", "updateMany", "upsert", "delete", "deleteMany"];
 
-fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str) -> Option<EffectKind> {
+fn classify_db(
+    call: Node,
+    path: &[String],
+    full: &str,
+    args: &[Node],
+    src: &str,
+    resolved_locally: bool,
+) -> Option<EffectKind> {
     let last = path.last()?.trim_end_matches("()");
     let joined = path.join(".");
     // Digests and signatures: `createHmac(...).update(body).digest()`.
@@ -942,6 +962,13 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
         {
             return None;
         }
+        // Trigger.dev's run `metadata.increment("progress")` feeds a progress bar.
+        if receiver == "metadata" && src.contains("@trigger.dev/sdk") {
+            return None;
+        }
+        if expires_with_its_window(call, args.first().copied(), src) {
+            return None;
+        }
         return Some(EffectKind::DbIncrement);
     }
     // Prisma: client.model.op({ data })
@@ -1001,8 +1028,9 @@ fn classify_db(call: Node, path: &[String], full: &str, args: &[Node], src: &str
             });
         }
     }
-    // Mongoose / MongoDB
-    if path.len() >= 2 {
+    // Mongoose / MongoDB; a project method of the same name (`this.watcherRepo.insertMany`) is
+    // followed into instead.
+    if path.len() >= 2 && !resolved_locally {
         let update_text = args.get(1).map(|a| text(*a, src)).unwrap_or("");
         let opts_text = args.get(2).map(|a| text(*a, src)).unwrap_or("");
         match last {
@@ -1325,6 +1353,11 @@ mod real_calls {
                 "async function f() { const command = new ResolveCustomerCommand({ RegistrationToken: t }); await metering.send(command) }",
                 None,
             ),
+            (
+                "async function f(user) { const n = await redis.incr(`mail:${user}`); await redis.expire(`mail:${user}`, 3600); return n }",
+                None,
+            ),
+            ("async function f(user) { await redis.incr(`credits:${user}`); }", Some(DbIncrement)),
             ("await ddb.send(new UpdateCommand({ Key: k, UpdateExpression: 'SET #s = :s' }))", Some(DbUpdate)),
             ("await ddb.send(new UpdateCommand({ Key: k, UpdateExpression: 'ADD credits :n' }))", Some(DbIncrement)),
             (

@@ -510,6 +510,12 @@ pub fn call_step(
     if depth >= 4 || !visited.insert((def.file.path.clone(), def.span.start)) {
         return None;
     }
+    // A logging helper's own dedupe (`logErrorWithDedupe` claiming a key so a message is
+    // logged once per window) is about log lines, not about the event.
+    let own_name = def.name.rsplit('.').next().unwrap_or(&def.name);
+    if super::best_effort::words(own_name).first().is_some_and(|w| w == "log") {
+        return None;
+    }
     let body = def.node()?;
     let mut ops = Vec::new();
     let mut work = false;
