@@ -155,7 +155,7 @@ pub fn trigger_options_index(call: Node, src: &str) -> usize {
 impl Effect<'_> {
     /// A provider call whose replay leaves the world as the first delivery left it, so it
     /// needs neither a key nor a guard: Stripe `update` requests set absolute values on an
-    /// existing object, and DELETE-like requests (`del`, `cancel`,
+    /// existing object, `paymentMethods.attach` binds a method to one customer, and DELETE-like requests (`del`, `cancel`,
     /// `detach`, `deleteDiscount`) end in the same state however often they run.
     pub fn replays_harmlessly(&self, src: &str) -> bool {
         if self.kind != EffectKind::Payment {
@@ -167,7 +167,11 @@ impl Effect<'_> {
         // Stripe's DELETE requests are classified without a key (`Sdk::Other`), its other
         // requests as `Sdk::Stripe`.
         match self.sdk {
-            Sdk::Stripe => matches!(last, "update" | "detach" | "cancel"),
+            // Attaching a payment method to the customer it is already attached to returns it.
+            Sdk::Stripe => {
+                matches!(last, "update" | "detach" | "cancel")
+                    || (last == "attach" && resource == Some("paymentMethods"))
+            }
             Sdk::Other => {
                 matches!(last, "del" | "deleteDiscount") || (last == "cancel" && resource == Some("subscriptions"))
             }

@@ -519,19 +519,36 @@ pub fn call_step(
     let body = def.node()?;
     let mut ops = Vec::new();
     let mut work = false;
+    let mut released_finally = false;
     for inner in ast::calls_in(body, false) {
-        if let Some(m) = classify(inner, &def.file.text, body, None) {
-            ops.push(m.op);
-            continue;
+        let op = match classify(inner, &def.file.text, body, None) {
+            Some(m) => Some(m.op),
+            None => match call_step(project, &def.file, inner, depth + 1, visited) {
+                Some(Step::Work) => {
+                    work = true;
+                    None
+                }
+                Some(Step::Marker(op)) => Some(op),
+                None => None,
+            },
+        };
+        let releases = op == Some(MarkerOp::Release)
+            || ast::callee_name(inner, &def.file.text).is_some_and(|n| {
+                let n = n.to_ascii_lowercase();
+                ["release", "clear", "unlock", "del", "free"].iter().any(|w| n.starts_with(w))
+            });
+        if releases && ast::ancestors(inner).take_while(|a| *a != body).any(|a| ast::kind(a) == "finally_clause") {
+            released_finally = true;
         }
-        match call_step(project, &def.file, inner, depth + 1, visited) {
-            Some(Step::Work) => work = true,
-            Some(Step::Marker(op)) => ops.push(op),
-            None => {}
-        }
+        ops.extend(op);
     }
     if work {
         return Some(Step::Work);
+    }
+    // Claimed, then released in `finally` whatever happens: a lock held while the caller's
+    // work runs (`withLock({ keys, fn })`), not a record that the event was processed.
+    if released_finally && ops.contains(&MarkerOp::Claim) {
+        return None;
     }
     let name = def.name.as_str();
     if ops.contains(&MarkerOp::Claim) {

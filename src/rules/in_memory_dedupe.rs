@@ -3,7 +3,7 @@
 use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Applicability, Fix, wrap_guard};
 use crate::model::ast::{self, text};
-use crate::model::{guards, queries};
+use crate::model::{best_effort, guards, queries};
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -239,6 +239,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             if consequence.contains(&format!("{name}.get(")) {
                 continue; // a memo cache returning the stored value
             }
+            if warns_once(if_stmt, *insert, src) {
+                continue;
+            }
             let stored = ast::arguments(*insert).get(1).map(|v| text(*v, src).to_string()).unwrap_or_default();
             let flag_value =
                 ["true", "1", "Date.now()", "new Date()", "'processed'", "\"processed\"", "'done'", "\"done\""]
@@ -408,6 +411,21 @@ fn unused_global_init(file: &crate::source::SourceFile, name: &str, uses: &[Node
 }
 
 /// `if (...) return ...;` / `continue;`: a consequence that only leaves.
+/// `if (!warned.has(name)) { warned.add(name); logger.warn(...) }`: the store only keeps a log
+/// line from repeating; no work waits on it.
+fn warns_once(if_stmt: Node, insert: Node, src: &str) -> bool {
+    let negated = if_stmt
+        .child_by_field_name("condition")
+        .map(ast::unwrap_expr)
+        .and_then(|c| if ast::kind(c) == "parenthesized_expression" { c.named_child(0) } else { Some(c) })
+        .is_some_and(|c| ast::kind(c) == "unary_expression" && text(c, src).starts_with('!'));
+    let Some(branch) = if_stmt.child_by_field_name("consequence") else { return false };
+    let calls = ast::calls_in(branch, false);
+    let logs: Vec<Node> = calls.iter().copied().filter(|c| best_effort::is_logging_call(*c, src)).collect();
+    // Calls inside a log call's arguments (`logger.warn(describe(name))`) are part of the line.
+    negated && !logs.is_empty() && calls.iter().all(|c| *c == insert || logs.iter().any(|l| ast::contains(*l, *c)))
+}
+
 fn exits_only(if_stmt: Node, _src: &str) -> bool {
     if if_stmt.child_by_field_name("alternative").is_some() {
         return false;
