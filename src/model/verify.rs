@@ -90,6 +90,72 @@ pub fn first_verification<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
         .min_by_key(|c| c.start_byte())
 }
 
+/// A call that throws on a malformed payload. The route's own parameters
+/// (`ParamsSchema.parse(params)`, `schema.parse(req.params)`) are not the payload: the route
+/// matched, so they are there, and the URL is the one the provider was given.
+pub fn is_parse(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    let route_params =
+        ast::arguments(call).first().is_some_and(|a| crate::regex!(r"^(?:\w+\.)*params$").is_match(text(*a, src)));
+    if route_params {
+        return false;
+    }
+    match path.as_slice() {
+        [json, parse] if json == "JSON" && parse == "parse" => true,
+        [schema, parse] if parse == "parse" => schema.to_ascii_lowercase().ends_with("schema"),
+        _ => false,
+    }
+}
+
+/// Whether a try block only reads and checks the request (no processing work).
+pub fn only_checks(
+    block: Node,
+    src: &str,
+    project: &crate::project::Project,
+    file: &std::sync::Arc<crate::source::SourceFile>,
+) -> bool {
+    ast::calls_in(block, false).into_iter().all(|c| {
+        if is_verify(c, src) || is_parse(c, src) || verifies_through(project, file, c) {
+            return true;
+        }
+        let path = ast::callee_path(c, src);
+        let last = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
+        let root = path.first().map(String::as_str).unwrap_or("");
+        let reads = matches!(
+            last,
+            "text"
+                | "json"
+                | "arrayBuffer"
+                | "get"
+                | "header"
+                | "headers"
+                | "toString"
+                | "from"
+                | "buffer"
+                | "getRawBody"
+                | "rawBody"
+                | "raw"
+                | "entries"
+                | "fromEntries"
+                | "trim"
+        ) || matches!(root, "JSON" | "Buffer" | "console" | "logger" | "log" | "String" | "Object")
+            || last == "Webhook()";
+        reads && super::effects::classify(c, src, super::reach::resolve_call(project, file, c).is_some()).is_none()
+    })
+}
+
+/// A call to a project helper that verifies the signature itself
+/// (`const evt = await verifyWebhook({ rawBody, headers })` wrapping `wh.verify`).
+pub fn verifies_through(
+    project: &crate::project::Project,
+    file: &std::sync::Arc<crate::source::SourceFile>,
+    call: Node,
+) -> bool {
+    super::reach::resolve_call(project, file, call).is_some_and(|def| {
+        def.node().is_some_and(|body| ast::calls_in(body, false).into_iter().any(|c| is_verify(c, &def.file.text)))
+    })
+}
+
 /// A call that throws on a bad signature.
 pub fn is_verify(call: Node, src: &str) -> bool {
     let path = ast::callee_path(call, src);

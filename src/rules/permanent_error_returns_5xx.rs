@@ -5,7 +5,7 @@ use crate::fix::{Edit, Fix, GuardSpec, imports};
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::responses;
-use crate::model::verify::is_verify;
+use crate::model::verify::{is_parse, is_verify, only_checks};
 use crate::model::{Framework, effects};
 use crate::source::SourceFile;
 use regex::Regex;
@@ -124,23 +124,6 @@ static CONFIGURATION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)process\.env|\benv(ironment)?\b|secret|configur|api[ _-]?key|token|credential").unwrap()
 });
 
-/// A call that throws on a malformed payload. The route's own parameters
-/// (`ParamsSchema.parse(params)`, `schema.parse(req.params)`) are not the payload: the route
-/// matched, so they are there, and the URL is the one the provider was given.
-fn is_parse(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
-    let route_params =
-        ast::arguments(call).first().is_some_and(|a| crate::regex!(r"^(?:\w+\.)*params$").is_match(text(*a, src)));
-    if route_params {
-        return false;
-    }
-    match path.as_slice() {
-        [json, parse] if json == "JSON" && parse == "parse" => true,
-        [schema, parse] if parse == "parse" => schema.to_ascii_lowercase().ends_with("schema"),
-        _ => false,
-    }
-}
-
 /// The `try`s whose block holds `node` (inside `func`), innermost first.
 fn enclosing_tries<'t>(node: Node<'t>, func: Node<'t>) -> impl Iterator<Item = Node<'t>> {
     let mut child = node;
@@ -166,38 +149,6 @@ fn caught_around(node: Node, func: Node) -> bool {
                 .rfind(|s| s.kind() != "comment")
                 .is_none_or(|last| last.kind() != "throw_statement")
         })
-    })
-}
-
-/// Whether a try block only reads and checks the request (no processing work).
-fn only_checks(block: Node, src: &str, project: &crate::project::Project, file: &std::sync::Arc<SourceFile>) -> bool {
-    ast::calls_in(block, false).into_iter().all(|c| {
-        if is_verify(c, src) || is_parse(c, src) {
-            return true;
-        }
-        let path = ast::callee_path(c, src);
-        let last = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
-        let root = path.first().map(String::as_str).unwrap_or("");
-        let reads = matches!(
-            last,
-            "text"
-                | "json"
-                | "arrayBuffer"
-                | "get"
-                | "header"
-                | "headers"
-                | "toString"
-                | "from"
-                | "buffer"
-                | "getRawBody"
-                | "rawBody"
-                | "raw"
-                | "entries"
-                | "fromEntries"
-                | "trim"
-        ) || matches!(root, "JSON" | "Buffer" | "console" | "logger" | "log" | "String" | "Object")
-            || last == "Webhook()";
-        reads && effects::classify(c, src, reach::resolve_call(project, file, c).is_some()).is_none()
     })
 }
 
@@ -269,6 +220,7 @@ fn src_of(scope: &Scope) -> &str {
 
 fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
     let mut uncaught: Option<Vec<bool>> = None;
+    let mut sites: Option<Vec<Vec<CallSite>>> = None;
     for (i, scope) in model.scopes.iter().enumerate() {
         let Some(func) = scope.node() else { continue };
         let file = scope.file();
@@ -324,6 +276,14 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     });
                     if fives.is_empty() && rethrow.is_none() {
                         continue;
+                    }
+                    // A helper's rethrow is answered by its callers: one that catches it and
+                    // answers 2xx never turns it into a 500.
+                    if fives.is_empty() && i > 0 {
+                        let sites = sites.get_or_insert_with(|| call_sites(cx, model));
+                        if !ends_in_5xx(model, sites, i, try_stmt, 0) {
+                            continue;
+                        }
                     }
                     let node = fives.first().map(|r| r.node).or(rethrow).unwrap_or(catch_body);
                     let answer = if fives.is_empty() {

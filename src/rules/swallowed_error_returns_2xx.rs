@@ -7,7 +7,7 @@ use crate::model::best_effort::{self, comment_block_above, marked, says_best_eff
 use crate::model::claims::DUP_CODE;
 use crate::model::reach::{self, Scope};
 use crate::model::responses::{self, Response, Style};
-use crate::model::verify::is_verify;
+use crate::model::verify::{is_verify, only_checks, verifies_through};
 use crate::model::{EffectKind, Framework, Sdk, effects, markers};
 use crate::source::SourceFile;
 use std::collections::HashSet;
@@ -1023,7 +1023,11 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         else {
             continue;
         };
-        if !does_work(block, src) || ast::calls_in(block, false).into_iter().any(|call| is_verify(call, src)) {
+        if !does_work(block, src)
+            || ast::calls_in(block, false)
+                .into_iter()
+                .any(|call| is_verify(call, src) || verifies_through(c.cx.project, file, call))
+        {
             continue;
         }
         // Work inside a nested `try` that has its own `catch` never reaches this one: the
@@ -2444,6 +2448,15 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
                 responses::responses_in(b, src, &names, false).iter().any(|r| r.status.is_some_and(|s| s >= 500))
             });
         if classified {
+            continue;
+        }
+        // The try only reads and verifies the request: what fails there is a bad delivery,
+        // not work a retry would finish.
+        let checks_only = responses::in_catch(resp.node, func)
+            .and_then(|cl| cl.parent())
+            .and_then(|t| t.child_by_field_name("body"))
+            .is_some_and(|b| only_checks(b, src, c.cx.project, file));
+        if checks_only {
             continue;
         }
         let conds = responses::branch_conditions(resp.node, func);
