@@ -96,6 +96,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             ".route(",
             "@Post(",
             "@Processor(",
+            // Nest microservices' Kafka event handlers
+            "@EventPattern(",
             "new Worker",
             ".process(",
             "Records",

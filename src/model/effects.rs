@@ -1041,9 +1041,11 @@ fn classify_db(
             "insertOne" | "insertMany" | "bulkCreate" => return Some(EffectKind::DbInsert),
             // `SendMessageCommand.create({...})`, `UserDto.create(...)`, a table descriptor
             // (`LogsTable.create`), a builtin (`Object.create`): no model, no row.
+            // (`GitClientService().create(...)` calls the result of a call: no model either.)
             "create"
                 if path.len() == 2
                     && path[0].chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                    && !path[0].ends_with("()")
                     && !crate::regex!(r"(Command|Dto|DTO|Request|Response|Params|Input|Options|Payload|Schema|Builder|Factory|Table)$|^(Object|Array|Promise|Reflect|Proxy|Symbol|Map|Set|WeakMap|WeakSet|Date|JSON|Math|Intl|Buffer|URL|Error)$")
                         .is_match(&path[0]) =>
             {
@@ -1362,6 +1364,7 @@ mod real_calls {
                 None,
             ),
             ("async function f(user) { await redis.incr(`credits:${user}`); }", Some(DbIncrement)),
+            ("await GitClientService().create(provider, options)", None),
             ("await ddb.send(new UpdateCommand({ Key: k, UpdateExpression: 'SET #s = :s' }))", Some(DbUpdate)),
             ("await ddb.send(new UpdateCommand({ Key: k, UpdateExpression: 'ADD credits :n' }))", Some(DbIncrement)),
             (

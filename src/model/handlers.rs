@@ -1428,6 +1428,13 @@ impl<'a> Finder<'a> {
             && class_decorators.iter().any(|d| d.starts_with("@Processor"))
         {
             self.push(method, format!("processor {name}"), Framework::Bullmq, "");
+        } else if let Some(pattern) = decorators.iter().find(|d| d.starts_with("@EventPattern("))
+            && class_decorators.iter().any(|d| d.starts_with("@Controller"))
+            && crate::regex!(r"(?i)kafka").is_match(&format!("{pattern} {}", self.src()))
+        {
+            // A Nest microservice's event handler on Kafka: the offset is committed once the
+            // handler's promise settles, and a failure leaves the message to be read again.
+            self.push(method, format!("kafka {name} ({})", pattern.trim_start_matches('@')), Framework::Kafka, "");
         }
     }
 

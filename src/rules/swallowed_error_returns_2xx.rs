@@ -2486,7 +2486,13 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             .and_then(|cl| cl.parent())
             .and_then(|t| t.child_by_field_name("body"))
             .is_some_and(|b| ast::calls_in(b, false).into_iter().any(|call| is_verify(call, src)));
+        let status_from_variable = ["status", "statusCode"].iter().any(|k| status_variable(body, k, src).is_some());
         let fix = || match crate::fix::edits::set_status(&resp, target, src, file.style().eol) {
+            // The success path answers through the same call: only its own status can follow.
+            _ if status_from_variable => Fix::display_only(
+                "answer the status the body reports",
+                "pass the reported status as the HTTP status as well (`Response.json(body, { status })`)",
+            ),
             _ if catches_verify => Fix::display_only(
                 format!("answer {target}"),
                 format!(
@@ -2517,6 +2523,23 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
     out
 }
 
+/// A body property holding a variable (`{ status }`) and the 5xx number a catch of the
+/// response's function assigns to it, if one does.
+fn status_variable<'t>(body: Node<'t>, key: &str, src: &str) -> Option<(Node<'t>, Option<u16>)> {
+    let value = ast::unwrap_expr(ast::object_property(body, key, src)?);
+    if !matches!(ast::kind(value), "identifier" | "shorthand_property_identifier") {
+        return None;
+    }
+    let name = text(value, src);
+    let func = ast::enclosing_function(body)?;
+    let assigned = ast::descendants_of_kind(func, "assignment_expression").into_iter().find_map(|a| {
+        let left = a.child_by_field_name("left")?;
+        (text(left, src) == name && ast::ancestors(a).any(|p| ast::kind(p) == "catch_clause")).then_some(())?;
+        responses::status_value(a.child_by_field_name("right")?, src).filter(|n| (500..600).contains(n))
+    });
+    Some((value, assigned))
+}
+
 /// The failure a response body reports: its `status` number and a description.
 fn body_failure(_resp: &Response, body: Node, src: &str) -> Option<(Option<u16>, String)> {
     for key in ["status", "statusCode", "code"] {
@@ -2525,6 +2548,12 @@ fn body_failure(_resp: &Response, body: Node, src: &str) -> Option<(Option<u16>,
             && (400..600).contains(&n)
         {
             return Some((Some(n), format!("`{key}: {n}`")));
+        }
+    }
+    // `let status; try { ...; status = 200 } catch { status = 500 } return json({ status })`
+    for key in ["status", "statusCode"] {
+        if let Some(n) = status_variable(body, key, src).and_then(|(_, n)| n) {
+            return Some((Some(n), format!("`{key}`, set to {n} in a catch")));
         }
     }
     for key in ["error", "errors", "err"] {
