@@ -398,7 +398,7 @@ fn compares_two_times(cmp: Node, src: &str) -> bool {
 }
 
 /// A read of the object's current state from the provider (`stripe.subscriptions.retrieve(id)`,
-/// an awaited `getSubscription(id)` helper). The customer (`customers.retrieve`) is not the
+/// an awaited `getSubscription(id)` helper, or a service's: `subscriptionsServices.getSubscription`). The customer (`customers.retrieve`) is not the
 /// object whose state is written, and a synchronous helper (`getSubscriptionPriceId(sub)`)
 /// reads the event, not the provider.
 fn refetches(call: Node, src: &str) -> bool {
@@ -420,7 +420,7 @@ fn refetches(call: Node, src: &str) -> bool {
         || (provider && matches!(last.as_str(), "list" | "search") && !reads_delivered_event(call, src))
         || (!db && lower.len() >= 2 && last == "retrieve")
         || (awaited
-            && path.len() == 1
+            && (path.len() == 1 || lower[lower.len() - 2].contains("service"))
             && (last.starts_with("getsubscription") || last.starts_with("fetchsubscription")))
 }
 
