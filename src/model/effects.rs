@@ -167,9 +167,11 @@ impl Effect<'_> {
         // Stripe's DELETE requests are classified without a key (`Sdk::Other`), its other
         // requests as `Sdk::Stripe`.
         match self.sdk {
-            // Attaching a payment method to the customer it is already attached to returns it.
+            // Attaching a payment method to the customer it is already attached to returns it;
+            // voiding an invoice or marking it uncollectible is a final state a repeat cannot
+            // apply twice.
             Sdk::Stripe => {
-                matches!(last, "update" | "detach" | "cancel")
+                matches!(last, "update" | "detach" | "cancel" | "voidInvoice" | "markUncollectible")
                     || (last == "attach" && resource == Some("paymentMethods"))
             }
             Sdk::Other => {
