@@ -535,7 +535,7 @@ pub fn call_step(
         let releases = op == Some(MarkerOp::Release)
             || ast::callee_name(inner, &def.file.text).is_some_and(|n| {
                 let n = n.to_ascii_lowercase();
-                ["release", "clear", "unlock", "del", "free"].iter().any(|w| n.starts_with(w))
+                n == "del" || ["release", "clear", "unlock", "delete", "free"].iter().any(|w| n.starts_with(w))
             });
         if releases && ast::ancestors(inner).take_while(|a| *a != body).any(|a| ast::kind(a) == "finally_clause") {
             released_finally = true;
