@@ -445,7 +445,21 @@ fn records_failure(body: Node, src: &str) -> bool {
             .any(|w| p.contains(w))
             || p == "next"
             || effects::classify(call, src, false).is_some_and(|e| e.kind == EffectKind::Enqueue)
+            || publishes_to_failure_topic(call, src)
     })
+}
+
+/// `producer.emitMessage(TOPICS.CREATE_PR_FAILURE, event)`: the failure is handed on as a
+/// message of its own, to whoever waits for the outcome.
+fn publishes_to_failure_topic(call: Node, src: &str) -> bool {
+    let name = ast::callee_name(call, src).unwrap_or_default().to_ascii_lowercase();
+    let publishes = ["emit", "publish", "produce", "send", "add", "enqueue"].iter().any(|v| name.starts_with(v));
+    publishes
+        && !crate::model::best_effort::is_logging_call(call, src)
+        && ast::arguments(call).first().is_some_and(|topic| {
+            matches!(ast::kind(topic), "identifier" | "member_expression" | "string")
+                && crate::regex!(r"(?i)fail|dlq|dead_?letter").is_match(text(*topic, src))
+        })
 }
 
 fn marked_best_effort(c: &Cx, try_stmt: Node, src: &str) -> bool {
