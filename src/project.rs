@@ -241,9 +241,7 @@ impl Project {
         if let Some(found) = self.listings.lock().unwrap().get(&dir) {
             return found.clone();
         }
-        // A relative path normalizes the working directory itself to "".
-        let on_disk = if dir.as_os_str().is_empty() { Path::new(".") } else { dir.as_path() };
-        let mut out: Vec<PathBuf> = std::fs::read_dir(on_disk)
+        let mut out: Vec<PathBuf> = std::fs::read_dir(on_disk(&dir))
             .into_iter()
             .flatten()
             .flatten()
@@ -270,9 +268,8 @@ impl Project {
             found.iter().for_each(|p| note_read(p));
             return found;
         }
-        let on_disk = if key.0.as_os_str().is_empty() { Path::new(".") } else { key.0.as_path() };
         let mut out = Vec::new();
-        let walk = ignore::WalkBuilder::new(on_disk)
+        let walk = ignore::WalkBuilder::new(on_disk(&key.0))
             .standard_filters(false)
             .hidden(true)
             .filter_entry(|e| {
@@ -472,10 +469,7 @@ impl Project {
             (None, None) => Arc::default(),
             (Some(root), None) => {
                 let mut packages = WorkspacePackages::new();
-                // A run from the workspace root (`check .`) names files relatively: the last
-                // ancestor of `packages/a/src` is the empty path, which the walker cannot open.
-                let walk_from = if root.as_os_str().is_empty() { Path::new(".") } else { root };
-                let manifests = ignore::WalkBuilder::new(walk_from)
+                let manifests = ignore::WalkBuilder::new(on_disk(root))
                     .max_depth(Some(5))
                     .filter_entry(|e| e.file_name() != "node_modules")
                     .build()
@@ -923,6 +917,18 @@ fn resolve_file(base: &Path) -> Option<PathBuf> {
 }
 
 /// Removes `.` and `..` components without touching the file system.
+/// A directory as the file system opens it: a run from the project root (`check .`) names
+/// files relatively, and the last ancestor of `src/a.ts`, like `normalize(".")`, is the empty
+/// path, which neither `read_dir` nor a walker can open.
+pub fn on_disk(dir: &Path) -> &Path {
+    if dir.as_os_str().is_empty() { Path::new(".") } else { dir }
+}
+
+/// The nearest directory above `path` holding a `package.json`: the package it belongs to.
+pub fn package_root(path: &Path) -> Option<PathBuf> {
+    path.ancestors().skip(1).find(|d| d.join("package.json").is_file()).map(Path::to_path_buf)
+}
+
 pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for comp in path.components() {

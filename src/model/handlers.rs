@@ -1611,7 +1611,7 @@ pub fn short_path(path: &str) -> String {
     path.rsplit('/').next().unwrap_or(&path).to_string()
 }
 
-fn decorators_of(node: Node) -> Vec<Node> {
+pub(crate) fn decorators_of(node: Node) -> Vec<Node> {
     let mut out: Vec<Node> = ast::named_children(node).into_iter().filter(|c| c.kind() == "decorator").collect();
     // Decorators may also precede the member as siblings.
     let mut prev = node.prev_named_sibling();

@@ -5,7 +5,6 @@
 use super::ast::{self, text};
 use super::handlers::{Framework, Handler};
 use crate::project::Project;
-use std::path::Path;
 use tree_sitter::Node;
 
 /// A BullMQ handler whose failed jobs are never retried: its file builds its queue and its
@@ -30,7 +29,7 @@ pub fn never_retried(project: &Project, handler: &Handler) -> bool {
 fn registered_with_one_attempt(project: &Project, handler: &Handler) -> bool {
     let Some(node) = handler.file.node_at(handler.function) else { return false };
     let Some(queue) = queue_name(node, &handler.file.text) else { return false };
-    let Some(root) = package_root(&handler.file.path) else { return false };
+    let Some(root) = crate::project::package_root(&handler.file.path) else { return false };
     project.files_containing(&root, "defaultJobOptions").iter().any(|path| {
         let Ok(file) = project.load(path) else { return false };
         if !file.text.contains(queue.as_str()) {
@@ -77,20 +76,12 @@ fn queue_name(func: Node, src: &str) -> Option<String> {
         "new_expression" if a.child_by_field_name("constructor").is_some_and(|c| text(c, src) == "Worker") => {
             ast::arguments(a).first().copied()
         }
-        "class_declaration" | "class" => {
-            let decorators = ast::named_children(a).into_iter().filter(|c| ast::kind(c) == "decorator").chain(
-                ast::parent(a)
-                    .filter(|p| ast::kind(p) == "export_statement")
-                    .into_iter()
-                    .flat_map(|p| ast::named_children(p).into_iter().filter(|c| ast::kind(c) == "decorator")),
-            );
-            decorators.into_iter().find_map(|d| {
-                let call = d.named_child(0).filter(|c| ast::kind(c) == "call_expression")?;
-                (ast::callee_name(call, src)? == "Processor").then_some(())?;
-                let arg = ast::unwrap_expr(*ast::arguments(call).first()?);
-                if ast::kind(arg) == "object" { ast::object_property(arg, "name", src) } else { Some(arg) }
-            })
-        }
+        "class_declaration" | "class" => super::handlers::decorators_of(a).into_iter().find_map(|d| {
+            let call = d.named_child(0).filter(|c| ast::kind(c) == "call_expression")?;
+            (ast::callee_name(call, src)? == "Processor").then_some(())?;
+            let arg = ast::unwrap_expr(*ast::arguments(call).first()?);
+            if ast::kind(arg) == "object" { ast::object_property(arg, "name", src) } else { Some(arg) }
+        }),
         _ => None,
     })?;
     let written = ast::unwrap_expr(written);
@@ -105,19 +96,6 @@ fn same_queue(name: Node, queue: &str, src: &str) -> bool {
         Some(s) => s == queue,
         None => text(name, src).rsplit('.').next() == Some(queue),
     }
-}
-
-/// The nearest directory above `path` holding a `package.json`.
-fn package_root(path: &Path) -> Option<std::path::PathBuf> {
-    let mut dir = path.parent();
-    while let Some(d) = dir {
-        let on_disk = if d.as_os_str().is_empty() { Path::new(".") } else { d };
-        if on_disk.join("package.json").exists() {
-            return Some(d.to_path_buf());
-        }
-        dir = d.parent();
-    }
-    None
 }
 
 #[cfg(test)]

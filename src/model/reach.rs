@@ -466,23 +466,17 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
     if root.node().is_none() {
         return Vec::new();
     }
-    let root = Scope { function: root, depth: 0, chain: Vec::new(), event_key, guarded: None, registered: Vec::new() };
+    let registered = handed_back_in(project, &root);
+    let root = Scope { function: root, depth: 0, chain: Vec::new(), event_key, guarded: None, registered };
     let mut out = vec![root];
     let mut next = 0;
     while next < out.len() && out.len() < MAX_SCOPES {
-        let mut scope = out[next].clone();
-        let Some(func) = scope.node() else {
-            next += 1;
-            continue;
-        };
-        let file = scope.file().clone();
-        let registered = registered_callbacks(project, &file, func);
-        out[next].registered = registered.clone();
-        scope.registered = registered;
+        let scope = out[next].clone();
         next += 1;
         if scope.depth >= MAX_DEPTH {
             continue;
         }
+        let file = scope.file().clone();
         let Some(func) = scope.node() else { continue };
         for call in scope.calls(func) {
             let defs = match resolve_call(project, &file, call) {
@@ -502,11 +496,11 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
                 chain.push(def.name.clone());
                 out.push(Scope {
                     guarded: scope.guard_at(call),
+                    registered: handed_back_in(project, &def),
                     function: def,
                     depth: scope.depth + 1,
                     chain,
                     event_key,
-                    registered: Vec::new(),
                 });
                 if out.len() >= MAX_SCOPES {
                     break;
@@ -517,12 +511,12 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
             }
         }
     }
-    for scope in &mut out[next..] {
-        if let Some(func) = scope.function.node() {
-            scope.registered = registered_callbacks(project, &scope.function.file, func);
-        }
-    }
     out
+}
+
+/// `registered_callbacks` of a reached function.
+fn handed_back_in(project: &Project, def: &FunctionDef) -> Vec<Span> {
+    def.node().map(|func| registered_callbacks(project, &def.file, func)).unwrap_or_default()
 }
 
 /// Function literals in `func` that it hands back without running them: callbacks set in an

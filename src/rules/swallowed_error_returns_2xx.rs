@@ -2537,9 +2537,9 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
     out
 }
 
-/// A body property holding a variable (`{ status }`) and the 5xx number a catch of the
-/// response's function assigns to it, if one does.
-fn status_variable<'t>(body: Node<'t>, key: &str, src: &str) -> Option<(Node<'t>, Option<u16>)> {
+/// A body property holding a variable (`{ status }`): `Some`, with the 5xx number a catch of
+/// the response's function assigns to it, if one does.
+fn status_variable(body: Node, key: &str, src: &str) -> Option<Option<u16>> {
     let value = ast::unwrap_expr(ast::object_property(body, key, src)?);
     if !matches!(ast::kind(value), "identifier" | "shorthand_property_identifier") {
         return None;
@@ -2551,7 +2551,7 @@ fn status_variable<'t>(body: Node<'t>, key: &str, src: &str) -> Option<(Node<'t>
         (text(left, src) == name && ast::ancestors(a).any(|p| ast::kind(p) == "catch_clause")).then_some(())?;
         responses::status_value(a.child_by_field_name("right")?, src).filter(|n| (500..600).contains(n))
     });
-    Some((value, assigned))
+    Some(assigned)
 }
 
 /// The failure a response body reports: its `status` number and a description.
@@ -2566,7 +2566,7 @@ fn body_failure(_resp: &Response, body: Node, src: &str) -> Option<(Option<u16>,
     }
     // `let status; try { ...; status = 200 } catch { status = 500 } return json({ status })`
     for key in ["status", "statusCode"] {
-        if let Some(n) = status_variable(body, key, src).and_then(|(_, n)| n) {
+        if let Some(n) = status_variable(body, key, src).flatten() {
             return Some((Some(n), format!("`{key}`, set to {n} in a catch")));
         }
     }
