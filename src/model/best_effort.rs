@@ -243,6 +243,9 @@ fn dispatched_job_category(call: Node, src: &str, callee: &str) -> Option<Catego
 }
 
 fn awaited(call: Node, src: &str) -> bool {
+    if ast::is_awaited_call(call) {
+        return true;
+    }
     for a in ast::ancestors(call) {
         let kind = a.kind();
         if kind.ends_with("statement") || kind.ends_with("declaration") {

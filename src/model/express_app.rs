@@ -186,7 +186,7 @@ pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &
             let name = candidate.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let stem = name.split('.').next().unwrap_or("");
             if candidate == &file.path
-                || !matches!(stem, "app" | "server" | "index" | "main" | "routes" | "router")
+                || !crate::regex!(r"(?i)(?:^|[-_])(?:app|server|index|main|routes?|router|api)$").is_match(stem)
                 || crate::source::Dialect::for_path(candidate).is_none()
             {
                 continue;
@@ -214,11 +214,22 @@ fn mounts_behind(
     if !src.contains(".use(") {
         return false;
     }
-    let locals: Vec<&str> = crate::project::imports(app)
-        .iter()
-        .filter(|i| project.resolve(&app.path, &i.source).is_some_and(|p| p == router.path))
-        .map(|i| i.local.as_str())
-        .collect();
+    // `import webhooks from "./routers/webhooks"`, or through an index that gathers the routers:
+    // `import routers from "./routers"` ... `app.use("/webhooks", auth, routers.webhooksRouter)`
+    let mut locals: Vec<String> = Vec::new();
+    for import in crate::project::imports(app) {
+        let Some(target) = project.resolve(&app.path, &import.source) else { continue };
+        if target == router.path {
+            locals.push(import.local.clone());
+        } else if matches!(import.imported.as_str(), "default" | "*")
+            && let Ok(index) = project.load(&target)
+        {
+            let gathered = crate::project::imports(&index)
+                .iter()
+                .filter(|i| project.resolve(&index.path, &i.source).is_some_and(|p| p == router.path));
+            locals.extend(gathered.map(|i| format!("{}.{}", import.local, i.local)));
+        }
+    }
     if locals.is_empty() {
         return false;
     }
@@ -227,7 +238,9 @@ fn mounts_behind(
         let args = ast::arguments(c);
         path.len() == 2
             && path[1] == "use"
-            && args.last().is_some_and(|a| a.kind() == "identifier" && locals.contains(&text(*a, src)))
+            && args.last().is_some_and(|a| {
+                matches!(a.kind(), "identifier" | "member_expression") && locals.iter().any(|l| l == text(*a, src))
+            })
             && args[..args.len() - 1].iter().any(|m| m.kind() != "string" && guards_users(text(*m, src)))
     })
 }

@@ -198,21 +198,44 @@ pub fn called_by_nearby_code(project: &Project, func: Node, file: &SourceFile) -
 /// a settings page's controller, not a receiver (`handleWebhook`, `stripeWebhook`,
 /// `processWebhookEvent`).
 fn manages_webhooks(name: &str) -> bool {
+    // `postRotateWebhookSigningKey`: the HTTP method the route file is named by comes first
+    let name = match crate::regex!(r"^(?:get|post|put|patch|delete)([A-Z])").captures(name) {
+        Some(c) => format!("{}{}", c[1].to_ascii_lowercase(), &name[c[0].len()..]),
+        None => name.to_string(),
+    };
     crate::regex!(
         r"^(?:get|list|find|fetch|create|add|update|put|patch|edit|save|set|delete|remove|toggle|enable|disable|test|rotate|regenerate|reset|refresh|resend|retry|count|search|upsert|register|unregister|subscribe|unsubscribe|validate)(?:[A-Z]\w*)?(?:Hook|Webhook|WebHook)s?(?:[A-Z]\w*)?$"
     )
-    .is_match(name)
+    .is_match(&name)
+}
+
+/// A route or handler through which people manage the app's own webhooks rather than receive
+/// a delivery: a management verb after the webhook segment (`/webhooks/:id/disable`,
+/// `/webhook/create`, `/environment/webhook-signing-key/rotate`) or a handler named for one
+/// (`createHook`, `enableWebhook`).
+fn manages_webhooks_route(route_hint: &str, handler_name: &str) -> bool {
+    let lower = route_hint.to_ascii_lowercase();
+    crate::regex!(
+        r"hooks?(?:[-_][a-z0-9]+)*(?:/[^/\s]+)*?/(?:create|new|add|update|edit|delete|remove|destroy|test|enable|disable|toggle|rotate|regenerate|list|subscribe|unsubscribe|settings|config)(?:[/\s?]|$)"
+    )
+    .is_match(&lower)
+        || handler_name.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(manages_webhooks)
 }
 
 pub fn names_webhook(s: &str) -> bool {
     let lower = s.to_ascii_lowercase();
     WEBHOOK_WORDS.iter().any(|w| match *w {
         // a sign-in redirect (`/auth/apple/callback`, `/api/auth/callback/google`) is no delivery
-        "callback" => lower.contains(w) && !crate::regex!(r"auth|login|sign-?in|sso|saml|oidc|openid").is_match(&lower),
+        "callback" => lower.contains(w) && !sign_in_words(&lower),
         // an app's own `/api/events` (a calendar's CRUD) is no delivery; `/slack/events` is
         "events" => lower.contains(w) && provider_from_words(&lower).is_some(),
         _ => lower.contains(w),
     })
+}
+
+/// Words of a sign-in flow (`/auth/apple/callback`, `magiclinkCallback`, `social-login.controller.ts`).
+fn sign_in_words(s: &str) -> bool {
+    crate::regex!(r"(?i)auth|login|sign-?in|sso|saml|oidc|openid|magic-?link").is_match(s)
 }
 
 /// Finds every handler defined in `file`.
@@ -379,7 +402,9 @@ impl<'a> Finder<'a> {
         let Some(node) = file.node_at(func) else {
             return;
         };
-        let body_text = text(node, &file.text);
+        // A comment that mentions `validateRequest` or Stripe is no call to either.
+        let code = super::stmts::code_without_comments(node, &file.text);
+        let body_text = code.as_str();
         let verifies = providers::verifies_signature(body_text);
         let provider = match framework {
             Framework::Bullmq => Some(Provider::Bullmq),
@@ -414,6 +439,19 @@ impl<'a> Finder<'a> {
             && !verifies
             && providers::detect(body_text).is_none();
         if operator_route || answers_slack_command(body_text) {
+            return;
+        }
+        if framework.is_http() && !verifies && manages_webhooks_route(route_hint, &name) {
+            return;
+        }
+        // `POST /connect/:kind/callback` in `social-login.controller.ts`: a person's browser
+        // back from a sign-in provider, whose code the handler's helpers read.
+        let callback_only = {
+            let lower = route_hint.to_ascii_lowercase();
+            let words: Vec<&&str> = WEBHOOK_WORDS.iter().filter(|w| lower.contains(*w)).collect();
+            words == [&"callback"]
+        };
+        if framework.is_http() && !verifies && provider.is_none() && callback_only && sign_in_words(&self.path) {
             return;
         }
         // A route that looks up the signed-in user and turns away anyone else serves people
@@ -461,6 +499,21 @@ impl<'a> Finder<'a> {
         };
         handler.event_key = super::keys::event_key(&handler, node, self.config);
         self.found.push(handler);
+    }
+
+    /// Route middleware that lets only signed-in people or holders of a permission through:
+    /// `requireAuth`, `{ preHandler: requirePermission(["webhook::create"]) }`, or a name bound
+    /// in this file to such a list (`const webAuth = [passport.authenticate("session"), ...]`).
+    fn gates_people(&self, middleware: Node) -> bool {
+        let src = self.src();
+        let gates = |t: &str| user_auth(t) || admin_role(t) || permission_check(t);
+        if gates(text(middleware, src)) {
+            return true;
+        }
+        let name = ast::unwrap_expr(middleware);
+        name.kind() == "identifier"
+            && ast::find_binding_init(self.file.root(), text(name, src), src, middleware.start_byte())
+                .is_some_and(|init| gates(text(init, src)))
     }
 
     /// This file's Express router is mounted behind user authentication (`express_app::mounted_behind`).
@@ -988,11 +1041,12 @@ impl<'a> Finder<'a> {
         let file_path = self.path.clone();
         // app.post('/path', ...middleware, handler) — Express, Koa router, Hono, Fastify
         if path.len() >= 2 && HTTP_METHODS.contains(&method.as_str()) && args.len() >= 2 {
+            // router.route('/path').post(mw, handler): every argument before the handler is middleware
+            let chained = chained_route(call, src);
             let route = match ast::string_value(args[0], src) {
                 Some(r) => r,
                 None if args[0].kind() == "template_string" => text(args[0], src).to_string(),
-                // router.route('/path').post(mw, handler)
-                None => match chained_route(call, src) {
+                None => match chained.clone() {
                     Some(r) => r,
                     // app.post(WEBHOOK_PATH, handler), app.post(paths.stripeHook, handler)
                     None if matches!(args[0].kind(), "identifier" | "member_expression")
@@ -1017,9 +1071,10 @@ impl<'a> Finder<'a> {
                 framework = Framework::Fastify;
             }
             let name = format!("{} {route}", method.to_ascii_uppercase());
-            let middleware = &args[1..args.len() - 1];
+            let first_middleware = if chained.is_some() && ast::string_value(args[0], src).is_none() { 0 } else { 1 };
+            let middleware = &args[first_middleware..args.len() - 1];
             self.user_authenticated =
-                middleware.iter().any(|m| user_auth(text(*m, src))) || self.router_serves_signed_in_users();
+                middleware.iter().any(|m| self.gates_people(*m)) || self.router_serves_signed_in_users();
             self.push(handler, name, framework, &format!("{route} {file_path}"));
             self.user_authenticated = false;
             return;
@@ -1574,10 +1629,19 @@ fn oauth_redirect(body: &str) -> bool {
 /// Middleware or a guard that authenticates a signed-in user (not a sender's signature).
 fn user_auth(text: &str) -> bool {
     crate::regex!(
-        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|isauthenticated|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticateuser|authenticatetoken"
+        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|authenticated\b|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticateuser|authenticatetoken"
     )
     .is_match(text)
         && !crate::regex!(r"(?i)signature|webhook|hmac").is_match(text)
+}
+
+/// Middleware that checks a person's permission or token scope (`requirePermission([...])`,
+/// `withScope("environment:rotate")`, `can({ action, resource })`).
+fn permission_check(text: &str) -> bool {
+    crate::regex!(
+        r"(?i)\b(?:require|has|check|ensure)permissions?\b|\bwithscopes?\s*\(|\bcan\s*\(\s*\{|permissionguard"
+    )
+    .is_match(text)
 }
 
 /// Middleware that lets only an app's administrators through (`roleChecker.hasRole("admin")`,

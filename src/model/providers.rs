@@ -185,7 +185,11 @@ pub fn verifies_signature(text: &str) -> bool {
         let receiver = lower[..at].rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
         !matches!(receiver, "jwt" | "jsonwebtoken" | "bcrypt" | "argon2" | "jose" | "totp" | "otp" | "recaptcha")
     });
+    // Twilio's `validateRequest(authToken, signature, url, params)`, not a schema
+    // middleware's `validateRequest({ body: schema })`.
+    let twilio_check = crate::regex!(r"validaterequest(?:withbody)?\s*\(\s*[^{\s)]").is_match(&lower);
     sender_verify
+        || twilio_check
         || [
             "constructevent",
             "parseeventnotification",
@@ -196,7 +200,6 @@ pub fn verifies_signature(text: &str) -> bool {
             "webhooks.validate",
             "webhooks.unmarshal",
             "authenticate.webhook",
-            "validaterequest",
             "createhmac",
             "timingsafeequal",
         ]

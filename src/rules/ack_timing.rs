@@ -167,7 +167,7 @@ impl Cx<'_> {
         let src = self.src();
         ast::calls_in(node, false).into_iter().any(|c| {
             self.promise_work(c)
-                || c.parent().is_some_and(|p| p.kind() == "await_expression")
+                || ast::is_awaited_call(c)
                     && !ast::callee_name(c, src).is_some_and(|n| {
                         let n = n.to_ascii_lowercase();
                         n.contains("sleep") || n.contains("delay") || n.contains("wait") || n == "json" || n == "text"
@@ -507,6 +507,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
             }
             "expression_statement" => {
                 if let Some(call) = n.named_child(0).filter(|e| e.kind() == "call_expression")
+                    && !ast::is_awaited_call(call)
                     && ast::callee_name(call, src).as_deref() != Some("forEach")
                     // A chain that answers (or acks its message) in its continuation
                     // acknowledges after the work.

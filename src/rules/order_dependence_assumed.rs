@@ -415,7 +415,7 @@ fn refetches(call: Node, src: &str) -> bool {
     let provider = ["stripe", "paddle", "shopify", "lemon", "polar", "chargebee", "recurly", "braintree", "paypal"]
         .iter()
         .any(|p| lower.iter().any(|s| s.contains(p)));
-    let awaited = call.parent().is_some_and(|p| p.kind() == "await_expression");
+    let awaited = ast::is_awaited_call(call);
     (provider && matches!(last.as_str(), "retrieve" | "get" | "fetch" | "getsubscription" | "retrievesubscription"))
         || (provider && matches!(last.as_str(), "list" | "search") && !reads_delivered_event(call, src))
         || (!db && lower.len() >= 2 && last == "retrieve")

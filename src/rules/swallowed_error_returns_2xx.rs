@@ -803,7 +803,7 @@ fn recovers(clause: Node, src: &str) -> Option<String> {
     let body = clause.child_by_field_name("body")?;
     let param = clause.child_by_field_name("parameter").map(|p| text(p, src)).unwrap_or("");
     let recovery = ast::calls_in(body, true).into_iter().find(|call| {
-        let awaited = ast::parent(*call).is_some_and(|p| p.kind() == "await_expression");
+        let awaited = ast::is_awaited_call(*call);
         let effect = effects::classify(*call, src, false).is_some_and(|e| e.kind != EffectKind::Possible);
         if !awaited && !effect {
             return false;
@@ -945,8 +945,7 @@ fn committed_before<'t>(func: Node<'t>, at: usize, src: &str) -> Option<Node<'t>
             && on_the_way(*call)
             && (effects::classify(*call, src, false)
                 .is_some_and(|e| e.kind.is_db() || matches!(e.kind, EffectKind::Payment | EffectKind::Http))
-                || ast::parent(*call).is_some_and(|p| p.kind() == "await_expression")
-                    && ast::callee_name(*call, src).is_some_and(|n| write_verb(&n)))
+                || ast::is_awaited_call(*call) && ast::callee_name(*call, src).is_some_and(|n| write_verb(&n)))
     })
 }
 
@@ -1388,7 +1387,7 @@ fn reads_only(block: Node, src: &str) -> bool {
     let mut read = false;
     for call in calls {
         let name = ast::callee_name(call, src).unwrap_or_default();
-        let awaited = call.parent().is_some_and(|p| p.kind() == "await_expression");
+        let awaited = ast::is_awaited_call(call);
         if command.is_match(text(call, src)) {
             read = true;
         } else if effects::classify(call, src, false).is_some() {

@@ -220,6 +220,13 @@ pub fn callee_path(call: Node, src: &str) -> Vec<String> {
     field(call, "function").map(|f| member_path(f, src)).unwrap_or_default()
 }
 
+/// Whether `call` is awaited where it stands: `await f(x)`, or `await f<T>(x)`, which the
+/// TypeScript grammar reads as `(await f)<T>(x)`, a call whose callee is the await.
+pub fn is_awaited_call(call: Node) -> bool {
+    parent(call).is_some_and(|p| kind(p) == "await_expression")
+        || field(call, "function").is_some_and(|f| kind(f) == "await_expression")
+}
+
 /// The last name of a callee: `a.b.create(...)` → "create".
 pub fn callee_name(call: Node, src: &str) -> Option<String> {
     callee_path(call, src).pop()
