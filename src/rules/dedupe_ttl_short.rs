@@ -47,6 +47,8 @@ named after its duration (`ONE_HOUR_MS`, `DAY`), keeps its value and the call ge
 literal; a constant imported from another module gets a display-only fix.
 Not reported in a BullMQ worker whose file builds its queue and sets no `attempts`: no retry comes
 late, only a stalled job runs again, within the stall interval.
+Not reported: a key that names a cache or a credential (`token`, `cache`, `session`, `oauth`,
+`rate limit`) and no finished event: a cached access token lives as long as it stays valid.
 Not reported: a short in-progress lease: released (`del`/`unlink`/`release` of the same
 key in the function), overwritten with a longer completed marker (another `set` of the same
 key), named for work in progress (`processing:`, `lock:`, `lease:`, `inflight:` in the key or
@@ -270,6 +272,14 @@ fn is_marker(t: &Ttl, calls: &[Node], src: &str) -> bool {
                     }))
     });
     let key_text = text(dedupe_keys::resolve(t.key, src), src).to_ascii_lowercase();
+    // `minupay_token_${user}`, `cacheKey`: a cached access token or response lives as long as
+    // it stays valid, whatever a provider's retry window is.
+    let written_as = format!("{} {key_text}", text(t.key, src).to_ascii_lowercase());
+    if crate::regex!(r"token|cache|session|credential|oauth|jwt|rate_?limit|ratelimit").is_match(&written_as)
+        && !names_done_marker(&written_as)
+    {
+        return false;
+    }
     let named = crate::regex!(r"processed|dedup|idempot|seen|handled|webhook|event|deliver|evt_").is_match(&key_text);
     claimed_or_read || named
 }

@@ -1436,7 +1436,26 @@ fn is_lookup(init: Node, src: &str) -> bool {
     // `items.find((i) => i.id === wanted)` searches data already in hand: a miss means the
     // event is not about this app's object, not that a record is yet to be created.
     let searches_in_memory = ast::arguments(init).first().is_some_and(|a| ast::is_function(*a));
-    lookup && !searches_in_memory && !path.iter().any(|p| guards::is_marker_name(p.trim_end_matches("()")))
+    lookup
+        && !searches_in_memory
+        && !conditional_claim(init, &last, src)
+        && !path.iter().any(|p| guards::is_marker_name(p.trim_end_matches("()")))
+}
+
+/// `findOneAndUpdate({ _id, qrEmailSentAt: null }, { $set: { qrEmailSentAt: new Date() } })`:
+/// an update that matches only while a field is unset claims the record; null means another
+/// delivery claimed it first, not that the record is yet to be created.
+fn conditional_claim(call: Node, callee: &str, src: &str) -> bool {
+    matches!(callee, "findoneandupdate" | "findandmodify" | "findoneandreplace")
+        && ast::arguments(call).first().is_some_and(|filter| {
+            filter.kind() == "object"
+                && ast::named_children(*filter).into_iter().any(|pair| {
+                    pair.child_by_field_name("value").is_some_and(|v| {
+                        let v = text(v, src);
+                        v == "null" || v.contains("$exists") || v.contains("$ne")
+                    })
+                })
+        })
 }
 
 fn missing_subject<'t>(cond: Node<'t>, src: &str) -> Option<Node<'t>> {
