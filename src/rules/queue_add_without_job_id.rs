@@ -105,6 +105,9 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if bulk && bulk_has_ids(&args, src) {
                     continue;
                 }
+                if enqueues_a_log(call, &name, src) {
+                    continue;
+                }
                 let job_name = sanitize(&name);
                 let seen = names.iter().filter(|n| **n == job_name).count();
                 names.push(job_name.clone());
@@ -301,4 +304,18 @@ fn colon_job_id<'t>(id: Node<'t>, src: &str) -> Option<ColonId<'t>> {
         Fix::display_only("replace `:` with `-` in the jobId", "the id is built in a variable that other code may read")
     };
     Some(ColonId { node: at_site, fix })
+}
+
+/// `sendWorkerQueue("logs", "put_log").add("put_log", entry)`, `auditQueue.add(...)`: a log or
+/// audit entry enqueued twice is a second log line, not a second effect.
+fn enqueues_a_log(call: Node, job_name: &str, src: &str) -> bool {
+    let queue = call
+        .child_by_field_name("function")
+        .and_then(|f| f.child_by_field_name("object"))
+        .map(|o| text(o, src))
+        .unwrap_or("");
+    crate::regex!(
+        r"(?i)(?:^|[^a-z])(?:logs?|audit|analytics|telemetry|metrics?)(?:[^a-z]|$)|(?:audit|activity|event)_?logs?"
+    )
+    .is_match(&format!("{queue} {job_name}"))
 }

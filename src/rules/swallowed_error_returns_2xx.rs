@@ -1253,6 +1253,15 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                 // h3 answers with what the handler returns (`return "ok"` after the try is a 200).
                 let returned =
                     if fw == Framework::H3 { responses::returned_values(func, src, &names, false) } else { Vec::new() };
+                // `catch { log }` then `return res.redirect(...)`: the statement that answers
+                // right after the try decides what a failure gets.
+                let next_answer = ast::following_siblings(try_stmt)
+                    .into_iter()
+                    .take_while(|s| matches!(s.kind(), "expression_statement" | "return_statement"))
+                    .find_map(|s| responses::responses_in(s, src, &names, false).into_iter().next());
+                if next_answer.is_some_and(|r| !r.is_2xx()) {
+                    continue;
+                }
                 answers_2xx_on_completion(fw)
                     || responses::responses_in(func, src, &names, true)
                         .iter()
