@@ -93,7 +93,7 @@ pub struct Project {
     /// Directory listings (`files_in`).
     listings: Mutex<HashMap<PathBuf, Arc<Vec<PathBuf>>>>,
     /// Per package root and word: its script files whose text holds the word (`files_containing`).
-    containing: Mutex<HashMap<(PathBuf, &'static str), FileList>>,
+    containing: Mutex<HashMap<(PathBuf, String), FileList>>,
     /// Source given on stdin, standing in for this path.
     pub stdin_override: Option<(PathBuf, String)>,
     /// Files a fix would create (a new migration), visible to later fix passes.
@@ -262,8 +262,8 @@ impl Project {
     /// The script files under `root` (dependencies and build output left out) whose text holds
     /// `word`: where a package configures something its handlers depend on (a queue's retry
     /// options registered in a module file). Searched once per root and word.
-    pub fn files_containing(&self, root: &Path, word: &'static str) -> Arc<Vec<PathBuf>> {
-        let key = (normalize(root), word);
+    pub fn files_containing(&self, root: &Path, word: &str) -> Arc<Vec<PathBuf>> {
+        let key = (normalize(root), word.to_string());
         if let Some(found) = self.containing.lock().unwrap().get(&key).cloned() {
             found.iter().for_each(|p| note_read(p));
             return found;
@@ -459,10 +459,8 @@ impl Project {
         if let Some(found) = self.workspaces.lock().unwrap().get(dir) {
             return found.clone();
         }
-        let root = dir.ancestors().find(|d| {
-            d.join("pnpm-workspace.yaml").is_file()
-                || std::fs::read_to_string(d.join("package.json")).is_ok_and(|t| t.contains("\"workspaces\""))
-        });
+        let root = workspace_root(dir);
+        let root = root.as_deref();
         let cached_root = root.and_then(|r| self.workspaces.lock().unwrap().get(r).cloned());
         let packages = match (root, cached_root) {
             (_, Some(found)) => found,
@@ -925,6 +923,17 @@ pub fn on_disk(dir: &Path) -> &Path {
 }
 
 /// The nearest directory above `path` holding a `package.json`: the package it belongs to.
+/// The root of the workspace `dir` belongs to: the nearest ancestor with `pnpm-workspace.yaml`
+/// or a package.json declaring `workspaces`.
+pub fn workspace_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| {
+            d.join("pnpm-workspace.yaml").is_file()
+                || std::fs::read_to_string(d.join("package.json")).is_ok_and(|t| t.contains("\"workspaces\""))
+        })
+        .map(Path::to_path_buf)
+}
+
 pub fn package_root(path: &Path) -> Option<PathBuf> {
     path.ancestors().skip(1).find(|d| d.join("package.json").is_file()).map(Path::to_path_buf)
 }

@@ -323,10 +323,25 @@ impl<'a> Finder<'a> {
                         ast::find_binding_init(scope, text(func, self.src()), self.src(), func.start_byte())
                     })
                     .map(ast::unwrap_expr)
-                    .filter(|f| ast::is_function(*f))
                 {
-                    Some(f) => (Span::of(f), self.file.clone()),
-                    None => return,
+                    Some(f) if ast::is_function(f) => (Span::of(f), self.file.clone()),
+                    // `const wrapped = exposeError(handler); router.post(path, wrapped)`
+                    Some(call) if call.kind() == "call_expression" && !ast::contains(call, func) => {
+                        return self.push(call, name, framework, route_hint);
+                    }
+                    Some(_) => return,
+                    // a parameter of a route helper: `createRouteHandler("/flows/:id", handleFlow)`
+                    None => {
+                        for (span, file, label) in self.passed_in(func) {
+                            // `POST path` is named by the path the call site passes
+                            let name = match (&label, name.split_once(' ')) {
+                                (Some(path), Some((method, _))) => format!("{method} {path}"),
+                                _ => name.clone(),
+                            };
+                            self.push_at(span, file, name, framework, route_hint);
+                        }
+                        return;
+                    }
                 },
             }
         } else if func.kind() == "member_expression" {
@@ -405,6 +420,14 @@ impl<'a> Finder<'a> {
         // A comment that mentions `validateRequest` or Stripe is no call to either.
         let code = super::stmts::code_without_comments(node, &file.text);
         let body_text = code.as_str();
+        // A consumer handed no message (`@Process() async expireInviteCodes()`, a worker's
+        // `async () => sweep()`) is a scheduled sweep: it queries its work afresh on every run,
+        // and no event reaches it to be delivered twice. A poller that fetches its own messages
+        // (`worker.getNextJob(token)`, an SQS receive loop) takes none either, and is a consumer.
+        let pulls_messages = framework == Framework::SqsPolling || body_text.contains(".getNextJob(");
+        if !framework.is_http() && !pulls_messages && ast::parameter_names(node, &file.text).is_empty() {
+            return;
+        }
         let verifies = providers::verifies_signature(body_text);
         let provider = match framework {
             Framework::Bullmq => Some(Provider::Bullmq),
@@ -540,11 +563,16 @@ impl<'a> Finder<'a> {
     }
 
     fn resolve_function(&self, name: &str) -> Option<project::FunctionDef> {
-        if let Some(def) = project::local_function(self.file, name) {
+        self.resolve_function_in(self.file, name)
+    }
+
+    /// `name` as `file` binds it: a function of its own or one it imports.
+    fn resolve_function_in(&self, file: &Arc<SourceFile>, name: &str) -> Option<project::FunctionDef> {
+        if let Some(def) = project::local_function(file, name) {
             return Some(def);
         }
-        let import = project::imports(self.file).iter().find(|i| i.local == name)?;
-        let target = self.project.resolve(&self.file.path, &import.source)?;
+        let import = project::imports(file).iter().find(|i| i.local == name)?;
+        let target = self.project.resolve(&file.path, &import.source)?;
         let target = self.project.load(&target).ok()?;
         // `const handler = require("./handler")` binds the module: its `module.exports` function
         let exported = if import.imported == "*" { "default" } else { import.imported.as_str() };
@@ -1081,15 +1109,10 @@ impl<'a> Finder<'a> {
         }
         // app.route('/path').post(handler)
         if path.len() >= 2 && HTTP_METHODS.contains(&method.as_str()) && args.len() == 1 {
-            if let Some(route_call) = call
-                .child_by_field_name("function")
-                .and_then(|f| f.child_by_field_name("object"))
-                .filter(|o| o.kind() == "call_expression")
-                && ast::callee_name(route_call, src).as_deref() == Some("route")
-                && let Some(route) = ast::arguments(route_call).first().and_then(|a| ast::string_value(*a, src))
-            {
+            if let Some(route) = chained_route(call, src) {
                 let framework = self.http_framework();
-                self.push(args[0], format!("{} {route}", method.to_ascii_uppercase()), framework, &route);
+                let hint = format!("{route} {file_path}");
+                self.push(args[0], format!("{} {route}", method.to_ascii_uppercase()), framework, &hint);
             } else if (file_path.contains("/pages/api/") || file_path.starts_with("pages/api/"))
                 && (ast::is_function(args[0]) || args[0].kind() == "identifier")
             {
@@ -1386,9 +1409,66 @@ impl<'a> Finder<'a> {
             let name = ast::string_value(args[0], src).unwrap_or_else(|| text(args[0], src).to_string());
             match self.sandboxed_processor(args[1]) {
                 Some(def) => self.push_at(def.span, def.file, format!("worker {name}"), Framework::Bullmq, ""),
-                None => self.push(args[1], format!("worker {name}"), Framework::Bullmq, ""),
+                None => {
+                    // a worker factory: `(queueName, processor) => new Worker(queueName, processor, opts)`
+                    let passed = self.passed_in(args[1]);
+                    if passed.is_empty() {
+                        self.push(args[1], format!("worker {name}"), Framework::Bullmq, "");
+                    }
+                    for (span, file, queue) in passed {
+                        let queue = queue.unwrap_or_else(|| name.clone());
+                        self.push_at(span, file, format!("worker {queue}"), Framework::Bullmq, "");
+                    }
+                }
             }
         }
+    }
+
+    /// The functions passed in place of `param`, a parameter of a named function: the arguments
+    /// at that position of the function's calls (`generateWorker("flow", async (job) => {...})`,
+    /// `createRouteHandler("/flows/:id", handleFlow)`). An exported function's calls are looked
+    /// for in its workspace; a shared package's factory is called from the other packages.
+    fn passed_in(&self, param: Node) -> Vec<(Span, Arc<SourceFile>, Option<String>)> {
+        let src = self.src();
+        let param = ast::unwrap_expr(param);
+        if param.kind() != "identifier" {
+            return Vec::new();
+        }
+        let Some(factory) = ast::enclosing_function(param) else { return Vec::new() };
+        let Some(index) = ast::parameter_names(factory, src).iter().position(|p| p == text(param, src)) else {
+            return Vec::new();
+        };
+        let Some(factory_name) = bound_name(factory, src) else { return Vec::new() };
+        let exported = ast::ancestors(factory).any(|a| a.kind() == "export_statement")
+            || crate::regex!(r"export\s*\{|exports\b").is_match(src) && src.matches(factory_name.as_str()).count() > 1;
+        let files: Vec<std::path::PathBuf> = match project::package_root(&self.file.path) {
+            Some(package) if exported => {
+                let root = project::workspace_root(&package).unwrap_or(package);
+                self.project.files_containing(&root, &factory_name).to_vec()
+            }
+            _ => vec![self.file.path.clone()],
+        };
+        let mut found = Vec::new();
+        for path in files {
+            let Ok(file) = self.project.load(&path) else { continue };
+            let caller_src = &file.text;
+            for call in ast::calls_in(file.root(), false) {
+                if ast::callee_name(call, caller_src).as_deref() != Some(factory_name.as_str()) {
+                    continue;
+                }
+                let args = ast::arguments(call);
+                let Some(arg) = args.get(index).map(|a| ast::unwrap_expr(*a)) else { continue };
+                let label = args.iter().find_map(|a| ast::string_value(*a, caller_src));
+                if ast::is_function(arg) {
+                    found.push((Span::of(arg), file.clone(), label));
+                } else if arg.kind() == "identifier"
+                    && let Some(def) = self.resolve_function_in(&file, text(arg, caller_src))
+                {
+                    found.push((def.span, def.file, label));
+                }
+            }
+        }
+        found
     }
 
     /// BullMQ sandboxed processor: `new Worker(name, path.join(__dirname, "processor.js"))`, also
@@ -1736,14 +1816,33 @@ fn queue_option_arg(arg: Node, src: &str) -> bool {
 
 /// The path of `router.route('/path')` when `call` is a method called on it.
 fn chained_route(call: Node, src: &str) -> Option<String> {
-    let route_call = call
-        .child_by_field_name("function")
-        .and_then(|f| f.child_by_field_name("object"))
-        .filter(|o| o.kind() == "call_expression")?;
-    if ast::callee_name(route_call, src).as_deref() != Some("route") {
-        return None;
+    // `router.route(path).get(h).post(h)`: past the other methods of the chain
+    let mut route_call = call;
+    loop {
+        route_call = route_call
+            .child_by_field_name("function")
+            .and_then(|f| f.child_by_field_name("object"))
+            .filter(|o| o.kind() == "call_expression")?;
+        match ast::callee_name(route_call, src).as_deref() {
+            Some("route") => break,
+            Some("get" | "post" | "put" | "patch" | "delete" | "all" | "head" | "options") => continue,
+            _ => return None,
+        }
     }
-    ast::arguments(route_call).first().and_then(|a| ast::string_value(*a, src))
+    // `router.route(path)` in a route helper: the path is the helper's parameter
+    ast::arguments(route_call).first().and_then(|a| {
+        ast::string_value(*a, src).or_else(|| (a.kind() == "identifier").then(|| text(*a, src).to_string()))
+    })
+}
+
+/// The name a function is declared or bound under: `function make() {}`, `const make = () => {}`.
+fn bound_name(func: Node, src: &str) -> Option<String> {
+    if let Some(name) = func.child_by_field_name("name") {
+        return Some(text(name, src).to_string());
+    }
+    let declarator = ast::parent(func).filter(|p| p.kind() == "variable_declarator")?;
+    let name = declarator.child_by_field_name("name").filter(|n| n.kind() == "identifier")?;
+    Some(text(name, src).to_string())
 }
 
 fn outermost_function(node: Node) -> Option<Node> {

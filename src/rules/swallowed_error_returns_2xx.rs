@@ -170,11 +170,6 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if crate::model::queue_retries::never_retried(cx.project, &model.handler) {
             continue;
         }
-        // A scheduled sweep (`@Process() async resetExpiredCodes()`) takes no job: it queries
-        // its work afresh on every run, so the next run finds what a swallowed failure left.
-        if !model.handler.framework.is_http() && ast::parameter_names(root_fn, &root.file().text).is_empty() {
-            continue;
-        }
         let fw = model.handler.framework;
         let names = responses::handler_names(&model.handler);
         let acks_2xx = !fw.is_http()
