@@ -405,7 +405,10 @@ impl Engine {
                 }
             }
         });
-        out.retain(|d| !crate::facts::only_in_registered_callbacks(&handlers, &d.file.path, d.start, d.end));
+        out.retain(|d| {
+            !crate::facts::only_in_registered_callbacks(&handlers, &d.file.path, d.start, d.end)
+                && !crate::facts::only_in_ruled_out_branches(&handlers, &d.file.path, d.start, d.end)
+        });
         for d in &mut out {
             d.severity = config.severity(d.rule);
             if let Some(fix) = d.fix.as_mut() {

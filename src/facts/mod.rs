@@ -74,6 +74,22 @@ pub fn only_in_registered_callbacks(
     })
 }
 
+/// Whether a finding at `start..end` of `path` lies in a branch that the calls reaching its
+/// function rule out (`Scope::ruled_out`), for every handler whose reach contains it: code no
+/// delivery runs.
+pub fn only_in_ruled_out_branches(handlers: &[HandlerModel], path: &std::path::Path, start: usize, end: usize) -> bool {
+    let mut containing = handlers.iter().flat_map(|m| m.scopes.iter()).filter(|s| {
+        let f = &s.function.span;
+        s.file().path == path && f.start <= start && end <= f.end
+    });
+    let mut any = false;
+    let all_ruled_out = containing.all(|s| {
+        any = true;
+        s.ruled_out.iter().any(|r| r.start <= start && end <= r.end)
+    });
+    any && all_ruled_out
+}
+
 /// Whether an analysis builds the fix of each finding. Planning a fix (the guard wrap above
 /// all) is a large part of an analysis, and only the front ends that show or apply fixes need
 /// it: the editor's diagnostics and the fix-less report formats do not.

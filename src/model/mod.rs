@@ -17,6 +17,7 @@ pub mod queue_retries;
 pub mod reach;
 pub mod responses;
 pub mod retry_loops;
+pub mod ruled_out;
 pub mod schema;
 
 pub use effects::{Effect, EffectKind, Sdk};

@@ -34,6 +34,9 @@ pub struct Scope {
     pub guarded: Option<GuardKind>,
     /// Callbacks this function hands back without running them (`registered_callbacks`).
     pub registered: Vec<Span>,
+    /// Branches that the literal arguments of every call reaching this function rule out
+    /// (`ruled_out::ruled_out`).
+    pub ruled_out: Vec<Span>,
 }
 
 impl Scope {
@@ -526,7 +529,15 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
         return Vec::new();
     }
     let registered = handed_back_in(project, &root);
-    let root = Scope { function: root, depth: 0, chain: Vec::new(), event_key, guarded: None, registered };
+    let root = Scope {
+        function: root,
+        depth: 0,
+        chain: Vec::new(),
+        event_key,
+        guarded: None,
+        registered,
+        ruled_out: Vec::new(),
+    };
     let mut out = vec![root];
     let mut next = 0;
     while next < out.len() && out.len() < MAX_SCOPES {
@@ -543,10 +554,22 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
                 None => dispatch_targets(project, &file, call),
             };
             for def in defs {
-                if out.iter().any(|s| s.function.span == def.span && Arc::ptr_eq(&s.function.file, &def.file))
-                    || (def.span.start <= func.start_byte()
-                        && func.end_byte() <= def.span.end
-                        && Arc::ptr_eq(&def.file, &file))
+                let ruled_out = def
+                    .node()
+                    .map(|callee| super::ruled_out::ruled_out(call, &file.text, callee, &def.file.text))
+                    .unwrap_or_default();
+                // Reached again from another call: only what both calls rule out stays ruled out.
+                if let Some(seen) =
+                    out.iter_mut().find(|s| s.function.span == def.span && Arc::ptr_eq(&s.function.file, &def.file))
+                {
+                    if seen.depth > 0 {
+                        seen.ruled_out.retain(|r| ruled_out.contains(r));
+                    }
+                    continue;
+                }
+                if def.span.start <= func.start_byte()
+                    && func.end_byte() <= def.span.end
+                    && Arc::ptr_eq(&def.file, &file)
                 {
                     continue;
                 }
@@ -556,6 +579,7 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
                 out.push(Scope {
                     guarded: scope.guard_at(call),
                     registered: handed_back_in(project, &def),
+                    ruled_out,
                     function: def,
                     depth: scope.depth + 1,
                     chain,

@@ -1,0 +1,282 @@
+//! Branches of a reached function that the literal arguments of its call rule out:
+//! `sendUsageAndReset({ submitUsage: false })` never runs `if (submitUsage) {...}`, and
+//! `receiveInboxMessage(data, "create-or-update")` never runs `case "create": ...`.
+
+use super::ast::{self, text};
+use crate::source::Span;
+use tree_sitter::Node;
+
+/// A literal argument's value, as far as a branch test can compare it.
+#[derive(Clone, Debug, PartialEq)]
+enum Value {
+    Text(String),
+    Number(String),
+    Bool(bool),
+    Nullish,
+}
+
+impl Value {
+    fn of(node: Node, src: &str) -> Option<Value> {
+        let node = ast::unwrap_expr(node);
+        match node.kind() {
+            "string" => ast::string_value(node, src).map(Value::Text),
+            "template_string" if ast::named_children(node).iter().all(|c| c.kind() == "string_fragment") => {
+                ast::string_value(node, src).map(Value::Text)
+            }
+            "number" => Some(Value::Number(text(node, src).to_string())),
+            "true" => Some(Value::Bool(true)),
+            "false" => Some(Value::Bool(false)),
+            "null" | "undefined" => Some(Value::Nullish),
+            _ => None,
+        }
+    }
+
+    fn truthy(&self) -> bool {
+        match self {
+            Value::Text(t) => !t.is_empty(),
+            Value::Number(n) => n != "0",
+            Value::Bool(b) => *b,
+            Value::Nullish => false,
+        }
+    }
+}
+
+/// The spans of `callee`'s statements that cannot run when `call` calls it: the branches of
+/// an `if` or a `switch` on a parameter the call passes a literal for, where the literal
+/// decides the test the other way. A parameter the function assigns is left alone.
+pub fn ruled_out(call: Node, call_src: &str, callee: Node, callee_src: &str) -> Vec<Span> {
+    let args = ast::arguments(call);
+    let mut known: Vec<(String, Value)> = Vec::new();
+    for (index, arg) in args.iter().enumerate() {
+        let Some(param) = ast::parameter(callee, index) else { break };
+        match param.kind() {
+            "identifier" => {
+                let name = text(param, callee_src);
+                // `const data = { action: "create", ... }; receive(subdomain, data)`
+                let object = match ast::unwrap_expr(*arg) {
+                    a if a.kind() == "identifier" => ast::enclosing_function(call)
+                        .and_then(|scope| ast::find_binding_init(scope, text(a, call_src), call_src, call.start_byte()))
+                        .map(ast::unwrap_expr)
+                        .filter(|init| init.kind() == "object"),
+                    a => Some(a).filter(|a| a.kind() == "object"),
+                };
+                if let Some(v) = Value::of(*arg, call_src) {
+                    known.push((name.to_string(), v));
+                } else if let Some(object) = object {
+                    // `receive(subdomain, { action: "create", payload })`, read as `data.action`
+                    // or destructured in the body: `const { action } = data`
+                    for (field, v) in literal_fields(object, call_src) {
+                        known.push((format!("{name}.{field}"), v.clone()));
+                        if destructured_from(callee, name, &field, callee_src) {
+                            known.push((field, v));
+                        }
+                    }
+                }
+            }
+            // `({ submitUsage }) => ...` called with `{ submitUsage: false }`
+            "object_pattern" if ast::unwrap_expr(*arg).kind() == "object" => {
+                for field in ast::named_children(param) {
+                    let name = match field.kind() {
+                        "shorthand_property_identifier_pattern" => text(field, callee_src),
+                        _ => continue,
+                    };
+                    let passed = ast::object_property(ast::unwrap_expr(*arg), name, call_src);
+                    if let Some(v) = passed.and_then(|p| Value::of(p, call_src)) {
+                        known.push((name.to_string(), v));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some(body) = callee.child_by_field_name("body") else { return Vec::new() };
+    known.retain(|(name, _)| {
+        let base = name.split('.').next().unwrap_or(name);
+        !assigned(body, name, callee_src) && !assigned(body, base, callee_src)
+    });
+    if known.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    ast::walk(body, &mut |n| {
+        if ast::is_function(n) {
+            return false;
+        }
+        match n.kind() {
+            "if_statement" => {
+                let decided = n.child_by_field_name("condition").and_then(|c| decide(c, &known, callee_src));
+                match decided {
+                    Some(false) => out.extend(n.child_by_field_name("consequence").map(Span::of)),
+                    Some(true) => out.extend(n.child_by_field_name("alternative").map(Span::of)),
+                    None => {}
+                }
+            }
+            "switch_statement" => switch_cases(n, &known, callee_src, &mut out),
+            _ => {}
+        }
+        true
+    });
+    out
+}
+
+/// The fields of an object literal whose values are literals.
+fn literal_fields(object: Node, src: &str) -> Vec<(String, Value)> {
+    ast::named_children(object)
+        .into_iter()
+        .filter(|p| p.kind() == "pair")
+        .filter_map(|p| {
+            let key = p.child_by_field_name("key")?;
+            let key = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
+            Some((key, Value::of(p.child_by_field_name("value")?, src)?))
+        })
+        .collect()
+}
+
+/// Whether `func`'s body starts by destructuring `field` from its parameter `param`
+/// (`const { action, payload } = data;`) at its top level.
+fn destructured_from(func: Node, param: &str, field: &str, src: &str) -> bool {
+    let Some(body) = func.child_by_field_name("body") else { return false };
+    ast::named_children(body).into_iter().filter(|s| s.kind() == "lexical_declaration").any(|decl| {
+        ast::named_children(decl).into_iter().any(|d| {
+            d.child_by_field_name("value").is_some_and(|v| v.kind() == "identifier" && text(v, src) == param)
+                && d.child_by_field_name("name").is_some_and(|pattern| {
+                    pattern.kind() == "object_pattern"
+                        && ast::named_children(pattern)
+                            .into_iter()
+                            .any(|f| f.kind() == "shorthand_property_identifier_pattern" && text(f, src) == field)
+                })
+        })
+    })
+}
+
+/// Whether `body` assigns `name` (`name = ...`, `name += ...`).
+fn assigned(body: Node, name: &str, src: &str) -> bool {
+    let mut found = false;
+    ast::walk(body, &mut |n| {
+        if matches!(n.kind(), "assignment_expression" | "augmented_assignment_expression")
+            && n.child_by_field_name("left").is_some_and(|l| text(l, src) == name)
+        {
+            found = true;
+        }
+        !found
+    });
+    found
+}
+
+/// The value of a test over known parameters: `flag`, `!flag`, `kind === "x"`, `kind !== "x"`,
+/// and `&&` / `||` of them.
+fn decide(cond: Node, known: &[(String, Value)], src: &str) -> Option<bool> {
+    let cond = ast::unwrap_expr(cond);
+    let value_of = |n: Node| {
+        let n = ast::unwrap_expr(n);
+        matches!(n.kind(), "identifier" | "member_expression")
+            .then(|| known.iter().find(|(k, _)| k == text(n, src)).map(|(_, v)| v))
+            .flatten()
+    };
+    match cond.kind() {
+        "identifier" | "member_expression" => value_of(cond).map(Value::truthy),
+        "unary_expression" if cond.child(0).is_some_and(|o| o.kind() == "!") => {
+            decide(cond.child_by_field_name("argument")?, known, src).map(|b| !b)
+        }
+        "binary_expression" => {
+            let op = cond.child_by_field_name("operator").map(|o| text(o, src))?;
+            let left = cond.child_by_field_name("left")?;
+            let right = cond.child_by_field_name("right")?;
+            match op {
+                "&&" => match (decide(left, known, src), decide(right, known, src)) {
+                    (Some(false), _) | (_, Some(false)) => Some(false),
+                    (Some(true), Some(true)) => Some(true),
+                    _ => None,
+                },
+                "||" => match (decide(left, known, src), decide(right, known, src)) {
+                    (Some(true), _) | (_, Some(true)) => Some(true),
+                    (Some(false), Some(false)) => Some(false),
+                    _ => None,
+                },
+                "===" | "==" | "!==" | "!=" => {
+                    let (known_value, literal) = match (value_of(left), value_of(right)) {
+                        (Some(v), None) => (v, Value::of(right, src)?),
+                        (None, Some(v)) => (v, Value::of(left, src)?),
+                        _ => return None,
+                    };
+                    let equal = *known_value == literal;
+                    Some(if op.starts_with('!') { !equal } else { equal })
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `switch (kind) { case "a": ...; break; case "b": ... }` over a known parameter: the cases
+/// whose value differs, when the case before them cannot fall through into them.
+fn switch_cases(switch: Node, known: &[(String, Value)], src: &str, out: &mut Vec<Span>) {
+    let Some(subject) = switch.child_by_field_name("value").map(ast::unwrap_expr) else { return };
+    let Some((_, value)) = known.iter().find(|(k, _)| k == text(subject, src)) else {
+        return;
+    };
+    let Some(body) = switch.child_by_field_name("body") else { return };
+    let entries = ast::named_children(body);
+    // a `default:` that another case follows can fall into it
+    if entries.iter().rev().skip(1).any(|c| c.kind() == "switch_default") {
+        return;
+    }
+    let cases: Vec<Node> = entries.into_iter().filter(|c| c.kind() == "switch_case").collect();
+    // A case value that is not a literal (a constant) leaves the switch undecided.
+    let mut values = Vec::new();
+    for case in &cases {
+        match case.child_by_field_name("value").and_then(|v| Value::of(v, src)) {
+            Some(v) => values.push(v),
+            None => return,
+        }
+    }
+    let mut open = false; // whether control can fall into the next case
+    for (case, case_value) in cases.iter().zip(&values) {
+        let entered = case_value == value || open;
+        if !entered {
+            out.push(Span::of(*case));
+        }
+        let mut cursor = case.walk();
+        let statements: Vec<Node> = case.children_by_field_name("body", &mut cursor).collect();
+        let exits = statements.last().is_some_and(|s| {
+            matches!(s.kind(), "break_statement" | "return_statement" | "throw_statement" | "continue_statement")
+        });
+        open = entered && !exits;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Dialect, SourceFile};
+
+    /// The ruled-out spans, as the first line of each.
+    fn ruled(code: &str) -> Vec<String> {
+        let file = SourceFile::new("t.ts".into(), code.to_string(), Dialect::TypeScript).unwrap();
+        let src = &file.text;
+        let calls = ast::calls_in(file.root(), false);
+        let call = calls.iter().find(|c| ast::callee_name(**c, src).as_deref() == Some("run")).unwrap();
+        let callee = ast::descendants_of_kind(file.root(), "function_declaration")[0];
+        ruled_out(*call, src, callee, src)
+            .iter()
+            .map(|s| src[s.start..s.end].lines().next().unwrap_or("").trim().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn switch_cases_fall_through_into_the_next() {
+        let code =
+            "function f(kind) { switch (kind) { case 'a': x(); case 'b': y(); break; case 'c': z(); } }\nrun('a');";
+        assert_eq!(ruled(code), vec!["case 'c': z();"]);
+        let code = "function f(kind) { switch (kind) { case 'a': x(); break; case 'b': y(); break; } }\nrun('b');";
+        assert_eq!(ruled(code), vec!["case 'a': x(); break;"]);
+    }
+
+    #[test]
+    fn a_reassigned_or_unknown_flag_rules_nothing_out() {
+        assert!(ruled("function f(flag) { flag = true; if (flag) { x(); } }\nrun(false);").is_empty());
+        assert!(ruled("function f(flag) { if (flag) { x(); } }\nrun(other);").is_empty());
+        assert_eq!(ruled("function f(flag) { if (!flag) { x(); } else { y(); } }\nrun(false);"), vec!["else { y(); }"]);
+    }
+}
