@@ -529,34 +529,30 @@ fn function_doc(node: Node, src: &str) -> Option<String> {
 
 /// The failure is the outcome, kept as data: `catch (e) { result = { ok: false, error: e.message } }`
 /// and `result` is read after the `try` (a health check that records "down", a per-item
-/// status). Every statement of the catch assigns, one from the error, to a variable used later.
+/// status, a workflow step saved with `status: output.error ? "failure" : "success"`): the
+/// catch assigns a value made from the error to a name or property the code after it reads.
 fn captures_error(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
     let Some(param) = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier") else {
         return false;
     };
     let param = text(param, src);
-    let stmts: Vec<Node> = ast::named_children(body).into_iter().filter(|s| s.kind() != "comment").collect();
-    let assigned: Vec<Node> = stmts
-        .iter()
-        .filter_map(|s| {
-            let e = ast::named_children(*s).into_iter().next().filter(|_| s.kind() == "expression_statement")?;
-            (e.kind() == "assignment_expression").then_some(e)
-        })
-        .collect();
-    if stmts.is_empty() || assigned.len() != stmts.len() {
-        return false;
-    }
     let after = try_stmt.parent().map(|p| &src[try_stmt.end_byte()..p.end_byte()]).unwrap_or("");
-    assigned.iter().any(|a| {
+    same_fn_nodes(body, "assignment_expression").into_iter().any(|a| {
         let (Some(left), Some(right)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else {
             return false;
         };
         let uses_error = ast::descendants_of_kind(right, "identifier").iter().any(|i| text(*i, src) == param)
             || (right.kind() == "identifier" && text(right, src) == param);
-        let name = text(left, src);
-        uses_error
-            && left.kind() == "identifier"
-            && crate::regex!(r"[A-Za-z_$][\w$]*").find_iter(after).any(|m| m.as_str() == name)
+        let kept = match left.kind() {
+            "identifier" => {
+                let name = text(left, src);
+                crate::regex!(r"[A-Za-z_$][\w$]*").find_iter(after).any(|m| m.as_str() == name)
+            }
+            // `$.actionOutput.error = error.details`, written into the step record after the try
+            "member_expression" => after.contains(text(left, src)),
+            _ => false,
+        };
+        uses_error && kept
     })
 }
 
