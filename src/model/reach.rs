@@ -37,6 +37,8 @@ pub struct Scope {
     /// Branches that the literal arguments of every call reaching this function rule out
     /// (`ruled_out::ruled_out`).
     pub ruled_out: Vec<Span>,
+    /// Parameters every call reaching this function binds to the same literal.
+    pub known: super::ruled_out::Known,
 }
 
 impl Scope {
@@ -537,6 +539,7 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
         guarded: None,
         registered,
         ruled_out: Vec::new(),
+        known: Vec::new(),
     };
     let mut out = vec![root];
     let mut next = 0;
@@ -554,9 +557,9 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
                 None => dispatch_targets(project, &file, call),
             };
             for def in defs {
-                let ruled_out = def
+                let (ruled_out, known) = def
                     .node()
-                    .map(|callee| super::ruled_out::ruled_out(call, &file.text, callee, &def.file.text))
+                    .map(|callee| super::ruled_out::ruled_out(call, &file.text, callee, &def.file.text, &scope.known))
                     .unwrap_or_default();
                 // Reached again from another call: only what both calls rule out stays ruled out.
                 if let Some(seen) =
@@ -564,6 +567,7 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
                 {
                     if seen.depth > 0 {
                         seen.ruled_out.retain(|r| ruled_out.contains(r));
+                        seen.known.retain(|k| known.contains(k));
                     }
                     continue;
                 }
@@ -580,6 +584,7 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
                     guarded: scope.guard_at(call),
                     registered: handed_back_in(project, &def),
                     ruled_out,
+                    known,
                     function: def,
                     depth: scope.depth + 1,
                     chain,

@@ -8,17 +8,29 @@ use tree_sitter::Node;
 
 /// A literal argument's value, as far as a branch test can compare it.
 #[derive(Clone, Debug, PartialEq)]
-enum Value {
+pub enum Value {
     Text(String),
     Number(String),
     Bool(bool),
     Nullish,
 }
 
+/// What a reached function knows of its parameters: names (or `param.field` paths) bound to
+/// literal values by every call that reaches it.
+pub type Known = Vec<(String, Value)>;
+
 impl Value {
     fn of(node: Node, src: &str) -> Option<Value> {
+        Value::given(node, src, &[])
+    }
+
+    /// A literal, or a name the caller itself knows the value of (`submitUsage` passed on).
+    fn given(node: Node, src: &str, caller: &[(String, Value)]) -> Option<Value> {
         let node = ast::unwrap_expr(node);
         match node.kind() {
+            "identifier" | "shorthand_property_identifier" => {
+                caller.iter().find(|(k, _)| k == text(node, src)).map(|(_, v)| v.clone())
+            }
             "string" => ast::string_value(node, src).map(Value::Text),
             "template_string" if ast::named_children(node).iter().all(|c| c.kind() == "string_fragment") => {
                 ast::string_value(node, src).map(Value::Text)
@@ -44,7 +56,13 @@ impl Value {
 /// The spans of `callee`'s statements that cannot run when `call` calls it: the branches of
 /// an `if` or a `switch` on a parameter the call passes a literal for, where the literal
 /// decides the test the other way. A parameter the function assigns is left alone.
-pub fn ruled_out(call: Node, call_src: &str, callee: Node, callee_src: &str) -> Vec<Span> {
+pub fn ruled_out(
+    call: Node,
+    call_src: &str,
+    callee: Node,
+    callee_src: &str,
+    caller: &[(String, Value)],
+) -> (Vec<Span>, Known) {
     let args = ast::arguments(call);
     let mut known: Vec<(String, Value)> = Vec::new();
     for (index, arg) in args.iter().enumerate() {
@@ -60,12 +78,12 @@ pub fn ruled_out(call: Node, call_src: &str, callee: Node, callee_src: &str) -> 
                         .filter(|init| init.kind() == "object"),
                     a => Some(a).filter(|a| a.kind() == "object"),
                 };
-                if let Some(v) = Value::of(*arg, call_src) {
+                if let Some(v) = Value::given(*arg, call_src, caller) {
                     known.push((name.to_string(), v));
                 } else if let Some(object) = object {
                     // `receive(subdomain, { action: "create", payload })`, read as `data.action`
                     // or destructured in the body: `const { action } = data`
-                    for (field, v) in literal_fields(object, call_src) {
+                    for (field, v) in literal_fields(object, call_src, caller) {
                         known.push((format!("{name}.{field}"), v.clone()));
                         if destructured_from(callee, name, &field, callee_src) {
                             known.push((field, v));
@@ -75,13 +93,35 @@ pub fn ruled_out(call: Node, call_src: &str, callee: Node, callee_src: &str) -> 
             }
             // `({ submitUsage }) => ...` called with `{ submitUsage: false }`
             "object_pattern" if ast::unwrap_expr(*arg).kind() == "object" => {
+                let passed = literal_fields(ast::unwrap_expr(*arg), call_src, caller);
+                let written: Vec<String> = ast::named_children(ast::unwrap_expr(*arg))
+                    .into_iter()
+                    .filter_map(|p| match p.kind() {
+                        "pair" => p.child_by_field_name("key").map(|k| text(k, call_src).to_string()),
+                        "shorthand_property_identifier" => Some(text(p, call_src).to_string()),
+                        _ => None,
+                    })
+                    .collect();
+                let spread = ast::named_children(ast::unwrap_expr(*arg)).iter().any(|p| p.kind() == "spread_element");
                 for field in ast::named_children(param) {
-                    let name = match field.kind() {
-                        "shorthand_property_identifier_pattern" => text(field, callee_src),
+                    // `{ submitUsage }`, or `{ submitUsage = true }` whose default applies when
+                    // the call leaves the field out
+                    let (name, default) = match field.kind() {
+                        "shorthand_property_identifier_pattern" => (text(field, callee_src), None),
+                        "object_assignment_pattern" => match field.child_by_field_name("left") {
+                            Some(left) if left.kind() == "shorthand_property_identifier_pattern" => {
+                                (text(left, callee_src), field.child_by_field_name("right"))
+                            }
+                            _ => continue,
+                        },
                         _ => continue,
                     };
-                    let passed = ast::object_property(ast::unwrap_expr(*arg), name, call_src);
-                    if let Some(v) = passed.and_then(|p| Value::of(p, call_src)) {
+                    if let Some((_, v)) = passed.iter().find(|(k, _)| k == name) {
+                        known.push((name.to_string(), v.clone()));
+                    } else if !spread
+                        && !written.iter().any(|w| w == name)
+                        && let Some(v) = default.and_then(|d| Value::of(d, callee_src))
+                    {
                         known.push((name.to_string(), v));
                     }
                 }
@@ -89,13 +129,13 @@ pub fn ruled_out(call: Node, call_src: &str, callee: Node, callee_src: &str) -> 
             _ => {}
         }
     }
-    let Some(body) = callee.child_by_field_name("body") else { return Vec::new() };
+    let Some(body) = callee.child_by_field_name("body") else { return (Vec::new(), Vec::new()) };
     known.retain(|(name, _)| {
         let base = name.split('.').next().unwrap_or(name);
         !assigned(body, name, callee_src) && !assigned(body, base, callee_src)
     });
     if known.is_empty() {
-        return Vec::new();
+        return (Vec::new(), known);
     }
     let mut out = Vec::new();
     ast::walk(body, &mut |n| {
@@ -116,18 +156,22 @@ pub fn ruled_out(call: Node, call_src: &str, callee: Node, callee_src: &str) -> 
         }
         true
     });
-    out
+    (out, known)
 }
 
 /// The fields of an object literal whose values are literals.
-fn literal_fields(object: Node, src: &str) -> Vec<(String, Value)> {
+fn literal_fields(object: Node, src: &str, caller: &[(String, Value)]) -> Vec<(String, Value)> {
     ast::named_children(object)
         .into_iter()
-        .filter(|p| p.kind() == "pair")
-        .filter_map(|p| {
-            let key = p.child_by_field_name("key")?;
-            let key = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
-            Some((key, Value::of(p.child_by_field_name("value")?, src)?))
+        .filter_map(|p| match p.kind() {
+            "pair" => {
+                let key = p.child_by_field_name("key")?;
+                let key = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
+                Some((key, Value::given(p.child_by_field_name("value")?, src, caller)?))
+            }
+            // `{ submitUsage }` passing on what the caller knows
+            "shorthand_property_identifier" => Some((text(p, src).to_string(), Value::given(p, src, caller)?)),
+            _ => None,
         })
         .collect()
 }
@@ -258,7 +302,8 @@ mod tests {
         let calls = ast::calls_in(file.root(), false);
         let call = calls.iter().find(|c| ast::callee_name(**c, src).as_deref() == Some("run")).unwrap();
         let callee = ast::descendants_of_kind(file.root(), "function_declaration")[0];
-        ruled_out(*call, src, callee, src)
+        ruled_out(*call, src, callee, src, &[])
+            .0
             .iter()
             .map(|s| src[s.start..s.end].lines().next().unwrap_or("").trim().to_string())
             .collect()
