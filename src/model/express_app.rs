@@ -179,6 +179,7 @@ pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &
     if !file.text.contains("Router(") {
         return false;
     }
+    let app_file = crate::regex!(r"(?i)(?:^|[-_])(?:app|server|index|main|routes?|router|api)$");
     let mut dir = file.path.parent();
     for _ in 0..3 {
         let Some(here) = dir else { break };
@@ -186,7 +187,7 @@ pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &
             let name = candidate.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let stem = name.split('.').next().unwrap_or("");
             if candidate == &file.path
-                || !crate::regex!(r"(?i)(?:^|[-_])(?:app|server|index|main|routes?|router|api)$").is_match(stem)
+                || !app_file.is_match(stem)
                 || crate::source::Dialect::for_path(candidate).is_none()
             {
                 continue;
