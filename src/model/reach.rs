@@ -113,9 +113,6 @@ fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
             if ns.ends_with("()") {
                 return None;
             }
-            if let Some(def) = imported_object_member(project, file, ns, name) {
-                return Some(def);
-            }
             let (class_file, class) = instance_class(project, file, call, ns)?;
             class_method(project, &class_file, &class, name)
         }),
@@ -158,62 +155,6 @@ fn namespace_function(project: &Project, file: &Arc<SourceFile>, ns: &str, name:
     let target = project.resolve(&file.path, &import.source)?;
     let target = project.load(&target).ok()?;
     project.exported_function(&target, name, 0)
-}
-
-/// `Engine.runInBackground(...)` where `Engine` is imported from a module that exports an object
-/// of its functions (`const Engine = { run, runInBackground }; export default Engine`).
-fn imported_object_member(project: &Project, file: &Arc<SourceFile>, ns: &str, member: &str) -> Option<FunctionDef> {
-    let import = project::imports(file).iter().find(|i| i.local == ns && i.imported != "*")?;
-    let target = project.resolve(&file.path, &import.source)?;
-    let target = project.load(&target).ok()?;
-    let src = &target.text;
-    let root = target.root();
-    let exported_value = ast::named_children(root).into_iter().find_map(|stmt| {
-        if stmt.kind() != "export_statement" {
-            return None;
-        }
-        let is_default = (0..stmt.child_count()).filter_map(|i| stmt.child(i)).any(|c| c.kind() == "default");
-        if import.imported == "default" && is_default {
-            return stmt.child_by_field_name("value").map(ast::unwrap_expr);
-        }
-        let decl = stmt.child_by_field_name("declaration")?;
-        ast::named_children(decl).into_iter().find_map(|d| {
-            (d.kind() == "variable_declarator"
-                && d.child_by_field_name("name").is_some_and(|n| text(n, src) == import.imported))
-            .then(|| d.child_by_field_name("value").map(ast::unwrap_expr))
-            .flatten()
-        })
-    })?;
-    let object = match exported_value.kind() {
-        "object" => exported_value,
-        "identifier" => ast::find_binding_init(root, text(exported_value, src), src, exported_value.start_byte())
-            .map(ast::unwrap_expr)
-            .filter(|o| o.kind() == "object")?,
-        _ => return None,
-    };
-    let entry = ast::named_children(object).into_iter().find(|p| match p.kind() {
-        "shorthand_property_identifier" => text(*p, src) == member,
-        "pair" | "method_definition" => p
-            .child_by_field_name(if p.kind() == "pair" { "key" } else { "name" })
-            .is_some_and(|k| text(k, src) == member),
-        _ => false,
-    })?;
-    match entry.kind() {
-        "shorthand_property_identifier" => resolve_name(project, &target, member),
-        "method_definition" => {
-            Some(FunctionDef { file: target.clone(), span: Span::of(entry), name: member.to_string() })
-        }
-        _ => {
-            let value = ast::unwrap_expr(entry.child_by_field_name("value")?);
-            if ast::is_function(value) {
-                Some(FunctionDef { file: target.clone(), span: Span::of(value), name: member.to_string() })
-            } else if value.kind() == "identifier" {
-                resolve_name(project, &target, text(value, src))
-            } else {
-                None
-            }
-        }
-    }
 }
 
 fn resolve_name(project: &Project, file: &Arc<SourceFile>, name: &str) -> Option<FunctionDef> {
