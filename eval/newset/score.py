@@ -29,6 +29,13 @@ tiledesk-server, appwrite templates, amplication, kan, papra), reviewed blind by
 reviewers from the findings of a173ebb (2026-12-07); saasfly had handlers and no findings.
 autumn's 48 findings were sampled (25 judged).
 
+A sixth round (labels-round6.json, `--labels labels-round6.json`): repositories not used before
+(heyform, automatisch, hyperdx, peppermint, nango, stripe-samples subscription-use-cases,
+reaction commerce, remix-saas, erxes, ever-gauzy), reviewed blind by three reviewers from the
+findings of 304dc21 (2026-12-07; erxes' 44 findings sampled), then a fourth reviewer judged the
+findings unjudged at 0ebc89c. In session 22 a reviewer also judged the findings of rounds four
+and five unjudged at 84f76d8 (reasons marked "judged at a9").
+
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """
 import argparse, collections, concurrent.futures, json, os, subprocess
