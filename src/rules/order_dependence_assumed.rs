@@ -117,7 +117,9 @@ the prerequisite exists) depends on the data model.
 - A dropped advance notice (`customer.subscription.trial_will_end`, `invoice.upcoming`) is not
   reported: a reminder about a record that does not exist yet changes nothing. Nor is a lookup
   that is only the fallback for an id the event carries (`if (payment.metadata?.ownerId) return
-  it;` before the query): an event with neither is not about this application's data.
+  it;` before the query): an event with neither is not about this application's data. Nor is a
+  conditional update that matches only while a field is unset (`findOneAndUpdate({ _id,
+  sentAt: null }, ...)`): null there means another delivery claimed the record first.
 "#;
 
 pub const RULE: Rule = Rule {

@@ -26,7 +26,9 @@ const DOCS: &str = r#"
   where the `try` belongs.
   Not reported: a `catch` that throws the project's own error named for the client's fault
   (`throw errors.invalidWebhookSignature()`, `new InvalidSignatureError()`) in a framework
-  whose error handler gives it a status (Nest, Express, Fastify, Koa, Hono).
+  whose error handler gives it a status (Nest, Express, Fastify, Koa, Hono); a check whose
+  result is tested (`if (!(await connection.verifyWebhook(req))) return res.status(401).end()`):
+  it returns a verdict rather than throwing one.
 - An HTTP handler, or a function it calls that no caller catches, that throws for a payload
   that can never become usable (its message says invalid, malformed, missing, unsupported, or
   "couldn't retrieve valid ..."): a plain `Error`, or an error that names a 5xx answer

@@ -41,7 +41,8 @@ A `jobId` containing `:` gets an unsafe fix replacing `:` with `-` in its litera
 jobs already queued under the old id are no longer recognised as duplicates).
 Not reported: a deterministic `jobId` or `deduplication.id` is present (a random one is
 `nondeterministic-key`'s finding); repeatable jobs (`repeat`); `add` on a `Set`, or p-queue's
-`queue.add(() => ...)`.
+`queue.add(() => ...)`; a log, audit or analytics entry (`logQueue.add("put_log", entry)`): a
+second log line is no second effect.
 "#;
 
 pub const RULE: Rule = Rule {

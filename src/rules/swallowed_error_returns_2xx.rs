@@ -48,7 +48,9 @@ catch inside a `while`/`do`/`for (;;)` loop, or a `for` loop that counts attempt
 one inside a counted loop over items loses that item.
 
 Not reported: a `catch` that rethrows (also through a helper that always throws: declared
-`never`, or ending in a `throw`), answers a non-2xx status, calls `next(err)`, or records
+`never`, or ending in a `throw`), answers a non-2xx status (also the statement right after the
+`try`: `return res.redirect(...)`), keeps the error on a name or property the code after the
+`try` reads (a workflow step saved with status `failure`), calls `next(err)`, or records
 the failure for a retry (`batchItemFailures.push`, `moveToFailed`, `nack`, a retry / dead-letter
 / outbox call); a `catch` of a unique violation (that is the dedupe working); signature
 checks (see `permanent-error-returns-5xx`); a callee's `catch` that returns a value the
