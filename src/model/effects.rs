@@ -1402,9 +1402,11 @@ mod real_calls {
 /// `seen.add(id)` where `seen` is a local `new Set()`/`new Map()` (or an array): a collection in
 /// memory, whatever its name says (`completedWorkflows`), not a queue.
 /// Redis pub/sub: `redis.publish(channel, message)` on a client made by a Redis factory
-/// (`const redis = getRedisPub()`, `new Redis(url)`, `createClient()` from a redis module). The
-/// message reaches only the subscribers listening at that moment and is kept nowhere: a
-/// replay re-sends a live notice (a cache invalidation, a UI refresh), no durable effect.
+/// (`const redis = getRedisPub()`, `new Redis(url)`, `createClient()` from a redis module), and
+/// a GraphQL subscription's `graphqlPubsub.publish(trigger, payload)`. The message reaches only
+/// the subscribers listening at that moment and is kept nowhere: a replay re-sends a live
+/// notice (a cache invalidation, a UI refresh), no durable effect. A cloud topic's
+/// `pubsub.topic(name).publish(data, attributes)` is durable and stays an effect.
 fn redis_pub_sub(call: Node, name: &str, src: &str) -> bool {
     if name != "publish" || ast::arguments(call).len() != 2 {
         return false;
@@ -1418,7 +1420,10 @@ fn redis_pub_sub(call: Node, name: &str, src: &str) -> bool {
             .or(Some(receiver)),
         _ => Some(receiver),
     };
-    init.is_some_and(|i| text(i, src).to_ascii_lowercase().contains("redis"))
+    init.is_some_and(|i| {
+        let written = text(i, src).to_ascii_lowercase();
+        written.contains("redis") || (written.contains("pubsub") && receiver.kind() != "call_expression")
+    })
 }
 
 fn in_memory_collection(call: Node, src: &str) -> bool {
