@@ -223,6 +223,7 @@ fn mounts_behind(
         if target == router.path {
             locals.push(import.local.clone());
         } else if matches!(import.imported.as_str(), "default" | "*")
+            && target.file_stem().is_some_and(|s| s == "index")
             && let Ok(index) = project.load(&target)
         {
             let gathered = crate::project::imports(&index)

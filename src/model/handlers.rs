@@ -1439,8 +1439,8 @@ impl<'a> Finder<'a> {
             return Vec::new();
         };
         let Some(factory_name) = bound_name(factory, src) else { return Vec::new() };
-        let exported = ast::ancestors(factory).any(|a| a.kind() == "export_statement")
-            || crate::regex!(r"export\s*\{|exports\b").is_match(src) && src.matches(factory_name.as_str()).count() > 1;
+        let exported =
+            self.project.exported_function(self.file, &factory_name, 0).is_some_and(|d| d.span == Span::of(factory));
         let files: Vec<std::path::PathBuf> = match project::package_root(&self.file.path) {
             Some(package) if exported => {
                 let root = project::workspace_root(&package).unwrap_or(package);
