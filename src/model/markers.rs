@@ -196,7 +196,18 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
         let table = drizzle_table("insert")?;
         let handled = call_text.contains("onConflictDoNothing") || call_text.contains(".ignore()");
         if !is_marker_table(&table, call, src, func, key) {
-            return claims_by_violation(call, src).then_some(Marker { op: MarkerOp::Claim, call, lease: false });
+            return (claims_by_violation(call, src) || (handled && super::stmts::result_tested_then_leaves(call, src)))
+                .then_some(Marker { op: MarkerOp::Claim, call, lease: false });
+        }
+        return Some(Marker { op: insert_op(call, src, handled), call, lease: false });
+    }
+    // Kysely: db.insertInto("t").values(v).onConflict((oc) => oc.column("id").doNothing()).execute()
+    if path.iter().any(|p| p == "insertInto()") && is_outermost_link(call) {
+        let table = crate::regex!(r#"\.insertInto\(\s*['"`](\w+)"#).captures(call_text)?[1].to_string();
+        let handled = call_text.contains("doNothing()") || call_text.contains(".ignore()");
+        if !is_marker_table(&table, call, src, func, key) {
+            return (claims_by_violation(call, src) || (handled && super::stmts::result_tested_then_leaves(call, src)))
+                .then_some(Marker { op: MarkerOp::Claim, call, lease: false });
         }
         return Some(Marker { op: insert_op(call, src, handled), call, lease: false });
     }
@@ -418,6 +429,14 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
     }
     // `const { error } = await insert(...); if (error) { if (error.code === "23505") return ... }`
     read_back_next(call, |n| n.kind() == "if_statement" && leaves(n))
+}
+
+/// The call is the last link of its chain: no method is called on its result.
+fn is_outermost_link(call: Node) -> bool {
+    ast::parent(call)
+        .filter(|p| p.kind() == "member_expression")
+        .and_then(ast::parent)
+        .is_none_or(|g| g.kind() != "call_expression")
 }
 
 /// `.catch((e) => { if (e.code === 'P2002') ... })` on the insert's promise.

@@ -180,10 +180,17 @@ pub fn detect(text: &str) -> Option<Provider> {
 /// Signature verification calls and headers: their presence makes a route a webhook.
 pub fn verifies_signature(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    // `jwt.verify(token)` checks a person's session token, `bcrypt.verify` a password.
-    let sender_verify = lower.match_indices(".verify(").any(|(at, _)| {
+    // `jwt.verify(token)` checks a person's session token, `bcrypt.verify` a password,
+    // `passwordVerification.verify(password)` or `codeVerification.verify(identifier, code)` a
+    // person's sign-in step: none is a sender's signature.
+    let person_check = crate::regex!(
+        r"verification|password|passcode|otp|passkey|webauthn|mfa|captcha|session|credential|code|jwt|jsonwebtoken|bcrypt|argon2|jose"
+    );
+    let sender_verify = lower.match_indices(".verify(").any(|(at, m)| {
         let receiver = lower[..at].rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
-        !matches!(receiver, "jwt" | "jsonwebtoken" | "bcrypt" | "argon2" | "jose" | "totp" | "otp" | "recaptcha")
+        let first_arg = lower[at + m.len()..].split([',', ')']).next().unwrap_or("").trim();
+        !person_check.is_match(receiver)
+            && !matches!(first_arg, "password" | "code" | "otp" | "pin" | "token" | "passcode" | "credentials" | "ctx")
     });
     // Twilio's `validateRequest(authToken, signature, url, params)`, not a schema
     // middleware's `validateRequest({ body: schema })`.

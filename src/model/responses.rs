@@ -110,6 +110,11 @@ pub fn status_value(node: Node, src: &str) -> Option<u16> {
             let prop = node.child_by_field_name("property")?;
             named_status(text(prop, src))
         }
+        // uWebSockets.js `res.writeStatus("404 Not Found")`
+        "string" => {
+            let digits: String = ast::string_value(node, src)?.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok().filter(|s| (100..600).contains(s))
+        }
         _ => None,
     }
 }
@@ -193,8 +198,25 @@ fn root_name<'a>(root: Node, src: &'a str) -> &'a str {
     }
 }
 
-const CHAIN_MIDDLE: &[&str] =
-    &["status", "code", "set", "header", "headers", "type", "setHeader", "cookie", "clearCookie", "append", "vary"];
+const CHAIN_MIDDLE: &[&str] = &[
+    "status",
+    "code",
+    "set",
+    "header",
+    "headers",
+    "type",
+    "setHeader",
+    "cookie",
+    "clearCookie",
+    "append",
+    "vary",
+    // uWebSockets.js `res.writeStatus("200 OK").writeHeader(k, v).end()`; Node's `writeHead` returns `res` too
+    "writeStatus",
+    "writeHeader",
+    "writeHead",
+];
+/// Chain links that set the status.
+const CHAIN_STATUS: &[&str] = &["status", "code", "writeStatus", "writeHead"];
 const CHAIN_END: &[&str] = &["json", "send", "end", "sendStatus", "jsonp", "redirect"];
 
 /// Recognises one answering node. `names` are the handler's own request/response names.
@@ -383,7 +405,7 @@ fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Respon
         if !CHAIN_MIDDLE.contains(&p) {
             return None;
         }
-        if p == "status" || p == "code" {
+        if CHAIN_STATUS.contains(&p) {
             status_node = ast::arguments(*link).first().copied();
         }
     }

@@ -337,13 +337,15 @@ fn respond_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, ou
             continue;
         }
         let following = ast::following_siblings(stmt);
-        let work = following.iter().any(|s| {
+        let has_work = |s: &Node| {
             !ast::descendants_of_kind(*s, "await_expression")
                 .into_iter()
                 .all(|a| ast::enclosing_function(a) != Some(func))
                 || ast::calls_in(*s, true).into_iter().any(|call| c.promise_work(call))
-        });
-        if !work {
+        };
+        // Work that is only dropped promises is reported once, at each promise.
+        let work: Vec<Node> = following.iter().copied().filter(has_work).collect();
+        if work.iter().all(|s| dropped_promise(c, scope, *s).is_some()) {
             continue;
         }
         let movable = following.iter().all(|s| {
@@ -506,17 +508,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                 }
             }
             "expression_statement" => {
-                if let Some(call) = n.named_child(0).filter(|e| e.kind() == "call_expression")
-                    && !ast::is_awaited_call(call)
-                    && ast::callee_name(call, src).as_deref() != Some("forEach")
-                    // A chain that answers (or acks its message) in its continuation
-                    // acknowledges after the work.
-                    && responses::responses_in(call, src, &[], false).is_empty()
-                    && !acks_in_continuation(call, src)
-                    && c.promise_work(call)
-                    && !c.best_effort(call)
-                    && !sends_notification(scope)
-                {
+                if let Some(call) = dropped_promise(c, scope, n) {
                     let fix = || {
                         if enclosing_is_async(n, src) {
                             Fix::unsafe_("add `await`", vec![Edit::insert(call.start_byte(), "await ")])
@@ -538,6 +530,23 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
         }
         true
     });
+}
+
+/// The call of an expression statement whose promise of work is dropped: not awaited, not
+/// answering or acking in its continuation, not best-effort.
+fn dropped_promise<'t>(c: &Cx, scope: &Scope, stmt: Node<'t>) -> Option<Node<'t>> {
+    let src = c.src();
+    let call = stmt.named_child(0).filter(|e| e.kind() == "call_expression")?;
+    (!ast::is_awaited_call(call)
+        && ast::callee_name(call, src).as_deref() != Some("forEach")
+        // A chain that answers (or acks its message) in its continuation
+        // acknowledges after the work.
+        && responses::responses_in(call, src, &[], false).is_empty()
+        && !acks_in_continuation(call, src)
+        && c.promise_work(call)
+        && !c.best_effort(call)
+        && !sends_notification(scope))
+    .then_some(call)
 }
 
 /// `items.forEach(async (item) => { ... })` → `for (const item of items) { ... }`.

@@ -235,7 +235,7 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             }
             // `if (!(await connection.verifyWebhook(req))) return res.status(401).end()`: a
             // check whose result is tested answers a bad signature itself.
-            if verify && result_tested(call) {
+            if verify && (result_tested(call) || wrapper_result_tested(call, src)) {
                 continue;
             }
             let what = if verify { "a bad signature" } else { "a malformed payload" };
@@ -378,6 +378,16 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
 
 /// Whether `call`'s value decides a branch (`if (!verify(x))`, `verify(x) ? a : b`,
 /// `verify(x) && next()`): it returns a verdict rather than throwing one.
+/// `const event = manager.constructEvent(body, sig); if (!event) return res.status(401)...`: a
+/// project object's method, not the SDK's `webhooks` namespace, whose result is tested and
+/// answered: the wrapper reports a bad signature by value instead of throwing.
+fn wrapper_result_tested(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
+    path.len() >= 2
+        && !path.iter().any(|p| p.trim_end_matches("()") == "webhooks")
+        && crate::model::stmts::result_tested_then_leaves(call, src)
+}
+
 fn result_tested(call: Node) -> bool {
     let mut node = call;
     while let Some(parent) = ast::parent(node) {

@@ -4,7 +4,9 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
+use crate::model::schema::drizzle;
 use crate::model::{Effect, EffectKind, best_effort, effects, markers};
+use crate::project::Project;
 use crate::source::SourceFile;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -215,8 +217,8 @@ fn unguarded_effects<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Found<'t>
                 let callee = def.as_ref().and_then(|d| {
                     scopes.iter().position(|s| s.function.span == d.span && Arc::ptr_eq(&s.function.file, &d.file))
                 });
-                let effect = effects::classify(call, &file.text, def.is_some())
-                    .filter(|e| non_idempotent(e, &file.text, &file.path));
+                let effect =
+                    effects::classify(call, &file.text, def.is_some()).filter(|e| non_idempotent(cx.project, file, e));
                 // Only calls that matter are judged for where they run: the checks climb and
                 // look up bindings.
                 if effect.is_none() && callee.is_none() {
@@ -386,7 +388,7 @@ fn enqueues_replay_safe_job(cx: &Context, file: &Arc<SourceFile>, call: Node) ->
         scope.calls(func).into_iter().any(|c| {
             let local = reach::resolve_call(cx.project, file, c).is_some();
             !in_failure_path(c, func, &file.text)
-                && effects::classify(c, &file.text, local).is_some_and(|e| non_idempotent(&e, &file.text, &file.path))
+                && effects::classify(c, &file.text, local).is_some_and(|e| non_idempotent(cx.project, file, &e))
         })
     })
 }
@@ -508,7 +510,8 @@ fn diagnostic(cx: &Context, model: &HandlerModel, scope: &Scope, found: &[Found]
 }
 
 /// Whether replaying the effect duplicates something.
-fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
+fn non_idempotent(project: &Project, file: &Arc<SourceFile>, effect: &Effect) -> bool {
+    let src = file.text.as_str();
     match effect.kind {
         EffectKind::DbUpsert | EffectKind::DbUpdate | EffectKind::DbDelete | EffectKind::DbIncrement => false,
         EffectKind::DbInsert => {
@@ -531,7 +534,8 @@ fn non_idempotent(effect: &Effect, src: &str, path: &Path) -> bool {
             if crate::model::best_effort::log_table(effect.call, src) || introduced_as_log(effect.call, src) {
                 return false;
             }
-            !prisma_create_sets_unique(effect.call, src, path)
+            !prisma_create_sets_unique(effect.call, src, &file.path)
+                && !drizzle_insert_sets_unique(project, file, effect.call)
         }
         EffectKind::Payment => effect.key.is_none() && !effect.replays_harmlessly(src),
         EffectKind::Http => effect.key.is_none() && !exchanges_token(effect.call, src),
@@ -972,6 +976,47 @@ fn generated(value: &str) -> bool {
     ["uuid", "random", "cuid", "nanoid", "ulid", "date.now", "new date", "math."].iter().any(|r| v.contains(r))
 }
 
+/// `db.insert(orders).values({ paymentIntentId, ... })` where the Drizzle table `orders` has
+/// a unique index on the columns the row sets: a replay is rejected by the constraint.
+fn drizzle_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
+    let src = file.text.as_str();
+    let mut values = None;
+    let mut link = Some(call);
+    while let Some(c) = link {
+        match ast::callee_name(c, src).as_deref() {
+            Some("values") => values = ast::arguments(c).first().map(|a| ast::unwrap_expr(*a)),
+            Some("insert") => {
+                let Some(table) = ast::arguments(c).first().copied().filter(|a| a.kind() == "identifier") else {
+                    return false;
+                };
+                let Some(row) = values.filter(|v| v.kind() == "object") else { return false };
+                let fields = row_fields(row, src);
+                return drizzle::unique_sets_of(project, file, text(table, src))
+                    .iter()
+                    .any(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)));
+            }
+            _ => {}
+        }
+        link = ast::method_receiver(c).filter(|o| o.kind() == "call_expression");
+    }
+    false
+}
+
+/// The fields an object literal sets to a value that is not made fresh on every call.
+fn row_fields(row: Node, src: &str) -> Vec<String> {
+    ast::named_children(row)
+        .into_iter()
+        .filter_map(|p| match p.kind() {
+            // A generated value (`id: crypto.randomUUID()`) is new on every delivery: it makes
+            // no replay collide.
+            "pair" if p.child_by_field_name("value").is_some_and(|v| generated(text(v, src))) => None,
+            "pair" => p.child_by_field_name("key").map(|k| text(k, src).trim_matches(['"', '\'']).to_string()),
+            "shorthand_property_identifier" => Some(text(p, src).to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// `prisma.model.create({ data: { field } })` where `field` is `@id`/`@unique` in the schema.
 fn prisma_create_sets_unique(call: Node, src: &str, path: &Path) -> bool {
     let callee = ast::callee_path(call, src);
@@ -987,17 +1032,7 @@ fn prisma_create_sets_unique(call: Node, src: &str, path: &Path) -> bool {
     else {
         return false;
     };
-    let fields: Vec<String> = ast::named_children(data)
-        .into_iter()
-        .filter_map(|p| match p.kind() {
-            // A generated value (`id: crypto.randomUUID()`) is new on every delivery: it makes
-            // no replay collide.
-            "pair" if p.child_by_field_name("value").is_some_and(|v| generated(text(v, src))) => None,
-            "pair" => p.child_by_field_name("key").map(|k| text(k, src).trim_matches(['"', '\'']).to_string()),
-            "shorthand_property_identifier" => Some(text(p, src).to_string()),
-            _ => None,
-        })
-        .collect();
+    let fields = row_fields(data, src);
     let Some(schema) = find_schema(path) else { return false };
     unique_sets(&schema, model).iter().any(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)))
 }

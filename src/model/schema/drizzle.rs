@@ -3,7 +3,9 @@
 
 use super::{Column, assigned_name, pair_key};
 use crate::model::ast;
+use crate::project::{self, Project};
 use crate::source::SourceFile;
+use std::sync::Arc;
 use tree_sitter::Node;
 
 const TABLES: &[&str] = &["pgTable", "mysqlTable", "sqliteTable", "singlestoreTable"];
@@ -62,6 +64,25 @@ pub fn tables(file: &SourceFile) -> Vec<Table<'_>> {
         }
     }
     out
+}
+
+/// The unique column sets (names in code) of the Drizzle table bound to `name` as `file` sees
+/// it: declared there or imported from a project module. A column's `.unique()` or
+/// `.primaryKey()` is a set of one.
+pub fn unique_sets_of(project: &Project, file: &Arc<SourceFile>, name: &str) -> Vec<Vec<String>> {
+    let sets = |t: &Table| {
+        let mut out = t.sets.clone();
+        out.extend(t.columns.iter().filter(|c| c.unique || c.primary).map(|c| vec![c.names[0].clone()]));
+        out
+    };
+    if let Some(t) = tables(file).iter().find(|t| t.names.iter().skip(1).any(|n| n == name)) {
+        return sets(t);
+    }
+    let Some(import) = project::imports(file).iter().find(|i| i.local == name) else { return Vec::new() };
+    let Some(target) = project.resolve(&file.path, &import.source).and_then(|p| project.load(&p).ok()) else {
+        return Vec::new();
+    };
+    tables(&target).iter().find(|t| t.names.iter().skip(1).any(|n| *n == import.imported)).map(sets).unwrap_or_default()
 }
 
 fn table<'t>(call: Node<'t>, src: &str) -> Option<Table<'t>> {
