@@ -153,6 +153,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "new Runner(",
             // BullMQ's manual processing: `const job = await worker.getNextJob(token)`
             ".getNextJob(",
+            // `Consumer.create({ handleMessage })` of sqs-consumer
+            "sqs-consumer",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.

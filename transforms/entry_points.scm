@@ -8,10 +8,11 @@
 ; oRPC's procedure.route({ method, path }).handler(fn), a queue client's createRunner(queue, { run }),
 ; BullMQ's manual processing loop: const job = await worker.getNextJob(token)
 ; @hono/zod-openapi: app.openapi(createRoute({ method, path }), handler)
+; sqs-consumer: Consumer.create({ queueUrl, handleMessage })
 (call_expression
   function: (member_expression
     property: (property_identifier) @name)
-  (#match? @name "^(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi)$")) @call
+  (#match? @name "^(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi|create)$")) @call
 
 ; Bare registrations: serve(fn), task({ run }), schemaTask({ run }),
 ; h3 route modules: export default defineEventHandler(async (event) => ...)

@@ -906,6 +906,9 @@ fn classify_db(
             || full.contains("onDuplicateKeyUpdate")
             || full.contains(".ignore()")
             || full.contains(".merge(")
+            // TypeORM's query builder: `.insert().into(T).values(v).orUpdate(cols, keys)` / `.orIgnore()`
+            || full.contains(".orUpdate(")
+            || full.contains(".orIgnore(")
         {
             return Some(EffectKind::DbUpsert);
         }

@@ -1166,6 +1166,19 @@ impl<'a> Finder<'a> {
                     }
                 }
             }
+            // sqs-consumer: `Consumer.create({ queueUrl, handleMessage })` deletes the message
+            // when the handler resolves; a throw leaves it to come back after the visibility timeout.
+            ("create", 2) if path[0] == "Consumer" && self.file.text.contains("sqs-consumer") => {
+                if let Some(opts) = args.first().filter(|a| a.kind() == "object") {
+                    for key in ["handleMessage", "handleMessageBatch"] {
+                        if let Some(f) = ast::object_property(*opts, key, src) {
+                            let f = if f.kind() == "method_definition" { f } else { ast::unwrap_expr(f) };
+                            let name = format!("sqs-consumer {key} ({})", short_path(&file_path));
+                            self.push(f, name, Framework::SqsPolling, "");
+                        }
+                    }
+                }
+            }
             // the client is often awaited in place: `(await getQueueClient()).createRunner(...)`
             ("createrunner", _) => self.job_runner(&args),
             ("getnextjob", n) if n >= 2 => self.manual_worker_loop(call),
@@ -1808,9 +1821,34 @@ fn queue_option_arg(arg: Node, src: &str) -> bool {
             // an enum member: `JobType.SendEmail`
             let enum_member = arg.kind() == "member_expression" && name.starts_with(|c: char| c.is_ascii_uppercase());
             let lower = last.to_ascii_lowercase();
-            constant || enum_member || lower.ends_with("name") || lower.ends_with("concurrency")
+            constant
+                || enum_member
+                || lower.ends_with("name")
+                || lower.contains("concurren")
+                || (arg.kind() == "identifier" && bound_to_count_or_name(arg, src))
         }
         _ => false,
+    }
+}
+
+/// `const workers = Number(config.get("WORKERS")) || 1`, `const queueName = "emails"`: a name
+/// bound in the file (or an enclosing function) to a literal or a number parsed from settings.
+fn bound_to_count_or_name(name: Node, src: &str) -> bool {
+    let mut root = name;
+    while let Some(p) = ast::parent(root) {
+        root = p;
+    }
+    let Some(init) = ast::find_binding_init(root, text(name, src), src, name.start_byte()) else { return false };
+    let literal_or_parsed = |n: Node| {
+        let n = ast::unwrap_expr(n);
+        matches!(n.kind(), "number" | "string" | "template_string")
+            || (n.kind() == "call_expression"
+                && matches!(ast::callee_name(n, src).as_deref(), Some("Number" | "parseInt" | "parseFloat")))
+    };
+    let init = ast::unwrap_expr(init);
+    match init.kind() {
+        "binary_expression" => ast::named_children(init).into_iter().all(literal_or_parsed),
+        _ => literal_or_parsed(init),
     }
 }
 

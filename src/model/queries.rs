@@ -48,6 +48,7 @@ const MEMBER_NAMES: &[&str] = &[
     "createRunner",
     "getNextJob",
     "openapi",
+    "create",
 ];
 
 /// Bare registration calls: `serve(fn)`, `defineEventHandler(...)`, ...
@@ -830,7 +831,7 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
     let root = file.root();
     let tokens = crate::regex!(
         r"(?x)
-        \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi)(?-u:\b)
+        \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi|create)(?-u:\b)
         | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler
                     |export|Worker|Runner|queue|process|fetch|exports|callback)(?-u:\b)
         | @"

@@ -221,10 +221,24 @@ pub fn callee_path(call: Node, src: &str) -> Vec<String> {
 }
 
 /// Whether `call` is awaited where it stands: `await f(x)`, or `await f<T>(x)`, which the
-/// TypeScript grammar reads as `(await f)<T>(x)`, a call whose callee is the await.
+/// TypeScript grammar reads as `(await f)<T>(x)`, a call whose callee is the await, also at the
+/// start of a chain (`await qb<T>().insert().execute()` is `((await qb)<T>()).insert()...`).
 pub fn is_awaited_call(call: Node) -> bool {
-    parent(call).is_some_and(|p| kind(p) == "await_expression")
-        || field(call, "function").is_some_and(|f| kind(f) == "await_expression")
+    if parent(call).is_some_and(|p| kind(p) == "await_expression") {
+        return true;
+    }
+    let mut link = call;
+    loop {
+        let Some(f) = field(link, "function") else { return false };
+        match kind(f) {
+            "await_expression" => return true,
+            "member_expression" => match field(f, "object").filter(|o| kind(*o) == "call_expression") {
+                Some(receiver) => link = receiver,
+                None => return false,
+            },
+            _ => return false,
+        }
+    }
 }
 
 /// The last name of a callee: `a.b.create(...)` → "create".
