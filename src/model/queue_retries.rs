@@ -1,4 +1,4 @@
-//! Whether a BullMQ consumer's failed jobs are ever retried. BullMQ runs a job once unless the
+//! Whether a BullMQ (or Bull) consumer's failed jobs are ever retried. Both run a job once unless the
 //! queue (`defaultJobOptions`) or the `add` call sets `attempts`; a job whose worker crashes is
 //! still run again (a stalled job), so duplicates stay possible, but a thrown error is final.
 
@@ -16,12 +16,25 @@ pub fn never_retried(project: &Project, handler: &Handler) -> bool {
         return false;
     }
     let src = &handler.file.text;
-    let built_here = src.contains("new Queue(")
-        && src.contains("new Worker(")
-        && !src.contains("defaultJobOptions")
+    let built_here = crate::regex!(r"new\s+(?:Queue|Bull)\b").is_match(src)
+        && (src.contains("new Worker(") || src.contains(".process("))
         && !crate::regex!(r#"\battempts['"]?\s*:"#).is_match(src)
-        && !src.contains("...");
+        && !options_spread(&handler.file);
     built_here || registered_with_one_attempt(project, handler)
+}
+
+/// Whether a queue built in the file (`new Queue(...)`, Bull's `new Bull(...)`) or a job added
+/// there (`queue.add(name, data, opts)`) takes options spread in from elsewhere, which may set
+/// `attempts`.
+fn options_spread(file: &crate::source::SourceFile) -> bool {
+    let src = &file.text;
+    let builds = ast::descendants_of_kind(file.root(), "new_expression").into_iter().filter(|n| {
+        n.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Queue" | "Bull"))
+    });
+    let adds = ast::descendants_of_kind(file.root(), "call_expression")
+        .into_iter()
+        .filter(|c| ast::callee_name(*c, src).is_some_and(|n| n == "add" || n == "addBulk"));
+    builds.chain(adds).any(|n| !ast::descendants_of_kind(n, "spread_element").is_empty())
 }
 
 /// The handler's queue is registered in its package (`BullModule.registerQueue({ name,
@@ -122,13 +135,25 @@ mod tests {
 
     #[test]
     fn attempts_anywhere_in_the_file_or_spread_options_mean_retries() {
-        for options in ["{ attempts: 3 }", "{ defaultJobOptions: { backoff: 1 } }", "{ ...jobOptions }"] {
+        for options in ["{ attempts: 3 }", "{ defaultJobOptions: { attempts: 5 } }", "{ ...jobOptions }"] {
             let code = format!(
                 "import {{ Queue, Worker }} from 'bullmq';\nconst q = new Queue('mail', {options});\n\
                  new Worker('mail', async (job) => {{ await send(job.data); }});\n"
             );
             assert!(handlers_of(&code).iter().all(|h| !never_retried(&Project::new(), h)), "{options}");
         }
+    }
+
+    #[test]
+    fn a_bull_queue_with_default_options_but_no_attempts_is_never_retried() {
+        let code = "import Bull from 'bull';\nconst q = new Bull('verify', { defaultJobOptions: { removeOnFail: true } });\n\
+                    export const add = (d) => q.add(d, { jobId: `verify-${d.id}` });\n\
+                    q.process(2, async (job) => { await verify(job.data.id); });\n";
+        let found = handlers_of(code);
+        assert!(!found.is_empty());
+        assert!(found.iter().all(|h| never_retried(&Project::new(), h)));
+        let spread = code.replace("{ jobId: `verify-${d.id}` }", "{ ...retryOptions, jobId: d.id }");
+        assert!(handlers_of(&spread).iter().all(|h| !never_retried(&Project::new(), h)));
     }
 
     #[test]
