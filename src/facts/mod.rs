@@ -32,6 +32,26 @@ impl HandlerModel {
         self.dedupe_patterns.get_or_init(|| crate::model::markers::patterns(project, &self.scopes))
     }
 
+    /// For each scope, the calls of its function made from the handler's other scopes, as
+    /// `(caller scope, call)`.
+    pub fn call_sites<'a>(&'a self, project: &Project) -> Vec<Vec<(usize, Node<'a>)>> {
+        let mut sites: Vec<Vec<(usize, Node<'a>)>> = self.scopes.iter().map(|_| Vec::new()).collect();
+        for (k, scope) in self.scopes.iter().enumerate() {
+            let Some(func) = scope.node() else { continue };
+            for call in ast::calls_in(func, true) {
+                let Some(def) = reach::resolve_call(project, scope.file(), call) else { continue };
+                let callee = self
+                    .scopes
+                    .iter()
+                    .position(|s| s.function.span == def.span && s.function.file.path == def.file.path);
+                if let Some(j) = callee.filter(|j| *j != k) {
+                    sites[j].push((k, call));
+                }
+            }
+        }
+        sites
+    }
+
     /// Whether any scope checks, claims or writes a processed marker by hand, a business row
     /// (its existence or its status) serving as one included.
     pub fn has_hand_written_dedupe(&self, project: &Project) -> bool {

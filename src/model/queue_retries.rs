@@ -28,9 +28,9 @@ pub fn never_retried(project: &Project, handler: &Handler) -> bool {
 /// `attempts`.
 fn options_spread(file: &crate::source::SourceFile) -> bool {
     let src = &file.text;
-    let builds = ast::descendants_of_kind(file.root(), "new_expression").into_iter().filter(|n| {
-        n.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Queue" | "Bull"))
-    });
+    let builds = ast::descendants_of_kind(file.root(), "new_expression")
+        .into_iter()
+        .filter(|n| n.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Queue" | "Bull")));
     let adds = ast::descendants_of_kind(file.root(), "call_expression")
         .into_iter()
         .filter(|c| ast::callee_name(*c, src).is_some_and(|n| n == "add" || n == "addBulk"));

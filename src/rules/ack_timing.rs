@@ -103,7 +103,7 @@ impl Cx<'_> {
                 .and_then(|f| f.child_by_field_name("object"))
                 .map(ast::unwrap_expr)
                 .filter(|o| o.kind() == "call_expression");
-            return inner.is_some_and(|i| self.promise_work(i));
+            return inner.is_some_and(|i| self.promise_work(i) || self.handed_in(i));
         }
         // `emitAsync` runs the listeners and resolves when they are done: its promise is their work.
         if last == "emitAsync" && path.len() >= 2 {
@@ -114,6 +114,19 @@ impl Cx<'_> {
             return def.node().is_some_and(|n| is_async(n, &def.file.text));
         }
         effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
+    }
+
+    /// A call of a function the consumer was handed as a parameter (`processMessage(data)` in a
+    /// shared consumer's `eachMessage`): the processor is the message's work.
+    fn handed_in(&self, call: Node) -> bool {
+        let src = self.src();
+        let Some(callee) = call.child_by_field_name("function").filter(|f| f.kind() == "identifier") else {
+            return false;
+        };
+        let name = text(callee, src);
+        ast::ancestors(call)
+            .filter(|a| ast::is_function(*a))
+            .any(|f| ast::parameter_names(f, src).iter().any(|p| p == name))
     }
 
     /// Whether a dropped promise is deliberate best effort: telemetry or a notification

@@ -615,24 +615,24 @@ struct CallSite<'a> {
 
 /// For each scope, the calls of its function from the handler's other scopes.
 fn call_sites<'a>(cx: &Context, model: &'a HandlerModel) -> Vec<Vec<CallSite<'a>>> {
-    let mut sites: Vec<Vec<CallSite<'a>>> = model.scopes.iter().map(|_| Vec::new()).collect();
-    for (k, scope) in model.scopes.iter().enumerate() {
-        let Some(func) = scope.node() else { continue };
-        for call in ast::calls_in(func, true) {
-            let Some(def) = reach::resolve_call(cx.project, scope.file(), call) else { continue };
-            let callee =
-                model.scopes.iter().position(|s| s.function.span == def.span && s.function.file.path == def.file.path);
-            if let Some(j) = callee.filter(|j| *j != k) {
-                let handled_on_the_spot = call.parent().is_some_and(|p| {
-                    p.kind() == "member_expression"
-                        && p.child_by_field_name("property")
-                            .is_some_and(|q| matches!(text(q, src_of(scope)), "catch" | "then"))
-                });
-                sites[j].push(CallSite { caller: k, call, handled_on_the_spot });
-            }
-        }
-    }
+    let sites = model.call_sites(cx.project);
     sites
+        .into_iter()
+        .map(|calls| {
+            calls
+                .into_iter()
+                .map(|(caller, call)| {
+                    let src = src_of(&model.scopes[caller]);
+                    let handled_on_the_spot = call.parent().is_some_and(|p| {
+                        p.kind() == "member_expression"
+                            && p.child_by_field_name("property")
+                                .is_some_and(|q| matches!(text(q, src), "catch" | "then"))
+                    });
+                    CallSite { caller, call, handled_on_the_spot }
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// `new ORPCError("INTERNAL_SERVER_ERROR", ...)`, `new TRPCError({ code: "INTERNAL_SERVER_ERROR" })`,
