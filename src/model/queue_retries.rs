@@ -7,8 +7,9 @@ use super::handlers::{Framework, Handler};
 use crate::project::Project;
 use tree_sitter::Node;
 
-/// A BullMQ handler whose failed jobs are never retried: its file builds its queue and its
-/// worker and sets no `attempts` and no default job options anywhere, or its queue is
+/// A BullMQ (or Bull) handler whose failed jobs are never retried: its file builds its queue,
+/// adds its jobs and consumes them, sets `attempts` nowhere, spreads no options into them and
+/// does not export the queue, or its queue is
 /// registered in the package with `defaultJobOptions: { attempts: 1 }`. Without that evidence
 /// (options read from elsewhere, spread in) retries are assumed.
 pub fn never_retried(project: &Project, handler: &Handler) -> bool {
@@ -18,9 +19,53 @@ pub fn never_retried(project: &Project, handler: &Handler) -> bool {
     let src = &handler.file.text;
     let built_here = crate::regex!(r"new\s+(?:Queue|Bull)\b").is_match(src)
         && (src.contains("new Worker(") || src.contains(".process("))
+        // the jobs are added here too: a producer elsewhere may set `attempts` on its own `add`
+        && src.contains(".add(")
         && !crate::regex!(r#"\battempts['"]?\s*:"#).is_match(src)
-        && !options_spread(&handler.file);
+        && !options_spread(&handler.file)
+        && !queue_exported(&handler.file);
     built_here || registered_with_one_attempt(project, handler)
+}
+
+/// Whether a queue built in the file is exported (`export const queue = new Queue(...)`,
+/// `module.exports = { queue }`): other modules may add its jobs with `attempts`.
+fn queue_exported(file: &crate::source::SourceFile) -> bool {
+    let src = &file.text;
+    let names: Vec<&str> = ast::descendants_of_kind(file.root(), "new_expression")
+        .into_iter()
+        .filter(|n| n.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Queue" | "Bull")))
+        .filter_map(|n| {
+            let declarator = ast::ancestors(n).find(|a| ast::kind(*a) == "variable_declarator")?;
+            let name = declarator.child_by_field_name("name")?;
+            if ast::ancestors(declarator).any(|a| ast::kind(a) == "export_statement") {
+                return Some("");
+            }
+            Some(text(name, src))
+        })
+        .collect();
+    // `export { queue }`, `export default queue`, `module.exports = { queue }`, `exports.queue = queue`:
+    // the binding itself, not a use inside an exported function's body.
+    let exports_name = |value: Node, name: &str| {
+        let value = ast::unwrap_expr(value);
+        match ast::kind(value) {
+            "identifier" => text(value, src) == name,
+            "object" | "export_clause" => ast::named_children(value).into_iter().any(|p| {
+                let shown = p.child_by_field_name("value").or_else(|| p.child_by_field_name("name")).unwrap_or(p);
+                text(shown, src) == name
+            }),
+            _ => false,
+        }
+    };
+    let exported = |name: &str| {
+        ast::descendants_of_kind(file.root(), "export_statement").into_iter().any(|e| {
+            ast::named_children(e).into_iter().any(|c| exports_name(c, name))
+                || e.child_by_field_name("value").is_some_and(|v| exports_name(v, name))
+        }) || ast::descendants_of_kind(file.root(), "assignment_expression").into_iter().any(|a| {
+            a.child_by_field_name("left").is_some_and(|l| text(l, src).contains("exports"))
+                && a.child_by_field_name("right").is_some_and(|r| exports_name(r, name))
+        })
+    };
+    names.iter().any(|name| name.is_empty() || exported(name))
 }
 
 /// Whether a queue built in the file (`new Queue(...)`, Bull's `new Bull(...)`) or a job added
