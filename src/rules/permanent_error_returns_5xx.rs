@@ -281,6 +281,14 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                                     .and_then(|v| responses::response_at(v, src, &names))
                                     .is_some_and(|r| r.status.is_some_and(|st| st < 500)))
                     });
+                    // Express: `next(err)` with the caught error hands it to the error
+                    // middleware, which answers the SDK's error (no status of its own) 500.
+                    let forwarded = if i == 0 && model.handler.framework == Framework::Express {
+                        forwards_caught_error(try_stmt, catch_body, src)
+                    } else {
+                        None
+                    };
+                    let rethrow = rethrow.or(forwarded);
                     if fives.is_empty() && rethrow.is_none() {
                         continue;
                     }
@@ -293,7 +301,9 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                         }
                     }
                     let node = fives.first().map(|r| r.node).or(rethrow).unwrap_or(catch_body);
-                    let answer = if fives.is_empty() {
+                    let answer = if fives.is_empty() && forwarded.is_some() && rethrow == forwarded {
+                        "passes the error to `next`, which answers 500,".to_string()
+                    } else if fives.is_empty() {
                         "rethrows into a 500".to_string()
                     } else {
                         format!("answers {}", fives[0].status.unwrap_or(500))
@@ -386,6 +396,27 @@ fn wrapper_result_tested(call: Node, src: &str) -> bool {
     path.len() >= 2
         && !path.iter().any(|p| p.trim_end_matches("()") == "webhooks")
         && crate::model::stmts::result_tested_then_leaves(call, src)
+}
+
+/// The statement of a catch that passes the caught error itself to Express's `next`
+/// (`next(err)`, `return next(err)`).
+fn forwards_caught_error<'t>(try_stmt: Node<'t>, catch_body: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let param = try_stmt
+        .child_by_field_name("handler")
+        .and_then(|h| h.child_by_field_name("parameter"))
+        .filter(|p| p.kind() == "identifier")
+        .map(|p| text(p, src))?;
+    ast::named_children(catch_body).into_iter().find(|stmt| {
+        let value = match stmt.kind() {
+            "expression_statement" | "return_statement" => stmt.named_child(0).map(ast::unwrap_expr),
+            _ => None,
+        };
+        value.is_some_and(|v| {
+            v.kind() == "call_expression"
+                && ast::callee_path(v, src) == ["next"]
+                && ast::arguments(v).first().is_some_and(|a| text(*a, src) == param)
+        })
+    })
 }
 
 fn result_tested(call: Node) -> bool {
