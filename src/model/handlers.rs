@@ -428,7 +428,7 @@ impl<'a> Finder<'a> {
         if !framework.is_http() && !pulls_messages && ast::parameter_names(node, &file.text).is_empty() {
             return;
         }
-        let verifies = providers::verifies_signature(body_text);
+        let verifies = providers::verifies_sender(body_text);
         let provider = match framework {
             Framework::Bullmq => Some(Provider::Bullmq),
             Framework::LambdaSqs | Framework::SqsPolling => Some(Provider::Sqs),

@@ -214,6 +214,22 @@ pub fn verifies_signature(text: &str) -> bool {
         .any(|m| lower.contains(m))
 }
 
+/// Whether a function's text verifies the sender of a delivery: `verifies_signature`, where a
+/// digest computed by hand (`createHmac`, `timingSafeEqual`) counts only when the text reads a
+/// request header. A checkout's `razorpay_signature` posted in the body by the customer's
+/// browser is checked the same way, but by a route that serves people.
+pub fn verifies_sender(text: &str) -> bool {
+    if !verifies_signature(text) {
+        return false;
+    }
+    let lower = text.to_ascii_lowercase();
+    let by_hand_only = {
+        let without_digest = lower.replace("createhmac", "").replace("timingsafeequal", "");
+        !verifies_signature(&without_digest)
+    };
+    !by_hand_only || lower.contains("header")
+}
+
 /// An event key: the text that goes inside a template literal, e.g. `${event.id}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EventKey {
@@ -291,6 +307,10 @@ mod tests {
         assert!(!verifies_signature("await bcrypt.verify(hash, password)"));
         assert!(verifies_signature("const event = wh.verify(body, headers);"));
         assert!(verifies_signature("jwt.verify(token, secret); const e = webhook.verify(raw, sig);"));
+        // a digest by hand verifies a sender only over a signature read from a header
+        let by_header = "const sig = req.headers['x-razorpay-signature']; crypto.createHmac('sha256', s).update(raw)";
+        assert!(verifies_sender(by_header));
+        assert!(!verifies_sender("const { razorpay_signature } = req.body; crypto.createHmac('sha256', s).update(id)"));
     }
 
     #[test]
