@@ -117,9 +117,14 @@ fn inbound_verification<'t>(func: Node<'t>, src: &str, request: Option<&str>) ->
         .min_by_key(|c| c.start_byte())
 }
 
-/// A project helper (`await markProcessed(id)`) whose body writes the claim.
+/// A project helper (`await markProcessed(id)`) whose body writes the claim. A logging helper
+/// (`logEvent("webhook.no_connection", ...)`) writes a log line, whatever its table is called.
 fn claims_in_helper(cx: &Context, file: &std::sync::Arc<crate::source::SourceFile>, call: Node) -> bool {
     reach::resolve_call(cx.project, file, call).is_some_and(|def| {
+        let own_name = def.name.rsplit('.').next().unwrap_or(&def.name);
+        if crate::model::best_effort::words(own_name).first().is_some_and(|w| w == "log") {
+            return false;
+        }
         def.node().is_some_and(|n| {
             let src = &def.file.text;
             ast::calls_in(n, false).into_iter().any(|c| is_claim_call(c, src))
