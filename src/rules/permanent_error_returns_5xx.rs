@@ -263,11 +263,7 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     let fives: Vec<_> = answers.into_iter().filter(|r| r.is_5xx()).collect();
                     // A thrown 4xx HTTP exception answers 4xx; any other throw becomes a 500.
                     let remix = model.handler.framework == Framework::Remix;
-                    // Frameworks with an error handler that can give a thrown error its status.
-                    let maps_errors = matches!(
-                        model.handler.framework,
-                        Framework::Nest | Framework::Express | Framework::Fastify | Framework::Koa | Framework::Hono
-                    );
+                    let maps_errors = maps_errors(model.handler.framework);
                     let rethrow = ast::named_children(catch_body).into_iter().find(|s| {
                         s.kind() == "throw_statement"
                             && !(maps_errors && throws_client_error(*s, src))
@@ -396,6 +392,11 @@ fn wrapper_result_tested(call: Node, src: &str) -> bool {
     path.len() >= 2
         && !path.iter().any(|p| p.trim_end_matches("()") == "webhooks")
         && crate::model::stmts::result_tested_then_leaves(call, src)
+}
+
+/// Frameworks with an error handler that can give a thrown error its status.
+fn maps_errors(framework: Framework) -> bool {
+    matches!(framework, Framework::Nest | Framework::Express | Framework::Fastify | Framework::Koa | Framework::Hono)
 }
 
 /// The statement of a catch that passes the caught error itself to Express's `next`
@@ -616,11 +617,17 @@ fn ends_in_5xx(model: &HandlerModel, sites: &[Vec<CallSite>], i: usize, node: No
         if answers.iter().any(|r| r.is_5xx()) {
             return true;
         }
-        let rethrows = ast::named_children(catch_body)
+        let Some(rethrow) = ast::named_children(catch_body)
             .into_iter()
             .rfind(|s| s.kind() != "comment")
-            .is_some_and(|last| last.kind() == "throw_statement");
-        if !rethrows {
+            .filter(|last| last.kind() == "throw_statement")
+        else {
+            return false;
+        };
+        // `throw new ApiError(400, ...)`: the caller answers the failure as the client's.
+        if carries_client_status(rethrow, src)
+            || (maps_errors(model.handler.framework) && throws_client_error(rethrow, src))
+        {
             return false;
         }
     }
