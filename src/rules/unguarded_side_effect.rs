@@ -538,7 +538,9 @@ fn non_idempotent(project: &Project, file: &Arc<SourceFile>, effect: &Effect) ->
                 && !drizzle_insert_sets_unique(project, file, effect.call)
         }
         EffectKind::Payment => effect.key.is_none() && !effect.replays_harmlessly(src),
-        EffectKind::Http => effect.key.is_none() && !exchanges_token(effect.call, src),
+        EffectKind::Http => {
+            effect.key.is_none() && !exchanges_token(effect.call, src) && !asks_to_verify(effect.call, src)
+        }
         // An in-process task queue (`new PQueue()`, `queue.add(async () => work())`) runs a
         // function in this process: nothing durable is enqueued (the work it runs is scanned
         // on its own).
@@ -906,6 +908,16 @@ fn exchanges_token(call: Node, src: &str) -> bool {
             || t.contains("grant_type")
             || t.contains("refresh_token")
             || (matches!(a.kind(), "string" | "template_string") && (t.contains("oauth") || t.contains("/token")))
+    })
+}
+
+/// A request to a provider's verification endpoint (PayPal's `/v1/notifications/verify-webhook-signature`,
+/// Paystack's `/transaction/verify/:ref`, Flutterwave's `/transactions/:id/verify`): it asks
+/// whether something is genuine and changes nothing.
+fn asks_to_verify(call: Node, src: &str) -> bool {
+    ast::arguments(call).first().is_some_and(|url| {
+        matches!(url.kind(), "string" | "template_string")
+            && crate::regex!(r"(?i)/verify(?:[-_/`'\x22?]|$)").is_match(text(*url, src))
     })
 }
 
