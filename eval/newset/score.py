@@ -36,6 +36,14 @@ findings of 304dc21 (2026-12-07; erxes' 44 findings sampled), then a fourth revi
 findings unjudged at 0ebc89c. In session 22 a reviewer also judged the findings of rounds four
 and five unjudged at 84f76d8 (reasons marked "judged at a9").
 
+Rounds seven, eight and nine (labels-round7.json, labels-round8.json, labels-round9.json), made
+in session 23 (2026-12-07) from the frozen builds c68c440, 806dc9f and 396bcb3: repositories not
+used before (Parabol, lunary, Giveth, logto, matrix-hookshot, ...; crowd.dev, kubero, webiny, ...;
+and for round nine repositories the reviewers chose themselves: llmgateway, HypeChart,
+takeover-done, spaceguide-ai-backend, bettersg checkMate, openship, github-for-jira, ...).
+Reviewer T judged the round-seven findings new at 806dc9f. Source folders are named
+owner-name under SRC_ROOT (round eight's were extracted with a reviewer prefix and are linked).
+
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """
 import argparse, collections, concurrent.futures, json, os, subprocess
