@@ -628,6 +628,17 @@ fn state_written<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     carries_state(call, &args, src)
 }
 
+/// Whether the write sets its status to a state nothing legitimately follows (`status:
+/// "cancelled"`, `state: "refunded"`).
+fn writes_terminal_status(call: Node, src: &str) -> bool {
+    ast::descendants_of_kind(call, "pair").into_iter().any(|p| {
+        p.child_by_field_name("key").is_some_and(|k| TRANSITION_KEY.is_match(text(k, src).trim_matches(['"', '\''])))
+            && p.child_by_field_name("value")
+                .and_then(|v| ast::string_value(ast::unwrap_expr(v), src))
+                .is_some_and(|v| TERMINAL.is_match(&v))
+    })
+}
+
 /// The functions enclosing `node`, innermost first.
 fn enclosing_functions(node: Node) -> Vec<Node> {
     let scope = ast::enclosing_function(node).unwrap_or(node);
@@ -852,7 +863,9 @@ fn state_writes(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 }
                 if let Some(label) = state_write(call, src) {
                     let Some(at) = state_written(call, src) else { continue };
-                    if guards::is_marker_insert(call, src) {
+                    // `status: "cancelled"` with its `canceledAt`: the object's final state,
+                    // which no later event legitimately follows.
+                    if guards::is_marker_insert(call, src) || writes_terminal_status(call, src) {
                         continue;
                     }
                     seen.push((*i, call.start_byte()));
