@@ -40,6 +40,10 @@ rejected dropped promise is never seen by anyone (or crashes the process with an
 rejection, failing other deliveries in flight).
 
 Not reported: work awaited before the response; deferred callbacks that only read or log;
+a response followed only by dropped promises is reported once, at each promise (not again at
+the response). A dropped `.then/.catch` chain on a processor the consumer was handed as a
+parameter (`processMessage(data).catch(log)` in a shared consumer's `eachMessage`) is the
+message's work and is reported;
 dropped promises of deliberate best effort, telemetry or a notification (`void
 sendWelcomeEmail(user)`, `trackEvent(e).catch(log)`), judged by what the callee does.
 Handing work to a durable queue (`await queue.add(...)`) before answering is the right way to

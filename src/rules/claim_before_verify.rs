@@ -14,6 +14,8 @@ A handler that writes its dedupe claim (a processed-event marker insert, a Redis
 a guard `run`) before it verifies the provider signature (`constructEvent`, svix `verify`,
 an HMAC comparison, `timingSafeEqual`, ...). Verification done by route middleware counts as
 first; a handler without any verification is `missing-signature-verification`'s concern.
+A logging helper (`logEvent("webhook.received", ...)`) writes a log line, not a claim, whatever
+its table is called.
 
 ## Why retries break it
 The claim is keyed by an id taken from an unverified body. Anyone who can reach the endpoint

@@ -101,6 +101,9 @@ the prerequisite exists) depends on the data model.
   `*.updated` re-syncs it.
 - When the written data is an object built in a variable above the write, the finding sits at
   that object.
+- Not reported: a write that sets the status to a final state (`status: "cancelled"`,
+  `"refunded"`, `"expired"`) with whatever timestamps beside it: no later event legitimately
+  follows it.
 - Not reported: a write behind a comparison of two named times read from two objects
   (`if (data.periodStart < team.periodStart) return;`): the event's time against the stored
   one. A provider listing (`stripe.subscriptions.list({ customer })`) is a re-fetch in a

@@ -28,7 +28,12 @@ const DOCS: &str = r#"
   (`throw errors.invalidWebhookSignature()`, `new InvalidSignatureError()`) in a framework
   whose error handler gives it a status (Nest, Express, Fastify, Koa, Hono); a check whose
   result is tested (`if (!(await connection.verifyWebhook(req))) return res.status(401).end()`):
-  it returns a verdict rather than throwing one.
+  it returns a verdict rather than throwing one; a project object's wrapper of the check
+  (`manager.constructEvent(body, sig)`, no SDK `webhooks` namespace) whose result the next
+  statements test and answer (`if (!event) return res.status(401)...`); a helper's rethrow that
+  its caller catches and rethrows with a client status (`throw new ApiError(400, ...)`).
+  Reported: an Express catch that hands the caught error to `next(err)` (the error middleware
+  answers an error without a status of its own 500).
 - An HTTP handler, or a function it calls that no caller catches, that throws for a payload
   that can never become usable (its message says invalid, malformed, missing, unsupported, or
   "couldn't retrieve valid ..."): a plain `Error`, or an error that names a 5xx answer
@@ -48,8 +53,9 @@ const DOCS: &str = r#"
   record that is not found, an invalid or missing field, an unknown type), which the queue
   retries with backoff instead of failing once — also in a function the job calls, when no
   caller on the way catches it (a helper whose caller catches the error and returns a
-  fallback never fails the job). Not when the BullMQ worker's file builds its queue too and
-  sets no `attempts` and no default job options: such a queue runs each job once.
+  fallback never fails the job). Not when the worker's file builds its queue (BullMQ `new
+  Queue`, Bull `new Bull`), adds its jobs and consumes them, sets `attempts` nowhere, spreads
+  no options into them and does not export the queue: such a queue runs each job once.
 - A message consumer (Lambda SQS, an SQS poller, Cloudflare Queues, Pub/Sub, RabbitMQ) whose
   `try` validates the message with a schema (`Schema.parse(JSON.parse(record.body))`) and whose
   `catch` sends every failure back for redelivery (`batchItemFailures.push`, a rethrow,

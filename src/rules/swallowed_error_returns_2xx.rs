@@ -62,7 +62,9 @@ ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catc
 reads only (`GetXCommand`, `get*()`) that assigns or returns a fallback value; a `catch` that keeps the
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
 used after the `try`); a job whose `catch` returns a failure outcome to its runner
-(`return "failure"`, `return { success: false }`: the runner records it); `Promise.allSettled`
+(`return "failure"`, `return { success: false }`: the runner records it); a job of a Bull or
+BullMQ queue that its file builds, fills and consumes with `attempts` set nowhere (and does
+not export): the queue runs each job once, so there is no retry to lose; `Promise.allSettled`
 over tasks that each catch their own failures (no task can reject; each task's catch is judged),
 or in a `finally` (cleanup such as removing temp files, whatever the `try` did); a `catch` whose `try`
 only awaits `Promise.allSettled` (it never rejects: its unchecked results are the finding);

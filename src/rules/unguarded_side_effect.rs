@@ -49,6 +49,13 @@ second email, a second charge.
   directly above it or above the declarations that prepare it): a second row records the
   redelivery and duplicates no business effect;
 - Slack `views.publish`/`views.update` and `chat.update`: they replace what they target;
+- Drizzle inserts whose row sets every column of a `uniqueIndex`/`.unique()` of the table,
+  also when the table is imported from the schema module: the constraint rejects a replay;
+- a request to a provider's verification endpoint (PayPal's
+  `/v1/notifications/verify-webhook-signature`, a `/verify` path): it asks and changes nothing;
+- effects after a claim whose table is not named for markers: a conflict-ignoring insert
+  (Kysely `onConflict((oc) => oc.column("id").doNothing())`, Drizzle `onConflictDoNothing()`)
+  whose bound result the next statement tests and leaves on;
 - Redis pub/sub (`redis.publish(channel, message)` on a client a Redis factory made): the
   notice reaches the subscribers listening at that moment and is stored nowhere;
 - effects that run only when the delivery changes what it found: inside `if (outcome)` on
