@@ -348,6 +348,14 @@ impl Project {
         out
     }
 
+    /// The project module `file` imports `local` from, loaded, with the import that names it
+    /// (`imported` is the exported name, `default` or `*`).
+    pub fn imported_module<'f>(&self, file: &'f SourceFile, local: &str) -> Option<(&'f Import, Arc<SourceFile>)> {
+        let import = imports(file).iter().find(|i| i.local == local)?;
+        let target = self.resolve(&file.path, &import.source)?;
+        Some((import, self.load(&target).ok()?))
+    }
+
     /// Resolves an import specifier from `from` to a project file, if it is project-local.
     pub fn resolve(&self, from: &Path, spec: &str) -> Option<PathBuf> {
         let dir = from.parent()?;

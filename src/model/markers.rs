@@ -348,7 +348,7 @@ pub fn unique_violation_handled(call: Node, src: &str) -> bool {
     if violation_caught(call, src) || is_followed_by_catch(call, src) || claims_by_violation(call, src) {
         return true;
     }
-    read_back_next(call, |n| unique_violation().is_match(text(n, src)))
+    super::stmts::bound_and_read_next(call, |n| unique_violation().is_match(text(n, src)))
 }
 
 /// A `try` around the insert (also around the transaction callback that holds it) whose catch
@@ -385,18 +385,6 @@ fn own_row_claim(call: Node, src: &str, func: Node, key: Option<&EventKey>) -> b
     claims_by_violation(call, src) && table.is_none_or(|t| !is_marker_table(&t, call, src, func, key))
 }
 
-/// The insert's result is bound (`const { error } = await insert(...)`) and one of the next two
-/// statements satisfies `reads`: where a returned error is looked at.
-fn read_back_next(call: Node, reads: impl Fn(Node) -> bool) -> bool {
-    let bound = ast::ancestors(call)
-        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
-        .any(|a| a.kind() == "variable_declarator");
-    bound
-        && ast::enclosing_statement(call).is_some_and(|stmt| {
-            ast::following_siblings(stmt).into_iter().filter(|n| n.kind() != "comment").take(2).any(reads)
-        })
-}
-
 /// An insert whose unique violation the function reads back and answers as a duplicate, by
 /// leaving (`catch (e) { if (e.code === "P2002") return ... }`, `if (error?.code === "23505")
 /// return`): the row is the claim on the event, whatever its table is called.
@@ -428,7 +416,7 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
         return leaves(c);
     }
     // `const { error } = await insert(...); if (error) { if (error.code === "23505") return ... }`
-    read_back_next(call, |n| n.kind() == "if_statement" && leaves(n))
+    super::stmts::bound_and_read_next(call, |n| n.kind() == "if_statement" && leaves(n))
 }
 
 /// The call is the last link of its chain: no method is called on its result.

@@ -180,6 +180,24 @@ pub fn detect(text: &str) -> Option<Provider> {
 /// Signature verification calls and headers: their presence makes a route a webhook.
 pub fn verifies_signature(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
+    checks_with_sdk(&lower) || digests_by_hand(&lower)
+}
+
+/// Whether a function's text verifies the sender of a delivery: `verifies_signature`, where a
+/// digest computed by hand (`createHmac`, `timingSafeEqual`) counts only when the text reads a
+/// request header. A checkout's `razorpay_signature` posted in the body by the customer's
+/// browser is checked the same way, but by a route that serves people.
+pub fn verifies_sender(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    checks_with_sdk(&lower) || (digests_by_hand(&lower) && lower.contains("header"))
+}
+
+fn digests_by_hand(lower: &str) -> bool {
+    lower.contains("createhmac") || lower.contains("timingsafeequal")
+}
+
+/// A provider SDK's or a sender's own verification call in lowercased text.
+fn checks_with_sdk(lower: &str) -> bool {
     // `jwt.verify(token)` checks a person's session token, `bcrypt.verify` a password,
     // `passwordVerification.verify(password)` or `codeVerification.verify(identifier, code)` a
     // person's sign-in step: none is a sender's signature.
@@ -194,7 +212,7 @@ pub fn verifies_signature(text: &str) -> bool {
     });
     // Twilio's `validateRequest(authToken, signature, url, params)`, not a schema
     // middleware's `validateRequest({ body: schema })`.
-    let twilio_check = crate::regex!(r"validaterequest(?:withbody)?\s*\(\s*[^{\s)]").is_match(&lower);
+    let twilio_check = crate::regex!(r"validaterequest(?:withbody)?\s*\(\s*[^{\s)]").is_match(lower);
     sender_verify
         || twilio_check
         || [
@@ -207,27 +225,9 @@ pub fn verifies_signature(text: &str) -> bool {
             "webhooks.validate",
             "webhooks.unmarshal",
             "authenticate.webhook",
-            "createhmac",
-            "timingsafeequal",
         ]
         .iter()
         .any(|m| lower.contains(m))
-}
-
-/// Whether a function's text verifies the sender of a delivery: `verifies_signature`, where a
-/// digest computed by hand (`createHmac`, `timingSafeEqual`) counts only when the text reads a
-/// request header. A checkout's `razorpay_signature` posted in the body by the customer's
-/// browser is checked the same way, but by a route that serves people.
-pub fn verifies_sender(text: &str) -> bool {
-    if !verifies_signature(text) {
-        return false;
-    }
-    let lower = text.to_ascii_lowercase();
-    let by_hand_only = {
-        let without_digest = lower.replace("createhmac", "").replace("timingsafeequal", "");
-        !verifies_signature(&without_digest)
-    };
-    !by_hand_only || lower.contains("header")
 }
 
 /// An event key: the text that goes inside a template literal, e.g. `${event.id}`.

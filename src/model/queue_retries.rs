@@ -31,9 +31,8 @@ pub fn never_retried(project: &Project, handler: &Handler) -> bool {
 /// `module.exports = { queue }`): other modules may add its jobs with `attempts`.
 fn queue_exported(file: &crate::source::SourceFile) -> bool {
     let src = &file.text;
-    let names: Vec<&str> = ast::descendants_of_kind(file.root(), "new_expression")
+    let names: Vec<&str> = queues_built(file)
         .into_iter()
-        .filter(|n| n.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Queue" | "Bull")))
         .filter_map(|n| {
             let declarator = ast::ancestors(n).find(|a| ast::kind(*a) == "variable_declarator")?;
             let name = declarator.child_by_field_name("name")?;
@@ -73,13 +72,19 @@ fn queue_exported(file: &crate::source::SourceFile) -> bool {
 /// `attempts`.
 fn options_spread(file: &crate::source::SourceFile) -> bool {
     let src = &file.text;
-    let builds = ast::descendants_of_kind(file.root(), "new_expression")
-        .into_iter()
-        .filter(|n| n.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Queue" | "Bull")));
     let adds = ast::descendants_of_kind(file.root(), "call_expression")
         .into_iter()
         .filter(|c| ast::callee_name(*c, src).is_some_and(|n| n == "add" || n == "addBulk"));
-    builds.chain(adds).any(|n| !ast::descendants_of_kind(n, "spread_element").is_empty())
+    queues_built(file).into_iter().chain(adds).any(|n| !ast::descendants_of_kind(n, "spread_element").is_empty())
+}
+
+/// The queues a file builds: `new Queue(...)` (BullMQ, Bull) and Bull's `new Bull(...)`.
+fn queues_built(file: &crate::source::SourceFile) -> Vec<Node<'_>> {
+    let src = &file.text;
+    ast::descendants_of_kind(file.root(), "new_expression")
+        .into_iter()
+        .filter(|n| n.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Queue" | "Bull")))
+        .collect()
 }
 
 /// The handler's queue is registered in its package (`BullModule.registerQueue({ name,

@@ -151,9 +151,7 @@ fn enclosing_scope_function(file: &Arc<SourceFile>, call: Node, name: &str) -> O
 }
 
 fn namespace_function(project: &Project, file: &Arc<SourceFile>, ns: &str, name: &str) -> Option<FunctionDef> {
-    let import = project::imports(file).iter().find(|i| i.local == ns && i.imported == "*")?;
-    let target = project.resolve(&file.path, &import.source)?;
-    let target = project.load(&target).ok()?;
+    let (_, target) = project.imported_module(file, ns).filter(|(i, _)| i.imported == "*")?;
     project.exported_function(&target, name, 0)
 }
 
@@ -161,9 +159,7 @@ fn resolve_name(project: &Project, file: &Arc<SourceFile>, name: &str) -> Option
     if let Some(def) = project::local_function(file, name) {
         return Some(def);
     }
-    let import = project::imports(file).iter().find(|i| i.local == name)?;
-    let target = project.resolve(&file.path, &import.source)?;
-    let target = project.load(&target).ok()?;
+    let (import, target) = project.imported_module(file, name)?;
     let exported = if import.imported == "*" { "default" } else { import.imported.as_str() };
     project.exported_function(&target, exported, 0)
 }
@@ -176,17 +172,13 @@ fn enclosing_class(node: Node) -> Option<Node> {
 fn class_named(project: &Project, file: &Arc<SourceFile>, name: &str) -> Option<ClassDef> {
     // `billing.BillingService` through `import * as billing from "./billing.service"`.
     if let Some((ns, class)) = name.split_once('.') {
-        let import = project::imports(file).iter().find(|i| i.local == ns && i.imported == "*")?;
-        let target = project.resolve(&file.path, &import.source)?;
-        let target = project.load(&target).ok()?;
+        let (_, target) = project.imported_module(file, ns).filter(|(i, _)| i.imported == "*")?;
         return project.exported_class(&target, class, 0);
     }
     if let Some(class) = project::local_class(file, name) {
         return Some(class);
     }
-    let import = project::imports(file).iter().find(|i| i.local == name)?;
-    let target = project.resolve(&file.path, &import.source)?;
-    let target = project.load(&target).ok()?;
+    let (import, target) = project.imported_module(file, name)?;
     let exported = if import.imported == "*" { "default" } else { import.imported.as_str() };
     project.exported_class(&target, exported, 0)
 }
@@ -498,24 +490,25 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
                 None => dispatch_targets(project, &file, call),
             };
             for def in defs {
+                let seen =
+                    out.iter().position(|s| s.function.span == def.span && Arc::ptr_eq(&s.function.file, &def.file));
+                // The handler reached again, or a function enclosing the call: nothing to add.
+                if seen == Some(0)
+                    || (seen.is_none()
+                        && def.span.start <= func.start_byte()
+                        && func.end_byte() <= def.span.end
+                        && Arc::ptr_eq(&def.file, &file))
+                {
+                    continue;
+                }
                 let (ruled_out, known) = def
                     .node()
                     .map(|callee| super::ruled_out::ruled_out(call, &file.text, callee, &def.file.text, &scope.known))
                     .unwrap_or_default();
                 // Reached again from another call: only what both calls rule out stays ruled out.
-                if let Some(seen) =
-                    out.iter_mut().find(|s| s.function.span == def.span && Arc::ptr_eq(&s.function.file, &def.file))
-                {
-                    if seen.depth > 0 {
-                        seen.ruled_out.retain(|r| ruled_out.contains(r));
-                        seen.known.retain(|k| known.contains(k));
-                    }
-                    continue;
-                }
-                if def.span.start <= func.start_byte()
-                    && func.end_byte() <= def.span.end
-                    && Arc::ptr_eq(&def.file, &file)
-                {
+                if let Some(seen) = seen.map(|i| &mut out[i]) {
+                    seen.ruled_out.retain(|r| ruled_out.contains(r));
+                    seen.known.retain(|k| known.contains(k));
                     continue;
                 }
                 let event_key = scope.event_key.as_ref().and_then(|key| rebind_key(key, call, &file.text, &def));

@@ -105,21 +105,32 @@ pub fn code_without_comments(node: Node, src: &str) -> String {
     out
 }
 
+/// The value of `call` is bound (`const { error } = await insert(...)`) and one of the next two
+/// statements satisfies `reads`: where a returned result is looked at.
+pub fn bound_and_read_next(call: Node, reads: impl Fn(Node) -> bool) -> bool {
+    bound_name(call).is_some()
+        && ast::enclosing_statement(call).is_some_and(|stmt| {
+            ast::following_siblings(stmt).into_iter().filter(|n| n.kind() != "comment").take(2).any(reads)
+        })
+}
+
+/// The name (or pattern) the value of `call` is bound to, within its statement.
+fn bound_name(call: Node) -> Option<Node> {
+    ast::ancestors(call)
+        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
+        .find(|a| a.kind() == "variable_declarator")
+        .and_then(|d| d.child_by_field_name("name"))
+}
+
 /// The value of `call` is bound to a name (`const r = await f()`, `const { ok } = f()`) and one
 /// of the next two statements is an `if` that reads that name and leaves (returns, continues or
 /// throws): the caller answers the outcome `f` reports instead of assuming it.
 pub fn result_tested_then_leaves(call: Node, src: &str) -> bool {
-    let Some(name) = ast::ancestors(call)
-        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
-        .find(|a| a.kind() == "variable_declarator")
-        .and_then(|d| d.child_by_field_name("name"))
-    else {
-        return false;
-    };
+    let Some(name) = bound_name(call) else { return false };
     let mut bound = Vec::new();
     ast::bound_names(name, src, &mut bound);
     let leaves = |n: Node| matches!(n.kind(), "return_statement" | "continue_statement" | "throw_statement");
-    let tests_it = |n: Node| {
+    bound_and_read_next(call, |n| {
         n.kind() == "if_statement"
             && n.child_by_field_name("condition").is_some_and(|c| mentions_any(c, src, &bound))
             && n.child_by_field_name("consequence").is_some_and(|b| {
@@ -127,8 +138,5 @@ pub fn result_tested_then_leaves(call: Node, src: &str) -> bool {
                     || (b.kind() == "statement_block"
                         && ast::named_children(b).into_iter().rev().find(|s| s.kind() != "comment").is_some_and(leaves))
             })
-    };
-    ast::enclosing_statement(call).is_some_and(|stmt| {
-        ast::following_siblings(stmt).into_iter().filter(|n| n.kind() != "comment").take(2).any(tests_it)
     })
 }

@@ -3,7 +3,7 @@
 
 use super::{Column, assigned_name, pair_key};
 use crate::model::ast;
-use crate::project::{self, Project};
+use crate::project::Project;
 use crate::source::SourceFile;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -78,10 +78,7 @@ pub fn unique_sets_of(project: &Project, file: &Arc<SourceFile>, name: &str) -> 
     if let Some(t) = tables(file).iter().find(|t| t.names.iter().skip(1).any(|n| n == name)) {
         return sets(t);
     }
-    let Some(import) = project::imports(file).iter().find(|i| i.local == name) else { return Vec::new() };
-    let Some(target) = project.resolve(&file.path, &import.source).and_then(|p| project.load(&p).ok()) else {
-        return Vec::new();
-    };
+    let Some((import, target)) = project.imported_module(file, name) else { return Vec::new() };
     tables(&target).iter().find(|t| t.names.iter().skip(1).any(|n| *n == import.imported)).map(sets).unwrap_or_default()
 }
 
