@@ -44,6 +44,12 @@ takeover-done, spaceguide-ai-backend, bettersg checkMate, openship, github-for-j
 Reviewer T judged the round-seven findings new at 806dc9f. Source folders are named
 owner-name under SRC_ROOT (round eight's were extracted with a reviewer prefix and are linked).
 
+Round ten (labels-round10.json), made in session 24 (2026-12-07) from the frozen build f8f1d67:
+three reviewers chose repositories by area (payment webhooks: onlook, sim, TaxHacker, scira,
+giselle; queue consumers: mirlo, omnivore, NotifyBC, trench, tambo; other webhooks: synclinear,
+cla-assistant, scrappy, Spoke, profit-pulse). sim's 128, mirlo's 27 and omnivore's 30 findings
+were sampled (25 judged each).
+
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """
 import argparse, collections, concurrent.futures, json, os, subprocess

@@ -493,7 +493,11 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
             let key = input.and_then(|i| object_prop(i, "MessageDeduplicationId", src));
             return effect(EffectKind::Enqueue, Sdk::Sqs, key);
         }
-        if ctor.starts_with("ReceiveMessage") || ctor.starts_with("DeleteMessage") || read_only_command(ctor) {
+        if ctor.starts_with("ReceiveMessage")
+            || ctor.starts_with("DeleteMessage")
+            || read_only_command(ctor)
+            || keyed_storage_command(ctor)
+        {
             return None;
         }
         if let Some(kind) = dynamo_command(ctor, input, src) {
@@ -510,7 +514,11 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     {
         let ctor = init.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
         let input = init.child_by_field_name("arguments").and_then(|a| a.named_child(0));
-        if ctor.starts_with("ReceiveMessage") || ctor.starts_with("DeleteMessage") || read_only_command(ctor) {
+        if ctor.starts_with("ReceiveMessage")
+            || ctor.starts_with("DeleteMessage")
+            || read_only_command(ctor)
+            || keyed_storage_command(ctor)
+        {
             return None;
         }
         if let Some(kind) = dynamo_command(ctor, input, src) {
@@ -778,6 +786,31 @@ fn read_only_command(ctor: &str) -> bool {
         .iter()
         .any(|p| ctor.starts_with(p))
         && ctor.ends_with("Command")
+}
+
+/// An S3 command that writes or removes an object (or a bucket) under a name the caller gives:
+/// repeated on a redelivery it overwrites or removes the same object again, leaving the store as
+/// one run left it (`PutObject`, `DeleteObject`, `CopyObject`, multipart uploads, bucket
+/// settings).
+fn keyed_storage_command(ctor: &str) -> bool {
+    let Some(action) = ctor.strip_suffix("Command") else { return false };
+    matches!(
+        action,
+        "PutObject"
+            | "DeleteObject"
+            | "DeleteObjects"
+            | "CopyObject"
+            | "PutObjectAcl"
+            | "PutObjectTagging"
+            | "DeleteObjectTagging"
+            | "CreateMultipartUpload"
+            | "UploadPart"
+            | "UploadPartCopy"
+            | "CompleteMultipartUpload"
+            | "AbortMultipartUpload"
+            | "CreateBucket"
+            | "DeleteBucket"
+    ) || (action.starts_with("PutBucket") || action.starts_with("DeleteBucket"))
 }
 
 /// A DynamoDB command sent through the AWS SDK v3 (`Some(None)`: a read). A `Put` replaces the

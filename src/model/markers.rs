@@ -963,7 +963,7 @@ fn existence_checked_insert<'t>(
             // only its exit. A provider resource is checked by listing and searching it, often
             // lines above the `if`: the search is the check.
             if let Some(lookup) = lookup {
-                if unique_lookup_then_bare_insert(lookup, *insert, &calls, src) {
+                if unique_lookup_then_bare_insert(lookup, *insert, &calls, src) || looks_up_a_fixed_row(lookup, src) {
                     continue;
                 }
                 return Some(if around && !table.starts_with(API_RESOURCE) { *stmt } else { lookup });
@@ -986,6 +986,41 @@ fn unique_lookup_then_bare_insert(lookup: Node, insert: Node, calls: &[Node], sr
                 && c.end_byte() < insert.start_byte()
                 && effects::classify(*c, src, false).is_some_and(|e| e.kind != effects::EffectKind::Possible)
         })
+}
+
+/// A lookup that names no row of the event: no filter at all (`settings.findMany()`, the one
+/// settings row) or one by constants only (`findFirst({ where: { name: "frontend" } })`). The
+/// get-or-create around it makes an installation's fixed row once, whatever the delivery.
+fn looks_up_a_fixed_row(lookup: Node, src: &str) -> bool {
+    let mut filters = Vec::new();
+    let mut cur = Some(lookup);
+    while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
+        let name = ast::callee_name(c, src).unwrap_or_default();
+        let args = ast::arguments(c);
+        if !matches!(name.as_str(), "from" | "table" | "select" | "selectFrom" | "limit" | "take" | "orderBy" | "order")
+        {
+            filters.extend(args);
+        }
+        let callee = c.child_by_field_name("function");
+        cur = callee.filter(|f| f.kind() == "member_expression").and_then(|f| f.child_by_field_name("object"));
+    }
+    filters.into_iter().map(ast::unwrap_expr).all(|arg| {
+        let filter = if arg.kind() == "object" { ast::object_property(arg, "where", src) } else { None };
+        filter.map(ast::unwrap_expr).is_some_and(|w| w.kind() == "object" && only_constants(w))
+    })
+}
+
+/// Whether every value in an object (nested objects included) is a literal.
+fn only_constants(object: Node) -> bool {
+    ast::named_children(object).into_iter().all(|pair| match pair.kind() {
+        "pair" => pair.child_by_field_name("value").map(ast::unwrap_expr).is_some_and(|v| match v.kind() {
+            "string" | "number" | "true" | "false" | "null" => true,
+            "object" => only_constants(v),
+            _ => false,
+        }),
+        "comment" => true,
+        _ => false,
+    })
 }
 
 /// `findFirst({ where: { id: X, ... } })` then `create({ data: { id: X, ... } })`: the insert

@@ -32,6 +32,9 @@ transaction that holds it), and a provider create whose `already_exists` answer 
 Nor a Prisma `findUnique` (its `where` names a unique field) followed by the insert of that row
 with only reads between them: a concurrent duplicate fails on the unique constraint and its
 retry finds the row, so nothing runs twice.
+Nor a get-or-create of a row that names no event: a lookup with no filter (`settings.findMany()`)
+or filtered by constants only (`where: { applicationName: "frontend" }`) finds an installation's
+fixed row, made once whatever the delivery.
 Code inside a guard `run` or a claim transaction. A handler whose pattern is this one is
 not also reported by `unguarded-side-effect` or `incrementing-write-unguarded`.
 

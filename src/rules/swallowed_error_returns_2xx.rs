@@ -59,7 +59,10 @@ the handler only returns that value as its answer (`return this.billing.activate
 Nest controller, an h3 or Fastify handler: `{ ok: false }` goes out with a 200, reported at the
 `catch`); in a RabbitMQ / Pub/Sub consumer or an SQS poller, a `catch` that skips the
 ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catch` around
-reads only (`GetXCommand`, `get*()`) that assigns or returns a fallback value; a `catch` that keeps the
+reads only (`GetXCommand`, `get*()`) that assigns or returns a fallback value; a `catch` that
+reaches the same end another way, awaited and outside any nested `try` (`stat` fails, so `mkdir`;
+the bucket lookup fails, so create the bucket), unless all it does is clean up (delete a lock,
+cancel, log); a `catch` that keeps the
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
 used after the `try`); a job whose `catch` returns a failure outcome to its runner
 (`return "failure"`, `return { success: false }`: the runner records it); a job of a Bull or
@@ -136,7 +139,7 @@ The catch fixes are display-only where the added failure would misfire: a catch 
 items (the other items would be dropped, the finished ones redone), in a callback nothing awaits
 (a timer, a listener, a dropped async IIFE: an unhandled rejection), inside another catch that
 swallows too (in the same function, or around every call of the callee), a catch that recovers
-by itself (awaited work that is not logging or recording the error), one that leaves a fallback
+only in part (inside a nested `try`, or without awaiting), one that leaves a fallback
 value the code after the `try` goes on with, one whose own message calls the work a
 notification, and one reached after the event's own work already ran on the way to it (a
 database write or payment, an awaited project call named for a write such as `saveResult` or
@@ -800,33 +803,67 @@ fn enclosing_swallow(c: &Cx, i: usize, func: Node, try_stmt: Node, src: &str) ->
 /// recovers (`mkdir` when the directory is missing, a new customer when the old one is gone),
 /// and a failure added after the recovery would fail the delivery it saved.
 fn recovers(clause: Node, src: &str) -> Option<String> {
-    let body = clause.child_by_field_name("body")?;
-    let param = clause.child_by_field_name("parameter").map(|p| text(p, src)).unwrap_or("");
-    let recovery = ast::calls_in(body, true).into_iter().find(|call| {
-        let awaited = ast::is_awaited_call(*call);
-        let effect = effects::classify(*call, src, false).is_some_and(|e| e.kind != EffectKind::Possible);
-        if !awaited && !effect {
-            return false;
-        }
-        let path = ast::callee_path(*call, src);
-        let name = path.last().map(|n| n.to_ascii_lowercase()).unwrap_or_default();
-        let t = text(*call, src);
-        let reporting = path.first().is_some_and(|r| r == "console")
-            || path.iter().any(|p| best_effort_name(p))
-            || ["fail", "error", "report", "notify", "audit", "release", "unlock", "close", "disconnect", "rollback"]
-                .iter()
-                .any(|w| name.contains(w))
-            || t.to_ascii_lowercase().contains("rollback")
-            || (!param.is_empty()
-                && param.chars().all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '$')
-                && ast::mentions_identifier(*call, src, param));
-        !reporting
-    })?;
+    let recovery = recovery_calls(clause, src).into_iter().next()?;
     Some(format!(
         "the catch recovers by itself (`{}`): a failure added after the recovery would fail the delivery it \
          saved and redo the recovery on the retry; change it by hand if the recovery is not enough",
         first_line_of(text(recovery, src))
     ))
+}
+
+/// The calls by which a catch recovers: awaited work (or an effect) that is not logging,
+/// reporting or releasing, and does not pass the error on.
+fn recovery_calls<'t>(clause: Node<'t>, src: &str) -> Vec<Node<'t>> {
+    let Some(body) = clause.child_by_field_name("body") else { return Vec::new() };
+    let param = clause.child_by_field_name("parameter").map(|p| text(p, src)).unwrap_or("");
+    ast::calls_in(body, true)
+        .into_iter()
+        .filter(|call| {
+            let awaited = ast::is_awaited_call(*call);
+            let effect = effects::classify(*call, src, false).is_some_and(|e| e.kind != EffectKind::Possible);
+            if !awaited && !effect {
+                return false;
+            }
+            let path = ast::callee_path(*call, src);
+            let name = path.last().map(|n| n.to_ascii_lowercase()).unwrap_or_default();
+            let t = text(*call, src);
+            let reporting = path.first().is_some_and(|r| r == "console")
+                || path.iter().any(|p| best_effort_name(p))
+                || [
+                    "fail",
+                    "error",
+                    "report",
+                    "notify",
+                    "audit",
+                    "release",
+                    "unlock",
+                    "close",
+                    "disconnect",
+                    "rollback",
+                ]
+                .iter()
+                .any(|w| name.contains(w))
+                || t.to_ascii_lowercase().contains("rollback")
+                || (!param.is_empty()
+                    && param.chars().all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '$')
+                    && ast::mentions_identifier(*call, src, param));
+            !reporting
+        })
+        .collect()
+}
+
+/// Whether the catch runs other work in place of what failed, awaited and outside any nested
+/// `try`, so its failure propagates: a recovery (`recovers`) that neither undoes nor cleans up
+/// (deleting a lock or a claim after a failure is a swallow that tidies up).
+fn falls_back_to_other_work(clause: Node, body: Node, src: &str) -> bool {
+    recovery_calls(clause, src).into_iter().any(|call| {
+        let name = ast::callee_path(call, src).last().map(|n| n.to_ascii_lowercase()).unwrap_or_default();
+        ast::is_awaited_call(call)
+            && !ast::ancestors(call).take_while(|a| a.id() != body.id()).any(|a| a.kind() == "try_statement")
+            && !["del", "remove", "clear", "clean", "unset", "cancel", "revert", "undo", "log", "track", "capture"]
+                .iter()
+                .any(|w| name.contains(w))
+    })
 }
 
 /// A value the code after the `try` goes on with when the work failed: the catch assigns a
@@ -1036,6 +1073,11 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         else {
             continue;
         };
+        // A catch that takes another way to the same end (`stat` fails, so `mkdir`; the bucket
+        // is missing, so create it) handles the error: a failure of that way is not caught.
+        if falls_back_to_other_work(clause, body, src) {
+            continue;
+        }
         if !does_work(block, src)
             || ast::calls_in(block, false)
                 .into_iter()

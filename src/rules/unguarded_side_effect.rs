@@ -74,6 +74,8 @@ second email, a second charge.
   `view_submission`, shortcuts): Slack never redelivers an interaction; Events API callbacks
   are retried and stay reported;
 - Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless);
+- S3 object and bucket commands (`PutObject`, `DeleteObject`, `CopyObject`, multipart uploads,
+  `CreateBucket`, `PutBucket*`): a repeat writes or removes the same named object again;
 - inserts whose unique violation the code catches or reads back (`catch (e) { if
   (isUniqueViolation(e)) ... }`, `{ error }` compared with `23505`): the constraint rejects the
   replay; a generated value (`id: crypto.randomUUID()`) never counts as the unique field;
