@@ -9,9 +9,9 @@ use tree_sitter::Node;
 
 /// A BullMQ (or Bull) handler whose failed jobs are never retried: its file builds its queue,
 /// adds its jobs and consumes them, sets `attempts` nowhere, spreads no options into them and
-/// does not export the queue, or its queue is
-/// registered in the package with `defaultJobOptions: { attempts: 1 }`. Without that evidence
-/// (options read from elsewhere, spread in) retries are assumed.
+/// does not export the queue; or its queue is registered in the package with
+/// `defaultJobOptions: { attempts: 1 }`; or no file of its workspace sets `attempts` at all.
+/// Without that evidence (options read from elsewhere, spread in) retries are assumed.
 pub fn never_retried(project: &Project, handler: &Handler) -> bool {
     if handler.framework != Framework::Bullmq {
         return false;
@@ -24,7 +24,20 @@ pub fn never_retried(project: &Project, handler: &Handler) -> bool {
         && !crate::regex!(r#"\battempts['"]?\s*:"#).is_match(src)
         && !options_spread(&handler.file)
         && !queue_exported(&handler.file);
-    built_here || registered_with_one_attempt(project, handler)
+    built_here || registered_with_one_attempt(project, handler) || attempts_set_nowhere(project, handler)
+}
+
+/// No file of the handler's workspace (its package, outside a workspace) sets `attempts` on
+/// any job or queue options (`attempts: 3`, `{ attempts }`, `opts.attempts = n`), so every
+/// job of every queue there runs once. A file that cannot be read counts as setting it.
+fn attempts_set_nowhere(project: &Project, handler: &Handler) -> bool {
+    let Some(package) = crate::project::package_root(&handler.file.path) else { return false };
+    let root = crate::project::workspace_root(&package).unwrap_or(package);
+    let sets_attempts = crate::regex!(r#"\battempts['"]?\s*:|[{,]\s*attempts\s*[,}]|\.attempts\s*="#);
+    project
+        .files_containing(&root, "attempts")
+        .iter()
+        .all(|path| project.load(path).is_ok_and(|file| !sets_attempts.is_match(&file.text)))
 }
 
 /// Whether a queue built in the file is exported (`export const queue = new Queue(...)`,

@@ -55,7 +55,9 @@ const DOCS: &str = r#"
   caller on the way catches it (a helper whose caller catches the error and returns a
   fallback never fails the job). Not when the worker's file builds its queue (BullMQ `new
   Queue`, Bull `new Bull`), adds its jobs and consumes them, sets `attempts` nowhere, spreads
-  no options into them and does not export the queue: such a queue runs each job once.
+  no options into them and does not export the queue: such a queue runs each job once. Nor
+  when no file of the worker's workspace (its package outside a workspace) sets `attempts` on
+  any job or queue options: every job there runs once.
 - A message consumer (Lambda SQS, an SQS poller, Cloudflare Queues, Pub/Sub, RabbitMQ) whose
   `try` validates the message with a schema (`Schema.parse(JSON.parse(record.body))`) and whose
   `catch` sends every failure back for redelivery (`batchItemFailures.push`, a rethrow,

@@ -67,7 +67,8 @@ failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`
 used after the `try`); a job whose `catch` returns a failure outcome to its runner
 (`return "failure"`, `return { success: false }`: the runner records it); a job of a Bull or
 BullMQ queue that its file builds, fills and consumes with `attempts` set nowhere (and does
-not export): the queue runs each job once, so there is no retry to lose; `Promise.allSettled`
+not export), or a job in a workspace (a package outside one) where no file sets `attempts` on
+any job or queue options: the queue runs each job once, so there is no retry to lose; `Promise.allSettled`
 over tasks that each catch their own failures (no task can reject; each task's catch is judged),
 or in a `finally` (cleanup such as removing temp files, whatever the `try` did); a `catch` whose `try`
 only awaits `Promise.allSettled` (it never rejects: its unchecked results are the finding);
