@@ -159,7 +159,33 @@ pub fn is_marker_insert(call: Node, src: &str) -> bool {
 /// on a key that can tell events apart: the same constant key for every event
 /// (`set(BATCH_LOCK_KEY, "1", "PX", 30000, "NX")`) is a mutex around a batch, not a claim.
 pub fn is_set_nx(call: Node, src: &str) -> bool {
-    is_conditional_set(call, src) && !ast::arguments(call).first().is_some_and(|k| constant_key(*k, src))
+    is_conditional_set(call, src)
+        && !ast::arguments(call).first().is_some_and(|k| constant_key(*k, src))
+        && !caches_data(call, src)
+}
+
+/// A key-value write (`set`, `setnx`, `setex`) whose value is data the code computed,
+/// serialised (`JSON.stringify(result)`, directly or through a variable): a cache of that data,
+/// not a marker or a claim, whose value is a flag, a state or a small record written in place
+/// (`JSON.stringify({ status: "processing" })`).
+pub fn caches_data(call: Node, src: &str) -> bool {
+    let Some(name) = ast::callee_name(call, src).map(|n| n.to_ascii_lowercase()) else { return false };
+    let at = match name.as_str() {
+        "set" | "setnx" => 1,
+        "setex" => 2,
+        _ => return false,
+    };
+    let Some(value) = ast::arguments(call).get(at).map(|v| ast::unwrap_expr(*v)) else { return false };
+    let value = match value.kind() {
+        "identifier" => ast::enclosing_function(call)
+            .and_then(|f| ast::find_binding_init(f, text(value, src), src, call.start_byte()))
+            .map(ast::unwrap_expr)
+            .unwrap_or(value),
+        _ => value,
+    };
+    value.kind() == "call_expression"
+        && ast::callee_path(value, src).join(".") == "JSON.stringify"
+        && ast::arguments(value).first().is_some_and(|a| ast::unwrap_expr(*a).kind() != "object")
 }
 
 /// The key is the same for every event: a literal without substitutions, or a name bound

@@ -129,6 +129,9 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     };
     // Redis and other key-value stores.
     if is_kv_root(&lower) || last == "setnx" {
+        if guards::caches_data(call, src) {
+            return None;
+        }
         let lease_text = text(call, src);
         let lease = lease_text.contains("EX") || lease_text.contains("PX") || lease_text.contains("expiration");
         return match last.as_str() {

@@ -49,6 +49,8 @@ Not reported in a BullMQ worker whose file builds its queue and sets no `attempt
 late, only a stalled job runs again, within the stall interval.
 Not reported: a key that names a cache or a credential (`token`, `cache`, `session`, `oauth`,
 `rate limit`) and no finished event: a cached access token lives as long as it stays valid.
+Not reported: a write whose value is computed data, serialised (`set(key, JSON.stringify(page),
+"EX", ttl, "NX")`, directly or through a variable): a cache of that data, not a marker.
 Not reported: a short in-progress lease: released (`del`/`unlink`/`release` of the same
 key in the function), overwritten with a longer completed marker (another `set` of the same
 key), named for work in progress (`processing:`, `lock:`, `lease:`, `inflight:` in the key or

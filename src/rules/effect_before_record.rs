@@ -20,7 +20,9 @@ only if something reads it.
 When the work and the marker are in one transaction (the marker insert's unique violation
 rolls the work back), unless an external effect in that transaction runs before the marker
 (it cannot roll back); code inside a guard `run` or a claim transaction; a handler that
-reads the marker before the work (that is `check-then-insert-race`).
+reads the marker before the work (that is `check-then-insert-race`); a key-value write whose
+value is computed data, serialised (`set(key, JSON.stringify(result))`): a cache, not a marker
+(a state record written in place, `JSON.stringify({ state: "done" })`, stays a marker).
 
 ## Bad
 ```ts
