@@ -197,6 +197,9 @@ fn category_in(
     if let Some(job) = dispatched_job_category(call, src, &name) {
         return job;
     }
+    if mints_credential(&path) {
+        return Category::Read;
+    }
     if let Some(def) = reach::resolve_call(project, file, call) {
         let named = named_category(&def.name);
         if depth == 0 || !seen.insert((def.file.path.clone(), def.span.start)) {
@@ -209,6 +212,9 @@ fn category_in(
         return match effect.kind {
             EffectKind::Email | EffectKind::Sms => Category::Notification,
             EffectKind::Possible => named_category(&name).unwrap_or(Category::Work),
+            // A request to an endpoint named for what it collects (`METRICS_COLLECTOR_URL`,
+            // `config.analyticsEndpoint`): the endpoint says what the request is.
+            EffectKind::Http => endpoint_category(call, src).unwrap_or(Category::Work),
             // A plain insert into a log or audit table is an entry in a trail.
             EffectKind::DbInsert if log_table(call, src) => Category::Telemetry,
             _ => Category::Work,
@@ -225,6 +231,28 @@ fn category_in(
     // (`await Promise.all(items.map((i) => work(i)))` awaits `work` too: the search stops
     // at the enclosing statement, not at a concise arrow.)
     if awaited(call, src) { Category::Work } else { Category::Read }
+}
+
+/// A call that signs or issues a token for the request at hand (`signToken`, `jwt.sign`,
+/// `createAccessToken`): a computation, not the event's work.
+fn mints_credential(path: &[String]) -> bool {
+    let w: Vec<String> = path.iter().flat_map(|seg| words(seg.trim_end_matches("()"))).collect();
+    let name = path.last().map(|n| words(n.trim_end_matches("()"))).unwrap_or_default();
+    name.first().is_some_and(|v| ["sign", "create", "generate", "issue", "mint"].contains(&v.as_str()))
+        && w.iter().any(|x| matches!(x.as_str(), "token" | "jwt"))
+}
+
+/// The category an HTTP request's endpoint names, when its URL is a name rather than a literal
+/// (`axios.post(IMPORTER_METRICS_URL, ...)`, `fetch(config.telemetryEndpoint, ...)`): only
+/// telemetry counts, since a notification endpoint may be the event's own work.
+fn endpoint_category(call: Node, src: &str) -> Option<Category> {
+    let url = ast::unwrap_expr(*ast::arguments(call).first()?);
+    let name = match url.kind() {
+        "identifier" => text(url, src),
+        "member_expression" => text(url.child_by_field_name("property")?, src),
+        _ => return None,
+    };
+    named_category(name).filter(|c| *c == Category::Telemetry)
 }
 
 /// Whether `call`'s promise is awaited by its statement. An argument of another call is
@@ -472,6 +500,15 @@ pub fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
         "prevent webhook retr",
         "avoid retr",
         "avoid webhook retr",
+        // "one broken group should not fail the whole refresh": isolation chosen on purpose
+        "not fail the whole",
+        "n't fail the whole",
+        "to fail the whole",
+        "not want to fail",
+        "n't want to fail",
+        "should not fail the",
+        "shouldn't fail the",
+        "must not fail the",
     ];
     SAID.iter().find(|w| t.contains(**w)).copied()
 }

@@ -81,7 +81,7 @@ in such work itself: ack-timing's concern); deliberate best-effort calls: a call
 config's `bestEffort` list, a `catch` (or the comment block right above its `try`, above an `if` without `else` whose
 block holds only that `try`, or above its function) saying "best effort" / "non-fatal" /
 "non-critical" / "safe to ignore" / "don't fail ... if" / "never fails the ..." / "do not throw" /
-"fire-and-forget", a message naming the failed write as logging or an audit entry ("error
+"fire-and-forget" / "(not want one failure) to fail the whole job", a message naming the failed write as logging or an audit entry ("error
 logging the transaction"), or circuit-breaker bookkeeping, or a `retrysafe-ignore` suppression
 with the reason; a `catch` whose only call reports the failure at warning level
 (`logger.warn(...)`, `console.warn(...)`: the author files it as tolerable, unlike `error`), both
@@ -90,8 +90,10 @@ statement, a statement around it, or an earlier statement whose result it reads:
 the cached total (best-effort)` above a read, then an update only when the read worked); a
 `try` whose only work
 is telemetry or a notification (logs, audit entries, analytics, error reports, emails, SMS),
-judged by what the callee does (a project helper is followed), then by the SDK call, then by
-the words of its name; a `try` of lookups only whose `catch` falls through (the work continues
+judged by what the callee does (a project helper is followed), then by the SDK call (an HTTP
+request to an endpoint named for telemetry, `axios.post(IMPORT_METRICS_URL, ...)`, is
+telemetry; signing its token, `signToken`/`jwt.sign`, is a computation), then by the words of
+its name; a `try` of lookups only whose `catch` falls through (the work continues
 with a fallback value); a `catch` whose work sits in nested `try`s with catches of their own
 (the inner catch is the finding), one in a `finally` (cleanup such as a lock release), one
 that tries an alternative under its own `catch`, one in a function nobody awaits (ack-timing's
