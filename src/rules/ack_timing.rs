@@ -45,7 +45,9 @@ the response). A dropped `.then/.catch` chain on a processor the consumer was ha
 parameter (`processMessage(data).catch(log)` in a shared consumer's `eachMessage`) is the
 message's work and is reported;
 dropped promises of deliberate best effort, telemetry or a notification (`void
-sendWelcomeEmail(user)`, `trackEvent(e).catch(log)`), judged by what the callee does.
+sendWelcomeEmail(user)`, `trackEvent(e).catch(log)`), judged by what the callee does; a call
+inside a `new Promise((resolve, reject) => ...)` executor whose callbacks settle that promise
+(`ffmpeg(input).on("end", resolve).on("error", reject).save(out)`): it ends when the promise does.
 Handing work to a durable queue (`await queue.add(...)`) before answering is the right way to
 answer fast.
 
@@ -560,10 +562,22 @@ fn dropped_promise<'t>(c: &Cx, scope: &Scope, stmt: Node<'t>) -> Option<Node<'t>
         // acknowledges after the work.
         && responses::responses_in(call, src, &[], false).is_empty()
         && !acks_in_continuation(call, src)
+        && !settles_its_promise(call, src)
         && c.promise_work(call)
         && !c.best_effort(call)
         && !sends_notification(scope))
     .then_some(call)
+}
+
+/// A call inside a `new Promise((resolve, reject) => ...)` executor whose callbacks settle that
+/// promise (`ffmpeg(input).on("end", resolve).on("error", reject).save(out)`): it finishes when
+/// the promise does, and whoever awaits the promise awaits it.
+fn settles_its_promise(call: Node, src: &str) -> bool {
+    let Some(executor) = ast::enclosing_function(call) else { return false };
+    let is_executor = executor.parent().and_then(|args| args.parent()).is_some_and(|n| {
+        n.kind() == "new_expression" && n.child_by_field_name("constructor").is_some_and(|c| text(c, src) == "Promise")
+    });
+    is_executor && ast::parameter_names(executor, src).iter().any(|p| ast::mentions_identifier(call, src, p))
 }
 
 /// `items.forEach(async (item) => { ... })` → `for (const item of items) { ... }`.

@@ -42,7 +42,10 @@ const DOCS: &str = r#"
   Not reported: in a called function, the `default` of a switch over a value that names none
   of the function's parameters (an exhaustiveness assertion the payload cannot reach).
   Missing configuration and "not found" are left out: a retry after a deploy, or after the
-  event that creates the record, succeeds.
+  event that creates the record, succeeds. Configuration is read from the message or the
+  branch's condition (`process.env`, a secret, an environment variable such as `REDIS_URL`),
+  also through a name bound to a plain read of it (`const url = env.REDIS_URL; if (!url)`);
+  queue jobs included.
 - A hand-written signature check whose `crypto.timingSafeEqual(received, expected)` is not
   preceded by a comparison of lengths: it throws a `RangeError` for a header of the wrong
   length (truncated, another encoding), and that error ends in a 5xx (a `catch` on the way
@@ -133,6 +136,30 @@ static BAD_PAYLOAD: LazyLock<Regex> = LazyLock::new(|| {
 static CONFIGURATION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)process\.env|\benv(ironment)?\b|secret|configur|api[ _-]?key|token|credential").unwrap()
 });
+
+/// Whether a throw is about the deployment rather than the delivery: its message or a condition
+/// of its branch names configuration (`process.env`, a secret, an environment variable such as
+/// `REDIS_URL`), directly or through a name bound to it (`const url = env.REDIS_URL; if (!url)`).
+/// Fixing the configuration makes the retry succeed.
+fn about_configuration(message: &str, conditions: &[(Node, bool)], func: Node, src: &str) -> bool {
+    let env_name = crate::regex!(
+        r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:URL|URI|KEY|SECRET|TOKEN|HOST|PORT|DSN|PATH|REGION|BUCKET|ENDPOINT|PASSWORD)\b"
+    );
+    let configured = |t: &str| CONFIGURATION.is_match(t) || env_name.is_match(t);
+    configured(message)
+        || conditions.iter().any(|(c, _)| {
+            configured(text(*c, src))
+                || ast::descendants_of_kind(*c, "identifier").into_iter().any(|id| {
+                    // A plain read of the setting (`env.REDIS_URL ?? ""`), not a call given it
+                    // (`constructEvent(body, sig, process.env.SECRET)` reads the payload).
+                    ast::find_binding_init(func, text(id, src), src, c.start_byte()).is_some_and(|init| {
+                        init.kind() != "call_expression"
+                            && ast::descendants_of_kind(init, "call_expression").is_empty()
+                            && configured(text(init, src))
+                    })
+                })
+        })
+}
 
 /// The `try`s whose block holds `node` (inside `func`), innermost first.
 fn enclosing_tries<'t>(node: Node<'t>, func: Node<'t>) -> impl Iterator<Item = Node<'t>> {
@@ -490,9 +517,7 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
             }
             let message = thrown_message(value, src);
             let conditions = responses::branch_conditions(throw, func);
-            let about_configuration = CONFIGURATION.is_match(&message)
-                || conditions.iter().any(|(c, _)| CONFIGURATION.is_match(text(*c, src)));
-            if !BAD_PAYLOAD.is_match(&message) || about_configuration {
+            if !BAD_PAYLOAD.is_match(&message) || about_configuration(&message, &conditions, func, src) {
                 continue;
             }
             if i != 0 && !uncaught.get_or_insert_with(|| uncaught_scopes(cx, model))[i] {
@@ -896,10 +921,9 @@ fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                 continue;
             }
             let message = thrown_message(value, src);
-            let missing = responses::branch_conditions(throw, func)
-                .into_iter()
-                .any(|(c, pos)| pos && missing_record(c, func, src));
-            if !PERMANENT.is_match(&message) && !missing {
+            let conditions = responses::branch_conditions(throw, func);
+            let missing = conditions.iter().any(|(c, pos)| *pos && missing_record(*c, func, src));
+            if !PERMANENT.is_match(&message) && !missing || about_configuration(&message, &conditions, func, src) {
                 continue;
             }
             // A helper's throw that a caller on the way catches (and answers with a fallback)
