@@ -79,6 +79,10 @@ migration: there the fix is display-only.
 - A log of webhooks the app SENDS (a target URL, endpoint or subscriber column, or the
   receiver's response status) repeats its event id once per endpoint and attempt: not a
   dedupe marker, unless its name says processed/idempotency/inbox.
+- A table that keeps a signing secret (`secret`, `signing_secret`) registers a webhook
+  endpoint, one row per endpoint, whatever its name (`inbox_webhook`): not a dedupe marker.
+- A dedupe-named plain index over timestamp columns only (`idempotency_keys_created_at_idx`)
+  serves cleanup by age: equal times are not duplicates.
 - The schema readers live in `src/model/schema/` (Prisma, SQL migrations, Drizzle, Mongoose).
 - Not read (yet): Knex and TypeORM schemas, and tables whose name does not say what they hold
   even when a handler uses them as its dedupe marker.

@@ -150,7 +150,7 @@ pub fn non_unique_key(columns: &[Column], unique_sets: &[Vec<String>], strength:
 /// make it unique; None for a table that is not a dedupe marker.
 pub fn dedupe_key_gap(names: &[String], columns: &[Column], unique_sets: &[Vec<String>]) -> Option<usize> {
     let strength = table_strength(names)?;
-    if strength < Strength::Strong && is_outbound_log(columns) {
+    if strength < Strength::Strong && is_outbound_log(columns) || is_registration(columns) {
         return None;
     }
     non_unique_key(columns, unique_sets, strength)
@@ -176,7 +176,25 @@ fn unique_through(index_columns: &[String], columns: &[Column], unique_sets: &[V
 
 /// A plain index named for deduplication whose rows the schema does not make unique.
 pub fn dedupe_index_gap(name: &str, index_columns: &[String], columns: &[Column], unique_sets: &[Vec<String>]) -> bool {
-    names_dedupe_index(name) && !unique_through(index_columns, columns, unique_sets)
+    names_dedupe_index(name)
+        && !index_columns.iter().all(|c| is_time_column(c))
+        && !unique_through(index_columns, columns, unique_sets)
+}
+
+/// A timestamp column (`createdAt`, `created_at`, `received_timestamp`): an index over such
+/// columns only (`idempotency_key_created_at_idx`) serves cleanup by age, whatever the table is
+/// called; equal times are not duplicates.
+fn is_time_column(name: &str) -> bool {
+    let name = name.trim_matches(['"', '`', '[', ']']);
+    let lower = name.to_ascii_lowercase();
+    name.ends_with("_at") || name.ends_with("At") || ["timestamp", "date", "time"].iter().any(|w| lower.contains(w))
+}
+
+/// A table that registers a webhook rather than logging its deliveries: it keeps the signing
+/// secret (`mothership_inbox_webhook`: workspace, webhook id, secret), one row per endpoint.
+fn is_registration(columns: &[Column]) -> bool {
+    const SECRET: &[&str] = &["secret", "signingsecret", "webhooksecret", "secretkey", "signingkey"];
+    columns.iter().any(|c| c.names.iter().any(|n| SECRET.contains(&normalized(n).as_str())))
 }
 
 /// A log of webhooks this app SENDS (`webhook_deliveries`: one event, one row per endpoint and
