@@ -242,13 +242,15 @@ fn header_text(node: Node, src: &str) -> String {
     out
 }
 
-/// Descendants of `kind` not inside a nested function or loop (they belong to `node`'s loop).
+/// Descendants of `kind` not inside a nested function (nor, for a `break` or a `try`, a nested
+/// loop: a `try` in an inner loop over items isolates each item, it does not retry the outer
+/// loop's pass).
 fn own_descendants<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
     let mut out = Vec::new();
     ast::walk(node, &mut |n| {
         if n != node
             && (ast::is_function(n)
-                || (kind == "break_statement"
+                || (matches!(kind, "break_statement" | "try_statement")
                     && matches!(
                         n.kind(),
                         "for_statement" | "for_in_statement" | "while_statement" | "do_statement" | "switch_statement"
@@ -287,12 +289,32 @@ fn recurses_on_failure(func: Node, name: &str, src: &str) -> bool {
             let scan = if n.kind() == "catch_clause" { n } else { n.child_by_field_name("arguments").unwrap_or(n) };
             found = ast::calls_in(scan, false).into_iter().any(|c| {
                 let path = ast::callee_path(c, src);
-                path.len() == 1 && path[0] == name || path.len() == 2 && path[0] == "this" && path[1] == name
+                (path.len() == 1 && path[0] == name || path.len() == 2 && path[0] == "this" && path[1] == name)
+                    && !falls_back_to_fixed_input(c, scan, src)
             });
         }
         true
     });
     found
+}
+
+/// A recursive call with a fixed input under a test that rules that input out
+/// (`if (timezone !== "UTC") return getFormatter("UTC")`): one step to a default, not a retry.
+fn falls_back_to_fixed_input(call: Node, within: Node, src: &str) -> bool {
+    let literals: Vec<&str> = ast::arguments(call)
+        .into_iter()
+        .map(ast::unwrap_expr)
+        .filter(|a| matches!(a.kind(), "string" | "number"))
+        .map(|a| text(a, src))
+        .collect();
+    !literals.is_empty()
+        && ast::ancestors(call).take_while(|a| a.id() != within.id()).any(|a| {
+            a.kind() == "if_statement"
+                && a.child_by_field_name("condition").is_some_and(|c| {
+                    let cond = text(c, src);
+                    literals.iter().any(|l| cond.contains(l))
+                })
+        })
 }
 
 /// Whether the retrying stops after a number of attempts.
@@ -518,6 +540,25 @@ async function a(items) {
             loops("async function f() { while (hasMore) { try { const p = await next(); if (!p) break; } catch (e) { log(e); } } }")
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn an_item_loop_inside_a_batch_loop_is_not_a_retry() {
+        let batches = "async function f() { let attempted = 0; while (attempted < LIMIT) { const rows = await page(); \
+                       if (rows.length === 0) break; attempted += rows.length; \
+                       for (const r of rows) { try { await remove(r); } catch (e) { log(e); } } } }";
+        assert!(loops(batches).is_empty());
+        let retried = "async function f() { let attempts = 0; while (attempts < 3) { try { await post(); break; } \
+                       catch (e) { attempts++; } } }";
+        assert_eq!(loops(retried).len(), 1);
+    }
+
+    #[test]
+    fn a_fallback_to_a_fixed_input_is_not_a_retry() {
+        let fallback = "function fmt(zone) { try { return make(zone); } catch (e) { if (zone !== \"UTC\") { return fmt(\"UTC\"); } throw e; } }";
+        assert!(loops(fallback).is_empty());
+        let same = "function fmt(zone) { try { return make(zone); } catch (e) { return fmt(zone); } }";
+        assert_eq!(loops(same).len(), 1);
     }
 
     #[test]

@@ -18,6 +18,10 @@ Retry libraries back off by default, so only their cap is checked. Also a consum
 (`queue.send({ ...message.body, retries })`) and no delay option (`delaySeconds`, `delay`,
 `DelaySeconds`): the copy is delivered again at once.
 
+Not retries: a loop over pages or batches whose `try` sits in an inner loop over items (it
+isolates one item, it does not redo the pass), and a function that calls itself once from its
+`catch` with a fixed input its own test rules out (`if (zone !== "UTC") return format("UTC")`).
+
 ## Why retries break it
 A handler that retries forever never answers: the provider times out and redelivers, and
 every redelivery starts another endless loop against the same failing dependency, while a
