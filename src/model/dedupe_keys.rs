@@ -142,7 +142,10 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
         if site == KeySite::JobId && !is_queue_call(call, src) {
             continue;
         }
-        if site == KeySite::NamedKey && (name == "key" && !is_namespaced_key(value, src) || in_object_of_array(n)) {
+        // `key`, and the AWS SDK's `Key` (an S3 object's name), only when namespaced like a dedupe key.
+        if site == KeySite::NamedKey
+            && (name.eq_ignore_ascii_case("key") && !is_namespaced_key(value, src) || in_object_of_array(n))
+        {
             continue;
         }
         if matches!(site, KeySite::IdempotencyKey | KeySite::NamedKey)

@@ -8,6 +8,7 @@ use super::effects;
 use super::guards;
 use super::providers::EventKey;
 use super::reach::{self, Scope};
+use super::unique_writes;
 use crate::project::Project;
 use crate::source::SourceFile;
 use std::collections::HashSet;
@@ -905,34 +906,38 @@ fn existence_checked_insert<'t>(
             && !violation_caught(*c, src)
     };
     let calls = ast::calls_in(func, false);
-    let mut inserts: Vec<(Node, String)> =
-        calls.iter().filter(|c| unguarded_insert(c, src)).filter_map(|c| Some((*c, table_of(*c, src)?))).collect();
+    // Each insert with its table and the unique sets of that table its row sets in full.
+    let mut inserts: Vec<(Node, String, Vec<Vec<String>>)> = calls
+        .iter()
+        .filter(|c| unguarded_insert(c, src))
+        .filter_map(|c| Some((*c, table_of(*c, src)?, unique_writes::prisma_unique_sets_set(*c, src, &file.path))))
+        .collect();
     // The insert can sit in a helper the handler calls after the check (`addCredits(...)`
     // inserting the ledger row it looked up): the helper's call stands for it.
     for call in &calls {
         let Some(def) = reach::resolve_call(project, file, *call) else { continue };
         let Some(body) = def.node() else { continue };
         let def_src = &def.file.text;
-        if let Some(table) = ast::calls_in(body, false)
-            .into_iter()
-            .filter(|c| unguarded_insert(c, def_src))
-            .find_map(|c| table_of(c, def_src))
+        if let Some((table, unique)) =
+            ast::calls_in(body, false).into_iter().filter(|c| unguarded_insert(c, def_src)).find_map(|c| {
+                Some((table_of(c, def_src)?, unique_writes::prisma_unique_sets_set(c, def_src, &def.file.path)))
+            })
         {
-            inserts.push((*call, table));
+            inserts.push((*call, table, unique));
         }
     }
     // A provider's resource created after looking for it (`issues.listComments` then
     // `issues.createComment`): the provider's list or search is the lookup.
     for call in &calls {
         if let Some(resource) = api_resource_created(*call, src).filter(|_| !violation_caught(*call, src)) {
-            inserts.push((*call, resource));
+            inserts.push((*call, resource, Vec::new()));
         }
     }
     if inserts.is_empty() {
         return None;
     }
     let ifs = ast::descendants_of_kind(func, "if_statement");
-    for (insert, table) in &inserts {
+    for (insert, table, unique_sets) in &inserts {
         for stmt in ifs.iter().filter(|i| i.start_byte() < insert.start_byte()) {
             let Some(cond) = stmt.child_by_field_name("condition") else { continue };
             let Some(cons) = stmt.child_by_field_name("consequence") else { continue };
@@ -966,7 +971,10 @@ fn existence_checked_insert<'t>(
             // only its exit. A provider resource is checked by listing and searching it, often
             // lines above the `if`: the search is the check.
             if let Some(lookup) = lookup {
-                if unique_lookup_then_bare_insert(lookup, *insert, &calls, src) || looks_up_a_fixed_row(lookup, src) {
+                let by_unique_key = unique_sets.iter().any(|set| looks_up_by(lookup, set, src));
+                if unique_lookup_then_bare_insert(lookup, *insert, by_unique_key, &calls, src)
+                    || looks_up_a_fixed_row(lookup, src)
+                {
                     continue;
                 }
                 return Some(if around && !table.starts_with(API_RESOURCE) { *stmt } else { lookup });
@@ -976,12 +984,14 @@ fn existence_checked_insert<'t>(
     None
 }
 
-/// A Prisma `findUnique` (its `where` names a unique field), or a lookup by the primary key
-/// the insert then sets to the same value, and then the insert, with no work between them:
-/// two concurrent deliveries both insert, the unique constraint fails the second one, and its
-/// retry finds the row; nothing ran twice.
-fn unique_lookup_then_bare_insert(lookup: Node, insert: Node, calls: &[Node], src: &str) -> bool {
-    let unique = ast::callee_name(lookup, src).is_some_and(|n| n.starts_with("findUnique"))
+/// A Prisma `findUnique` (its `where` names a unique field), a lookup by the primary key the
+/// insert then sets to the same value, or a lookup by the fields of a unique key the insert's
+/// row then sets (`@@unique([userId, albumId])`, the insert also in a helper), and then the insert, with no work between
+/// them: two concurrent deliveries both insert, the unique constraint fails the second one, and
+/// its retry finds the row; nothing ran twice.
+fn unique_lookup_then_bare_insert(lookup: Node, insert: Node, by_unique_key: bool, calls: &[Node], src: &str) -> bool {
+    let unique = by_unique_key
+        || ast::callee_name(lookup, src).is_some_and(|n| n.starts_with("findUnique"))
         || same_primary_key(lookup, insert, src);
     unique
         && !calls.iter().any(|c| {
@@ -989,6 +999,21 @@ fn unique_lookup_then_bare_insert(lookup: Node, insert: Node, calls: &[Node], sr
                 && c.end_byte() < insert.start_byte()
                 && effects::classify(*c, src, false).is_some_and(|e| e.kind != effects::EffectKind::Possible)
         })
+}
+
+/// Whether a Prisma-style lookup filters on every field of `set` (`where: { userId, albumId }`).
+fn looks_up_by(lookup: Node, set: &[String], src: &str) -> bool {
+    let Some(filter) = ast::arguments(lookup)
+        .first()
+        .filter(|a| a.kind() == "object")
+        .and_then(|o| ast::object_property(*o, "where", src))
+        .map(ast::unwrap_expr)
+        .filter(|w| w.kind() == "object")
+    else {
+        return false;
+    };
+    let named = unique_writes::row_fields(filter, src);
+    set.iter().all(|f| named.contains(f))
 }
 
 /// A lookup that names no row of the event: no filter at all (`settings.findMany()`, the one

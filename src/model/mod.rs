@@ -28,4 +28,5 @@ pub use reach::Scope;
 pub mod express_app;
 pub mod pg_pool;
 pub mod stmts;
+pub mod unique_writes;
 pub mod verify;

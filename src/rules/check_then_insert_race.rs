@@ -29,8 +29,9 @@ conflict is handled (`P2002`/`23505`/`11000` caught, `ON CONFLICT DO NOTHING` wi
 count read, `skipDuplicates` with the count read): the check is then only an optimisation.
 Likewise a lookup-then-insert whose insert's unique violation is caught (also around the
 transaction that holds it), and a provider create whose `already_exists` answer is caught.
-Nor a Prisma `findUnique` (its `where` names a unique field) followed by the insert of that row
-with only reads between them: a concurrent duplicate fails on the unique constraint and its
+Nor a Prisma `findUnique` (its `where` names a unique field), or a lookup by every field of a
+unique key (`where: { userId, albumId }` under `@@unique([userId, albumId])`), followed by the
+insert of that row (also in a helper) with only reads between them: a concurrent duplicate fails on the unique constraint and its
 retry finds the row, so nothing runs twice.
 Nor a get-or-create of a row that names no event: a lookup with no filter (`settings.findMany()`)
 or filtered by constants only (`where: { applicationName: "frontend" }`) finds an installation's

@@ -4,11 +4,10 @@ use super::{Context, Diagnostic, FixAvailability, HandlerModel, Rule};
 use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
-use crate::model::schema::drizzle;
-use crate::model::{Effect, EffectKind, best_effort, effects, markers};
+use crate::model::{Effect, EffectKind, best_effort, effects, markers, unique_writes};
 use crate::project::Project;
 use crate::source::SourceFile;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -543,8 +542,7 @@ fn non_idempotent(project: &Project, file: &Arc<SourceFile>, effect: &Effect) ->
             if crate::model::best_effort::log_table(effect.call, src) || introduced_as_log(effect.call, src) {
                 return false;
             }
-            !prisma_create_sets_unique(effect.call, src, &file.path)
-                && !drizzle_insert_sets_unique(project, file, effect.call)
+            !unique_writes::insert_sets_unique(project, file, effect.call)
         }
         EffectKind::Payment => effect.key.is_none() && !effect.replays_harmlessly(src),
         EffectKind::Http => {
@@ -984,145 +982,9 @@ fn sets_primary_id(call: Node, src: &str) -> bool {
         })
         .flatten();
     let value = format!("{} {}", text(id, src), init.map_or("", |i| text(i, src)));
-    !generated(&value)
+    !unique_writes::generated(&value)
         && matches!(
             id.kind(),
             "member_expression" | "subscript_expression" | "identifier" | "shorthand_property_identifier"
         )
-}
-
-/// A value made fresh on every call: a random or time-based id.
-fn generated(value: &str) -> bool {
-    let v = value.to_ascii_lowercase();
-    ["uuid", "random", "cuid", "nanoid", "ulid", "date.now", "new date", "math."].iter().any(|r| v.contains(r))
-}
-
-/// `db.insert(orders).values({ paymentIntentId, ... })` where the Drizzle table `orders` has
-/// a unique index on the columns the row sets: a replay is rejected by the constraint.
-fn drizzle_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
-    let src = file.text.as_str();
-    let mut values = None;
-    let mut link = Some(call);
-    while let Some(c) = link {
-        match ast::callee_name(c, src).as_deref() {
-            Some("values") => values = ast::arguments(c).first().map(|a| ast::unwrap_expr(*a)),
-            Some("insert") => {
-                let Some(table) = ast::arguments(c).first().copied().filter(|a| a.kind() == "identifier") else {
-                    return false;
-                };
-                let Some(row) = values.filter(|v| v.kind() == "object") else { return false };
-                let fields = row_fields(row, src);
-                return drizzle::unique_sets_of(project, file, text(table, src))
-                    .iter()
-                    .any(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)));
-            }
-            _ => {}
-        }
-        link = ast::method_receiver(c).filter(|o| o.kind() == "call_expression");
-    }
-    false
-}
-
-/// The fields an object literal sets to a value that is not made fresh on every call.
-fn row_fields(row: Node, src: &str) -> Vec<String> {
-    ast::named_children(row)
-        .into_iter()
-        .filter_map(|p| match p.kind() {
-            // A generated value (`id: crypto.randomUUID()`) is new on every delivery: it makes
-            // no replay collide.
-            "pair" if p.child_by_field_name("value").is_some_and(|v| generated(text(v, src))) => None,
-            "pair" => p.child_by_field_name("key").map(|k| text(k, src).trim_matches(['"', '\'']).to_string()),
-            "shorthand_property_identifier" => Some(text(p, src).to_string()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `prisma.model.create({ data: { field } })` where `field` is `@id`/`@unique` in the schema.
-fn prisma_create_sets_unique(call: Node, src: &str, path: &Path) -> bool {
-    let callee = ast::callee_path(call, src);
-    if callee.len() < 3 || !matches!(callee.last().map(String::as_str), Some("create" | "createMany")) {
-        return false;
-    }
-    let model = callee[callee.len() - 2].as_str();
-    let Some(data) = ast::arguments(call)
-        .first()
-        .filter(|a| a.kind() == "object")
-        .and_then(|o| ast::object_property(*o, "data", src))
-        .filter(|d| d.kind() == "object")
-    else {
-        return false;
-    };
-    let fields = row_fields(data, src);
-    let Some(schema) = find_schema(path) else { return false };
-    unique_sets(&schema, model).iter().any(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)))
-}
-
-fn find_schema(from: &Path) -> Option<String> {
-    for dir in from.ancestors().skip(1).take(8) {
-        for candidate in ["prisma/schema.prisma", "schema.prisma"] {
-            if let Ok(t) = std::fs::read_to_string(dir.join(candidate)) {
-                return Some(t);
-            }
-        }
-        if let Ok(entries) = std::fs::read_dir(dir.join("prisma/schema")) {
-            let mut all = String::new();
-            for e in entries.flatten() {
-                if e.path().extension().is_some_and(|x| x == "prisma")
-                    && let Ok(t) = std::fs::read_to_string(e.path())
-                {
-                    all.push_str(&t);
-                    all.push('\n');
-                }
-            }
-            if !all.is_empty() {
-                return Some(all);
-            }
-        }
-    }
-    None
-}
-
-/// The unique field sets of `model` (case-insensitive name): `@id`, `@unique`, `@@id`, `@@unique`.
-pub fn unique_sets(schema: &str, model: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let header = crate::regex!(r"(?m)^\s*model\s+(\w+)\s*\{");
-    for cap in header.captures_iter(schema) {
-        if !cap[1].eq_ignore_ascii_case(model) {
-            continue;
-        }
-        let start = cap.get(0).map_or(0, |m| m.end());
-        let body = &schema[start..start + schema[start..].find('}').unwrap_or(schema.len() - start)];
-        for line in body.lines() {
-            let line = line.split("//").next().unwrap_or("").trim();
-            if let Some(rest) = line.strip_prefix("@@unique(").or_else(|| line.strip_prefix("@@id(")) {
-                let inner = rest.split(']').next().unwrap_or("").trim_start_matches(['[', ' ']);
-                let fields = inner
-                    .split(',')
-                    .map(|f| f.split('(').next().unwrap_or("").trim().to_string())
-                    .filter(|f| !f.is_empty())
-                    .collect();
-                out.push(fields);
-            } else if !line.starts_with('@')
-                && (line.contains("@id") || line.contains("@unique"))
-                && let Some(name) = line.split_whitespace().next()
-            {
-                out.push(vec![name.to_string()]);
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn unique_sets_from_schema() {
-        let schema = "model Order {\n  id String @id @default(cuid())\n  sessionId String @unique\n  total Int\n  @@unique([shop, number])\n}\nmodel User { id Int @id }";
-        let sets = super::unique_sets(schema, "order");
-        assert!(sets.contains(&vec!["id".to_string()]));
-        assert!(sets.contains(&vec!["sessionId".to_string()]));
-        assert!(sets.contains(&vec!["shop".to_string(), "number".to_string()]));
-        assert!(!sets.contains(&vec!["total".to_string()]));
-    }
 }

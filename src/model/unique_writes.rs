@@ -1,0 +1,151 @@
+//! Inserts that a unique constraint makes safe to repeat: the row sets every column of a
+//! unique set of its table (Prisma `@id`/`@unique`/`@@id`/`@@unique`, Drizzle `uniqueIndex` or
+//! `.unique()`), so a replay or a concurrent duplicate is rejected by the database.
+
+use super::ast::{self, text};
+use super::schema::{drizzle, prisma};
+use crate::project::Project;
+use crate::source::SourceFile;
+use std::path::Path;
+use std::sync::Arc;
+use tree_sitter::Node;
+
+/// A value made fresh on every call: a random or time-based id.
+pub fn generated(value: &str) -> bool {
+    let v = value.to_ascii_lowercase();
+    ["uuid", "random", "cuid", "nanoid", "ulid", "date.now", "new date", "math."].iter().any(|r| v.contains(r))
+}
+
+/// The fields an object literal sets to a value that is not made fresh on every call.
+pub fn row_fields(row: Node, src: &str) -> Vec<String> {
+    ast::named_children(row)
+        .into_iter()
+        .filter_map(|p| match p.kind() {
+            // A generated value (`id: crypto.randomUUID()`) is new on every delivery: it makes
+            // no replay collide.
+            "pair" if p.child_by_field_name("value").is_some_and(|v| generated(text(v, src))) => None,
+            "pair" => p.child_by_field_name("key").map(|k| text(k, src).trim_matches(['"', '\'']).to_string()),
+            "shorthand_property_identifier" => Some(text(p, src).to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether the insert `call` sets a unique set of its table (Prisma or Drizzle).
+pub fn insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
+    prisma_create_sets_unique(call, &file.text, &file.path) || drizzle_insert_sets_unique(project, file, call)
+}
+
+/// The unique sets of a Prisma `create`'s model that its row sets in full (empty for any other
+/// call): `@@unique([userId, albumId])` for `create({ data: { userId, albumId, price } })`.
+pub fn prisma_unique_sets_set(call: Node, src: &str, path: &Path) -> Vec<Vec<String>> {
+    let callee = ast::callee_path(call, src);
+    if callee.len() < 3 || !matches!(callee.last().map(String::as_str), Some("create" | "createMany")) {
+        return Vec::new();
+    }
+    let model = callee[callee.len() - 2].as_str();
+    let Some(data) = ast::arguments(call)
+        .first()
+        .filter(|a| a.kind() == "object")
+        .and_then(|o| ast::object_property(*o, "data", src))
+        .filter(|d| d.kind() == "object")
+    else {
+        return Vec::new();
+    };
+    let fields = row_fields(data, src);
+    let Some(schema) = prisma_schema_near(path) else { return Vec::new() };
+    unique_sets(&schema, model)
+        .into_iter()
+        .filter(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)))
+        .collect()
+}
+
+/// `db.insert(orders).values({ paymentIntentId, ... })` where the Drizzle table `orders` has
+/// a unique index on the columns the row sets: a replay is rejected by the constraint.
+pub fn drizzle_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
+    let src = file.text.as_str();
+    let mut values = None;
+    let mut link = Some(call);
+    while let Some(c) = link {
+        match ast::callee_name(c, src).as_deref() {
+            Some("values") => values = ast::arguments(c).first().map(|a| ast::unwrap_expr(*a)),
+            Some("insert") => {
+                let Some(table) = ast::arguments(c).first().copied().filter(|a| a.kind() == "identifier") else {
+                    return false;
+                };
+                let Some(row) = values.filter(|v| v.kind() == "object") else { return false };
+                let fields = row_fields(row, src);
+                return drizzle::unique_sets_of(project, file, text(table, src))
+                    .iter()
+                    .any(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)));
+            }
+            _ => {}
+        }
+        link = ast::method_receiver(c).filter(|o| o.kind() == "call_expression");
+    }
+    false
+}
+
+/// `prisma.model.create({ data: { field } })` where `field` is `@id`/`@unique` in the schema
+/// (or the row sets every field of an `@@id`/`@@unique` list).
+pub fn prisma_create_sets_unique(call: Node, src: &str, path: &Path) -> bool {
+    !prisma_unique_sets_set(call, src, path).is_empty()
+}
+
+/// The unique field sets of `model` (its name compared without case): single `@id`/`@unique`
+/// fields and `@@id`/`@@unique` lists.
+fn unique_sets(schema: &str, model: &str) -> Vec<Vec<String>> {
+    prisma::models(schema)
+        .into_iter()
+        .filter(|m| m.names.first().is_some_and(|n| n.eq_ignore_ascii_case(model)))
+        .flat_map(|m| {
+            let singles: Vec<Vec<String>> = m
+                .fields
+                .iter()
+                .filter(|f| f.column.unique || f.column.primary)
+                .filter_map(|f| f.column.names.first().map(|n| vec![n.clone()]))
+                .collect();
+            singles.into_iter().chain(m.sets).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The Prisma schema above `from`: `prisma/schema.prisma`, `schema.prisma`, or the files of a
+/// `prisma/schema/` folder, in the nearest of eight parent directories.
+fn prisma_schema_near(from: &Path) -> Option<String> {
+    for dir in from.ancestors().skip(1).take(8) {
+        for candidate in ["prisma/schema.prisma", "schema.prisma"] {
+            if let Ok(t) = std::fs::read_to_string(dir.join(candidate)) {
+                return Some(t);
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(dir.join("prisma/schema")) {
+            let mut all = String::new();
+            for e in entries.flatten() {
+                if e.path().extension().is_some_and(|x| x == "prisma")
+                    && let Ok(t) = std::fs::read_to_string(e.path())
+                {
+                    all.push_str(&t);
+                    all.push('\n');
+                }
+            }
+            if !all.is_empty() {
+                return Some(all);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn unique_sets_from_schema() {
+        let schema = "model Order {\n  id String @id @default(cuid())\n  sessionId String @unique\n  total Int\n  @@unique([shop, number])\n}\nmodel User { id Int @id }\n";
+        let sets = super::unique_sets(schema, "order");
+        assert!(sets.contains(&vec!["id".to_string()]));
+        assert!(sets.contains(&vec!["sessionId".to_string()]));
+        assert!(sets.contains(&vec!["shop".to_string(), "number".to_string()]));
+        assert!(!sets.contains(&vec!["total".to_string()]));
+    }
+}
