@@ -986,9 +986,9 @@ fn existence_checked_insert<'t>(
 
 /// A Prisma `findUnique` (its `where` names a unique field), a lookup by the primary key the
 /// insert then sets to the same value, or a lookup by the fields of a unique key the insert's
-/// row then sets (`@@unique([userId, albumId])`, the insert also in a helper), and then the insert, with no work between
-/// them: two concurrent deliveries both insert, the unique constraint fails the second one, and
-/// its retry finds the row; nothing ran twice.
+/// row then sets (`@@unique([userId, albumId])`, the insert also in a helper), and then the
+/// insert, with no work between them: two concurrent deliveries both insert, the unique
+/// constraint fails the second one, and its retry finds the row; nothing ran twice.
 fn unique_lookup_then_bare_insert(lookup: Node, insert: Node, by_unique_key: bool, calls: &[Node], src: &str) -> bool {
     let unique = by_unique_key
         || ast::callee_name(lookup, src).is_some_and(|n| n.starts_with("findUnique"))
