@@ -567,27 +567,13 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
             matches!(method.as_str(), "GET" | "HEAD")
         });
     let octokit_read = read_route || ["get", "list", "paginate", "auth", "graphql"].iter().any(|r| last.starts_with(r));
-    let octokit_write = [
-        "create",
-        "update",
-        "add",
-        "post",
-        "set",
-        "merge",
-        "delete",
-        "remove",
-        "submit",
-        "dismiss",
-        "request",
-        "lock",
-        "unlock",
-        "rerequest",
-        "dispatch",
-        "upload",
-        "replace",
-    ]
-    .iter()
-    .any(|w| last.starts_with(w));
+    // Absolute writes that name their target (`updateComment({ comment_id })`, `setLabels`,
+    // `removeLabel`, `deleteComment`, `lock`, `addLabels`, a set) leave the same state when
+    // repeated; a create, a post or a dispatch adds another.
+    let octokit_write = ["create", "post", "merge", "submit", "request", "rerequest", "dispatch", "upload"]
+        .iter()
+        .any(|w| last.starts_with(w))
+        || last.starts_with("add") && !["addlabels", "addassignees", "addcollaborator"].contains(&last.as_str());
     if (has("octokit") && !octokit_read && octokit_write)
         || (has("issues") && matches!(last.as_str(), "createcomment" | "create"))
         || has("pulls") && last == "create"

@@ -213,8 +213,12 @@ fn checks_with_sdk(lower: &str) -> bool {
     // Twilio's `validateRequest(authToken, signature, url, params)`, not a schema
     // middleware's `validateRequest({ body: schema })`.
     let twilio_check = crate::regex!(r"validaterequest(?:withbody)?\s*\(\s*[^{\s)]").is_match(lower);
+    // livekit-server-sdk's `new WebhookReceiver(key, secret).receive(body, authorization)` checks
+    // the signed token and the body's hash.
+    let livekit_check = lower.contains("webhookreceiver") && lower.contains(".receive(");
     sender_verify
         || twilio_check
+        || livekit_check
         || [
             "constructevent",
             "parseeventnotification",

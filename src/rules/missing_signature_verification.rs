@@ -13,8 +13,8 @@ const DOCS: &str = r#"
 An HTTP webhook route (its path or file names a webhook, or a provider is recognised) that
 acts on the body (a database write or an external effect, in the handler or the functions it
 calls) while nothing verifies the provider's signature: no `constructEvent`, svix / Octokit
-`verify`, `verifyWebhook`, `authenticate.webhook`, `webhooks.unmarshal`, HMAC +
-`timingSafeEqual`, ... in the handler, its callees or its file. When the handler reads a
+`verify`, `verifyWebhook`, `authenticate.webhook`, `webhooks.unmarshal`, LiveKit's
+`WebhookReceiver.receive`, HMAC + `timingSafeEqual`, ... in the handler, its callees or its file. When the handler reads a
 credential header (`authorization`, `x-...-signature`, `x-...-token`) and never compares
 it, the finding is at that read.
 

@@ -72,7 +72,9 @@ second email, a second charge.
 - effects in the branch for a Slack interaction payload (`payload.type === "block_actions"`,
   `view_submission`, shortcuts): Slack never redelivers an interaction; Events API callbacks
   are retried and stay reported;
-- Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless);
+- Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless), and Octokit's absolute
+  writes that name their target (`updateComment({ comment_id })`, `setLabels`, `removeLabel`,
+  `addLabels`, `delete*`, `lock`): a repeat leaves the same state;
 - S3 object and bucket commands (`PutObject`, `DeleteObject`, `CopyObject`, multipart uploads,
   `CreateBucket`, `PutBucket*`): a repeat writes or removes the same named object again;
 - inserts whose unique violation the code catches or reads back (`catch (e) { if
