@@ -1722,7 +1722,7 @@ fn oauth_redirect(body: &str) -> bool {
 /// Middleware or a guard that authenticates a signed-in user (not a sender's signature).
 fn user_auth(text: &str) -> bool {
     crate::regex!(
-        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|authenticated\b|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticateuser|authenticatetoken"
+        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|authenticated\b|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticateuser|authenticatetoken|(?:require|ensure|must)_?sign(?:ed)?_?in"
     )
     .is_match(text)
         && !crate::regex!(r"(?i)signature|webhook|hmac").is_match(text)
