@@ -62,7 +62,8 @@ ack (or `DeleteMessage`) done in the `try` (the message is redelivered); a `catc
 reads only (`GetXCommand`, `get*()`) that assigns or returns a fallback value; a `catch` that
 reaches the same end another way, awaited and outside any nested `try` (`stat` fails, so `mkdir`;
 the bucket lookup fails, so create the bucket), unless all it does is clean up (delete a lock,
-cancel, log); a `catch` that keeps the
+cancel, log); a `catch` that sets a 5xx status a later send goes out with (`res.status(500)` in
+the catch, one `res.end()` after the `try`); a `catch` that keeps the
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
 used after the `try`); a job whose `catch` returns a failure outcome to its runner
 (`return "failure"`, `return { success: false }`: the runner records it); a job of a Bull or
@@ -855,6 +856,13 @@ fn recovery_calls<'t>(clause: Node<'t>, src: &str) -> Vec<Node<'t>> {
         .collect()
 }
 
+/// The catch sets a 5xx status that a later send goes out with (`res.status(500)` in the
+/// catch, one `res.end()` after the `try`): the failure is answered, not swallowed.
+fn sets_failure_status(body: Node, src: &str) -> bool {
+    crate::regex!(r"\.status\(\s*5\d\d\s*\)|\.statusCode\s*=\s*5\d\d\b|\.writeHead\(\s*5\d\d\b")
+        .is_match(text(body, src))
+}
+
 /// Whether the catch runs other work in place of what failed, awaited and outside any nested
 /// `try`, so its failure propagates: a recovery (`recovers`) that neither undoes nor cleans up
 /// (deleting a lock or a claim after a failure is a swallow that tidies up).
@@ -1078,7 +1086,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         };
         // A catch that takes another way to the same end (`stat` fails, so `mkdir`; the bucket
         // is missing, so create it) handles the error: a failure of that way is not caught.
-        if falls_back_to_other_work(clause, body, src) {
+        if falls_back_to_other_work(clause, body, src) || sets_failure_status(body, src) {
             continue;
         }
         if !does_work(block, src)
