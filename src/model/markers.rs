@@ -910,7 +910,7 @@ fn existence_checked_insert<'t>(
     let mut inserts: Vec<(Node, String, Vec<Vec<String>>)> = calls
         .iter()
         .filter(|c| unguarded_insert(c, src))
-        .filter_map(|c| Some((*c, table_of(*c, src)?, unique_writes::prisma_unique_sets_set(*c, src, &file.path))))
+        .filter_map(|c| Some((*c, table_of(*c, src)?, unique_writes::prisma_unique_sets_set(project, file, *c))))
         .collect();
     // The insert can sit in a helper the handler calls after the check (`addCredits(...)`
     // inserting the ledger row it looked up): the helper's call stands for it.
@@ -918,10 +918,10 @@ fn existence_checked_insert<'t>(
         let Some(def) = reach::resolve_call(project, file, *call) else { continue };
         let Some(body) = def.node() else { continue };
         let def_src = &def.file.text;
-        if let Some((table, unique)) =
-            ast::calls_in(body, false).into_iter().filter(|c| unguarded_insert(c, def_src)).find_map(|c| {
-                Some((table_of(c, def_src)?, unique_writes::prisma_unique_sets_set(c, def_src, &def.file.path)))
-            })
+        if let Some((table, unique)) = ast::calls_in(body, false)
+            .into_iter()
+            .filter(|c| unguarded_insert(c, def_src))
+            .find_map(|c| Some((table_of(c, def_src)?, unique_writes::prisma_unique_sets_set(project, &def.file, c))))
         {
             inserts.push((*call, table, unique));
         }

@@ -33,12 +33,13 @@ pub fn row_fields(row: Node, src: &str) -> Vec<String> {
 
 /// Whether the insert `call` sets a unique set of its table (Prisma or Drizzle).
 pub fn insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
-    prisma_create_sets_unique(call, &file.text, &file.path) || drizzle_insert_sets_unique(project, file, call)
+    !prisma_unique_sets_set(project, file, call).is_empty() || drizzle_insert_sets_unique(project, file, call)
 }
 
 /// The unique sets of a Prisma `create`'s model that its row sets in full (empty for any other
 /// call): `@@unique([userId, albumId])` for `create({ data: { userId, albumId, price } })`.
-pub fn prisma_unique_sets_set(call: Node, src: &str, path: &Path) -> Vec<Vec<String>> {
+pub fn prisma_unique_sets_set(project: &Project, file: &SourceFile, call: Node) -> Vec<Vec<String>> {
+    let src = file.text.as_str();
     let callee = ast::callee_path(call, src);
     if callee.len() < 3 || !matches!(callee.last().map(String::as_str), Some("create" | "createMany")) {
         return Vec::new();
@@ -53,7 +54,7 @@ pub fn prisma_unique_sets_set(call: Node, src: &str, path: &Path) -> Vec<Vec<Str
         return Vec::new();
     };
     let fields = row_fields(data, src);
-    let Some(schema) = prisma_schema_near(path) else { return Vec::new() };
+    let Some(schema) = prisma_schema_near(project, &file.path) else { return Vec::new() };
     unique_sets(&schema, model)
         .into_iter()
         .filter(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)))
@@ -86,12 +87,6 @@ pub fn drizzle_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, cal
     false
 }
 
-/// `prisma.model.create({ data: { field } })` where `field` is `@id`/`@unique` in the schema
-/// (or the row sets every field of an `@@id`/`@@unique` list).
-pub fn prisma_create_sets_unique(call: Node, src: &str, path: &Path) -> bool {
-    !prisma_unique_sets_set(call, src, path).is_empty()
-}
-
 /// The unique field sets of `model` (its name compared without case): single `@id`/`@unique`
 /// fields and `@@id`/`@@unique` lists.
 fn unique_sets(schema: &str, model: &str) -> Vec<Vec<String>> {
@@ -111,27 +106,25 @@ fn unique_sets(schema: &str, model: &str) -> Vec<Vec<String>> {
 }
 
 /// The Prisma schema above `from`: `prisma/schema.prisma`, `schema.prisma`, or the files of a
-/// `prisma/schema/` folder, in the nearest of eight parent directories.
-fn prisma_schema_near(from: &Path) -> Option<String> {
+/// `prisma/schema/` folder, in the nearest of eight parent directories. Read through the
+/// project: loaded once, an editor's unsaved buffer included, and noted as a read so the fix
+/// loop re-analyses the file when the schema changes.
+fn prisma_schema_near(project: &Project, from: &Path) -> Option<String> {
     for dir in from.ancestors().skip(1).take(8) {
         for candidate in ["prisma/schema.prisma", "schema.prisma"] {
-            if let Ok(t) = std::fs::read_to_string(dir.join(candidate)) {
-                return Some(t);
+            if let Ok(file) = project.load(&dir.join(candidate)) {
+                return Some(file.text.clone());
             }
         }
-        if let Ok(entries) = std::fs::read_dir(dir.join("prisma/schema")) {
-            let mut all = String::new();
-            for e in entries.flatten() {
-                if e.path().extension().is_some_and(|x| x == "prisma")
-                    && let Ok(t) = std::fs::read_to_string(e.path())
-                {
-                    all.push_str(&t);
-                    all.push('\n');
-                }
-            }
-            if !all.is_empty() {
-                return Some(all);
-            }
+        let parts: Vec<String> = project
+            .files_in(&dir.join("prisma/schema"))
+            .iter()
+            .filter(|p| p.extension().is_some_and(|x| x == "prisma"))
+            .filter_map(|p| project.load(p).ok())
+            .map(|f| f.text.clone())
+            .collect();
+        if !parts.is_empty() {
+            return Some(parts.join("\n"));
         }
     }
     None
