@@ -493,11 +493,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
             let key = input.and_then(|i| object_prop(i, "MessageDeduplicationId", src));
             return effect(EffectKind::Enqueue, Sdk::Sqs, key);
         }
-        if ctor.starts_with("ReceiveMessage")
-            || ctor.starts_with("DeleteMessage")
-            || read_only_command(ctor)
-            || keyed_storage_command(ctor)
-        {
+        if repeats_harmlessly(ctor) {
             return None;
         }
         if let Some(kind) = dynamo_command(ctor, input, src) {
@@ -514,11 +510,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     {
         let ctor = init.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
         let input = init.child_by_field_name("arguments").and_then(|a| a.named_child(0));
-        if ctor.starts_with("ReceiveMessage")
-            || ctor.starts_with("DeleteMessage")
-            || read_only_command(ctor)
-            || keyed_storage_command(ctor)
-        {
+        if repeats_harmlessly(ctor) {
             return None;
         }
         if let Some(kind) = dynamo_command(ctor, input, src) {
@@ -772,6 +764,15 @@ fn read_only_command(ctor: &str) -> bool {
         .iter()
         .any(|p| ctor.starts_with(p))
         && ctor.ends_with("Command")
+}
+
+/// An AWS SDK v3 command whose repeat changes nothing a delivery cares about: receiving or
+/// deleting queue messages, a read, or a keyed object-storage write.
+fn repeats_harmlessly(ctor: &str) -> bool {
+    ctor.starts_with("ReceiveMessage")
+        || ctor.starts_with("DeleteMessage")
+        || read_only_command(ctor)
+        || keyed_storage_command(ctor)
 }
 
 /// An S3 command that writes or removes an object (or a bucket) under a name the caller gives:

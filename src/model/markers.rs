@@ -10,7 +10,7 @@ use super::providers::EventKey;
 use super::reach::{self, Scope};
 use super::unique_writes;
 use crate::project::Project;
-use crate::source::SourceFile;
+use crate::source::{SourceFile, Span};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -892,6 +892,10 @@ fn upserted_then_first_time_work<'t>(
     None
 }
 
+/// Where an insert stands (its file and span): its row is judged against the schema only when a
+/// lookup guards it.
+type RowInsert = (Arc<SourceFile>, Span);
+
 /// The lookup whose row lets an insert run only when the same table had no row: an `if` around
 /// the insert with the lookup negated (`if (!row)`, `if (rows.length === 0)`), or before it
 /// leaving the function when the row exists (`if (row) return`).
@@ -906,11 +910,11 @@ fn existence_checked_insert<'t>(
             && !violation_caught(*c, src)
     };
     let calls = ast::calls_in(func, false);
-    // Each insert with its table and the unique sets of that table its row sets in full.
-    let mut inserts: Vec<(Node, String, Vec<Vec<String>>)> = calls
+    // Each insert (or the call that reaches it) with its table and the insert itself, in its file.
+    let mut inserts: Vec<(Node, String, Option<RowInsert>)> = calls
         .iter()
         .filter(|c| unguarded_insert(c, src))
-        .filter_map(|c| Some((*c, table_of(*c, src)?, unique_writes::prisma_unique_sets_set(project, file, *c))))
+        .filter_map(|c| Some((*c, table_of(*c, src)?, Some((file.clone(), Span::of(*c))))))
         .collect();
     // The insert can sit in a helper the handler calls after the check (`addCredits(...)`
     // inserting the ledger row it looked up): the helper's call stands for it.
@@ -918,26 +922,26 @@ fn existence_checked_insert<'t>(
         let Some(def) = reach::resolve_call(project, file, *call) else { continue };
         let Some(body) = def.node() else { continue };
         let def_src = &def.file.text;
-        if let Some((table, unique)) = ast::calls_in(body, false)
+        if let Some((table, row_insert)) = ast::calls_in(body, false)
             .into_iter()
             .filter(|c| unguarded_insert(c, def_src))
-            .find_map(|c| Some((table_of(c, def_src)?, unique_writes::prisma_unique_sets_set(project, &def.file, c))))
+            .find_map(|c| Some((table_of(c, def_src)?, Some((def.file.clone(), Span::of(c))))))
         {
-            inserts.push((*call, table, unique));
+            inserts.push((*call, table, row_insert));
         }
     }
     // A provider's resource created after looking for it (`issues.listComments` then
     // `issues.createComment`): the provider's list or search is the lookup.
     for call in &calls {
         if let Some(resource) = api_resource_created(*call, src).filter(|_| !violation_caught(*call, src)) {
-            inserts.push((*call, resource, Vec::new()));
+            inserts.push((*call, resource, None));
         }
     }
     if inserts.is_empty() {
         return None;
     }
     let ifs = ast::descendants_of_kind(func, "if_statement");
-    for (insert, table, unique_sets) in &inserts {
+    for (insert, table, row_insert) in &inserts {
         for stmt in ifs.iter().filter(|i| i.start_byte() < insert.start_byte()) {
             let Some(cond) = stmt.child_by_field_name("condition") else { continue };
             let Some(cons) = stmt.child_by_field_name("consequence") else { continue };
@@ -971,7 +975,13 @@ fn existence_checked_insert<'t>(
             // only its exit. A provider resource is checked by listing and searching it, often
             // lines above the `if`: the search is the check.
             if let Some(lookup) = lookup {
-                let by_unique_key = unique_sets.iter().any(|set| looks_up_by(lookup, set, src));
+                // The schema is read only for an insert a lookup guards.
+                let by_unique_key =
+                    row_insert.as_ref().and_then(|(f, at)| Some((f, f.node_at(*at)?))).is_some_and(|(f, c)| {
+                        unique_writes::prisma_unique_sets_set(project, f, c)
+                            .iter()
+                            .any(|set| looks_up_by(lookup, set, src))
+                    });
                 if unique_lookup_then_bare_insert(lookup, *insert, by_unique_key, &calls, src)
                     || looks_up_a_fixed_row(lookup, src)
                 {
