@@ -539,6 +539,20 @@ impl<'a> Finder<'a> {
                 .is_some_and(|init| gates(text(init, src)))
     }
 
+    /// A route registered on a chain that first lets only some people through:
+    /// `secured.access(requires("endpoints:manage")).post(path, handler)`,
+    /// `router.use(requireAuth).post(...)`.
+    fn receiver_gates_people(&self, route_call: Node) -> bool {
+        let mut receiver = route_call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object"));
+        while let Some(call) = receiver.filter(|r| r.kind() == "call_expression") {
+            if ast::arguments(call).into_iter().any(|arg| self.gates_people(arg)) {
+                return true;
+            }
+            receiver = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object"));
+        }
+        false
+    }
+
     /// This file's Express router is mounted behind user authentication (`express_app::mounted_behind`).
     fn router_serves_signed_in_users(&mut self) -> bool {
         *self.mounted_signed_in.get_or_insert_with(|| {
@@ -1101,8 +1115,9 @@ impl<'a> Finder<'a> {
             let name = format!("{} {route}", method.to_ascii_uppercase());
             let first_middleware = if chained.is_some() && ast::string_value(args[0], src).is_none() { 0 } else { 1 };
             let middleware = &args[first_middleware..args.len() - 1];
-            self.user_authenticated =
-                middleware.iter().any(|m| self.gates_people(*m)) || self.router_serves_signed_in_users();
+            self.user_authenticated = middleware.iter().any(|m| self.gates_people(*m))
+                || self.receiver_gates_people(call)
+                || self.router_serves_signed_in_users();
             self.push(handler, name, framework, &format!("{route} {file_path}"));
             self.user_authenticated = false;
             return;
@@ -1729,10 +1744,10 @@ fn user_auth(text: &str) -> bool {
 }
 
 /// Middleware that checks a person's permission or token scope (`requirePermission([...])`,
-/// `withScope("environment:rotate")`, `can({ action, resource })`).
+/// `withScope("environment:rotate")`, `can({ action, resource })`, `requires("endpoints:manage")`).
 fn permission_check(text: &str) -> bool {
     crate::regex!(
-        r"(?i)\b(?:require|has|check|ensure)permissions?\b|\bwithscopes?\s*\(|\bcan\s*\(\s*\{|permissionguard"
+        r"(?i)\b(?:require|has|check|ensure)permissions?\b|\bwithscopes?\s*\(|\bcan\s*\(\s*\{|permissionguard|\brequires(?:scopes?)?\s*\(\s*\[?\s*[\x22'`][a-z][\w.-]*:{1,2}[\w.*-]+[\x22'`]"
     )
     .is_match(text)
 }
