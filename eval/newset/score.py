@@ -50,6 +50,15 @@ giselle; queue consumers: mirlo, omnivore, NotifyBC, trench, tambo; other webhoo
 cla-assistant, scrappy, Spoke, profit-pulse). sim's 128, mirlo's 27 and omnivore's 30 findings
 were sampled (25 judged each).
 
+Round eleven (labels-round11.json), session 24, from the frozen build e801971 (repositories:
+errorwise-backend, ContextGPT-backend, infographic.io, collective-strategist, expense-backend,
+vtchat; ActivityPub, maxun, support-service-lambdas; all-contributors app, changesets bot,
+trop, safe-settings, langwatch, github-bot, next14-twitch-clone). Round twelve
+(labels-round12.json), session 25 (2026-12-07), from the frozen build d441c5c, every finding
+judged: headshots-starter, hypertrophy-ai, infraweigh, third-party-integrations, visionboard;
+safe-events-service, forms-terraform, transcription-service, safe-client-gateway; stream.new,
+linen.dev, slash-z, heysheet.
+
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """
 import argparse, collections, concurrent.futures, json, os, subprocess

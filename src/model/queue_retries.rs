@@ -4,6 +4,7 @@
 
 use super::ast::{self, text};
 use super::handlers::{Framework, Handler};
+use super::reach::Scope;
 use crate::project::Project;
 use tree_sitter::Node;
 
@@ -25,6 +26,107 @@ pub fn never_retried(project: &Project, handler: &Handler) -> bool {
         && !options_spread(&handler.file)
         && !queue_exported(&handler.file);
     built_here || registered_with_one_attempt(project, handler) || attempts_set_nowhere(project, handler)
+}
+
+/// For each scope of a BullMQ handler, whether the jobs that reach it are never retried: every
+/// call leading to it from the handler's other scopes (`sites`, as `HandlerModel::call_sites`
+/// gives them) is dispatched on a job name (`switch (job.name) { case SYNC_JOB: return sync(job) }`)
+/// whose every enqueue in the workspace sets `attempts: 1`, or is made in such a scope.
+pub fn scopes_run_once(
+    project: &Project,
+    handler: &Handler,
+    scopes: &[Scope],
+    sites: &[Vec<(usize, Node)>],
+) -> Vec<bool> {
+    let mut once = vec![false; scopes.len()];
+    if handler.framework != Framework::Bullmq {
+        return once;
+    }
+    let mut order: Vec<usize> = (1..scopes.len()).collect();
+    order.sort_by_key(|i| scopes[*i].depth);
+    for i in order {
+        let Some(callers) = sites.get(i).filter(|s| !s.is_empty()) else { continue };
+        once[i] = callers.iter().all(|(k, call)| {
+            once[*k]
+                || dispatched_job_name(*call, &scopes[*k].file().text)
+                    .is_some_and(|name| enqueued_with_one_attempt(project, handler, &name))
+        });
+    }
+    once
+}
+
+/// The job name a dispatch on the job's name gives `call`: `case SYNC_JOB:` or `case "sync":`
+/// of a `switch (job.name)`, as written.
+fn dispatched_job_name(call: Node, src: &str) -> Option<String> {
+    let case = ast::ancestors(call).take_while(|a| !ast::is_function(*a)).find(|a| ast::kind(*a) == "switch_case")?;
+    let switch = ast::parent(case).and_then(ast::parent).filter(|s| ast::kind(*s) == "switch_statement")?;
+    let on = switch.child_by_field_name("value")?;
+    if !crate::regex!(r"\.name\b|^\(?\s*name\s*\)?$").is_match(text(on, src)) {
+        return None;
+    }
+    let value = case.child_by_field_name("value")?;
+    matches!(ast::kind(value), "identifier" | "member_expression" | "string").then(|| text(value, src).to_string())
+}
+
+/// Every `add(name, data, options)` of the job `name` (written as the dispatch writes it) in the
+/// handler's workspace sets `attempts: 1`, and there is at least one.
+fn enqueued_with_one_attempt(project: &Project, handler: &Handler, name: &str) -> bool {
+    let Some(package) = crate::project::package_root(&handler.file.path) else { return false };
+    let root = crate::project::workspace_root(&package).unwrap_or(package);
+    let searched = name.trim_matches(|c| c == '"' || c == '\'' || c == '`');
+    let mut adds = 0;
+    for path in project.files_containing(&root, searched).iter() {
+        let Ok(file) = project.load(path) else { return false };
+        let src = &file.text;
+        for call in ast::calls_in(file.root(), false) {
+            let args = ast::arguments(call);
+            if ast::callee_name(call, src).as_deref() != Some("add")
+                || args.first().map(|a| text(*a, src)) != Some(name)
+            {
+                continue;
+            }
+            let attempts = args.get(2).and_then(|o| ast::object_property(*o, "attempts", src));
+            if attempts.is_none_or(|a| text(a, src) != "1") {
+                return false;
+            }
+            adds += 1;
+        }
+    }
+    adds > 0
+}
+
+/// A job named for a sweep (`cleanup-logs`, `pruneTrash`, `PURGE_EXPIRED_JOB`, `/api/cron/sweep`):
+/// each run selects what is still left to remove, so work a failed run skipped is the next
+/// run's, whether or not the failure was reported.
+pub fn redone_by_next_run(handler: &Handler) -> bool {
+    let words = name_words(&handler.name);
+    words.iter().enumerate().any(|(i, word)| match word.as_str() {
+        "cleanup" | "prune" | "purge" | "sweep" | "sweeper" | "retention" | "housekeeping" | "vacuum" | "gc" => true,
+        "clean" => words.get(i + 1).is_some_and(|next| next == "up"),
+        _ => false,
+    })
+}
+
+/// The lowercase words of a name, split at punctuation and camel-case humps
+/// (`cleanupLogsTask` → cleanup, logs, task).
+fn name_words(name: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            words.extend((!current.is_empty()).then(|| std::mem::take(&mut current)));
+            previous_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && previous_lower {
+            words.push(std::mem::take(&mut current));
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        current.push(c.to_ascii_lowercase());
+    }
+    words.extend((!current.is_empty()).then_some(current));
+    words
 }
 
 /// No file of the handler's workspace (its package, outside a workspace) sets `attempts` on

@@ -69,7 +69,11 @@ used after the `try`); a job whose `catch` returns a failure outcome to its runn
 (`return "failure"`, `return { success: false }`: the runner records it); a job of a Bull or
 BullMQ queue that its file builds, fills and consumes with `attempts` set nowhere (and does
 not export), or a job in a workspace (a package outside one) where no file sets `attempts` on
-any job or queue options: the queue runs each job once, so there is no retry to lose; `Promise.allSettled`
+any job or queue options, or a function a worker dispatches to by job name (`switch (job.name)
+{ case SYNC_JOB: ... }`) when every `add` of that name in the workspace sets `attempts: 1`:
+the queue runs each job once, so there is no retry to lose; a job
+named for a sweep (`cleanup-logs`, `pruneTrash`, `purge-expired`): its next run removes what this
+one failed to; `Promise.allSettled`
 over tasks that each catch their own failures (no task can reject; each task's catch is judged),
 or in a `finally` (cleanup such as removing temp files, whatever the `try` did); a `catch` whose `try`
 only awaits `Promise.allSettled` (it never rejects: its unchecked results are the finding);
@@ -181,6 +185,10 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         if crate::model::queue_retries::never_retried(cx.project, &model.handler) {
             continue;
         }
+        // A sweep's next run picks up what this one failed to remove.
+        if crate::model::queue_retries::redone_by_next_run(&model.handler) {
+            continue;
+        }
         let fw = model.handler.framework;
         let names = responses::handler_names(&model.handler);
         let acks_2xx = !fw.is_http()
@@ -190,7 +198,21 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 && responses::returned_values(root_fn, &root.file().text, &names, false).iter().any(|r| r.is_2xx());
         let c = Cx { cx, model, acks_2xx };
         let mut seen: HashSet<(std::path::PathBuf, usize, usize)> = HashSet::new();
+        let run_once = if fw == Framework::Bullmq {
+            crate::model::queue_retries::scopes_run_once(
+                cx.project,
+                &model.handler,
+                &model.scopes,
+                &model.call_sites(cx.project),
+            )
+        } else {
+            Vec::new()
+        };
         for (i, scope) in model.scopes.iter().enumerate() {
+            // a job enqueued with one attempt loses no retry to a swallow
+            if run_once.get(i) == Some(&true) {
+                continue;
+            }
             let Some(func) = scope.node() else { continue };
             for d in catches(&c, i, scope, func)
                 .into_iter()
