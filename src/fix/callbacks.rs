@@ -22,6 +22,20 @@ pub fn done_callback(func: Node, src: &str) -> Option<String> {
     NAMES.contains(&name).then(|| name.to_string())
 }
 
+/// The name of an AWS Lambda handler's completion callback: its third parameter
+/// (`(event, context, callback)`), when it is named as one.
+pub fn lambda_callback(func: Node, src: &str) -> Option<String> {
+    let params = func.child_by_field_name("parameters")?;
+    let third = ast::named_children(params).into_iter().filter(|p| p.kind() != "comment").nth(2)?;
+    let name = match third.kind() {
+        "identifier" => third,
+        "required_parameter" | "optional_parameter" => third.child_by_field_name("pattern")?,
+        _ => return None,
+    };
+    let name = text(name, src);
+    NAMES.contains(&name).then(|| name.to_string())
+}
+
 /// The calls of `done` inside `node`.
 pub fn done_calls<'t>(node: Node<'t>, src: &str, done: &str) -> Vec<Node<'t>> {
     ast::calls_in(node, true)

@@ -577,6 +577,17 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     }
     // HTTP
     if root == "fetch" && path.len() == 1 {
+        // Slack's Web API methods that replace what they name (a Home tab, a message by its `ts`)
+        // leave the same state when repeated; its readers (`calls.info`, `users.list`,
+        // `conversations.history`) are POSTs that change nothing.
+        if args.first().is_some_and(|url| {
+            crate::regex!(
+                r"slack\.com/api/(?:views\.(?:publish|update)|chat\.update|[\w.]+\.(?:info|list|history|replies|members|lookupByEmail|get\w*))\b"
+            )
+            .is_match(text(*url, src))
+        }) {
+            return None;
+        }
         let method =
             args.get(1).and_then(|o| object_prop(*o, "method", src)).map(|m| text(m, src).to_ascii_uppercase());
         return match method {

@@ -3,7 +3,7 @@
 //! `.unique()`), so a replay or a concurrent duplicate is rejected by the database.
 
 use super::ast::{self, text};
-use super::schema::{drizzle, prisma};
+use super::schema::{drizzle, prisma, sql};
 use crate::project::Project;
 use crate::source::SourceFile;
 use std::path::Path;
@@ -31,9 +31,58 @@ pub fn row_fields(row: Node, src: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether the insert `call` sets a unique set of its table (Prisma or Drizzle).
+/// Whether the insert `call` sets a unique set of its table (Prisma, Drizzle, or supabase-js
+/// over SQL migrations).
 pub fn insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
-    !prisma_unique_sets_set(project, file, call).is_empty() || drizzle_insert_sets_unique(project, file, call)
+    !prisma_unique_sets_set(project, file, call).is_empty()
+        || drizzle_insert_sets_unique(project, file, call)
+        || supabase_insert_sets_unique(project, file, call)
+}
+
+/// `supabase.from("users").insert({ clerk_id, email })` where the table, as the project's
+/// `supabase/migrations` build it (a later `CREATE UNIQUE INDEX` or `ADD CONSTRAINT ... UNIQUE`
+/// included), has a unique column or set the row sets in full.
+pub fn supabase_insert_sets_unique(project: &Project, file: &SourceFile, call: Node) -> bool {
+    let src = file.text.as_str();
+    if ast::callee_name(call, src).as_deref() != Some("insert") {
+        return false;
+    }
+    let Some(from) = ast::method_receiver(call).filter(|r| r.kind() == "call_expression") else { return false };
+    if ast::callee_name(from, src).as_deref() != Some("from") {
+        return false;
+    }
+    let Some(table) = ast::arguments(from).first().and_then(|a| ast::string_value(*a, src)) else { return false };
+    let row = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).and_then(|a| match a.kind() {
+        "object" => Some(a),
+        "array" => {
+            ast::named_children(a).into_iter().find(|e| e.kind() == "object").filter(|_| a.named_child_count() == 1)
+        }
+        _ => None,
+    });
+    let Some(row) = row else { return false };
+    let fields = row_fields(row, src);
+    let Some(migrations) = supabase_migrations_near(project, &file.path) else { return false };
+    sql::replay(&migrations).iter().filter(|t| t.name.eq_ignore_ascii_case(&table)).any(|t| {
+        t.columns
+            .iter()
+            .filter(|c| c.column.unique || c.column.primary)
+            .any(|c| c.column.names.iter().any(|n| fields.contains(n)))
+            || t.sets.iter().any(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)))
+    })
+}
+
+/// The SQL files of the nearest `supabase/migrations` folder above `from` (eight levels at
+/// most), in the order they are applied.
+fn supabase_migrations_near(project: &Project, from: &Path) -> Option<Vec<(std::path::PathBuf, String)>> {
+    from.ancestors().skip(1).take(8).find_map(|dir| {
+        let folder = dir.join("supabase").join("migrations");
+        let first = project.list_dir(&folder).into_iter().find(|(p, _)| {
+            p.extension().is_some_and(|e| e == "sql")
+                && p.file_name().and_then(|n| n.to_str()).and_then(sql::sequence).is_some()
+        })?;
+        let (set, _) = sql::migrations(project, &first.0, &first.1);
+        (!set.is_empty()).then_some(set)
+    })
 }
 
 /// The unique sets of a Prisma `create`'s model that its row sets in full (empty for any other

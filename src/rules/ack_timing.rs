@@ -205,14 +205,15 @@ fn sends_notification(scope: &Scope) -> bool {
         )
 }
 
-/// `work(message).then(() => message.ack()).catch(() => message.nack())`: an explicit-ack
-/// consumer acknowledges in the chain's continuation, after the work.
+/// `work(message).then(() => message.ack()).catch(() => message.nack())`,
+/// `work(message).catch(log).finally(() => channel.ack(message))`: an explicit-ack consumer
+/// acknowledges in the chain's continuation, after the work.
 fn acks_in_continuation(call: Node, src: &str) -> bool {
     ast::calls_in(call, false).into_iter().any(|c| {
         matches!(ast::callee_name(c, src).as_deref(), Some("ack" | "acknowledge"))
-            && ast::ancestors(c)
-                .take_while(|a| a.id() != call.id())
-                .any(|a| a.kind() == "call_expression" && ast::callee_name(a, src).as_deref() == Some("then"))
+            && ast::ancestors(c).take_while(|a| a.id() != call.id()).chain(std::iter::once(call)).any(|a| {
+                a.kind() == "call_expression" && matches!(ast::callee_name(a, src).as_deref(), Some("then" | "finally"))
+            })
     })
 }
 

@@ -323,9 +323,9 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     if fives.is_empty() && rethrow.is_none() {
                         continue;
                     }
-                    // A helper's rethrow is answered by its callers: one that catches it and
-                    // answers 2xx never turns it into a 500.
-                    if fives.is_empty() && i > 0 {
+                    // A rethrow is answered by an outer `try` or a caller: one that catches it
+                    // and answers 2xx or 4xx never turns it into a 500.
+                    if fives.is_empty() {
                         let sites = sites.get_or_insert_with(|| call_sites(cx, model));
                         if !ends_in_5xx(model, sites, i, try_stmt, 0) {
                             continue;

@@ -1760,11 +1760,15 @@ fn called_without_await(c: &Cx, i: usize) -> bool {
     })
 }
 
-/// Bull's `(job, done)`: `done(err)` in the catch fails the job (the queue retries it).
+/// Bull's `(job, done)`: `done(err)` in the catch fails the job (the queue retries it); so does a
+/// Lambda's `(event, context, callback)`: `callback(err)` fails the invocation.
 fn fails_through_done(c: &Cx, clause: Node, body: Node, src: &str) -> bool {
     // the handler's parameters are in the handler's file; `src` may be a callee's
     let handler = &c.model.handler;
-    let Some(done) = handler.node().and_then(|f| crate::fix::callbacks::done_callback(f, &handler.file.text)) else {
+    let Some(done) = handler.node().and_then(|f| {
+        crate::fix::callbacks::done_callback(f, &handler.file.text)
+            .or_else(|| crate::fix::callbacks::lambda_callback(f, &handler.file.text))
+    }) else {
         return false;
     };
     let Some(err) = clause.child_by_field_name("parameter").map(|p| text(p, src)) else { return false };

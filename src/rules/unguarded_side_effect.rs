@@ -47,9 +47,13 @@ second email, a second charge.
   a comment introduces as a log entry (`// Log the purchase (best-effort)`, `// audit trail`,
   directly above it or above the declarations that prepare it): a second row records the
   redelivery and duplicates no business effect;
-- Slack `views.publish`/`views.update` and `chat.update`: they replace what they target;
+- Slack `views.publish`/`views.update` and `chat.update` (through the SDK or a `fetch` of
+  `slack.com/api/views.publish`): they replace what they target;
 - Drizzle inserts whose row sets every column of a `uniqueIndex`/`.unique()` of the table,
   also when the table is imported from the schema module: the constraint rejects a replay;
+- supabase-js inserts (`supabase.from("members").insert({ auth_id, email })`) whose row sets a
+  unique column or set of the table as the project's `supabase/migrations` build it (a later
+  `CREATE UNIQUE INDEX` or `ADD CONSTRAINT ... UNIQUE` included);
 - a request to a provider's verification endpoint (PayPal's
   `/v1/notifications/verify-webhook-signature`, a `/verify` path): it asks and changes nothing;
 - effects after a claim whose table is not named for markers: a conflict-ignoring insert
