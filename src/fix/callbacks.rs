@@ -10,26 +10,23 @@ const NAMES: &[&str] = &["done", "cb", "callback"];
 
 /// The name of `func`'s completion callback: its second parameter, when it is named as one.
 pub fn done_callback(func: Node, src: &str) -> Option<String> {
-    let params = func.child_by_field_name("parameters")?;
-    let second = ast::named_children(params).into_iter().filter(|p| p.kind() != "comment").nth(1)?;
-    let name = match second.kind() {
-        "identifier" => second,
-        // TypeScript: `done: DoneCallback`
-        "required_parameter" | "optional_parameter" => second.child_by_field_name("pattern")?,
-        _ => return None,
-    };
-    let name = text(name, src);
-    NAMES.contains(&name).then(|| name.to_string())
+    callback_parameter(func, src, 1)
 }
 
 /// The name of an AWS Lambda handler's completion callback: its third parameter
 /// (`(event, context, callback)`), when it is named as one.
 pub fn lambda_callback(func: Node, src: &str) -> Option<String> {
+    callback_parameter(func, src, 2)
+}
+
+/// `func`'s parameter at `index`, when it is named as a completion callback.
+fn callback_parameter(func: Node, src: &str, index: usize) -> Option<String> {
     let params = func.child_by_field_name("parameters")?;
-    let third = ast::named_children(params).into_iter().filter(|p| p.kind() != "comment").nth(2)?;
-    let name = match third.kind() {
-        "identifier" => third,
-        "required_parameter" | "optional_parameter" => third.child_by_field_name("pattern")?,
+    let param = ast::named_children(params).into_iter().filter(|p| p.kind() != "comment").nth(index)?;
+    let name = match param.kind() {
+        "identifier" => param,
+        // TypeScript: `done: DoneCallback`
+        "required_parameter" | "optional_parameter" => param.child_by_field_name("pattern")?,
         _ => return None,
     };
     let name = text(name, src);

@@ -42,7 +42,7 @@ pub fn insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node)
 /// `supabase.from("users").insert({ clerk_id, email })` where the table, as the project's
 /// `supabase/migrations` build it (a later `CREATE UNIQUE INDEX` or `ADD CONSTRAINT ... UNIQUE`
 /// included), has a unique column or set the row sets in full.
-pub fn supabase_insert_sets_unique(project: &Project, file: &SourceFile, call: Node) -> bool {
+fn supabase_insert_sets_unique(project: &Project, file: &SourceFile, call: Node) -> bool {
     let src = file.text.as_str();
     if ast::callee_name(call, src).as_deref() != Some("insert") {
         return false;

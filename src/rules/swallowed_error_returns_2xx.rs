@@ -66,7 +66,7 @@ cancel, log); a `catch` that sets a 5xx status a later send goes out with (`res.
 the catch, one `res.end()` after the `try`); a `catch` that keeps the
 failure as the outcome (`catch (e) { result = { ok: false, error: e.message } }`, `result`
 used after the `try`); a job whose `catch` returns a failure outcome to its runner
-(`return "failure"`, `return { success: false }`: the runner records it); a job of a Bull or
+(`return "failure"`, `return { success: false }`, `{ status: Status.Failed }`: the runner records it); a job of a Bull or
 BullMQ queue that its file builds, fills and consumes with `attempts` set nowhere (and does
 not export), or a job in a workspace (a package outside one) where no file sets `attempts` on
 any job or queue options, or a function a worker dispatches to by job name (`switch (job.name)
@@ -1446,7 +1446,12 @@ fn returns_failure_outcome(ret: Node, src: &str) -> bool {
             let v = ast::unwrap_expr(v);
             match text(key, src).trim_matches(['"', '\'']) {
                 "success" | "ok" => v.kind() == "false",
-                "status" | "outcome" | "result" => ast::string_value(v, src).is_some_and(|s| failure_word(&s)),
+                // `status: "failed"`, or an enum member: `status: AWSStatus.Failure`
+                "status" | "outcome" | "result" => {
+                    ast::string_value(v, src).is_some_and(|s| failure_word(&s))
+                        || v.kind() == "member_expression"
+                            && v.child_by_field_name("property").is_some_and(|p| failure_word(text(p, src)))
+                }
                 _ => false,
             }
         }),
