@@ -99,34 +99,12 @@ fn enqueued_with_one_attempt(project: &Project, handler: &Handler, name: &str) -
 /// each run selects what is still left to remove, so work a failed run skipped is the next
 /// run's, whether or not the failure was reported.
 pub fn redone_by_next_run(handler: &Handler) -> bool {
-    let words = name_words(&handler.name);
+    let words = super::best_effort::words(&handler.name);
     words.iter().enumerate().any(|(i, word)| match word.as_str() {
         "cleanup" | "prune" | "purge" | "sweep" | "sweeper" | "retention" | "housekeeping" | "vacuum" | "gc" => true,
         "clean" => words.get(i + 1).is_some_and(|next| next == "up"),
         _ => false,
     })
-}
-
-/// The lowercase words of a name, split at punctuation and camel-case humps
-/// (`cleanupLogsTask` → cleanup, logs, task).
-fn name_words(name: &str) -> Vec<String> {
-    let mut words: Vec<String> = Vec::new();
-    let mut current = String::new();
-    let mut previous_lower = false;
-    for c in name.chars() {
-        if !c.is_ascii_alphanumeric() {
-            words.extend((!current.is_empty()).then(|| std::mem::take(&mut current)));
-            previous_lower = false;
-            continue;
-        }
-        if c.is_ascii_uppercase() && previous_lower {
-            words.push(std::mem::take(&mut current));
-        }
-        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        current.push(c.to_ascii_lowercase());
-    }
-    words.extend((!current.is_empty()).then_some(current));
-    words
 }
 
 /// No file of the handler's workspace (its package, outside a workspace) sets `attempts` on
