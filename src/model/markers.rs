@@ -402,9 +402,10 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
         ifs.into_iter().any(|i| {
             i.child_by_field_name("condition").is_some_and(|c| violation.is_match(text(c, src)))
                 && i.child_by_field_name("consequence").is_some_and(|b| {
-                    matches!(b.kind(), "return_statement" | "continue_statement")
+                    (matches!(b.kind(), "return_statement" | "continue_statement")
                         || !ast::descendants_of_kind(b, "return_statement").is_empty()
-                        || !ast::descendants_of_kind(b, "continue_statement").is_empty()
+                        || !ast::descendants_of_kind(b, "continue_statement").is_empty())
+                        && !returns_row_read_back(b, src)
                 })
         })
     };
@@ -421,6 +422,27 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
     }
     // `const { error } = await insert(...); if (error) { if (error.code === "23505") return ... }`
     super::stmts::bound_and_read_next(call, |n| n.kind() == "if_statement" && leaves(n))
+}
+
+/// A violation branch that reads back the row which won the race and returns it (`const winner =
+/// await findProject(slug); if (winner) return winner;`): a get-or-create of an entity, whose
+/// caller carries on with the row either way, not a claim that skips an event already handled.
+fn returns_row_read_back(branch: Node, src: &str) -> bool {
+    let awaited_call = |n: Node| {
+        let n = ast::unwrap_expr(n);
+        let n = if n.kind() == "await_expression" { n.named_child(0).map(ast::unwrap_expr).unwrap_or(n) } else { n };
+        n.kind() == "call_expression"
+    };
+    let returns: Vec<Node> = std::iter::once(branch)
+        .filter(|b| b.kind() == "return_statement")
+        .chain(ast::descendants_of_kind(branch, "return_statement"))
+        .collect();
+    !returns.is_empty()
+        && returns.iter().all(|r| {
+            let Some(value) = r.named_child(0).map(ast::unwrap_expr) else { return false };
+            value.kind() == "identifier"
+                && ast::find_binding_init(branch, text(value, src), src, r.start_byte()).is_some_and(awaited_call)
+        })
 }
 
 /// The call is the last link of its chain: no method is called on its result.
