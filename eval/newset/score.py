@@ -57,7 +57,10 @@ trop, safe-settings, langwatch, github-bot, next14-twitch-clone). Round twelve
 (labels-round12.json), session 25 (2026-12-07), from the frozen build d441c5c, every finding
 judged: headshots-starter, hypertrophy-ai, infraweigh, third-party-integrations, visionboard;
 safe-events-service, forms-terraform, transcription-service, safe-client-gateway; stream.new,
-linen.dev, slash-z, heysheet.
+linen.dev, slash-z, heysheet. Round thirteen (labels-round13.json), session 26 (2026-12-07), from
+the frozen build 2c804d0: flowglad (25 of 52 findings judged), ShipFree, budget-tracking, ruzma;
+daily-api, graphile starter, kutt, PostHog plugin-server; helper, inbound (25 of 29 judged),
+threads, atomic-crm.
 
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """
