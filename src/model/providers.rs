@@ -196,6 +196,26 @@ fn digests_by_hand(lower: &str) -> bool {
     lower.contains("createhmac") || lower.contains("timingsafeequal")
 }
 
+/// How many arguments the call whose text starts just after its `(` passes: its commas outside
+/// nested brackets and strings, plus one (0 for an unbalanced or empty call).
+fn top_level_arguments(after_paren: &str) -> usize {
+    let (mut depth, mut commas, mut quote, mut seen) = (0usize, 0usize, None::<char>, false);
+    for c in after_paren.chars() {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'' | '`') => quote = Some(c),
+            (None, '(' | '[' | '{') => depth += 1,
+            (None, ')' | ']' | '}') if depth == 0 => return if seen { commas + 1 } else { 0 },
+            (None, ')' | ']' | '}') => depth -= 1,
+            (None, ',') if depth == 0 => commas += 1,
+            _ => {}
+        }
+        seen |= quote.is_some() || !c.is_whitespace();
+    }
+    0
+}
+
 /// A provider SDK's or a sender's own verification call in lowercased text.
 fn checks_with_sdk(lower: &str) -> bool {
     // `jwt.verify(token)` checks a person's session token, `bcrypt.verify` a password,
@@ -211,8 +231,11 @@ fn checks_with_sdk(lower: &str) -> bool {
             && !matches!(first_arg, "password" | "code" | "otp" | "pin" | "token" | "passcode" | "credentials" | "ctx")
     });
     // Twilio's `validateRequest(authToken, signature, url, params)`, not a schema
-    // middleware's `validateRequest({ body: schema })`.
-    let twilio_check = crate::regex!(r"validaterequest(?:withbody)?\s*\(\s*[^{\s)]").is_match(lower);
+    // middleware's `validateRequest({ body: schema })` nor an app's own session check
+    // `validateRequest(request)`: Twilio's takes four arguments.
+    let twilio_check = crate::regex!(r"validaterequest(?:withbody)?\s*\(\s*[^{\s)]")
+        .find_iter(lower)
+        .any(|m| m.as_str().find('(').is_some_and(|open| top_level_arguments(&lower[m.start() + open + 1..]) >= 3));
     // livekit-server-sdk's `new WebhookReceiver(key, secret).receive(body, authorization)` checks
     // the signed token and the body's hash.
     let livekit_check = lower.contains("webhookreceiver") && lower.contains(".receive(");
@@ -315,6 +338,17 @@ mod tests {
         let by_header = "const sig = req.headers['x-razorpay-signature']; crypto.createHmac('sha256', s).update(raw)";
         assert!(verifies_sender(by_header));
         assert!(!verifies_sender("const { razorpay_signature } = req.body; crypto.createHmac('sha256', s).update(id)"));
+    }
+
+    #[test]
+    fn twilios_validate_request_takes_four_arguments() {
+        assert!(verifies_signature(
+            "if (!twilio.validateRequest(token, req.headers['x-twilio-signature'], url(req), req.body)) {"
+        ));
+        assert!(verifies_signature("validateRequestWithBody(authToken, signature, `${base}/sms`, raw)"));
+        assert!(!verifies_signature("const { userId, error } = await validateRequest(request);"));
+        assert!(!verifies_signature("router.post('/', validateRequest({ body: schema }), handler)"));
+        assert!(!verifies_signature("await validateRequest(req, { roles: ['admin', 'owner'] })"));
     }
 
     #[test]
