@@ -224,7 +224,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
         });
     }
     // ORM model calls: prisma.processedEvent.create, ProcessedEvent.findOne, repo.insert.
-    if path.len() < 2 {
+    if path.len() < 2 || trigger_dev_key(&lower, src) {
         return None;
     }
     let mut model = path[path.len() - 2].trim_end_matches("()").to_string();
@@ -258,6 +258,13 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
         _ => return None,
     };
     marker(op, false)
+}
+
+/// Trigger.dev's `idempotencyKeys.create(key)`: it derives a key (a hash of the key and the
+/// run's scope) to hand to `trigger`, and stores nothing, so it neither reads nor writes a marker.
+fn trigger_dev_key(lower: &[String], src: &str) -> bool {
+    matches!(lower, [.., receiver, method] if receiver == "idempotencykeys" && method == "create")
+        && src.contains("@trigger.dev/sdk")
 }
 
 /// supabase-js and PostgREST chains: `supabase.from("webhook_events").select().eq(...)`,
