@@ -461,7 +461,7 @@ impl<'a> Finder<'a> {
             && (operator_path(&self.path) || operator_path(route_hint))
             && !verifies
             && providers::detect(body_text).is_none();
-        if operator_route || answers_slack_command(body_text) {
+        if operator_route || answers_slack_command(body_text) || answers_slack_interaction(body_text, route_hint) {
             return;
         }
         if framework.is_http() && !verifies && manages_webhooks_route(route_hint, &name) {
@@ -1721,6 +1721,17 @@ fn answers_slack_command(body: &str) -> bool {
     crate::regex!(r#"response_type['"]?\s*:\s*['"](?:ephemeral|in_channel)['"]"#).is_match(body)
         && !body.contains("event_callback")
         && !body.contains("url_verification")
+}
+
+/// A Slack interactivity endpoint: it parses the form field `payload` that Slack posts for a
+/// button click, a modal submission or a shortcut (`JSON.parse(form.get("payload"))`). Slack
+/// shows the person an error when it gets no answer and never redelivers an interaction; a route
+/// that also takes Events API callbacks (`event_callback`, `url_verification`) still receives those.
+fn answers_slack_interaction(body: &str, route_hint: &str) -> bool {
+    let slack = body.to_ascii_lowercase().contains("slack") || route_hint.to_ascii_lowercase().contains("slack");
+    slack
+        && crate::regex!(r#"JSON\.parse\([^;\n]*\bpayload\b"#).is_match(body)
+        && !crate::regex!(r"event_callback|url_verification|\bchallenge\b|\.event_id\b").is_match(body)
 }
 
 /// A body that reads the `code` query parameter of an OAuth authorization redirect:

@@ -117,7 +117,7 @@ impl Cx<'_> {
         }
         let def = reach::resolve_call(self.project, self.file, call);
         if let Some(def) = &def {
-            return def.node().is_some_and(|n| is_async(n, &def.file.text));
+            return def.node().is_some_and(|n| is_async(n, &def.file.text) && !only_connects(n, &def.file.text));
         }
         effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
     }
@@ -193,6 +193,28 @@ impl Cx<'_> {
                     })
         })
     }
+}
+
+/// A function that only opens the database connection (`await mongoose.connect(url)`,
+/// `prisma.$connect()`, `dataSource.initialize()`), beside logging and client settings: the
+/// queries that follow wait for the connection themselves (Mongoose buffers them) and fail when
+/// it does, so its dropped promise leaves no work unfinished.
+fn only_connects(func: Node, src: &str) -> bool {
+    let calls = ast::calls_in(func, false);
+    let opens = |c: &Node| {
+        ast::callee_name(*c, src).is_some_and(|n| {
+            matches!(
+                n.trim_end_matches("()"),
+                "connect" | "$connect" | "createConnection" | "initialize" | "authenticate"
+            )
+        })
+    };
+    calls.iter().any(opens)
+        && calls.iter().filter(|c| !opens(c)).all(|c| {
+            ast::callee_name(*c, src).is_some_and(|n| {
+                matches!(n.trim_end_matches("()"), "set" | "log" | "info" | "warn" | "error" | "debug")
+            })
+        })
 }
 
 /// A callee named for telemetry or a notification (`sendEmail`, `trackSignup`): the promises
