@@ -461,7 +461,11 @@ impl<'a> Finder<'a> {
             && (operator_path(&self.path) || operator_path(route_hint))
             && !verifies
             && providers::detect(body_text).is_none();
-        if operator_route || answers_slack_command(body_text) || answers_slack_interaction(body_text, route_hint) {
+        if operator_route
+            || answers_slack_command(body_text)
+            || answers_slack_interaction(body_text, route_hint)
+            || receives_supabase_database_webhook(body_text)
+        {
             return;
         }
         if framework.is_http() && !verifies && manages_webhooks_route(route_hint, &name) {
@@ -1732,6 +1736,15 @@ fn answers_slack_interaction(body: &str, route_hint: &str) -> bool {
     slack
         && crate::regex!(r#"JSON\.parse\([^;\n]*\bpayload\b"#).is_match(body)
         && !crate::regex!(r"event_callback|url_verification|\bchallenge\b|\.event_id\b").is_match(body)
+}
+
+/// A Supabase database webhook: a row change (`{ type: "INSERT", table, record, old_record }`)
+/// that Postgres posts once through pg_net, with no retry: a failure answered 2xx loses nothing a
+/// 5xx would bring back, and no duplicate follows.
+fn receives_supabase_database_webhook(body: &str) -> bool {
+    body.to_ascii_lowercase().contains("supabase")
+        && crate::regex!(r"\.table\b").is_match(body)
+        && crate::regex!(r"\b(?:INSERT|UPDATE|DELETE)\b|\bold_record\b").is_match(body)
 }
 
 /// A body that reads the `code` query parameter of an OAuth authorization redirect:
