@@ -3,7 +3,7 @@
 //! `.unique()`), so a replay or a concurrent duplicate is rejected by the database.
 
 use super::ast::{self, text};
-use super::schema::{drizzle, prisma, sql};
+use super::schema::{drizzle, mongoose, prisma, sql};
 use crate::project::Project;
 use crate::source::SourceFile;
 use std::path::Path;
@@ -37,6 +37,61 @@ pub fn insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node)
     !prisma_unique_sets_set(project, file, call).is_empty()
         || drizzle_insert_sets_unique(project, file, call)
         || supabase_insert_sets_unique(project, file, call)
+        || mongoose_insert_sets_unique(project, file, call)
+}
+
+/// `Community.create({ username, ... })` or `new Community({ username, ... }).save()` (also
+/// through a variable) where the Mongoose schema of `Community`, in this file or the module it
+/// is imported from, marks a field the document sets `unique: true`, or has a unique index on
+/// fields it sets: MongoDB rejects the replay with E11000.
+pub fn mongoose_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
+    let src = file.text.as_str();
+    let Some((model, row)) = mongoose_model_and_row(call, src) else { return false };
+    let fields = row_fields(row, src);
+    let sets_unique = |schema: &mongoose::Schema| {
+        schema.columns.iter().any(|c| c.unique && c.names.iter().any(|n| fields.contains(n)))
+            || schema.sets.iter().any(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)))
+    };
+    let named = |schema: &mongoose::Schema| schema.names.iter().any(|n| n.eq_ignore_ascii_case(&model));
+    let local = mongoose::schemas(file);
+    if let Some(schema) = local.iter().find(|s| named(s)) {
+        return sets_unique(schema);
+    }
+    let Some((_, module)) = project.imported_module(file, &model) else { return false };
+    let schemas = mongoose::schemas(&module);
+    match schemas.as_slice() {
+        [only] => sets_unique(only),
+        many => many.iter().find(|s| named(s)).is_some_and(sets_unique),
+    }
+}
+
+/// The model a Mongoose insert writes and the document it writes: `Model.create({...})`, or a
+/// `save()` of `new Model({...})`, written in place or bound to a variable first.
+fn mongoose_model_and_row<'t>(call: Node<'t>, src: &str) -> Option<(String, Node<'t>)> {
+    let path = ast::callee_path(call, src);
+    let constructed = |n: Node<'t>| {
+        let n = ast::unwrap_expr(n);
+        let ctor = n.child_by_field_name("constructor").filter(|_| n.kind() == "new_expression")?;
+        let row = ast::arguments(n).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")?;
+        Some((text(ctor, src).rsplit('.').next()?.to_string(), row))
+    };
+    match path.last().map(|l| l.trim_end_matches("()")) {
+        Some("save") => {
+            let receiver = ast::method_receiver(call)?;
+            match receiver.kind() {
+                "new_expression" => constructed(receiver),
+                "identifier" => ast::enclosing_function(call)
+                    .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
+                    .and_then(constructed),
+                _ => None,
+            }
+        }
+        Some("create") if path.len() == 2 => {
+            let row = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")?;
+            Some((path[0].trim_end_matches("()").to_string(), row))
+        }
+        _ => None,
+    }
 }
 
 /// `supabase.from("users").insert({ clerk_id, email })` where the table, as the project's

@@ -534,7 +534,9 @@ fn non_idempotent(project: &Project, file: &Arc<SourceFile>, effect: &Effect) ->
             // Mongo `_id: ...` (a key of its own, not `user_id:`).
             let sets_mongo_id = crate::regex!(r#"(?:^|[\s{,'"])_id['"]?\s*:"#);
             if last == "save" {
-                return saves_new_document(effect.call, src) && !sets_mongo_id.is_match(call_text);
+                return saves_new_document(effect.call, src)
+                    && !sets_mongo_id.is_match(call_text)
+                    && !unique_writes::mongoose_insert_sets_unique(project, file, effect.call);
             }
             if sets_mongo_id.is_match(call_text) || sets_primary_id(effect.call, src) {
                 return false;
