@@ -658,7 +658,11 @@ impl<'a> Finder<'a> {
                 && n.child_by_field_name(if n.kind() == "pair" { "key" } else { "name" })
                     .is_some_and(|k| text(k, &file.text) == method)
             {
-                let f = if n.kind() == "pair" { n.child_by_field_name("value").map(ast::unwrap_expr) } else { Some(n) };
+                let f = if n.kind() == "pair" {
+                    n.child_by_field_name("value").and_then(|v| wrapped_function(ast::unwrap_expr(v), &file.text))
+                } else {
+                    Some(n)
+                };
                 if let Some(f) = f.filter(|f| ast::is_function(*f)) {
                     found =
                         Some(project::FunctionDef { file: file.clone(), span: Span::of(f), name: method.to_string() });
@@ -1668,6 +1672,23 @@ fn operator_path(path: &str) -> bool {
     path.split(['/', '\\'])
         .map(|seg| seg.split('.').next().unwrap_or(seg).to_ascii_lowercase())
         .any(|seg| matches!(seg.as_str(), "admin" | "mod" | "moderator" | "moderation" | "debug" | "management"))
+}
+
+/// The function a property of a controller object holds, also through the wrappers around it
+/// (`handleWebhook: asyncHandler(async (req, res) => ...)`), unless a wrapper names a signed-in
+/// context (`withAuth(...)`).
+fn wrapped_function<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
+    if ast::is_function(value) {
+        return Some(value);
+    }
+    if value.kind() != "call_expression" {
+        return None;
+    }
+    let wrapper = value.child_by_field_name("function").map(|f| text(f, src)).unwrap_or("");
+    if user_auth(wrapper) || signed_in_wrapper(wrapper) {
+        return None;
+    }
+    ast::arguments(value).into_iter().rev().map(ast::unwrap_expr).find_map(|a| wrapped_function(a, src))
 }
 
 /// A wrapper named for a signed-in context: `withWorkspace`, `withSession`, `withUser`,

@@ -222,7 +222,7 @@ fn checks_with_sdk(lower: &str) -> bool {
     // `passwordVerification.verify(password)` or `codeVerification.verify(identifier, code)` a
     // person's sign-in step: none is a sender's signature.
     let person_check = crate::regex!(
-        r"verification|password|passcode|otp|passkey|webauthn|mfa|captcha|session|credential|code|jwt|jsonwebtoken|bcrypt|argon2|jose"
+        r"verification|password|passcode|otp|passkey|webauthn|mfa|captcha|session|credential|code|jwt|jsonwebtoken|bcrypt|argon2|jose|auth"
     );
     let sender_verify = lower.match_indices(".verify(").any(|(at, m)| {
         let receiver = lower[..at].rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
@@ -332,6 +332,7 @@ mod tests {
     fn session_tokens_and_passwords_are_no_sender_check() {
         assert!(!verifies_signature("const claims = jwt.verify(token, secret);"));
         assert!(!verifies_signature("await bcrypt.verify(hash, password)"));
+        assert!(!verifies_signature("const data = await AuthService.verify(verifyData);"));
         assert!(verifies_signature("const event = wh.verify(body, headers);"));
         assert!(verifies_signature("jwt.verify(token, secret); const e = webhook.verify(raw, sig);"));
         // a digest by hand verifies a sender only over a signature read from a header
