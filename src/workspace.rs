@@ -166,6 +166,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
         pattern.push(r"\bqueue\s*\(\s*batch\b".to_string());
         // listeners of a provider's re-emitted events: `@OnStripeEvent('invoice.paid')`
         pattern.push(r"@On\w*Event\s*\(".to_string());
+        // a Pub/Sub worker object: `{ subscription: "api.new-view", handler }`
+        pattern.push(r#"\bsubscription\s*:\s*['"]"#.to_string());
         // ... or as a property: `queue: async (batch, env) => ...`
         pattern.push(r"\bqueue\s*:\s*(?:async\b|function\b|\()".to_string());
         // ... and its `fetch` written without `async`: `fetch(request, env) {`

@@ -54,3 +54,10 @@
   key: (property_identifier) @key
   value: [(arrow_function) (function_expression) (identifier)]
   (#match? @key "^(callback|queue)$")) @pair
+
+; a Pub/Sub worker object handed to a shared subscriber: `{ subscription: "api.new-view",
+; handler: async (message, con) => {} }` (Rust checks the `handler` sibling and the dependency)
+(pair
+  key: (property_identifier) @key
+  value: (string)
+  (#eq? @key "subscription")) @pair

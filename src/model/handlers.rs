@@ -863,7 +863,30 @@ impl<'a> Finder<'a> {
                     self.push(value, name, Framework::CloudflareQueue, "");
                 }
             }
+            Some("subscription") => self.pubsub_worker_object(pair),
             _ => self.shopify_webhook_callback(pair),
+        }
+    }
+
+    /// A worker object a shared Pub/Sub subscriber runs (`workers.forEach((w) =>
+    /// workerSubscribe(pubsub, w.subscription, w.handler))`): `{ subscription: "api.new-view",
+    /// handler: async (message, con) => {...} }` in a package that depends on
+    /// `@google-cloud/pubsub`. Its `handler` takes one message per call.
+    fn pubsub_worker_object(&mut self, pair: Node) {
+        let src = self.src();
+        let Some(subscription) = pair.child_by_field_name("value").and_then(|v| ast::string_value(v, src)) else {
+            return;
+        };
+        let Some(object) = pair.parent().filter(|p| p.kind() == "object") else { return };
+        let Some(handler) = ast::object_property(object, "handler", src).map(ast::unwrap_expr) else { return };
+        if !ast::is_function(handler) || ast::parameter_names(handler, src).is_empty() {
+            return;
+        }
+        let depends = project::package_root(&self.file.path)
+            .and_then(|root| project::read_text(&root.join("package.json")).ok())
+            .is_some_and(|manifest| manifest.contains("\"@google-cloud/pubsub\""));
+        if depends {
+            self.push(handler, format!("pubsub worker {subscription}"), Framework::Pubsub, "");
         }
     }
 

@@ -73,6 +73,7 @@ struct Kinds {
     pair: u16,
     arrow_function: u16,
     function_expression: u16,
+    string: u16,
     function_field: u16,
     property_field: u16,
     constructor_field: u16,
@@ -104,6 +105,7 @@ impl Kinds {
             pair: kind("pair"),
             arrow_function: kind("arrow_function"),
             function_expression: kind("function_expression"),
+            string: kind("string"),
             function_field: field("function"),
             property_field: field("property"),
             constructor_field: field("constructor"),
@@ -157,10 +159,13 @@ impl Kinds {
         } else if kind == self.pair {
             let key = node.child_by_field_id(self.key_field)?;
             let value = node.child_by_field_id(self.value_field)?.kind_id();
-            let callback = key.kind_id() == self.property_identifier && matches!(text(key), b"callback" | b"queue");
+            let named = |name: &[u8]| key.kind_id() == self.property_identifier && text(key) == name;
+            let callback = named(b"callback") || named(b"queue");
             let function =
                 value == self.arrow_function || value == self.function_expression || value == self.identifier;
-            (callback && function).then_some(Candidate::Pair)
+            // a Pub/Sub worker object: `{ subscription: "api.new-view", handler: async (message) => {} }`
+            let subscription = named(b"subscription") && value == self.string;
+            (callback && function || subscription).then_some(Candidate::Pair)
         } else {
             None
         }
@@ -833,7 +838,7 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
         r"(?x)
         \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi|create)(?-u:\b)
         | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler
-                    |export|Worker|Runner|queue|process|fetch|exports|callback)(?-u:\b)
+                    |export|Worker|Runner|queue|process|fetch|exports|callback|subscription)(?-u:\b)
         | @"
     );
     let mut out: Vec<(Candidate, Node)> = Vec::new();
