@@ -155,6 +155,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             ".getNextJob(",
             // `Consumer.create({ handleMessage })` of sqs-consumer
             "sqs-consumer",
+            // graphile-worker's task files: `const task: Task = async (payload, helpers) => ...`
+            "graphile-worker",
         ];
         let mut pattern: Vec<String> = literals.iter().map(|m| regex::escape(m)).collect();
         // Route modules: `export async function POST`, `export const action = ...`.

@@ -60,7 +60,11 @@ safe-events-service, forms-terraform, transcription-service, safe-client-gateway
 linen.dev, slash-z, heysheet. Round thirteen (labels-round13.json), session 26 (2026-12-07), from
 the frozen build 2c804d0: flowglad (25 of 52 findings judged), ShipFree, budget-tracking, ruzma;
 daily-api, graphile starter, kutt, PostHog plugin-server; helper, inbound (25 of 29 judged),
-threads, atomic-crm.
+threads, atomic-crm. Round fourteen (labels-round14.json), session 26, from the frozen build
+2c804d0 (the session's start, so it is held out from the session's fixes): swetrix, cusdis,
+casecobra, Datasell; di-account-management-backend, Panora, ctrlplane; eslint-github-bot,
+ChatGPT-CodeReview, iffy, cyrus (yournextstore, video-course-starter-kit and hack-hour were read
+and have no findings and no missed defect).
 
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """

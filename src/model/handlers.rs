@@ -683,6 +683,12 @@ impl<'a> Finder<'a> {
             }
             return;
         }
+        if is_default
+            && let Some(value) = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"))
+            && self.graphile_worker_task(value, path)
+        {
+            return;
+        }
         // Vercel `api/` and Netlify `netlify/functions/` files: the default export is the function,
         // `(req, res)` (Node helpers) or `(request: Request)` answering a Response
         if is_default && (path.contains("/api/") || path.starts_with("api/") || path.contains("netlify/functions/")) {
@@ -1075,6 +1081,39 @@ impl<'a> Finder<'a> {
 
     /// CommonJS exports: `module.exports = handler` in `pages/api/` (or a `(req, res)` function in
     /// a Vercel `api/` file), and Lambdas: `exports.handler = async (event) => ...`.
+    /// graphile-worker's task files: `const task: Task = async (payload, helpers) => {...}` in a
+    /// module importing `graphile-worker`, exported as the module (`export default task`,
+    /// `module.exports = task`) from a `tasks/` folder or typed `Task`. A job runs once per
+    /// attempt and a failed one is retried. Whether `value` was such a task (and pushed).
+    fn graphile_worker_task(&mut self, value: Node, path: &str) -> bool {
+        let src = self.src();
+        if !project::imports(self.file).iter().any(|i| i.source == "graphile-worker") {
+            return false;
+        }
+        let value = ast::unwrap_expr(value);
+        let (func, typed) = match value.kind() {
+            "identifier" => {
+                let name = text(value, src);
+                let typed = ast::descendants_of_kind(self.file.root(), "variable_declarator").into_iter().any(|d| {
+                    d.child_by_field_name("name").is_some_and(|n| text(n, src) == name)
+                        && d.child_by_field_name("type")
+                            .is_some_and(|t| text(t, src).trim_start_matches(':').trim() == "Task")
+                });
+                (project::local_function(self.file, name).and_then(|d| self.file.node_at(d.span)), typed)
+            }
+            _ => (Some(value), false),
+        };
+        let in_tasks_folder = path.split(['/', '\\']).any(|seg| seg == "tasks");
+        let Some(func) = func.filter(|f| ast::is_function(*f) && !ast::parameter_names(*f, src).is_empty()) else {
+            return false;
+        };
+        if !typed && !in_tasks_folder {
+            return false;
+        }
+        self.push(func, format!("graphile-worker task ({})", short_path(path)), Framework::JobRunner, "");
+        true
+    }
+
     fn commonjs_export(&mut self, node: Node, path: &str, is_pages_api: bool, is_function_dir: bool) {
         let src = self.src();
         let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
@@ -1086,6 +1125,9 @@ impl<'a> Finder<'a> {
         };
         let target = ast::member_path(left, src);
         if target == ["module", "exports"] {
+            if self.graphile_worker_task(right, path) {
+                return;
+            }
             let func = ast::unwrap_expr(right);
             if is_pages_api || (is_function_dir && ast::is_function(func) && req_res(func, src)) {
                 self.push(right, format!("default export ({})", short_path(path)), Framework::NextPagesApi, path);
@@ -1199,7 +1241,11 @@ impl<'a> Finder<'a> {
                     && !built_by_chain(call, src) =>
             {
                 if let Some(f) = args.last() {
-                    self.push(*f, format!("queue processor ({})", short_path(&file_path)), Framework::Bullmq, "");
+                    let name = format!("queue processor ({})", short_path(&file_path));
+                    match self.sandboxed_processor(*f) {
+                        Some(def) => self.push_at(def.span, def.file, name, Framework::Bullmq, ""),
+                        None => self.push(*f, name, Framework::Bullmq, ""),
+                    }
                 }
             }
             ("run", n) if n >= 2 => {
