@@ -705,8 +705,9 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     }) {
         return effect(EffectKind::Possible, Sdk::Other, None);
     }
-    // Unresolved calls named like an effect
-    if !resolved_locally && !has("log") && !has("console") {
+    // Unresolved calls named like an effect; a metrics or tracing client's (`metrics.
+    // publishStoredMetrics()` flushing to stdout) is telemetry whatever its verb.
+    if !resolved_locally && !["log", "console", "metric", "telemetry", "tracer"].iter().any(|w| has(w)) {
         let name = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
         let lname = name.to_ascii_lowercase();
         // The prefix is a whole word of the name (`sendInvoice`, `send_invoice`, `send`), not the

@@ -140,6 +140,20 @@ pub fn is_claim(call: Node, src: &str) -> bool {
 }
 
 pub fn is_marker_insert(call: Node, src: &str) -> bool {
+    inserts_into_table_named(call, src, is_marker_name)
+}
+
+/// An insert into a table whose name says it records processed or deduplicated events
+/// (`processed_events`, `WebhookDedup`, `idempotency_keys`), not only that it holds events or
+/// deliveries (`events`, `webhook_delivery_attempts`, which are as often logs and outboxes).
+pub fn is_processed_marker_insert(call: Node, src: &str) -> bool {
+    inserts_into_table_named(call, src, |name| {
+        let lower = name.to_ascii_lowercase().replace(['_', '-'], "");
+        ["processed", "handled", "seen", "dedup", "idempot", "inbox"].iter().any(|m| lower.contains(m))
+    })
+}
+
+fn inserts_into_table_named(call: Node, src: &str, named: impl Fn(&str) -> bool) -> bool {
     let Some(effect) = effects::classify(call, src, true) else {
         return false;
     };
@@ -148,10 +162,9 @@ pub fn is_marker_insert(call: Node, src: &str) -> bool {
     }
     let t = text(call, src);
     let path = ast::callee_path(call, src);
-    let model_named = path.iter().any(|p| is_marker_name(p.trim_end_matches("()")));
-    let sql_named =
-        crate::regex!(r"(?i)insert\s+into\s+[`\x22]?(\w+)").captures(t).is_some_and(|c| is_marker_name(&c[1]));
-    let drizzle_named = crate::regex!(r"insert\(\s*(\w+)").captures(t).is_some_and(|c| is_marker_name(&c[1]));
+    let model_named = path.iter().any(|p| named(p.trim_end_matches("()")));
+    let sql_named = crate::regex!(r"(?i)insert\s+into\s+[`\x22]?(\w+)").captures(t).is_some_and(|c| named(&c[1]));
+    let drizzle_named = crate::regex!(r"insert\(\s*(\w+)").captures(t).is_some_and(|c| named(&c[1]));
     model_named || sql_named || drizzle_named
 }
 

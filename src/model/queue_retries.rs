@@ -113,7 +113,8 @@ pub fn redone_by_next_run(handler: &Handler) -> bool {
 fn attempts_set_nowhere(project: &Project, handler: &Handler) -> bool {
     let Some(package) = crate::project::package_root(&handler.file.path) else { return false };
     let root = crate::project::workspace_root(&package).unwrap_or(package);
-    let sets_attempts = crate::regex!(r#"\battempts['"]?\s*:|[{,]\s*attempts\s*[,}]|\.attempts\s*="#);
+    // `{ attempts }` shorthand, but not a template's `${attempts}`
+    let sets_attempts = crate::regex!(r#"\battempts['"]?\s*:|(?:^|[^$])[{,]\s*attempts\s*[,}]|\.attempts\s*="#);
     project
         .files_containing(&root, "attempts")
         .iter()
