@@ -562,9 +562,12 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     // Absolute writes that name their target (`updateComment({ comment_id })`, `setLabels`,
     // `removeLabel`, `deleteComment`, `lock`, `addLabels`, a set) leave the same state when
     // repeated; a create, a post or a dispatch adds another.
+    // A commit status (`repos.createCommitStatus({ sha, context, state })`) is the state of one
+    // context on one commit: the latest per context counts, so a repeat shows the same.
     let octokit_write = ["create", "post", "merge", "submit", "request", "rerequest", "dispatch", "upload"]
         .iter()
         .any(|w| last.starts_with(w))
+        && last != "createcommitstatus"
         || last.starts_with("add") && !["addlabels", "addassignees", "addcollaborator"].contains(&last.as_str());
     if (has("octokit") && !octokit_read && octokit_write)
         || (has("issues") && matches!(last.as_str(), "createcomment" | "create"))
@@ -1420,6 +1423,7 @@ mod real_calls {
             ("await octokit.rest.issues.createComment({ owner, repo, issue_number, body })", Some(Chat)),
             ("await octokit.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', { owner })", None),
             ("await octokit.request('POST /repos/{owner}/{repo}/issues', { owner, title })", Some(Chat)),
+            ("await context.octokit.repos.createCommitStatus({ sha, state, context: 'wip' })", None),
             ("await queue.add('sync', { id })", Some(Enqueue)),
             ("await client.createMessage({ tags: { id: sid }, type: 'text', payload })", Some(Possible)),
             ("await props.client.createEvent({ type: 'contactCreated', payload })", Some(Possible)),

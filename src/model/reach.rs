@@ -440,7 +440,11 @@ fn type_name(ty: Node, src: &str) -> Option<String> {
 /// Every function reachable from `handler`, the handler first.
 pub fn scopes(project: &Project, handler: &Handler) -> Vec<Scope> {
     let root = FunctionDef { file: handler.file.clone(), span: handler.function, name: handler.name.clone() };
-    scopes_from(project, root, handler.event_key.clone())
+    let other_methods = match (handler.framework.is_http(), root.node()) {
+        (true, Some(func)) => super::ruled_out::other_method_branches(func, &handler.file.text),
+        _ => Vec::new(),
+    };
+    scopes_from_with(project, root, handler.event_key.clone(), other_methods)
 }
 
 /// The method that does a job object's work (`perform`, `run`, `process`, `handle`,
@@ -460,6 +464,17 @@ pub fn job_work(project: &Project, file: &Arc<SourceFile>, value: Node) -> Optio
 
 /// Every function reachable from `root`, `root` first.
 pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<EventKey>) -> Vec<Scope> {
+    scopes_from_with(project, root, event_key, Vec::new())
+}
+
+/// Every function reachable from `root`, whose branches `ruled_out` never run: nothing is
+/// reached through a call in them.
+fn scopes_from_with(
+    project: &Project,
+    root: FunctionDef,
+    event_key: Option<EventKey>,
+    ruled_out: Vec<Span>,
+) -> Vec<Scope> {
     if root.node().is_none() {
         return Vec::new();
     }
@@ -471,7 +486,7 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
         event_key,
         guarded: None,
         registered,
-        ruled_out: Vec::new(),
+        ruled_out,
         known: Vec::new(),
     };
     let mut out = vec![root];
@@ -485,6 +500,9 @@ pub fn scopes_from(project: &Project, root: FunctionDef, event_key: Option<Event
         let file = scope.file().clone();
         let Some(func) = scope.node() else { continue };
         for call in scope.calls(func) {
+            if scope.ruled_out.iter().any(|r| r.start <= call.start_byte() && call.end_byte() <= r.end) {
+                continue;
+            }
             let defs = match resolve_call(project, &file, call) {
                 Some(def) => vec![def],
                 None => dispatch_targets(project, &file, call),

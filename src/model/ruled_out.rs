@@ -325,3 +325,46 @@ mod tests {
         assert_eq!(ruled("function f(flag) { if (!flag) { x(); } else { y(); } }\nrun(false);"), vec!["else { y(); }"]);
     }
 }
+
+/// The branches of an HTTP handler that run only for a request method no provider delivers
+/// with (`if (req.method === "DELETE") {...}`, `case "GET":` of a `switch (req.method)`): a
+/// route file serving a signed-in person's cancel button or a verification `GET` beside the
+/// delivery's `POST`.
+pub fn other_method_branches(func: Node, src: &str) -> Vec<Span> {
+    let other_method = |n: Node| {
+        ast::string_value(ast::unwrap_expr(n), src)
+            .is_some_and(|m| matches!(m.to_ascii_uppercase().as_str(), "GET" | "DELETE" | "HEAD" | "OPTIONS"))
+    };
+    let reads_method = |n: Node| {
+        let n = ast::unwrap_expr(n);
+        n.kind() == "member_expression" && n.child_by_field_name("property").is_some_and(|p| text(p, src) == "method")
+    };
+    let mut out = Vec::new();
+    for stmt in ast::descendants_of_kind(func, "if_statement") {
+        let (Some(cond), Some(cons)) = (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
+        else {
+            continue;
+        };
+        let cond = ast::unwrap_expr(cond);
+        let equals = cond.kind() == "binary_expression"
+            && cond.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "===" | "=="));
+        let (Some(left), Some(right)) = (cond.child_by_field_name("left"), cond.child_by_field_name("right")) else {
+            continue;
+        };
+        if equals && ((reads_method(left) && other_method(right)) || (reads_method(right) && other_method(left))) {
+            out.push(Span::of(cons));
+        }
+    }
+    for switch in ast::descendants_of_kind(func, "switch_statement") {
+        if !switch.child_by_field_name("value").is_some_and(reads_method) {
+            continue;
+        }
+        let Some(body) = switch.child_by_field_name("body") else { continue };
+        for case in ast::named_children(body).into_iter().filter(|c| c.kind() == "switch_case") {
+            if case.child_by_field_name("value").is_some_and(other_method) {
+                out.push(Span::of(case));
+            }
+        }
+    }
+    out
+}
