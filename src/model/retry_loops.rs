@@ -300,6 +300,9 @@ fn recurses_on_failure(func: Node, name: &str, src: &str) -> bool {
 
 /// A recursive call with a fixed input under a test that rules that input out
 /// (`if (timezone !== "UTC") return getFormatter("UTC")`): one step to a default, not a retry.
+/// Also a call, under a test of one failure, with an input the failure branch builds afresh
+/// from a fixed text (`if (error.status === 410) { const fresh = \`${base}/delta\`; return
+/// this.sync(data, fresh) }`): a different request to fall back to, not the failed one again.
 fn falls_back_to_fixed_input(call: Node, within: Node, src: &str) -> bool {
     let literals: Vec<&str> = ast::arguments(call)
         .into_iter()
@@ -307,14 +310,21 @@ fn falls_back_to_fixed_input(call: Node, within: Node, src: &str) -> bool {
         .filter(|a| matches!(a.kind(), "string" | "number"))
         .map(|a| text(a, src))
         .collect();
-    !literals.is_empty()
-        && ast::ancestors(call).take_while(|a| a.id() != within.id()).any(|a| {
-            a.kind() == "if_statement"
-                && a.child_by_field_name("condition").is_some_and(|c| {
-                    let cond = text(c, src);
-                    literals.iter().any(|l| cond.contains(l))
-                })
+    let under_test = |matches: &dyn Fn(&str) -> bool| {
+        ast::ancestors(call).take_while(|a| a.id() != within.id()).any(|a| {
+            a.kind() == "if_statement" && a.child_by_field_name("condition").is_some_and(|c| matches(text(c, src)))
         })
+    };
+    if !literals.is_empty() && under_test(&|cond| literals.iter().any(|l| cond.contains(l))) {
+        return true;
+    }
+    let built_afresh = ast::arguments(call).into_iter().map(ast::unwrap_expr).any(|a| {
+        a.kind() == "identifier"
+            && ast::find_binding_init(within, text(a, src), src, call.start_byte())
+                .map(ast::unwrap_expr)
+                .is_some_and(|init| matches!(init.kind(), "string" | "template_string"))
+    });
+    built_afresh && under_test(&|_| true)
 }
 
 /// Whether the retrying stops after a number of attempts.

@@ -20,7 +20,9 @@ Retry libraries back off by default, so only their cap is checked. Also a consum
 
 Not retries: a loop over pages or batches whose `try` sits in an inner loop over items (it
 isolates one item, it does not redo the pass), and a function that calls itself once from its
-`catch` with a fixed input its own test rules out (`if (zone !== "UTC") return format("UTC")`).
+`catch` with a fixed input its own test rules out (`if (zone !== "UTC") return format("UTC")`),
+or, under a test of one failure, with an input built afresh from a fixed text (`if
+(error.status === 410) { const restart = \`${base}/changes?from=start\`; return pull(id, restart) }`).
 
 ## Why retries break it
 A handler that retries forever never answers: the provider times out and redelivers, and
