@@ -194,6 +194,11 @@ fn category_in(
     if name == "emitAsync" {
         return Category::Work;
     }
+    // A job's progress report (BullMQ's `job.updateProgress(p)`, Bull's `job.progress(p)`) tells
+    // watchers how far the work has come; it is not the work.
+    if matches!(name.as_str(), "updateProgress" | "reportProgress") || name == "progress" && path.len() == 2 {
+        return Category::Telemetry;
+    }
     if let Some(job) = dispatched_job_category(call, src, &name) {
         return job;
     }
