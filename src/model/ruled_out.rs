@@ -290,42 +290,6 @@ fn switch_cases(switch: Node, known: &[(String, Value)], src: &str, out: &mut Ve
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::source::{Dialect, SourceFile};
-
-    /// The ruled-out spans, as the first line of each.
-    fn ruled(code: &str) -> Vec<String> {
-        let file = SourceFile::new("t.ts".into(), code.to_string(), Dialect::TypeScript).unwrap();
-        let src = &file.text;
-        let calls = ast::calls_in(file.root(), false);
-        let call = calls.iter().find(|c| ast::callee_name(**c, src).as_deref() == Some("run")).unwrap();
-        let callee = ast::descendants_of_kind(file.root(), "function_declaration")[0];
-        ruled_out(*call, src, callee, src, &[])
-            .0
-            .iter()
-            .map(|s| src[s.start..s.end].lines().next().unwrap_or("").trim().to_string())
-            .collect()
-    }
-
-    #[test]
-    fn switch_cases_fall_through_into_the_next() {
-        let code =
-            "function f(kind) { switch (kind) { case 'a': x(); case 'b': y(); break; case 'c': z(); } }\nrun('a');";
-        assert_eq!(ruled(code), vec!["case 'c': z();"]);
-        let code = "function f(kind) { switch (kind) { case 'a': x(); break; case 'b': y(); break; } }\nrun('b');";
-        assert_eq!(ruled(code), vec!["case 'a': x(); break;"]);
-    }
-
-    #[test]
-    fn a_reassigned_or_unknown_flag_rules_nothing_out() {
-        assert!(ruled("function f(flag) { flag = true; if (flag) { x(); } }\nrun(false);").is_empty());
-        assert!(ruled("function f(flag) { if (flag) { x(); } }\nrun(other);").is_empty());
-        assert_eq!(ruled("function f(flag) { if (!flag) { x(); } else { y(); } }\nrun(false);"), vec!["else { y(); }"]);
-    }
-}
-
 /// The branches of an HTTP handler that run only for a request method no provider delivers
 /// with (`if (req.method === "DELETE") {...}`, `case "GET":` of a `switch (req.method)`): a
 /// route file serving a signed-in person's cancel button or a verification `GET` beside the
@@ -367,4 +331,50 @@ pub fn other_method_branches(func: Node, src: &str) -> Vec<Span> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Dialect, SourceFile};
+
+    /// The ruled-out spans, as the first line of each.
+    fn ruled(code: &str) -> Vec<String> {
+        let file = SourceFile::new("t.ts".into(), code.to_string(), Dialect::TypeScript).unwrap();
+        let src = &file.text;
+        let calls = ast::calls_in(file.root(), false);
+        let call = calls.iter().find(|c| ast::callee_name(**c, src).as_deref() == Some("run")).unwrap();
+        let callee = ast::descendants_of_kind(file.root(), "function_declaration")[0];
+        ruled_out(*call, src, callee, src, &[])
+            .0
+            .iter()
+            .map(|s| src[s.start..s.end].lines().next().unwrap_or("").trim().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn switch_cases_fall_through_into_the_next() {
+        let code =
+            "function f(kind) { switch (kind) { case 'a': x(); case 'b': y(); break; case 'c': z(); } }\nrun('a');";
+        assert_eq!(ruled(code), vec!["case 'c': z();"]);
+        let code = "function f(kind) { switch (kind) { case 'a': x(); break; case 'b': y(); break; } }\nrun('b');";
+        assert_eq!(ruled(code), vec!["case 'a': x(); break;"]);
+    }
+
+    #[test]
+    fn branches_for_methods_no_provider_uses() {
+        let code = "async function handler(req, res) {\n  if (req.method === 'POST') { await a(); }\n  else if (req.method === 'DELETE') { await b(); }\n  switch (req.method) { case 'GET': c(); break; case 'PUT': d(); }\n}";
+        let file = SourceFile::new("t.ts".into(), code.to_string(), Dialect::TypeScript).unwrap();
+        let func = ast::descendants_of_kind(file.root(), "function_declaration")[0];
+        let spans: Vec<&str> =
+            other_method_branches(func, &file.text).iter().map(|s| file.text[s.start..s.end].trim()).collect();
+        assert_eq!(spans, vec!["{ await b(); }", "case 'GET': c(); break;"]);
+    }
+
+    #[test]
+    fn a_reassigned_or_unknown_flag_rules_nothing_out() {
+        assert!(ruled("function f(flag) { flag = true; if (flag) { x(); } }\nrun(false);").is_empty());
+        assert!(ruled("function f(flag) { if (flag) { x(); } }\nrun(other);").is_empty());
+        assert_eq!(ruled("function f(flag) { if (!flag) { x(); } else { y(); } }\nrun(false);"), vec!["else { y(); }"]);
+    }
 }

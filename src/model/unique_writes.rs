@@ -65,6 +65,20 @@ pub fn mongoose_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, ca
     }
 }
 
+/// The document a `save()` writes when it is built in the function: `new Model({...}).save()`,
+/// or `const doc = new Model({...}); ...; doc.save()`.
+pub fn saved_document<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let receiver = ast::method_receiver(call)?;
+    let document = match receiver.kind() {
+        "new_expression" => receiver,
+        "identifier" => ast::enclosing_function(call)
+            .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
+            .map(ast::unwrap_expr)?,
+        _ => return None,
+    };
+    (document.kind() == "new_expression").then_some(document)
+}
+
 /// The model a Mongoose insert writes and the document it writes: `Model.create({...})`, or a
 /// `save()` of `new Model({...})`, written in place or bound to a variable first.
 fn mongoose_model_and_row<'t>(call: Node<'t>, src: &str) -> Option<(String, Node<'t>)> {
@@ -76,16 +90,7 @@ fn mongoose_model_and_row<'t>(call: Node<'t>, src: &str) -> Option<(String, Node
         Some((text(ctor, src).rsplit('.').next()?.to_string(), row))
     };
     match path.last().map(|l| l.trim_end_matches("()")) {
-        Some("save") => {
-            let receiver = ast::method_receiver(call)?;
-            match receiver.kind() {
-                "new_expression" => constructed(receiver),
-                "identifier" => ast::enclosing_function(call)
-                    .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
-                    .and_then(constructed),
-                _ => None,
-            }
-        }
+        Some("save") => saved_document(call, src).and_then(constructed),
         Some("create") if path.len() == 2 => {
             let row = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")?;
             Some((path[0].trim_end_matches("()").to_string(), row))

@@ -941,24 +941,11 @@ fn asks_to_verify(call: Node, src: &str) -> bool {
 /// other `save()` (a loaded record) is an update; a constructor that sets `_id` makes a replay
 /// fail instead of duplicating.
 fn saves_new_document(call: Node, src: &str) -> bool {
-    let Some(receiver) = ast::method_receiver(call) else {
-        return false;
-    };
-    let constructed = |n: Node| {
-        let n = ast::unwrap_expr(n);
-        n.kind() == "new_expression"
-            && n.child_by_field_name("constructor").is_some_and(|c| {
-                text(c, src).rsplit('.').next().is_some_and(|l| l.starts_with(|ch: char| ch.is_ascii_uppercase()))
-            })
-            && !crate::regex!(r#"(?:^|[\s{,'"])_id['"]?\s*:"#).is_match(text(n, src))
-    };
-    match receiver.kind() {
-        "new_expression" => constructed(receiver),
-        "identifier" => ast::enclosing_function(call)
-            .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
-            .is_some_and(constructed),
-        _ => false,
-    }
+    unique_writes::saved_document(call, src).is_some_and(|document| {
+        document.child_by_field_name("constructor").is_some_and(|c| {
+            text(c, src).rsplit('.').next().is_some_and(|l| l.starts_with(|ch: char| ch.is_ascii_uppercase()))
+        }) && !crate::regex!(r#"(?:^|[\s{,'"])_id['"]?\s*:"#).is_match(text(document, src))
+    })
 }
 
 /// An insert whose row sets `id` from the delivery (`create({ data: { id: user.id } })`,
