@@ -1079,8 +1079,6 @@ impl<'a> Finder<'a> {
         }
     }
 
-    /// CommonJS exports: `module.exports = handler` in `pages/api/` (or a `(req, res)` function in
-    /// a Vercel `api/` file), and Lambdas: `exports.handler = async (event) => ...`.
     /// graphile-worker's task files: `const task: Task = async (payload, helpers) => {...}` in a
     /// module importing `graphile-worker`, exported as the module (`export default task`,
     /// `module.exports = task`) from a `tasks/` folder or typed `Task`. A job runs once per
@@ -1114,6 +1112,8 @@ impl<'a> Finder<'a> {
         true
     }
 
+    /// CommonJS exports: `module.exports = handler` in `pages/api/` (or a `(req, res)` function in
+    /// a Vercel `api/` file), and Lambdas: `exports.handler = async (event) => ...`.
     fn commonjs_export(&mut self, node: Node, path: &str, is_pages_api: bool, is_function_dir: bool) {
         let src = self.src();
         let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {

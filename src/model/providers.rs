@@ -232,7 +232,8 @@ fn checks_with_sdk(lower: &str) -> bool {
     });
     // Twilio's `validateRequest(authToken, signature, url, params)`, not a schema
     // middleware's `validateRequest({ body: schema })` nor an app's own session check
-    // `validateRequest(request)`: Twilio's takes four arguments.
+    // `validateRequest(request)`: Twilio's takes four arguments (three when the params are
+    // left out).
     let twilio_check = crate::regex!(r"validaterequest(?:withbody)?\s*\(\s*[^{\s)]")
         .find_iter(lower)
         .any(|m| m.as_str().find('(').is_some_and(|open| top_level_arguments(&lower[m.start() + open + 1..]) >= 3));
