@@ -147,10 +147,15 @@ pub fn is_marker_insert(call: Node, src: &str) -> bool {
 /// (`processed_events`, `WebhookDedup`, `idempotency_keys`), not only that it holds events or
 /// deliveries (`events`, `webhook_delivery_attempts`, which are as often logs and outboxes).
 pub fn is_processed_marker_insert(call: Node, src: &str) -> bool {
-    inserts_into_table_named(call, src, |name| {
-        let lower = name.to_ascii_lowercase().replace(['_', '-'], "");
-        ["processed", "handled", "seen", "dedup", "idempot", "inbox"].iter().any(|m| lower.contains(m))
-    })
+    inserts_into_table_named(call, src, is_processed_marker_name)
+}
+
+/// Marker-table words strong enough on their own (without the event key in the call).
+pub fn is_processed_marker_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase().replace(['_', '-'], "");
+    ["processed", "handled", "dedup", "idempot", "inbox", "receivedevent", "seenevent"]
+        .iter()
+        .any(|m| lower.contains(m))
 }
 
 fn inserts_into_table_named(call: Node, src: &str, named: impl Fn(&str) -> bool) -> bool {

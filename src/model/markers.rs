@@ -36,14 +36,6 @@ pub struct Marker<'t> {
     pub lease: bool,
 }
 
-/// Marker-table words strong enough on their own (without the key in the call).
-fn strong_marker_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase().replace(['_', '-'], "");
-    ["processed", "handled", "dedup", "idempot", "inbox", "receivedevent", "seenevent"]
-        .iter()
-        .any(|m| lower.contains(m))
-}
-
 /// The expressions inside the key's `${...}` substitutions, normalised.
 fn key_exprs(key: &EventKey) -> Vec<String> {
     let re = crate::regex!(r"\$\{([^}]*)\}");
@@ -325,7 +317,7 @@ fn supabase_chain<'t>(
 }
 
 fn is_marker_table(name: &str, call: Node, src: &str, func: Node, key: Option<&EventKey>) -> bool {
-    strong_marker_name(name) || (guards::is_marker_name(name) && mentions_key(call, src, func, key))
+    guards::is_processed_marker_name(name) || (guards::is_marker_name(name) && mentions_key(call, src, func, key))
 }
 
 /// An insert is a claim when the handler learns whether it was new: a caught unique

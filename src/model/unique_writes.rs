@@ -31,8 +31,8 @@ pub fn row_fields(row: Node, src: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether the insert `call` sets a unique set of its table (Prisma, Drizzle, or supabase-js
-/// over SQL migrations).
+/// Whether the insert `call` sets a unique set of its table (Prisma, Drizzle, supabase-js over
+/// SQL migrations, or a Mongoose schema).
 pub fn insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
     !prisma_unique_sets_set(project, file, call).is_empty()
         || drizzle_insert_sets_unique(project, file, call)
@@ -44,7 +44,7 @@ pub fn insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node)
 /// through a variable) where the Mongoose schema of `Community`, in this file or the module it
 /// is imported from, marks a field the document sets `unique: true`, or has a unique index on
 /// fields it sets: MongoDB rejects the replay with E11000.
-pub fn mongoose_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
+fn mongoose_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
     let src = file.text.as_str();
     let Some((model, row)) = mongoose_model_and_row(call, src) else { return false };
     let fields = row_fields(row, src);

@@ -536,7 +536,7 @@ fn non_idempotent(project: &Project, file: &Arc<SourceFile>, effect: &Effect) ->
             if last == "save" {
                 return saves_new_document(effect.call, src)
                     && !sets_mongo_id.is_match(call_text)
-                    && !unique_writes::mongoose_insert_sets_unique(project, file, effect.call);
+                    && !unique_writes::insert_sets_unique(project, file, effect.call);
             }
             if sets_mongo_id.is_match(call_text) || sets_primary_id(effect.call, src) {
                 return false;
