@@ -64,7 +64,11 @@ threads, atomic-crm. Round fourteen (labels-round14.json), session 26, from the 
 2c804d0 (the session's start, so it is held out from the session's fixes): swetrix, cusdis,
 casecobra, Datasell; di-account-management-backend, Panora, ctrlplane; eslint-github-bot,
 ChatGPT-CodeReview, iffy, cyrus (yournextstore, video-course-starter-kit and hack-hour were read
-and have no findings and no missed defect).
+and have no findings and no missed defect). Round fifteen (labels-round15.json), session 27
+(2026-12-07), from the frozen build d6fff6d (the session's start, held out): courselit,
+classroomio, manifold, joplin; mobile-purchases, notifications-workers, w3infra, badges;
+kodus-ai, capgo, repo-automation-bots (wei/pull and spectrum were read and have no findings and
+no missed defect).
 
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """

@@ -51,7 +51,7 @@ const TELEMETRY_WORDS: &[&str] = &[
     "instrument",
 ];
 const NOTIFICATION_WORDS: &[&str] =
-    &["email", "emails", "mail", "mailer", "notify", "notification", "notifications", "sms"];
+    &["email", "emails", "mail", "mailer", "notify", "notification", "notifications", "sms", "realtime", "websocket", "websockets", "pusher"];
 const WRITE_VERBS: &[&str] =
     &["update", "set", "delete", "remove", "save", "upsert", "change", "reset", "verify", "validate"];
 const READ_PREFIXES: &[&str] = &[
@@ -368,7 +368,7 @@ pub fn is_logging_call(call: Node, src: &str) -> bool {
         || matches!(last.as_str(), "log" | "warn" | "info" | "debug")
 }
 
-/// `db.insert(auditLogs)`, `INSERT INTO "PipelineEventLog"`, `prisma.auditLog.create`.
+/// `db.insert(auditLogs)`, `INSERT INTO "PipelineEventLog"`, `prisma.auditLog.create`, `Log.create`.
 pub fn log_table(call: Node, src: &str) -> bool {
     let t = text(call, src);
     let target = crate::regex!(r#"(?i)insert\s*(?:into\s+)?\(?\s*["'`]?([A-Za-z_][\w]*)"#)
@@ -376,11 +376,17 @@ pub fn log_table(call: Node, src: &str) -> bool {
         .map(|c| c[1].to_string())
         .or_else(|| {
             let path = ast::callee_path(call, src);
-            (path.len() >= 3).then(|| path[path.len() - 2].clone())
+            match path.len() {
+                // A model class's own insert (Mongoose `Log.create(...)`, `AuditLog.insertMany`);
+                // a lower-case receiver (`auditLog.insert`) is some service, not a table.
+                2 if path[0].starts_with(|c: char| c.is_ascii_uppercase()) => Some(path[0].clone()),
+                3.. => Some(path[path.len() - 2].clone()),
+                _ => None,
+            }
         })
         .unwrap_or_default();
     let w = words(&target);
-    w.iter().any(|x| x == "audit") || w.last().is_some_and(|l| l == "log" || l == "logs")
+    w.iter().any(|x| matches!(x.as_str(), "audit" | "log" | "logs"))
 }
 
 /// `supabase.rpc('get_total_credits', ...)`: a stored procedure named as a read.

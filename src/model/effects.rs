@@ -724,6 +724,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
             && !lname.starts_with("sendstatus")
             && !is_response_call(&lower)
             && !redis_pub_sub(call, name, src)
+            && !realtime_broadcast(call, &path, src)
         {
             return effect(EffectKind::Possible, Sdk::Other, None);
         }
@@ -1438,8 +1439,6 @@ mod real_calls {
     }
 }
 
-/// `seen.add(id)` where `seen` is a local `new Set()`/`new Map()` (or an array): a collection in
-/// memory, whatever its name says (`completedWorkflows`), not a queue.
 /// Redis pub/sub: `redis.publish(channel, message)` on a client made by a Redis factory
 /// (`const redis = getRedisPub()`, `new Redis(url)`, `createClient()` from a redis module), and
 /// a GraphQL subscription's `graphqlPubsub.publish(trigger, payload)`. The message reaches only
@@ -1465,6 +1464,19 @@ fn redis_pub_sub(call: Node, name: &str, src: &str) -> bool {
     })
 }
 
+/// A realtime channel's broadcast (Supabase `supabase.channel(name).send({ type: "broadcast",
+/// event, payload })`): like Redis pub/sub, it reaches the clients connected at that moment
+/// and is kept nowhere, so a replay refreshes the same screens again.
+fn realtime_broadcast(call: Node, path: &[String], src: &str) -> bool {
+    path.last().is_some_and(|l| l == "send")
+        && path.iter().any(|p| p == "channel()")
+        && ast::arguments(call)
+            .first()
+            .is_some_and(|a| crate::regex!(r#"\btype\s*:\s*["'`]broadcast["'`]"#).is_match(text(*a, src)))
+}
+
+/// `seen.add(id)` where `seen` is a local `new Set()`/`new Map()` (or an array): a collection in
+/// memory, whatever its name says (`completedWorkflows`), not a queue.
 fn in_memory_collection(call: Node, src: &str) -> bool {
     let Some(receiver) = ast::method_receiver(call).filter(|o| o.kind() == "identifier") else {
         return false;

@@ -156,7 +156,11 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
             .unwrap_or_default();
         if !is_marker_table(&table, call, src, func, key) {
             let inserts = upper.trim_start_matches(['`', '"', '\'']).trim_start().starts_with("INSERT");
-            return (inserts && claims_by_violation(call, src)).then_some(Marker {
+            let conflict_ignored = crate::regex!(r"(?i)\bON\s+CONFLICT\b[^;]*\bDO\s+NOTHING\b|\bINSERT\s+IGNORE\b")
+                .is_match(&sql);
+            let claims = claims_by_violation(call, src)
+                || (conflict_ignored && super::stmts::result_tested_then_leaves(call, src));
+            return (inserts && claims).then_some(Marker {
                 op: MarkerOp::Claim,
                 call,
                 lease: false,

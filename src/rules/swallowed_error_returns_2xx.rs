@@ -2282,7 +2282,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                         });
                         match err_binding {
                             Some((name, _)) => {
-                                if error_handled(func, &name, stmt.end_byte(), src) {
+                                if error_handled(binding_region(stmt, func), &name, stmt.end_byte(), src) {
                                     continue;
                                 }
                                 // Checked and only logged: the swallow is at that check.
@@ -2447,7 +2447,7 @@ fn error_handled(func: Node, name: &str, after: usize, src: &str) -> bool {
     let uses: Vec<Node> = ast::descendants_of_kind(func, "identifier")
         .into_iter()
         .chain(ast::descendants_of_kind(func, "shorthand_property_identifier"))
-        .filter(|n| n.start_byte() >= after && text(*n, src) == name)
+        .filter(|n| n.start_byte() >= after && text(*n, src) == name && !ast::is_binding_position(*n))
         .collect();
     uses.into_iter().any(|n| {
         let logged = ast::ancestors(n)
@@ -2471,6 +2471,16 @@ fn error_handled(func: Node, name: &str, after: usize, src: &str) -> bool {
             None => true,
         }
     })
+}
+
+/// Where a declaration's names can be read: the enclosing block of a `const`/`let` (a later
+/// `case` block's own `const { error: profileError }` is another variable), the function for a
+/// `var`.
+fn binding_region<'t>(decl: Node<'t>, func: Node<'t>) -> Node<'t> {
+    if decl.kind() != "lexical_declaration" {
+        return func;
+    }
+    decl.parent().unwrap_or(func)
 }
 
 /// The names bound after `after` from `name` itself: `const [first, second] = name`,

@@ -59,7 +59,8 @@ second email, a second charge.
 - effects after a claim whose table is not named for markers: a conflict-ignoring insert
   (Kysely `onConflict((oc) => oc.column("id").doNothing())`, Drizzle `onConflictDoNothing()`)
   whose bound result the next statement tests and leaves on;
-- Redis pub/sub (`redis.publish(channel, message)` on a client a Redis factory made): the
+- Redis pub/sub (`redis.publish(channel, message)` on a client a Redis factory made) and a
+  Supabase realtime broadcast (`supabase.channel(name).send({ type: "broadcast", ... })`): the
   notice reaches the subscribers listening at that moment and is stored nowhere;
 - effects that run only when the delivery changes what it found: inside `if (outcome)` on
   the result of a transaction that can return `null`/`false` early (a locked re-read that

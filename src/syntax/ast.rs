@@ -618,6 +618,28 @@ fn latest_binding_by_walk<'t>(
     best
 }
 
+/// Whether an identifier is a name a declarator binds (`profileError` in
+/// `const { error: profileError } = ...`), rather than a read of it.
+pub fn is_binding_position(id: Node) -> bool {
+    let mut at = id;
+    while let Some(parent) = at.parent() {
+        match kind(parent) {
+            // A default value or a computed key inside the pattern is a read.
+            "assignment_pattern" | "object_assignment_pattern"
+                if field(parent, "right").is_some_and(|r| r.id() == at.id()) =>
+            {
+                return false
+            }
+            "pair_pattern" if field(parent, "key").is_some_and(|k| k.id() == at.id()) => return false,
+            "object_pattern" | "array_pattern" | "pair_pattern" | "assignment_pattern" | "object_assignment_pattern"
+            | "rest_pattern" => at = parent,
+            "variable_declarator" => return field(parent, "name").is_some_and(|n| n.id() == at.id()),
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// The property path under which a declarator's pattern binds `name`: empty for the name
 /// itself, `["data", "id"]` for `{ data: { id } }`; None when the pattern does not bind it.
 pub fn pattern_path(pattern: Node, name: &str, src: &str) -> Option<Vec<String>> {
