@@ -104,6 +104,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "SQSEvent",
             "SQSHandler",
             "ReceiveMessage",
+            // an SQS client wrapper's polling loop: `await queue.receiveMessages(10)`
+            ".receiveMessage",
             "eachMessage",
             "eachBatch",
             ".consume(",

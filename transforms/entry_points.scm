@@ -12,7 +12,7 @@
 (call_expression
   function: (member_expression
     property: (property_identifier) @name)
-  (#match? @name "^(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi|create)$")) @call
+  (#match? @name "^(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi|create|receiveMessage|receiveMessages)$")) @call
 
 ; Bare registrations: serve(fn), task({ run }), schemaTask({ run }),
 ; h3 route modules: export default defineEventHandler(async (event) => ...)

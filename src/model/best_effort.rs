@@ -50,8 +50,20 @@ const TELEMETRY_WORDS: &[&str] = &[
     "breadcrumb",
     "instrument",
 ];
-const NOTIFICATION_WORDS: &[&str] =
-    &["email", "emails", "mail", "mailer", "notify", "notification", "notifications", "sms", "realtime", "websocket", "websockets", "pusher"];
+const NOTIFICATION_WORDS: &[&str] = &[
+    "email",
+    "emails",
+    "mail",
+    "mailer",
+    "notify",
+    "notification",
+    "notifications",
+    "sms",
+    "realtime",
+    "websocket",
+    "websockets",
+    "pusher",
+];
 const WRITE_VERBS: &[&str] =
     &["update", "set", "delete", "remove", "save", "upsert", "change", "reset", "verify", "validate"];
 const READ_PREFIXES: &[&str] = &[

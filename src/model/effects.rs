@@ -412,7 +412,11 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
         && !has("webhooks")
         && STRIPE_WRITES.contains(&last_raw.as_str())
     {
-        let key = last_object_property(&args, "idempotencyKey", src);
+        // A meter event's `identifier` is its key: Stripe drops a second event with the same one.
+        let meter_identifier = (lower.len() >= 2 && lower[lower.len() - 2] == "meterevents" && last_raw == "create")
+            .then(|| args.first().and_then(|o| object_prop(*o, "identifier", src)))
+            .flatten();
+        let key = last_object_property(&args, "idempotencyKey", src).or(meter_identifier);
         // DELETE requests take no idempotency key (they are idempotent by definition).
         let delete = last_raw == "del"
             || last_raw == "deleteDiscount"
@@ -563,12 +567,18 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     // `removeLabel`, `deleteComment`, `lock`, `addLabels`, a set) leave the same state when
     // repeated; a create, a post or a dispatch adds another.
     // A commit status (`repos.createCommitStatus({ sha, context, state })`) is the state of one
-    // context on one commit: the latest per context counts, so a repeat shows the same.
+    // context on one commit: the latest per context counts, so a repeat shows the same. So is a
+    // check run (`checks.create({ name, head_sha })`: the latest run of a name on a commit is
+    // the one shown); a label is unique by name in its repository (a repeat is refused), and
+    // `addOrUpdate...` (`teams.addOrUpdateRepoPermissionsInOrg`) sets an absolute value.
+    let state_per_target = last == "createcommitstatus" || last == "createlabel" || has("checks") && last == "create";
     let octokit_write = ["create", "post", "merge", "submit", "request", "rerequest", "dispatch", "upload"]
         .iter()
         .any(|w| last.starts_with(w))
-        && last != "createcommitstatus"
-        || last.starts_with("add") && !["addlabels", "addassignees", "addcollaborator"].contains(&last.as_str());
+        && !state_per_target
+        || last.starts_with("add")
+            && !last.starts_with("addorupdate")
+            && !["addlabels", "addassignees", "addcollaborator"].contains(&last.as_str());
     if (has("octokit") && !octokit_read && octokit_write)
         || (has("issues") && matches!(last.as_str(), "createcomment" | "create"))
         || has("pulls") && last == "create"
@@ -724,7 +734,6 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
             && !lname.starts_with("sendstatus")
             && !is_response_call(&lower)
             && !redis_pub_sub(call, name, src)
-            && !realtime_broadcast(call, &path, src)
         {
             return effect(EffectKind::Possible, Sdk::Other, None);
         }
@@ -1425,6 +1434,11 @@ mod real_calls {
             ("await octokit.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', { owner })", None),
             ("await octokit.request('POST /repos/{owner}/{repo}/issues', { owner, title })", Some(Chat)),
             ("await context.octokit.repos.createCommitStatus({ sha, state, context: 'wip' })", None),
+            ("await octokit.checks.create({ owner, repo, name: 'lint', head_sha, conclusion })", None),
+            ("await octokit.issues.createLabel({ owner, repo, name: 'stale', color })", None),
+            ("await octokit.teams.addOrUpdateRepoPermissionsInOrg({ org, team_slug, owner, repo, permission })", None),
+            ("await octokit.issues.addAssignees({ owner, repo, issue_number, assignees })", None),
+            ("await octokit.checks.rerequestRun({ owner, repo, check_run_id })", Some(Chat)),
             ("await queue.add('sync', { id })", Some(Enqueue)),
             ("await client.createMessage({ tags: { id: sid }, type: 'text', payload })", Some(Possible)),
             ("await props.client.createEvent({ type: 'contactCreated', payload })", Some(Possible)),
@@ -1466,8 +1480,10 @@ fn redis_pub_sub(call: Node, name: &str, src: &str) -> bool {
 
 /// A realtime channel's broadcast (Supabase `supabase.channel(name).send({ type: "broadcast",
 /// event, payload })`): like Redis pub/sub, it reaches the clients connected at that moment
-/// and is kept nowhere, so a replay refreshes the same screens again.
-fn realtime_broadcast(call: Node, path: &[String], src: &str) -> bool {
+/// and is kept nowhere, so a replay refreshes the same screens again. It is still a network
+/// call (held inside a transaction, it is heard before the commit).
+pub fn realtime_broadcast(call: Node, src: &str) -> bool {
+    let path = ast::callee_path(call, src);
     path.last().is_some_and(|l| l == "send")
         && path.iter().any(|p| p == "channel()")
         && ast::arguments(call)

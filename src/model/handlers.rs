@@ -1341,7 +1341,19 @@ impl<'a> Finder<'a> {
                             })
                 };
                 if args.first().is_some_and(receive)
+                    && !returns_received_messages(call, src)
                     && let Some(func) = outermost_function(call)
+                {
+                    self.push(func, format!("SQS poller ({})", short_path(&file_path)), Framework::SqsPolling, "");
+                }
+            }
+            // A polling loop over an SQS client wrapper: `const messages = await
+            // queue.receiveMessages(10)`, each message handled and then deleted by its
+            // `ReceiptHandle` from the same function (AWS SDK v2's `sqs.receiveMessage(params)` too).
+            ("receivemessages" | "receivemessage", _) => {
+                if let Some(func) = ast::enclosing_function(call)
+                    && !returns_received_messages(call, src)
+                    && text(func, src).contains("ReceiptHandle")
                 {
                     self.push(func, format!("SQS poller ({})", short_path(&file_path)), Framework::SqsPolling, "");
                 }
@@ -1760,6 +1772,27 @@ fn wrapped_function<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
     ast::arguments(value).into_iter().rev().map(ast::unwrap_expr).find_map(|a| wrapped_function(a, src))
 }
 
+/// An SQS client wrapper's receive function: the messages `call` receives are bound and handed
+/// back to the caller (`const { Messages = [] } = await client.send(receive); return Messages`).
+/// The consumer is whoever calls it; the adapter around it (with its `send` for producers) is none.
+fn returns_received_messages(call: Node, src: &str) -> bool {
+    let Some(func) = ast::enclosing_function(call) else { return false };
+    let Some(declarator) =
+        ast::ancestors(call).take_while(|a| a.id() != func.id()).find(|a| a.kind() == "variable_declarator")
+    else {
+        return false;
+    };
+    let mut names = Vec::new();
+    if let Some(pattern) = declarator.child_by_field_name("name") {
+        ast::bound_names(pattern, src, &mut names);
+    }
+    !names.is_empty()
+        && ast::descendants_of_kind(func, "return_statement").into_iter().any(|ret| {
+            ast::enclosing_function(ret).is_some_and(|f| f.id() == func.id())
+                && super::stmts::mentions_any(ret, src, &names)
+        })
+}
+
 /// A wrapper named for a signed-in context: `withWorkspace`, `withSession`, `withUser`,
 /// `withTeam`, `withOrganization`, `authenticatedRoute`.
 fn signed_in_wrapper(name: &str) -> bool {
@@ -1851,7 +1884,7 @@ fn oauth_redirect(body: &str) -> bool {
 /// Middleware or a guard that authenticates a signed-in user (not a sender's signature).
 fn user_auth(text: &str) -> bool {
     crate::regex!(
-        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|authenticated\b|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticateuser|authenticatetoken|(?:require|ensure|must)_?sign(?:ed)?_?in"
+        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|authenticated\b|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticateuser|authenticatetoken|\bmiddleware_?auth\b|\bauth_?middleware\b|(?:require|ensure|must)_?sign(?:ed)?_?in"
     )
     .is_match(text)
         && !crate::regex!(r"(?i)signature|webhook|hmac").is_match(text)

@@ -156,15 +156,11 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
             .unwrap_or_default();
         if !is_marker_table(&table, call, src, func, key) {
             let inserts = upper.trim_start_matches(['`', '"', '\'']).trim_start().starts_with("INSERT");
-            let conflict_ignored = crate::regex!(r"(?i)\bON\s+CONFLICT\b[^;]*\bDO\s+NOTHING\b|\bINSERT\s+IGNORE\b")
-                .is_match(&sql);
+            let conflict_ignored =
+                crate::regex!(r"(?i)\bON\s+CONFLICT\b[^;]*\bDO\s+NOTHING\b|\bINSERT\s+IGNORE\b").is_match(&sql);
             let claims = claims_by_violation(call, src)
                 || (conflict_ignored && super::stmts::result_tested_then_leaves(call, src));
-            return (inserts && claims).then_some(Marker {
-                op: MarkerOp::Claim,
-                call,
-                lease: false,
-            });
+            return (inserts && claims).then_some(Marker { op: MarkerOp::Claim, call, lease: false });
         }
         let stmt = upper.trim_start_matches(['`', '"', '\'']).trim_start();
         return if stmt.starts_with("SELECT") {
@@ -223,6 +219,13 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     if path.len() < 2 || trigger_dev_key(&lower, src) {
         return None;
     }
+    // A provider's API named like a table (Stripe `stripe.billing.meterEvents.create(...)`): the
+    // call is the effect, not a record of it.
+    if effects::classify(call, src, false)
+        .is_some_and(|e| e.kind.is_external() && e.kind != effects::EffectKind::Possible)
+    {
+        return None;
+    }
     let mut model = path[path.len() - 2].trim_end_matches("()").to_string();
     if path[path.len() - 2].ends_with("()") {
         // Knex: knex("processed_events").insert(...) names the table in the inner call.
@@ -254,6 +257,28 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
         _ => return None,
     };
     marker(op, false)
+}
+
+/// A chain whose `update({...})` sets only attempt bookkeeping (`attempt_count`, `retries`,
+/// `last_attempt_at`): the row's completion is written elsewhere.
+fn counts_attempts_only(chain: Node, src: &str) -> bool {
+    let mut link = Some(chain);
+    while let Some(call) = link.filter(|c| c.kind() == "call_expression") {
+        if ast::callee_name(call, src).as_deref() == Some("update") {
+            let Some(values) = ast::arguments(call).first().copied().filter(|a| a.kind() == "object") else {
+                return false;
+            };
+            let keys: Vec<&str> = ast::named_children(values)
+                .into_iter()
+                .filter(|p| p.kind() != "comment")
+                .map(|p| p.child_by_field_name("key").map_or_else(|| text(p, src), |k| text(k, src)))
+                .collect();
+            return !keys.is_empty()
+                && keys.iter().all(|k| crate::regex!(r"(?i)attempt|retr(?:y|ies)|tries").is_match(k));
+        }
+        link = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")).map(ast::unwrap_expr);
+    }
+    false
 }
 
 /// Trigger.dev's `idempotencyKeys.create(key)`: it derives a key (a hash of the key and the
@@ -298,6 +323,11 @@ fn supabase_chain<'t>(
     if !is_marker_table(&table, call, src, func, key) {
         let claim = verb == "insert" && claims_by_violation(call, src);
         return Some(claim.then_some(Marker { op: MarkerOp::Claim, call, lease: false }));
+    }
+    // `.update({ attempt_count: n })`: bookkeeping of tries, which says nothing about whether
+    // the work was done.
+    if verb == "update" && counts_attempts_only(call, src) {
+        return Some(None);
     }
     let call_text = text(call, src);
     let op = match verb {
@@ -1447,6 +1477,42 @@ mod tests {
             .filter(|c| ast::callee_name(*c, &file.text).is_some_and(|n| n != "knex"))
             .map(|c| classify(c, &file.text, func, Some(&key)).map(|m| m.op))
             .collect()
+    }
+
+    /// The marker operations among a function's calls.
+    fn marked(ops: Vec<Option<MarkerOp>>) -> Vec<MarkerOp> {
+        ops.into_iter().flatten().collect()
+    }
+
+    #[test]
+    fn attempt_bookkeeping_and_provider_apis_are_no_markers() {
+        // Bumping the try counter of a deliveries row says nothing about the outcome.
+        assert_eq!(
+            marked(ops(
+                "const f = async () => { await supabase.from('webhook_deliveries').update({ attempt_count: n + 1 }).eq('id', event.id) }"
+            )),
+            Vec::<MarkerOp>::new()
+        );
+        assert_eq!(
+            marked(ops(
+                "const f = async () => { await supabase.from('webhook_deliveries').update({ status: 'success' }).eq('id', event.id) }"
+            )),
+            vec![MarkerOp::Write]
+        );
+        // Stripe's meter events API is named like an events table; it is the effect.
+        assert_eq!(
+            marked(ops(
+                "const f = async () => { await stripe.billing.meterEvents.create({ event_name: 'bytes', identifier: id }) }"
+            )),
+            Vec::<MarkerOp>::new()
+        );
+        // A raw conflict-ignoring insert whose result is tested and left on claims the event.
+        assert_eq!(
+            marked(ops(
+                "const f = async () => { const row = await t.oneOrNone(`INSERT INTO purchases (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING RETURNING id`, [id]); if (!row) { return; } }"
+            )),
+            vec![MarkerOp::Claim]
+        );
     }
 
     #[test]

@@ -49,6 +49,8 @@ const MEMBER_NAMES: &[&str] = &[
     "getNextJob",
     "openapi",
     "create",
+    "receiveMessage",
+    "receiveMessages",
 ];
 
 /// Bare registration calls: `serve(fn)`, `defineEventHandler(...)`, ...
@@ -836,7 +838,7 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
     let root = file.root();
     let tokens = crate::regex!(
         r"(?x)
-        \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi|create)(?-u:\b)
+        \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi|create|receiveMessages?)(?-u:\b)
         | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler
                     |export|Worker|Runner|queue|process|fetch|exports|callback|subscription)(?-u:\b)
         | @"

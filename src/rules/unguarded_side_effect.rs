@@ -79,7 +79,9 @@ second email, a second charge.
   are retried and stay reported;
 - Stripe `update`/`del`/`cancel`/`detach` calls (replays are harmless), and Octokit's absolute
   writes that name their target (`updateComment({ comment_id })`, `setLabels`, `removeLabel`,
-  `addLabels`, `delete*`, `lock`): a repeat leaves the same state;
+  `addLabels`, `delete*`, `lock`, `addOrUpdate*`), a commit status or a check run (the latest
+  per context or name on a commit is the one shown) and `createLabel` (a label's name is unique
+  in its repository): a repeat leaves the same state;
 - S3 object and bucket commands (`PutObject`, `DeleteObject`, `CopyObject`, multipart uploads,
   `CreateBucket`, `PutBucket*`): a repeat writes or removes the same named object again;
 - inserts whose unique violation the code catches or reads back (`catch (e) { if
@@ -564,7 +566,7 @@ fn non_idempotent(project: &Project, file: &Arc<SourceFile>, effect: &Effect) ->
             effect.key.is_none()
                 && !ast::arguments(effect.call).first().is_some_and(|a| ast::is_function(ast::unwrap_expr(*a)))
         }
-        _ => effect.key.is_none() && !replaces_view(effect.call, src),
+        _ => effect.key.is_none() && !replaces_view(effect.call, src) && !effects::realtime_broadcast(effect.call, src),
     }
 }
 

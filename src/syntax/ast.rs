@@ -628,10 +628,14 @@ pub fn is_binding_position(id: Node) -> bool {
             "assignment_pattern" | "object_assignment_pattern"
                 if field(parent, "right").is_some_and(|r| r.id() == at.id()) =>
             {
-                return false
+                return false;
             }
             "pair_pattern" if field(parent, "key").is_some_and(|k| k.id() == at.id()) => return false,
-            "object_pattern" | "array_pattern" | "pair_pattern" | "assignment_pattern" | "object_assignment_pattern"
+            "object_pattern"
+            | "array_pattern"
+            | "pair_pattern"
+            | "assignment_pattern"
+            | "object_assignment_pattern"
             | "rest_pattern" => at = parent,
             "variable_declarator" => return field(parent, "name").is_some_and(|n| n.id() == at.id()),
             _ => return false,
