@@ -3,6 +3,7 @@
 //! project files shared by all threads.
 
 use crate::source::{Dialect, SourceFile, Span, TextChange};
+use crate::syntax::ast::Fields as _;
 use crate::syntax::ast::{self, text};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -531,14 +532,14 @@ impl Project {
                 "export_statement" => {
                     let is_default =
                         (0..stmt.child_count()).filter_map(|i| stmt.child(i)).any(|c| c.kind() == "default");
-                    if let Some(decl) = stmt.child_by_field_name("declaration") {
+                    if let Some(decl) = stmt.field("declaration") {
                         if (name == "default" && is_default) || declared_name(decl, src).as_deref() == Some(name) {
                             if let Some(def) = function_of_declaration(file, decl, name) {
                                 return Some(def);
                             }
                         }
                     } else if is_default && name == "default" {
-                        if let Some(value) = stmt.child_by_field_name("value") {
+                        if let Some(value) = stmt.field("value") {
                             let value = ast::unwrap_expr(value);
                             if ast::is_function(value) {
                                 return Some(def(file, value, "default"));
@@ -548,11 +549,11 @@ impl Project {
                             }
                         }
                     }
-                    let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+                    let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
                     for clause in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "export_clause") {
                         for spec in ast::named_children(clause) {
-                            let orig = spec.child_by_field_name("name").map(|n| text(n, src).to_string());
-                            let alias = spec.child_by_field_name("alias").map(|n| text(n, src).to_string());
+                            let orig = spec.field("name").map(|n| text(n, src).to_string());
+                            let alias = spec.field("alias").map(|n| text(n, src).to_string());
                             let exported = alias.clone().or(orig.clone());
                             if exported.as_deref() == Some(name) {
                                 let orig = orig.unwrap_or_default();
@@ -579,8 +580,8 @@ impl Project {
                 "expression_statement" => {
                     // CommonJS: module.exports = fn | { a, b: c }; exports.a = fn
                     if let Some(assign) = stmt.named_child(0).filter(|n| n.kind() == "assignment_expression") {
-                        let left = assign.child_by_field_name("left").map(|l| ast::member_path(l, src));
-                        let right = assign.child_by_field_name("right").map(ast::unwrap_expr);
+                        let left = assign.field("left").map(|l| ast::member_path(l, src));
+                        let right = assign.field("right").map(ast::unwrap_expr);
                         if let (Some(left), Some(right)) = (left, right) {
                             let target = match left.as_slice() {
                                 [m, e] if m == "module" && e == "exports" => Some("default"),
@@ -640,7 +641,7 @@ impl Project {
         let mut local_name = name.to_string();
         for stmt in ast::named_children(file.root()).into_iter().filter(|s| s.kind() == "export_statement") {
             let is_default = (0..stmt.child_count()).filter_map(|i| stmt.child(i)).any(|c| c.kind() == "default");
-            if let Some(decl) = stmt.child_by_field_name("declaration") {
+            if let Some(decl) = stmt.field("declaration") {
                 if CLASS_KINDS.contains(&decl.kind())
                     && ((name == "default" && is_default) || declared_name(decl, src).as_deref() == Some(name))
                 {
@@ -649,7 +650,7 @@ impl Project {
                 }
             } else if is_default
                 && name == "default"
-                && let Some(value) = stmt.child_by_field_name("value").map(ast::unwrap_expr)
+                && let Some(value) = stmt.field("value").map(ast::unwrap_expr)
             {
                 if value.kind() == "class" {
                     return Some(ClassDef { file: file.clone(), span: Span::of(value), name: "default".into() });
@@ -658,12 +659,12 @@ impl Project {
                     local_name = text(value, src).to_string();
                 }
             }
-            let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+            let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
             let clauses: Vec<Node> =
                 ast::named_children(stmt).into_iter().filter(|c| c.kind() == "export_clause").collect();
             for spec in clauses.iter().flat_map(|c| ast::named_children(*c)) {
-                let orig = spec.child_by_field_name("name").map(|n| text(n, src).to_string());
-                let alias = spec.child_by_field_name("alias").map(|n| text(n, src).to_string());
+                let orig = spec.field("name").map(|n| text(n, src).to_string());
+                let alias = spec.field("alias").map(|n| text(n, src).to_string());
                 if alias.or(orig.clone()).as_deref() != Some(name) {
                     continue;
                 }
@@ -694,9 +695,7 @@ pub fn local_class(file: &Arc<SourceFile>, name: &str) -> Option<ClassDef> {
     let src = &file.text;
     ast::named_children(file.root())
         .into_iter()
-        .filter_map(|stmt| {
-            if stmt.kind() == "export_statement" { stmt.child_by_field_name("declaration") } else { Some(stmt) }
-        })
+        .filter_map(|stmt| if stmt.kind() == "export_statement" { stmt.field("declaration") } else { Some(stmt) })
         .find(|decl| CLASS_KINDS.contains(&decl.kind()) && declared_name(*decl, src).as_deref() == Some(name))
         .map(|decl| ClassDef { file: file.clone(), span: Span::of(decl), name: name.to_string() })
 }
@@ -706,12 +705,12 @@ fn def(file: &Arc<SourceFile>, node: Node, name: &str) -> FunctionDef {
 }
 
 fn declared_name(decl: Node, src: &str) -> Option<String> {
-    if let Some(n) = decl.child_by_field_name("name") {
+    if let Some(n) = decl.field("name") {
         return Some(text(n, src).to_string());
     }
     if matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
         let d = ast::named_children(decl).into_iter().find(|c| c.kind() == "variable_declarator")?;
-        return d.child_by_field_name("name").map(|n| text(n, src).to_string());
+        return d.field("name").map(|n| text(n, src).to_string());
     }
     None
 }
@@ -721,7 +720,7 @@ fn function_of_declaration(file: &Arc<SourceFile>, decl: Node, name: &str) -> Op
         return Some(def(file, decl, name));
     }
     for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
-        let value = ast::unwrap_expr(d.child_by_field_name("value")?);
+        let value = ast::unwrap_expr(d.field("value")?);
         if ast::is_function(value) {
             return Some(def(file, value, name));
         }
@@ -747,7 +746,7 @@ fn top_level_declarations(file: &SourceFile) -> std::collections::HashMap<String
     let mut out: std::collections::HashMap<String, Vec<Span>> = std::collections::HashMap::new();
     for stmt in ast::named_children(file.root()) {
         let decl = if stmt.kind() == "export_statement" {
-            match stmt.child_by_field_name("declaration") {
+            match stmt.field("declaration") {
                 Some(d) => d,
                 None => continue,
             }
@@ -772,7 +771,7 @@ fn read_imports(file: &SourceFile) -> Vec<Import> {
     for stmt in ast::named_children(file.root()) {
         match stmt.kind() {
             "import_statement" => {
-                let Some(source) = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src)) else {
+                let Some(source) = stmt.field("source").and_then(|s| ast::string_value(s, src)) else {
                     continue;
                 };
                 for clause in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "import_clause") {
@@ -794,10 +793,10 @@ fn read_imports(file: &SourceFile) -> Vec<Import> {
                             }
                             "named_imports" => {
                                 for spec in ast::named_children(part) {
-                                    let Some(name) = spec.child_by_field_name("name") else {
+                                    let Some(name) = spec.field("name") else {
                                         continue;
                                     };
-                                    let alias = spec.child_by_field_name("alias").unwrap_or(name);
+                                    let alias = spec.field("alias").unwrap_or(name);
                                     out.push(Import {
                                         local: text(alias, src).into(),
                                         source: source.clone(),
@@ -841,7 +840,7 @@ fn read_imports(file: &SourceFile) -> Vec<Import> {
 
 /// The imports one `const <pattern> = <module>` declarator binds, `source` naming the module.
 fn declarator_import(d: Node, src: &str, source: impl Fn(Node, &str) -> Option<String>, out: &mut Vec<Import>) {
-    let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+    let (Some(name), Some(value)) = (d.field("name"), d.field("value")) else {
         return;
     };
     let Some(source) = source(value, src) else {
@@ -856,8 +855,7 @@ fn declarator_import(d: Node, src: &str, source: impl Fn(Node, &str) -> Option<S
                         (text(prop, src).to_string(), text(prop, src).to_string())
                     }
                     "pair_pattern" => {
-                        let (Some(k), Some(v)) = (prop.child_by_field_name("key"), prop.child_by_field_name("value"))
-                        else {
+                        let (Some(k), Some(v)) = (prop.field("key"), prop.field("value")) else {
                             continue;
                         };
                         (text(k, src).to_string(), text(v, src).to_string())
@@ -874,7 +872,7 @@ fn declarator_import(d: Node, src: &str, source: impl Fn(Node, &str) -> Option<S
 /// `await import("x")` → "x".
 fn dynamic_import_source(value: Node, src: &str) -> Option<String> {
     let call = ast::unwrap_expr(value);
-    if call.kind() != "call_expression" || call.child_by_field_name("function")?.kind() != "import" {
+    if call.kind() != "call_expression" || call.field("function")?.kind() != "import" {
         return None;
     }
     ast::string_value(*ast::arguments(call).first()?, src)
@@ -883,7 +881,7 @@ fn dynamic_import_source(value: Node, src: &str) -> Option<String> {
 /// `require("x")` or `require("x").y` → "x".
 fn require_source(value: Node, src: &str) -> Option<String> {
     let value = ast::unwrap_expr(value);
-    let call = if value.kind() == "member_expression" { value.child_by_field_name("object")? } else { value };
+    let call = if value.kind() == "member_expression" { value.field("object")? } else { value };
     if call.kind() != "call_expression" || ast::callee_path(call, src) != ["require"] {
         return None;
     }

@@ -9,6 +9,7 @@ use crate::model::responses::{self, Response};
 use crate::model::{Handler, Scope};
 use crate::project::Project;
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -213,7 +214,7 @@ pub fn in_loop(call: Node, scope: &Scope) -> bool {
             || (a.kind() == "arguments"
                 && a.parent().is_some_and(|c| {
                     c.kind() == "call_expression"
-                        && c.child_by_field_name("function").is_some_and(|f| {
+                        && c.field("function").is_some_and(|f| {
                             let t = f.utf8_text(scope.file().text.as_bytes()).unwrap_or("");
                             t.ends_with(".map") || t.ends_with(".forEach") || t.ends_with(".flatMap")
                         })

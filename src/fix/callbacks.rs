@@ -4,6 +4,7 @@
 //! returns without calling `done` leaves the job active until it stalls.
 
 use crate::model::ast::{self, text};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const NAMES: &[&str] = &["done", "cb", "callback"];
@@ -21,12 +22,12 @@ pub fn lambda_callback(func: Node, src: &str) -> Option<String> {
 
 /// `func`'s parameter at `index`, when it is named as a completion callback.
 fn callback_parameter(func: Node, src: &str, index: usize) -> Option<String> {
-    let params = func.child_by_field_name("parameters")?;
+    let params = func.field("parameters")?;
     let param = ast::named_children(params).into_iter().filter(|p| p.kind() != "comment").nth(index)?;
     let name = match param.kind() {
         "identifier" => param,
         // TypeScript: `done: DoneCallback`
-        "required_parameter" | "optional_parameter" => param.child_by_field_name("pattern")?,
+        "required_parameter" | "optional_parameter" => param.field("pattern")?,
         _ => return None,
     };
     let name = text(name, src);
@@ -37,6 +38,6 @@ fn callback_parameter(func: Node, src: &str, index: usize) -> Option<String> {
 pub fn done_calls<'t>(node: Node<'t>, src: &str, done: &str) -> Vec<Node<'t>> {
     ast::calls_in(node, true)
         .into_iter()
-        .filter(|c| c.child_by_field_name("function").is_some_and(|f| f.kind() == "identifier" && text(f, src) == done))
+        .filter(|c| c.field("function").is_some_and(|f| f.kind() == "identifier" && text(f, src) == done))
         .collect()
 }

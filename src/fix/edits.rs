@@ -6,6 +6,7 @@ use crate::model::ast::{self, text};
 use crate::model::dedupe_keys;
 use crate::model::providers::EventKey;
 use crate::model::responses::{self, Response, Style};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 /// The edit that makes `resp` answer `status`, keeping its body and headers.
@@ -28,7 +29,7 @@ pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<
             Some(Edit::insert(first.end_byte(), format!(", {status}")))
         }
         Style::Fetch => {
-            let args_node = resp.node.child_by_field_name("arguments")?;
+            let args_node = resp.node.field("arguments")?;
             let args = ast::named_children(args_node);
             match args.as_slice() {
                 [] => Some(Edit::insert(args_node.end_byte() - 1, format!("null, {{ status: {status} }}"))),
@@ -47,8 +48,8 @@ pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<
             {
                 return None;
             }
-            let params = func.child_by_field_name("parameters").map(ast::named_children).unwrap_or_default();
-            let event = params.first().and_then(|p| p.child_by_field_name("pattern").or(Some(*p)))?;
+            let params = func.field("parameters").map(ast::named_children).unwrap_or_default();
+            let event = params.first().and_then(|p| p.field("pattern").or(Some(*p)))?;
             if event.kind() != "identifier" {
                 return None;
             }
@@ -64,8 +65,8 @@ pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<
             ))
         }
         Style::Koa => {
-            let left = resp.node.child_by_field_name("left")?;
-            let root = left.child_by_field_name("object")?;
+            let left = resp.node.field("left")?;
+            let root = left.field("object")?;
             let stmt = ast::enclosing_statement(resp.node)?;
             let line = src[..stmt.start_byte()].rfind('\n').map_or(0, |i| i + 1);
             let indent = &src[line..stmt.start_byte()];

@@ -11,6 +11,7 @@ use crate::model::ast::{self, text};
 use crate::model::effects::{self, EffectKind};
 use crate::project::{self, Project};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::path::{Path, PathBuf};
 use tree_sitter::Node;
 
@@ -180,9 +181,7 @@ fn module_declared(file: &SourceFile) -> Vec<String> {
         .into_iter()
         .filter(|s| matches!(s.kind(), "lexical_declaration" | "variable_declaration"))
         .flat_map(ast::named_children)
-        .filter_map(|d| {
-            d.child_by_field_name("name").filter(|n| n.kind() == "identifier").map(|n| text(n, src).to_string())
-        })
+        .filter_map(|d| d.field("name").filter(|n| n.kind() == "identifier").map(|n| text(n, src).to_string()))
         .collect()
 }
 
@@ -230,11 +229,11 @@ fn describe_client(project: &Project, file: &SourceFile, name: &str) -> Option<C
         .into_iter()
         .filter(|s| matches!(s.kind(), "lexical_declaration" | "variable_declaration"))
         .flat_map(ast::named_children)
-        .find(|d| d.child_by_field_name("name").is_some_and(|n| text(n, src) == name))?;
-    let init = declarator.child_by_field_name("value")?;
+        .find(|d| d.field("name").is_some_and(|n| text(n, src) == name))?;
+    let init = declarator.field("value")?;
     let init_text = text(init, src);
     let flavor = flavor_of_client_text(init_text).or_else(|| {
-        let ctor = init.child_by_field_name("constructor").map(|c| text(c, src))?;
+        let ctor = init.field("constructor").map(|c| text(c, src))?;
         let import = project::imports(file).iter().find(|i| i.local == ctor.split('.').next().unwrap_or(ctor))?;
         flavor_of_client_text(&format!("{ctor}( {}", import.source))
     })?;

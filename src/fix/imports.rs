@@ -4,6 +4,7 @@
 use super::{Edit, GuardSpec};
 use crate::model::ast::{self, text};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 
 /// The edit that makes `spec` importable in `file`, or None when it already is.
 pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
@@ -16,14 +17,14 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
     // binding of the same name would not compile.
     if spec.export != "default" {
         for stmt in ast::named_children(root).into_iter().filter(|s| s.kind() == "import_statement") {
-            let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+            let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
             if source.as_deref() != Some(spec.module.as_str()) {
                 continue;
             }
             let Some(named) = ast::descendants_of_kind(stmt, "named_imports").into_iter().next() else { continue };
             let Some(wanted) = ast::named_children(named)
                 .into_iter()
-                .find(|s| s.child_by_field_name("name").is_some_and(|n| text(n, src) == spec.export))
+                .find(|s| s.field("name").is_some_and(|n| text(n, src) == spec.export))
             else {
                 continue;
             };
@@ -31,7 +32,7 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
                 return Some(value_import(stmt, named, wanted, src));
             }
             if text(wanted, src).starts_with("type ") {
-                let name = wanted.child_by_field_name("name").map_or(wanted.start_byte(), |n| n.start_byte());
+                let name = wanted.field("name").map_or(wanted.start_byte(), |n| n.start_byte());
                 return Some(Edit::delete(wanted.start_byte(), name));
             }
             return None;
@@ -43,7 +44,7 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
         match stmt.kind() {
             "import_statement" => {
                 last_import_end = Some(stmt.end_byte());
-                let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+                let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
                 if source.as_deref() != Some(spec.module.as_str()) {
                     continue;
                 }
@@ -60,9 +61,7 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
                 if let Some(named) = parts.iter().find(|p| p.kind() == "named_imports") {
                     let specs = ast::named_children(*named);
                     let type_only = is_type_only(stmt, src);
-                    let existing = specs
-                        .iter()
-                        .find(|s| s.child_by_field_name("name").is_some_and(|n| text(n, src) == spec.export));
+                    let existing = specs.iter().find(|s| s.field("name").is_some_and(|n| text(n, src) == spec.export));
                     // A type-only import is erased: it cannot take a value name.
                     match existing {
                         Some(_) => return None,

@@ -15,6 +15,7 @@ use crate::model::payload;
 use crate::model::{EventKey, Framework, Scope};
 use crate::model::{providers, reach};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -57,8 +58,8 @@ fn tests_presence(condition: Node, src: &str, name: &str) -> bool {
     match condition.kind() {
         "identifier" => text(condition, src) == name,
         "binary_expression" => {
-            let operator = condition.child_by_field_name("operator").map(|o| text(o, src));
-            let (left, right) = (condition.child_by_field_name("left"), condition.child_by_field_name("right"));
+            let operator = condition.field("operator").map(|o| text(o, src));
+            let (left, right) = (condition.field("left"), condition.field("right"));
             let nothing = |n: Option<Node>| n.is_some_and(|n| matches!(text(n, src), "null" | "undefined"));
             matches!(operator, Some("!==" | "!="))
                 && ((is_name(left) && nothing(right)) || (is_name(right) && nothing(left)))
@@ -209,7 +210,7 @@ fn plan(
         let stmts = statements(container);
         if let Some(v) = stmts.iter().rev().find(|s| verifies(cx, file, **s)).copied()
             && v.kind() == "try_statement"
-            && let Some(inner) = v.child_by_field_name("body")
+            && let Some(inner) = v.field("body")
             && statements(inner).iter().any(|s| verifies(cx, file, *s))
             && statements(inner).iter().any(|s| markers::contains_work(cx.project, file, *s, func, key_fn))
             && !stmts
@@ -222,11 +223,10 @@ fn plan(
         // `if (req.method === "POST") { verify; work } else { answer 405 }`: the same, one level down.
         if let Some(v) = stmts.iter().rev().find(|s| verifies(cx, file, **s)).copied()
             && v.kind() == "if_statement"
-            && let Some(inner) = v.child_by_field_name("consequence").filter(|c| c.kind() == "statement_block")
+            && let Some(inner) = v.field("consequence").filter(|c| c.kind() == "statement_block")
             && statements(inner).iter().any(|s| verifies(cx, file, *s))
             && statements(inner).iter().any(|s| markers::contains_work(cx.project, file, *s, func, key_fn))
-            && v.child_by_field_name("alternative")
-                .is_none_or(|a| !markers::contains_work(cx.project, file, a, func, key_fn))
+            && v.field("alternative").is_none_or(|a| !markers::contains_work(cx.project, file, a, func, key_fn))
             && !stmts
                 .iter()
                 .any(|s| s.start_byte() > v.end_byte() && markers::contains_work(cx.project, file, *s, func, key_fn))
@@ -253,7 +253,7 @@ fn plan(
         };
         if first.id() == last.id()
             && first.kind() == "try_statement"
-            && let Some(inner) = first.child_by_field_name("body")
+            && let Some(inner) = first.field("body")
         {
             container = inner;
             continue;
@@ -263,12 +263,10 @@ fn plan(
         // recording (and an answer of theirs inside the guard would be recorded as processed).
         if first.id() == last.id()
             && first.kind() == "if_statement"
-            && let Some(branch) = first.child_by_field_name("consequence").filter(|c| c.kind() == "statement_block")
-            && let Some(other) = first.child_by_field_name("alternative")
+            && let Some(branch) = first.field("consequence").filter(|c| c.kind() == "statement_block")
+            && let Some(other) = first.field("alternative")
             && !markers::contains_work(cx.project, file, other, func, key_fn)
-            && first
-                .child_by_field_name("condition")
-                .is_none_or(|c| !markers::contains_work(cx.project, file, c, func, key_fn))
+            && first.field("condition").is_none_or(|c| !markers::contains_work(cx.project, file, c, func, key_fn))
         {
             container = branch;
             continue;
@@ -277,9 +275,9 @@ fn plan(
         // it before the check would throw on the value the check excludes.
         if first.id() == last.id()
             && first.kind() == "if_statement"
-            && first.child_by_field_name("alternative").is_none()
-            && let Some(branch) = first.child_by_field_name("consequence").filter(|c| c.kind() == "statement_block")
-            && let Some(condition) = first.child_by_field_name("condition")
+            && first.field("alternative").is_none()
+            && let Some(branch) = first.field("consequence").filter(|c| c.kind() == "statement_block")
+            && let Some(condition) = first.field("condition")
             && !markers::contains_work(cx.project, file, condition, func, key_fn)
             && key.roots().iter().any(|r| tests_presence(condition, src, r))
         {
@@ -355,7 +353,7 @@ fn plan(
     // The key must be computed before the work starts.
     for root in key.roots() {
         let declared_inside = ast::descendants_of_kind(func, "variable_declarator").into_iter().any(|d| {
-            d.child_by_field_name("name").is_some_and(|n| text(n, src) == root)
+            d.field("name").is_some_and(|n| text(n, src) == root)
                 && d.start_byte() >= first.start_byte()
                 && d.end_byte() <= last.end_byte()
         });
@@ -491,11 +489,11 @@ fn plan(
         }
         Some(r) => format!("if ({in_progress}) {r}"),
         // a listener's rejection is nobody's to handle: hand the message back instead
-        None if manual_ack => match handler_ack.and_then(|ack| Some((ack.child_by_field_name("function")?, ack))) {
+        None if manual_ack => match handler_ack.and_then(|ack| Some((ack.field("function")?, ack))) {
             Some((callee, ack)) => {
                 let callee = text(callee, src);
                 let receiver = callee.strip_suffix("ack").unwrap_or(callee);
-                let args = ack.child_by_field_name("arguments").map_or("()", |a| text(a, src));
+                let args = ack.field("arguments").map_or("()", |a| text(a, src));
                 format!("if ({in_progress}) {{ {receiver}nack{args}{semi} return{semi} }}")
             }
             None => format!("if ({in_progress}) return{semi}"),
@@ -584,7 +582,7 @@ fn plan(
 fn nest_conflict(file: &SourceFile, func: Node) -> Option<(String, Option<Edit>)> {
     let src = &file.text;
     const EXCEPTION: &str = "ConflictException";
-    let params = func.child_by_field_name("parameters").map_or("", |p| text(p, src));
+    let params = func.field("parameters").map_or("", |p| text(p, src));
     if params.contains("@Res(") || params.contains("@Response(") {
         return None;
     }
@@ -592,7 +590,7 @@ fn nest_conflict(file: &SourceFile, func: Node) -> Option<(String, Option<Edit>)
     let mut named: Option<Node> = None;
     let mut imported = false;
     for stmt in ast::named_children(root).into_iter().filter(|s| s.kind() == "import_statement") {
-        let source = stmt.child_by_field_name("source").and_then(|s| ast::string_value(s, src));
+        let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
         if source.as_deref() != Some("@nestjs/common") || text(stmt, src).starts_with("import type") {
             continue;
         }
@@ -609,8 +607,8 @@ fn nest_conflict(file: &SourceFile, func: Node) -> Option<(String, Option<Edit>)
                 "named_imports" => {
                     named = named.or(Some(part));
                     for spec in ast::named_children(part) {
-                        if spec.child_by_field_name("name").is_some_and(|n| text(n, src) == EXCEPTION) {
-                            let local = spec.child_by_field_name("alias").unwrap_or(spec);
+                        if spec.field("name").is_some_and(|n| text(n, src) == EXCEPTION) {
+                            let local = spec.field("alias").unwrap_or(spec);
                             let local = if local == spec { EXCEPTION } else { text(local, src) };
                             return Some((local.to_string(), None));
                         }
@@ -692,12 +690,12 @@ fn key_container<'t>(func: Node<'t>, src: &str, key: &EventKey) -> Option<Node<'
                 return false;
             }
             if n.kind() == "for_in_statement"
-                && let Some(left) = n.child_by_field_name("left")
+                && let Some(left) = n.field("left")
             {
                 let mut names = Vec::new();
                 ast::bound_names(left, src, &mut names);
                 if names.contains(&root) {
-                    found = n.child_by_field_name("body").filter(|b| b.kind() == "statement_block");
+                    found = n.field("body").filter(|b| b.kind() == "statement_block");
                 }
             } else if n != func && ast::is_function(n) && ast::parameter_names(n, src).contains(&root) {
                 found = ast::function_body(n).filter(|b| b.kind() == "statement_block");
@@ -718,13 +716,13 @@ fn declared_names(stmts: &[Node], src: &str) -> Vec<String> {
         match s.kind() {
             "lexical_declaration" | "variable_declaration" => {
                 for d in ast::named_children(*s).into_iter().filter(|d| d.kind() == "variable_declarator") {
-                    if let Some(n) = d.child_by_field_name("name") {
+                    if let Some(n) = d.field("name") {
                         ast::bound_names(n, src, &mut out);
                     }
                 }
             }
             "function_declaration" | "class_declaration" => {
-                if let Some(n) = s.child_by_field_name("name") {
+                if let Some(n) = s.field("name") {
                     out.push(text(n, src).to_string());
                 }
             }
@@ -880,8 +878,8 @@ fn sole_statement_try(stmt: Node) -> Option<Node> {
     let try_stmt = block.parent().filter(|t| t.kind() == "try_statement")?;
     let only = ast::named_children(block).into_iter().all(|n| n.id() == stmt.id());
     (only
-        && try_stmt.child_by_field_name("body").is_some_and(|b| b.id() == block.id())
-        && try_stmt.child_by_field_name("finalizer").is_none()
+        && try_stmt.field("body").is_some_and(|b| b.id() == block.id())
+        && try_stmt.field("finalizer").is_none()
         && try_stmt.parent().is_some_and(|p| p.kind() == "statement_block"))
     .then_some(try_stmt)
 }
@@ -902,8 +900,8 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
         }
         match stmt.kind() {
             "if_statement"
-                if stmt.child_by_field_name("alternative").is_none()
-                    && stmt.child_by_field_name("condition").is_some_and(|c| ast::contains(c, call))
+                if stmt.field("alternative").is_none()
+                    && stmt.field("condition").is_some_and(|c| ast::contains(c, call))
                     && exits_only(stmt, src) =>
             {
                 out.push(stmt)
@@ -920,7 +918,7 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
                 let decls: Vec<Node> =
                     ast::named_children(stmt).into_iter().filter(|d| d.kind() == "variable_declarator").collect();
                 let [decl] = decls.as_slice() else { continue };
-                let Some(pattern) = decl.child_by_field_name("name") else { continue };
+                let Some(pattern) = decl.field("name") else { continue };
                 let mut names = Vec::new();
                 ast::bound_names(pattern, src, &mut names);
                 if names.is_empty() {
@@ -929,8 +927,8 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
                 let next = stmt.next_named_sibling().filter(|n| n.kind() != "comment");
                 let gate = next.filter(|n| {
                     n.kind() == "if_statement"
-                        && n.child_by_field_name("alternative").is_none()
-                        && n.child_by_field_name("condition")
+                        && n.field("alternative").is_none()
+                        && n.field("condition")
                             .is_some_and(|c| names.iter().any(|name| ast::mentions_identifier(c, src, name)))
                         && exits_only(*n, src)
                 });
@@ -958,7 +956,7 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
         if parent.kind() != "statement_block" || out.iter().any(|o| o.id() == decl.id()) {
             continue;
         }
-        let (Some(name), Some(init)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+        let (Some(name), Some(init)) = (d.field("name"), d.field("value")) else {
             continue;
         };
         let init_text = text(init, src);
@@ -985,9 +983,9 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
     let emptied: Vec<Node> = ast::descendants_of_kind(func, "try_statement")
         .into_iter()
         .filter(|t| {
-            t.child_by_field_name("finalizer").is_none()
+            t.field("finalizer").is_none()
                 && t.parent().is_some_and(|p| p.kind() == "statement_block")
-                && t.child_by_field_name("body").is_some_and(|b| {
+                && t.field("body").is_some_and(|b| {
                     let stmts: Vec<Node> =
                         ast::named_children(b).into_iter().filter(|n| n.kind() != "comment").collect();
                     !stmts.is_empty() && stmts.iter().all(|st| out.iter().any(|o| o.id() == st.id()))
@@ -1033,7 +1031,7 @@ fn marker_row_reused<'t>(
 
 /// An `if` whose consequence only answers and returns (or is a bare return).
 fn exits_only(stmt: Node, src: &str) -> bool {
-    let Some(cons) = stmt.child_by_field_name("consequence") else { return false };
+    let Some(cons) = stmt.field("consequence") else { return false };
     let inner = statements(cons);
     let stmts = if cons.kind() == "statement_block" { inner } else { vec![cons] };
     stmts.last().is_some_and(|s| s.kind() == "return_statement")
@@ -1225,10 +1223,10 @@ fn db_rewrites(
                 return true;
             }
             let Some(member) = n.parent().filter(|p| p.kind() == "member_expression") else { return true };
-            if member.child_by_field_name("object").is_none_or(|o| o.id() != n.id()) {
+            if member.field("object").is_none_or(|o| o.id() != n.id()) {
                 return true;
             }
-            let prop = member.child_by_field_name("property").map(|p| text(p, src)).unwrap_or("");
+            let prop = member.field("property").map(|p| text(p, src)).unwrap_or("");
             let ok = match flavor {
                 GuardFlavor::Prisma => {
                     (!prop.starts_with('$') || prop.starts_with("$executeRaw") || prop.starts_with("$queryRaw"))

@@ -11,6 +11,7 @@ use super::effects::{self, EffectKind};
 use super::reach;
 use crate::project::Project;
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::collections::HashSet;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -194,7 +195,7 @@ fn category_in(
     let path = ast::callee_path(call, src);
     if path.is_empty() {
         // `await import("pkg")` loads code; anything else unnamed is unknown work.
-        let dynamic_import = call.child_by_field_name("function").is_some_and(|f| f.kind() == "import");
+        let dynamic_import = call.field("function").is_some_and(|f| f.kind() == "import");
         return if dynamic_import { Category::Read } else { Category::Work };
     }
     if transparent(&path) {
@@ -266,7 +267,7 @@ fn endpoint_category(call: Node, src: &str) -> Option<Category> {
     let url = ast::unwrap_expr(*ast::arguments(call).first()?);
     let name = match url.kind() {
         "identifier" => text(url, src),
-        "member_expression" => text(url.child_by_field_name("property")?, src),
+        "member_expression" => text(url.field("property")?, src),
         _ => return None,
     };
     named_category(name).filter(|c| *c == Category::Telemetry)

@@ -5,6 +5,7 @@
 
 use super::ast::{self, text};
 use super::guards;
+use crate::syntax::ast::Fields as _;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -44,8 +45,7 @@ pub fn literal_test(cond: Node, re: &Regex, src: &str) -> Option<bool> {
             return false;
         }
         if n.kind() == "binary_expression"
-            && let (Some(l), Some(r), Some(op)) =
-                (n.child_by_field_name("left"), n.child_by_field_name("right"), n.child_by_field_name("operator"))
+            && let (Some(l), Some(r), Some(op)) = (n.field("left"), n.field("right"), n.field("operator"))
         {
             let lit = [l, r].into_iter().any(|s| re.is_match(text(s, src)));
             if lit {
@@ -77,12 +77,12 @@ pub fn nx_failed<'t>(cond: Node<'t>, positive: bool, func: Node<'t>, src: &str) 
     let cond = strip(cond);
     let subject = match cond.kind() {
         "unary_expression" if positive && cond.child(0).is_some_and(|o| text(o, src) == "!") => {
-            strip(cond.child_by_field_name("argument")?)
+            strip(cond.field("argument")?)
         }
         "binary_expression" if positive => {
-            let op = text(cond.child_by_field_name("operator")?, src);
-            let l = cond.child_by_field_name("left")?;
-            let r = cond.child_by_field_name("right")?;
+            let op = text(cond.field("operator")?, src);
+            let l = cond.field("left")?;
+            let r = cond.field("right")?;
             let rt = text(r, src);
             let null_test = matches!(op, "===" | "==") && (rt == "null" || rt == "undefined");
             let ok_test = matches!(op, "!==" | "!=") && matches!(rt, "'OK'" | "\"OK\"" | "true");
@@ -109,9 +109,9 @@ fn eval_number(node: Node, src: &str) -> Option<u64> {
     match node.kind() {
         "number" => text(node, src).replace('_', "").parse().ok(),
         "binary_expression" => {
-            let l = eval_number(node.child_by_field_name("left")?, src)?;
-            let r = eval_number(node.child_by_field_name("right")?, src)?;
-            match text(node.child_by_field_name("operator")?, src) {
+            let l = eval_number(node.field("left")?, src)?;
+            let r = eval_number(node.field("right")?, src)?;
+            match text(node.field("operator")?, src) {
                 "*" => Some(l * r),
                 "+" => Some(l + r),
                 _ => None,

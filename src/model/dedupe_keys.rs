@@ -6,6 +6,7 @@
 use super::ast::{self, text};
 use super::effects::{self, Sdk};
 use super::guards::{self, GuardKind};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,8 +53,8 @@ pub struct DedupeKey<'t> {
 /// The task id of `client.taskPath(project, location, queue, taskId)`, the Cloud Tasks client's
 /// builder of a task's full name (a method call with exactly those four parts).
 fn cloud_task_id<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Node<'t>> {
-    let method = call.child_by_field_name("function").filter(|f| f.kind() == "member_expression")?;
-    let name = method.child_by_field_name("property").map(|p| text(p, src))?;
+    let method = call.field("function").filter(|f| f.kind() == "member_expression")?;
+    let name = method.field("property").map(|p| text(p, src))?;
     (name == "taskPath" && args.len() == 4).then(|| args[3])
 }
 
@@ -71,6 +72,37 @@ fn pair_site(name: &str) -> Option<KeySite> {
 
 /// Every dedupe key expression written in `func` (nested callbacks included).
 pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
+    // Two rules ask about every scope: the keys of a function are found once per analysis and
+    // remembered with its tree.
+    #[derive(Hash, PartialEq, Eq)]
+    struct KeysOf {
+        at: u32,
+        src: (usize, usize),
+        wrappers: u64,
+    }
+    let Some(index) = crate::syntax::node_index::existing(func) else { return find_once(func, src) };
+    let Some(at) = index.position_of(func) else { return find_once(func, src) };
+    let asked = KeysOf { at, src: (src.as_ptr() as usize, src.len()), wrappers: effects::wrappers_generation() };
+    if let Some(known) = index.recall::<KeysOf, Vec<(KeySite, u32, u32)>>(&asked) {
+        return known
+            .into_iter()
+            .map(|(site, call, value)| DedupeKey {
+                site,
+                call: index.node_at(call, func),
+                value: index.node_at(value, func),
+            })
+            .collect();
+    }
+    let found = find_once(func, src);
+    let positions: Option<Vec<(KeySite, u32, u32)>> =
+        found.iter().map(|k| Some((k.site, index.position_of(k.call)?, index.position_of(k.value)?))).collect();
+    if let Some(positions) = positions {
+        index.remember(asked, positions);
+    }
+    found
+}
+
+fn find_once<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
     let mut out: Vec<DedupeKey<'t>> = Vec::new();
     for call in ast::calls_in(func, false) {
         let args = ast::arguments(call);
@@ -113,21 +145,22 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
             // `idempotencyKey` of `{ idempotencyKey: k }`, the fragment of `{ "Idempotency-Key": k }`
             let name = m.get("key_name")?;
             let key = if name.kind() == "string_fragment" { ast::parent(name)? } else { name };
-            ast::parent(key).filter(|p| p.kind() == "pair" && p.child_by_field_name("key") == Some(key))
+            ast::parent(key).filter(|p| p.kind() == "pair" && p.field("key") == Some(key))
         })
         .collect();
     super::queries::tree_order(&mut properties);
     for n in properties {
         let (key, value) = match n.kind() {
-            "pair" => (n.child_by_field_name("key"), n.child_by_field_name("value")),
+            "pair" => (n.field("key"), n.field("value")),
             _ => (Some(n), Some(n)),
         };
         let (Some(key), Some(value)) = (key, value) else { continue };
         let name = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
         let site = if name == "id"
-            && ast::parent(n).and_then(ast::parent).is_some_and(|p| {
-                p.kind() == "pair" && p.child_by_field_name("key").is_some_and(|k| text(k, src) == "deduplication")
-            }) {
+            && ast::parent(n)
+                .and_then(ast::parent)
+                .is_some_and(|p| p.kind() == "pair" && p.field("key").is_some_and(|k| text(k, src) == "deduplication"))
+        {
             Some(KeySite::JobId)
         } else {
             pair_site(&name)
@@ -236,7 +269,7 @@ pub fn marker_id<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
         if n.kind() == "object" {
             for prop in ast::named_children(n) {
                 let (name, value) = match prop.kind() {
-                    "pair" => match (prop.child_by_field_name("key"), prop.child_by_field_name("value")) {
+                    "pair" => match (prop.field("key"), prop.field("value")) {
                         (Some(k), Some(v)) => {
                             (ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()), v)
                         }
@@ -316,8 +349,7 @@ fn expand_inner<'t>(node: Node<'t>, src: &str, stop_at_delivery: bool) -> Vec<No
                 return false;
             }
             if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
-                && ast::parent(n)
-                    .is_none_or(|p| p.kind() != "member_expression" || p.child_by_field_name("object") == Some(n))
+                && ast::parent(n).is_none_or(|p| p.kind() != "member_expression" || p.field("object") == Some(n))
             {
                 ids.push(n);
             }
@@ -371,20 +403,20 @@ fn event_path_depth(node: Node, src: &str, depth: usize) -> Vec<String> {
             vec![name.to_string()]
         }
         "member_expression" => {
-            let Some(object) = node.child_by_field_name("object") else { return Vec::new() };
+            let Some(object) = node.field("object") else { return Vec::new() };
             let mut path = event_path_depth(object, src, depth);
             if path.is_empty() {
                 return path;
             }
-            if let Some(p) = node.child_by_field_name("property") {
+            if let Some(p) = node.field("property") {
                 path.push(text(p, src).to_string());
             }
             path
         }
         "subscript_expression" => {
-            let Some(object) = node.child_by_field_name("object") else { return Vec::new() };
+            let Some(object) = node.field("object") else { return Vec::new() };
             let mut path = event_path_depth(object, src, depth);
-            match node.child_by_field_name("index").and_then(|i| ast::string_value(i, src)) {
+            match node.field("index").and_then(|i| ast::string_value(i, src)) {
                 Some(k) if !path.is_empty() => path.push(k),
                 _ => return Vec::new(),
             }
@@ -493,8 +525,8 @@ pub fn is_nondeterministic(n: Node, src: &str) -> bool {
                 )
         }
         "new_expression" => {
-            let ctor = n.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
-            let args = n.child_by_field_name("arguments").map(|a| a.named_child_count()).unwrap_or(0);
+            let ctor = n.field("constructor").map(|c| text(c, src)).unwrap_or("");
+            let args = n.field("arguments").map(|a| a.named_child_count()).unwrap_or(0);
             matches!(ctor, "Date" | "ObjectId") && args == 0
         }
         _ => false,
@@ -577,7 +609,7 @@ pub fn items_loop<'t>(
         }
         let mut bound = Vec::new();
         if lp.kind() == "for_in_statement" {
-            if let Some(left) = lp.child_by_field_name("left") {
+            if let Some(left) = lp.field("left") {
                 ast::bound_names(left, src, &mut bound);
             }
         } else if ast::is_function(lp) {
@@ -661,7 +693,7 @@ mod tests {
     #[test]
     fn sources_inside_callbacks_are_not_the_key() {
         let f = file("const k = memo(() => uuid()) + ':' + new Date();\n");
-        let value = f.root().named_child(0).unwrap().named_child(0).unwrap().child_by_field_name("value").unwrap();
+        let value = f.root().named_child(0).unwrap().named_child(0).unwrap().field("value").unwrap();
         assert_eq!(text(nondeterministic_call(value, &f.text).unwrap(), &f.text), "new Date()");
     }
 }

@@ -5,6 +5,7 @@
 //! classified by what the wrapper finally does.
 
 use super::ast::{self, text};
+use crate::syntax::ast::Fields as _;
 use serde::Serialize;
 use tree_sitter::Node;
 
@@ -204,7 +205,7 @@ pub fn is_stripe_options(node: Node, src: &str) -> bool {
         &["idempotencyKey", "stripeAccount", "apiVersion", "maxNetworkRetries", "timeout", "apiKey", "stripeContext"];
     node.kind() == "object"
         && ast::named_children(node).iter().all(|p| {
-            let key = p.child_by_field_name("key").map(|k| text(k, src)).unwrap_or_else(|| text(*p, src));
+            let key = p.field("key").map(|k| text(k, src)).unwrap_or_else(|| text(*p, src));
             KEYS.contains(&key)
         })
         && node.named_child_count() > 0
@@ -246,6 +247,12 @@ pub fn with_effect_wrappers<R>(names: &[String], f: impl FnOnce() -> R) -> R {
     CONFIGURED_WRAPPERS.with(|w| *w.borrow_mut() = previous);
     bump();
     out
+}
+
+/// Which configured wrappers classifications are made with now: an answer remembered from
+/// classifications holds only while this stays the same.
+pub fn wrappers_generation() -> u64 {
+    WRAPPERS_GENERATION.with(|g| g.get())
 }
 
 /// What a remembered classification is looked up by: the call (its position in its tree's
@@ -342,11 +349,11 @@ fn passed_idempotency_key<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
 fn options_handed_in<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     let func =
         ast::enclosing_function(call).filter(|f| matches!(f.kind(), "arrow_function" | "function_expression"))?;
-    let params = func.child_by_field_name("parameters")?;
+    let params = func.field("parameters")?;
     let handed: Vec<&str> = ast::named_children(params)
         .into_iter()
-        .filter(|p| p.child_by_field_name("value").is_none())
-        .filter_map(|p| p.child_by_field_name("pattern").filter(|n| n.kind() == "identifier").map(|n| text(n, src)))
+        .filter(|p| p.field("value").is_none())
+        .filter_map(|p| p.field("pattern").filter(|n| n.kind() == "identifier").map(|n| text(n, src)))
         .collect();
     ast::arguments(call).into_iter().skip(1).find(|a| {
         a.kind() == "identifier" && {
@@ -491,8 +498,8 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     if last == "send"
         && let Some(cmd) = args.first().filter(|a| a.kind() == "new_expression")
     {
-        let ctor = cmd.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
-        let input = cmd.child_by_field_name("arguments").and_then(|a| a.named_child(0));
+        let ctor = cmd.field("constructor").map(|c| text(c, src)).unwrap_or("");
+        let input = cmd.field("arguments").and_then(|a| a.named_child(0));
         if ctor.starts_with("SendMessage") || ctor == "PublishCommand" || ctor == "PutEventsCommand" {
             let key = input.and_then(|i| object_prop(i, "MessageDeduplicationId", src));
             return effect(EffectKind::Enqueue, Sdk::Sqs, key);
@@ -512,8 +519,8 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
             .map(ast::unwrap_expr)
             .filter(|i| i.kind() == "new_expression")
     {
-        let ctor = init.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
-        let input = init.child_by_field_name("arguments").and_then(|a| a.named_child(0));
+        let ctor = init.field("constructor").map(|c| text(c, src)).unwrap_or("");
+        let input = init.field("arguments").and_then(|a| a.named_child(0));
         if repeats_harmlessly(ctor) {
             return None;
         }
@@ -759,8 +766,8 @@ fn constructed_by<'s>(call: Node, path: &[String], src: &'s str) -> Option<&'s s
             .find(|b| matches!(b.kind(), "new_expression" | "call_expression"))?;
     }
     let callee = match init.kind() {
-        "new_expression" => init.child_by_field_name("constructor")?,
-        "call_expression" => init.child_by_field_name("function")?,
+        "new_expression" => init.field("constructor")?,
+        "call_expression" => init.field("function")?,
         _ => return None,
     };
     let name = text(callee, src);
@@ -908,7 +915,7 @@ fn chain_end(call: Node, src: &str) -> bool {
     if ast::parent(parent).is_none_or(|g| g.kind() != "call_expression") {
         return true;
     }
-    let prop = parent.child_by_field_name("property").map(|p| text(p, src)).unwrap_or("");
+    let prop = parent.field("property").map(|p| text(p, src)).unwrap_or("");
     matches!(prop, "then" | "catch" | "finally" | "promise")
 }
 
@@ -1066,10 +1073,8 @@ fn classify_db(
         && let [only] = args
         && only.kind() == "object"
     {
-        let keys: Vec<&str> = ast::named_children(*only)
-            .into_iter()
-            .filter_map(|p| p.child_by_field_name("key").map(|k| text(k, src)))
-            .collect();
+        let keys: Vec<&str> =
+            ast::named_children(*only).into_iter().filter_map(|p| p.field("key").map(|k| text(k, src))).collect();
         let has = |k: &str| keys.contains(&k);
         let data_text = text(*only, src);
         if has("where") && (has("data") || last == "upsert" && has("create") && has("update")) {
@@ -1183,7 +1188,7 @@ pub fn sql_text(call: Node, args: &[Node], src: &str) -> Option<String> {
         return looks_like_sql(&t).then_some(t);
     }
     // tagged templates: sql`...`, prisma.$executeRaw`...`
-    if let Some(tpl) = call.child_by_field_name("arguments").filter(|a| a.kind() == "template_string") {
+    if let Some(tpl) = call.field("arguments").filter(|a| a.kind() == "template_string") {
         let t = text(tpl, src).to_string();
         return looks_like_sql(&t).then_some(t);
     }
@@ -1195,15 +1200,15 @@ pub fn sql_text(call: Node, args: &[Node], src: &str) -> Option<String> {
 fn prepare_call<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     let mut current = call;
     for _ in 0..3 {
-        let callee = current.child_by_field_name("function")?;
+        let callee = current.field("function")?;
         if callee.kind() != "member_expression" {
             return None;
         }
-        let name = callee.child_by_field_name("property").map(|p| text(p, src)).unwrap_or("");
+        let name = callee.field("property").map(|p| text(p, src)).unwrap_or("");
         if name == "prepare" {
             return Some(current);
         }
-        current = callee.child_by_field_name("object").filter(|o| o.kind() == "call_expression")?;
+        current = callee.field("object").filter(|o| o.kind() == "call_expression")?;
     }
     None
 }
@@ -1504,7 +1509,7 @@ fn in_memory_collection(call: Node, src: &str) -> bool {
             init.kind() == "array"
                 || (init.kind() == "new_expression"
                     && init
-                        .child_by_field_name("constructor")
+                        .field("constructor")
                         .is_some_and(|c| matches!(text(c, src), "Set" | "Map" | "WeakSet" | "WeakMap" | "Array")))
         })
 }

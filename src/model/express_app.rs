@@ -5,6 +5,7 @@ use super::ast::{self, text};
 use super::queries;
 use crate::project::Project;
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -146,12 +147,12 @@ fn is_route_call(call: Node, src: &str) -> bool {
 
 /// The name a function is bound to: `function f`, `const f = () => ...`.
 pub fn function_name(func: Node, src: &str) -> Option<String> {
-    if let Some(n) = func.child_by_field_name("name") {
+    if let Some(n) = func.field("name") {
         return Some(text(n, src).to_string());
     }
     let parent = func.parent()?;
     if parent.kind() == "variable_declarator" {
-        return parent.child_by_field_name("name").map(|n| text(n, src).to_string());
+        return parent.field("name").map(|n| text(n, src).to_string());
     }
     None
 }

@@ -7,6 +7,7 @@ use super::queries::{self, Candidate};
 use crate::config::Config;
 use crate::project::{self, Project};
 use crate::source::{SourceFile, Span};
+use crate::syntax::ast::Fields as _;
 use serde::Serialize;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -177,8 +178,8 @@ pub fn called_by_nearby_code(project: &Project, func: Node, file: &SourceFile) -
     let declared = func
         .parent()
         .filter(|p| p.kind() == "variable_declarator")
-        .and_then(|p| p.child_by_field_name("name"))
-        .or_else(|| func.child_by_field_name("name"))
+        .and_then(|p| p.field("name"))
+        .or_else(|| func.field("name"))
         .map(|n| text(n, &file.text).to_string());
     let Some(name) = declared.filter(|n| n != "handler") else { return false };
     let call = format!("{name}(");
@@ -352,9 +353,9 @@ impl<'a> Finder<'a> {
             }
         } else if func.kind() == "call_expression" {
             // controller.handleWebhook.bind(controller)
-            if let Some(callee) = func.child_by_field_name("function").filter(|f| f.kind() == "member_expression")
-                && callee.child_by_field_name("property").is_some_and(|p| text(p, self.src()) == "bind")
-                && let Some(object) = callee.child_by_field_name("object")
+            if let Some(callee) = func.field("function").filter(|f| f.kind() == "member_expression")
+                && callee.field("property").is_some_and(|p| text(p, self.src()) == "bind")
+                && let Some(object) = callee.field("object")
             {
                 return self.push(object, name, framework, route_hint);
             }
@@ -389,7 +390,7 @@ impl<'a> Finder<'a> {
             let Some(inner) = wrapped.or_else(named).copied() else {
                 return;
             };
-            let wrapper_name = func.child_by_field_name("function").map(|f| text(f, self.src())).unwrap_or("");
+            let wrapper_name = func.field("function").map(|f| text(f, self.src())).unwrap_or("");
             let verifies = crate::regex!(r"(?i)signature|webhook|hmac").is_match(wrapper_name);
             // `withWorkspace(handler)`, `withSession(handler)`: a route for signed-in people.
             let signed_in = user_auth(wrapper_name) || signed_in_wrapper(wrapper_name);
@@ -547,12 +548,12 @@ impl<'a> Finder<'a> {
     /// `secured.access(requires("endpoints:manage")).post(path, handler)`,
     /// `router.use(requireAuth).post(...)`.
     fn receiver_gates_people(&self, route_call: Node) -> bool {
-        let mut receiver = route_call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object"));
+        let mut receiver = route_call.field("function").and_then(|f| f.field("object"));
         while let Some(call) = receiver.filter(|r| r.kind() == "call_expression") {
             if ast::arguments(call).into_iter().any(|arg| self.gates_people(arg)) {
                 return true;
             }
-            receiver = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object"));
+            receiver = call.field("function").and_then(|f| f.field("object"));
         }
         false
     }
@@ -566,12 +567,12 @@ impl<'a> Finder<'a> {
 
     /// `call`'s callee is a project function whose body returns a function (a handler factory).
     fn returns_a_function(&self, call: Node) -> bool {
-        let Some(callee) = call.child_by_field_name("function").filter(|f| f.kind() == "identifier") else {
+        let Some(callee) = call.field("function").filter(|f| f.kind() == "identifier") else {
             return false;
         };
         let Some(def) = self.resolve_function(text(callee, self.src())) else { return false };
         let Some(factory) = def.node() else { return false };
-        let Some(body) = factory.child_by_field_name("body") else { return false };
+        let Some(body) = factory.field("body") else { return false };
         if ast::is_function(ast::unwrap_expr(body)) {
             return true;
         }
@@ -601,15 +602,15 @@ impl<'a> Finder<'a> {
     /// a method, or a field holding a function, of the class the registration is written in.
     fn this_method(&self, member: Node) -> Option<project::FunctionDef> {
         let src = self.src();
-        member.child_by_field_name("object").filter(|o| o.kind() == "this")?;
-        let name = text(member.child_by_field_name("property")?, src);
+        member.field("object").filter(|o| o.kind() == "this")?;
+        let name = text(member.field("property")?, src);
         let class = ast::ancestors(member).find(|a| matches!(a.kind(), "class_declaration" | "class"))?;
-        let body = class.child_by_field_name("body")?;
+        let body = class.field("body")?;
         ast::named_children(body).into_iter().find_map(|m| {
             let (key, func) = match m.kind() {
-                "method_definition" => (m.child_by_field_name("name")?, m),
+                "method_definition" => (m.field("name")?, m),
                 "public_field_definition" | "field_definition" => {
-                    (m.child_by_field_name("name")?, ast::unwrap_expr(m.child_by_field_name("value")?))
+                    (m.field("name")?, ast::unwrap_expr(m.field("value")?))
                 }
                 _ => return None,
             };
@@ -625,14 +626,14 @@ impl<'a> Finder<'a> {
     /// (here or in the module it is imported from), or a function that module exports.
     fn resolve_method(&self, member: Node) -> Option<project::FunctionDef> {
         let src = self.src();
-        let object = member.child_by_field_name("object").filter(|o| o.kind() == "identifier")?;
-        let method = text(member.child_by_field_name("property")?, src);
+        let object = member.field("object").filter(|o| o.kind() == "identifier")?;
+        let method = text(member.field("property")?, src);
         let object = text(object, src);
         // `const controller = new WebhookController()` with the class imported: look in its module
         let class = ast::find_binding_init(self.file.root(), object, src, member.start_byte())
             .map(ast::unwrap_expr)
             .filter(|init| init.kind() == "new_expression")
-            .and_then(|init| init.child_by_field_name("constructor"))
+            .and_then(|init| init.field("constructor"))
             .filter(|c| c.kind() == "identifier")
             .map(|c| text(c, src));
         let imports = project::imports(self.file);
@@ -659,7 +660,7 @@ impl<'a> Finder<'a> {
                     .is_some_and(|k| text(k, &file.text) == method)
             {
                 let f = if n.kind() == "pair" {
-                    n.child_by_field_name("value").and_then(|v| wrapped_function(ast::unwrap_expr(v), &file.text))
+                    n.field("value").and_then(|v| wrapped_function(ast::unwrap_expr(v), &file.text))
                 } else {
                     Some(n)
                 };
@@ -677,14 +678,14 @@ impl<'a> Finder<'a> {
         let src = self.src();
         let is_default = (0..node.child_count()).filter_map(|i| node.child(i)).any(|c| c.kind() == "default");
         if is_pages_api && is_default {
-            let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
+            let func = node.field("declaration").or_else(|| node.field("value"));
             if let Some(func) = func {
                 self.push(func, format!("default export ({})", short_path(path)), Framework::NextPagesApi, path);
             }
             return;
         }
         if is_default
-            && let Some(value) = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"))
+            && let Some(value) = node.field("declaration").or_else(|| node.field("value"))
             && self.graphile_worker_task(value, path)
         {
             return;
@@ -692,7 +693,7 @@ impl<'a> Finder<'a> {
         // Vercel `api/` and Netlify `netlify/functions/` files: the default export is the function,
         // `(req, res)` (Node helpers) or `(request: Request)` answering a Response
         if is_default && (path.contains("/api/") || path.starts_with("api/") || path.contains("netlify/functions/")) {
-            let func = node.child_by_field_name("declaration").or_else(|| node.child_by_field_name("value"));
+            let func = node.field("declaration").or_else(|| node.field("value"));
             // `const handler = async (req, res) => {...}; export default handler`
             let func = func.map(ast::unwrap_expr).and_then(|f| match f.kind() {
                 "identifier" => {
@@ -717,21 +718,21 @@ impl<'a> Finder<'a> {
             }
             return;
         }
-        let Some(decl) = node.child_by_field_name("declaration") else {
+        let Some(decl) = node.field("declaration") else {
             // `export { POST } from "@/lib/webhooks/stripe"`, `export { default } from "@acme/billing/webhook"`
-            if let Some(source) = node.child_by_field_name("source").and_then(|s| ast::string_value(s, src)) {
+            if let Some(source) = node.field("source").and_then(|s| ast::string_value(s, src)) {
                 self.reexport(node, &source, path, is_route_file || names_webhook(path), is_pages_api);
                 return;
             }
             // `const handler: SQSHandler = ...` ... `export default handler`
-            if is_default && let Some(local) = node.child_by_field_name("value").filter(|v| v.kind() == "identifier") {
+            if is_default && let Some(local) = node.field("value").filter(|v| v.kind() == "identifier") {
                 self.exported_local_lambda(text(local, src), "default", path);
             }
             // `async function POST(...) {}` ... `export { POST }` (or `export { handler as POST }`)
             for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
                 for spec in ast::named_children(clause) {
-                    let Some(local) = spec.child_by_field_name("name") else { continue };
-                    let exported = text(spec.child_by_field_name("alias").unwrap_or(local), src);
+                    let Some(local) = spec.field("name") else { continue };
+                    let exported = text(spec.field("alias").unwrap_or(local), src);
                     if exported == "handler" || exported == "default" || exported.ends_with("Handler") {
                         self.exported_local_lambda(text(local, src), exported, path);
                     }
@@ -748,14 +749,14 @@ impl<'a> Finder<'a> {
         };
         let mut candidates: Vec<(String, Node)> = Vec::new();
         if ast::is_function(decl) {
-            if let Some(n) = decl.child_by_field_name("name") {
+            if let Some(n) = decl.field("name") {
                 candidates.push((text(n, src).to_string(), decl));
             }
         } else {
             for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
-                if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) {
+                if let (Some(n), Some(v)) = (d.field("name"), d.field("value")) {
                     candidates.push((text(n, src).to_string(), v));
-                    let declared_type = d.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
+                    let declared_type = d.field("type").map(|t| text(t, src)).unwrap_or("");
                     if declared_type.contains("SQSHandler") || declared_type.contains("Handler<SQSEvent") {
                         self.push(
                             v,
@@ -804,13 +805,13 @@ impl<'a> Finder<'a> {
     /// shape, so a route registered in this file names the handler by its route.
     fn webhook_named_export(&mut self, node: Node, path: &str) {
         let src = self.src();
-        let Some(decl) = node.child_by_field_name("declaration") else { return };
+        let Some(decl) = node.field("declaration") else { return };
         let mut named: Vec<(String, Node)> = Vec::new();
         if decl.kind() == "function_declaration" {
-            named.extend(decl.child_by_field_name("name").map(|n| (text(n, src).to_string(), decl)));
+            named.extend(decl.field("name").map(|n| (text(n, src).to_string(), decl)));
         } else {
             for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
-                if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) {
+                if let (Some(n), Some(v)) = (d.field("name"), d.field("value")) {
                     named.push((text(n, src).to_string(), ast::unwrap_expr(v)));
                 }
             }
@@ -840,9 +841,9 @@ impl<'a> Finder<'a> {
         let src = self.src();
         let call = ast::unwrap_expr(value);
         let on_request = call.kind() == "call_expression"
-            && call.child_by_field_name("function").is_some_and(|f| match f.kind() {
+            && call.field("function").is_some_and(|f| match f.kind() {
                 "identifier" => text(f, src) == "onRequest",
-                "member_expression" => f.child_by_field_name("property").is_some_and(|p| text(p, src) == "onRequest"),
+                "member_expression" => f.field("property").is_some_and(|p| text(p, src) == "onRequest"),
                 _ => false,
             });
         if !on_request {
@@ -859,10 +860,10 @@ impl<'a> Finder<'a> {
 
     fn pair(&mut self, pair: Node) {
         let src = self.src();
-        match pair.child_by_field_name("key").map(|k| text(k, src)) {
+        match pair.field("key").map(|k| text(k, src)) {
             Some("queue") => {
                 // `export default { fetch: app.fetch, queue: async (batch, env) => {...} }`
-                let Some(value) = pair.child_by_field_name("value").map(ast::unwrap_expr) else { return };
+                let Some(value) = pair.field("value").map(ast::unwrap_expr) else { return };
                 let params = ast::parameter_names(value, src);
                 if ast::is_function(value) && self.exported_by_default(pair) && (1..=3).contains(&params.len()) {
                     let name = format!("cloudflare queue consumer ({})", short_path(&self.file.path.to_string_lossy()));
@@ -880,7 +881,7 @@ impl<'a> Finder<'a> {
     /// `@google-cloud/pubsub`. Its `handler` takes one message per call.
     fn pubsub_worker_object(&mut self, pair: Node) {
         let src = self.src();
-        let Some(subscription) = pair.child_by_field_name("value").and_then(|v| ast::string_value(v, src)) else {
+        let Some(subscription) = pair.field("value").and_then(|v| ast::string_value(v, src)) else {
             return;
         };
         let Some(object) = pair.parent().filter(|p| p.kind() == "object") else { return };
@@ -905,7 +906,7 @@ impl<'a> Finder<'a> {
         let Some(job) = ast::ancestors(call)
             .take_while(|a| !ast::is_function(*a))
             .find(|a| a.kind() == "variable_declarator")
-            .and_then(|d| d.child_by_field_name("name"))
+            .and_then(|d| d.field("name"))
             .filter(|n| n.kind() == "identifier")
             .map(|n| text(n, src))
         else {
@@ -916,7 +917,7 @@ impl<'a> Finder<'a> {
         let name = format!("worker loop ({})", short_path(&self.path.clone()));
         // the parameter the job is handed to: `await processor(token, job)`
         let processor = ast::calls_in(func, true).into_iter().find_map(|c| {
-            let callee = c.child_by_field_name("function").filter(|f| f.kind() == "identifier")?;
+            let callee = c.field("function").filter(|f| f.kind() == "identifier")?;
             let index = params.iter().position(|p| p == text(callee, src))?;
             let job_index = ast::arguments(c).iter().position(|a| text(*a, src) == job)?;
             Some((index, job_index))
@@ -925,15 +926,14 @@ impl<'a> Finder<'a> {
             return self.push(func, name, Framework::Bullmq, "");
         };
         let loop_name = func
-            .child_by_field_name("name")
-            .or_else(|| func.parent().filter(|p| p.kind() == "variable_declarator")?.child_by_field_name("name"))
+            .field("name")
+            .or_else(|| func.parent().filter(|p| p.kind() == "variable_declarator")?.field("name"))
             .map(|n| text(n, src).to_string());
         let Some(loop_name) = loop_name else { return };
         let mut processors = Vec::new();
         ast::walk(self.file.root(), &mut |n| {
             if n.kind() == "call_expression"
-                && n.child_by_field_name("function")
-                    .is_some_and(|f| f.kind() == "identifier" && text(f, src) == loop_name)
+                && n.field("function").is_some_and(|f| f.kind() == "identifier" && text(f, src) == loop_name)
                 && let Some(arg) = ast::arguments(n).get(index)
             {
                 processors.push(*arg);
@@ -975,12 +975,12 @@ impl<'a> Finder<'a> {
         if ast::object_property(object, "deliveryMethod", src).is_none() {
             return;
         }
-        let Some(callback) = pair.child_by_field_name("value") else { return };
+        let Some(callback) = pair.field("value") else { return };
         // the topic is the key the handler object is filed under: `ORDERS_CREATE: { ... }`
         let topic = object
             .parent()
             .filter(|p| p.kind() == "pair")
-            .and_then(|p| p.child_by_field_name("key"))
+            .and_then(|p| p.field("key"))
             .map(|k| ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()))
             .unwrap_or_default();
         self.push(callback, format!("shopify webhook {topic}"), Framework::ShopifyWebhook, "");
@@ -992,18 +992,16 @@ impl<'a> Finder<'a> {
         let root = self.file.root();
         for statement in ast::named_children(root) {
             match statement.kind() {
-                "function_declaration"
-                    if statement.child_by_field_name("name").is_some_and(|n| text(n, src) == local) =>
-                {
+                "function_declaration" if statement.field("name").is_some_and(|n| text(n, src) == local) => {
                     return self.lambda_candidate(statement, exported, path);
                 }
                 "lexical_declaration" | "variable_declaration" => {
                     for d in ast::named_children(statement).into_iter().filter(|c| c.kind() == "variable_declarator") {
-                        if d.child_by_field_name("name").is_none_or(|n| text(n, src) != local) {
+                        if d.field("name").is_none_or(|n| text(n, src) != local) {
                             continue;
                         }
-                        let Some(value) = d.child_by_field_name("value") else { return };
-                        let declared_type = d.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
+                        let Some(value) = d.field("value") else { return };
+                        let declared_type = d.field("type").map(|t| text(t, src)).unwrap_or("");
                         if declared_type.contains("SQSHandler") || declared_type.contains("Handler<SQSEvent") {
                             let name = format!("Lambda {exported} ({})", short_path(path));
                             return self.push(value, name, Framework::LambdaSqs, path);
@@ -1034,9 +1032,9 @@ impl<'a> Finder<'a> {
                 break;
             }
             match func
-                .child_by_field_name("function")
+                .field("function")
                 .filter(|f| f.kind() == "member_expression")
-                .and_then(|f| f.child_by_field_name("object"))
+                .and_then(|f| f.field("object"))
                 .filter(|o| o.kind() == "call_expression")
             {
                 Some(inner) => func = inner,
@@ -1059,8 +1057,8 @@ impl<'a> Finder<'a> {
         let src = self.src();
         for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
             for spec in ast::named_children(clause) {
-                let Some(imported) = spec.child_by_field_name("name") else { continue };
-                let exported = text(spec.child_by_field_name("alias").unwrap_or(imported), src);
+                let Some(imported) = spec.field("name") else { continue };
+                let exported = text(spec.field("alias").unwrap_or(imported), src);
                 let (name, framework) = match exported {
                     "default" if is_pages_api => {
                         (format!("default export ({})", short_path(path)), Framework::NextPagesApi)
@@ -1093,9 +1091,8 @@ impl<'a> Finder<'a> {
             "identifier" => {
                 let name = text(value, src);
                 let typed = ast::descendants_of_kind(self.file.root(), "variable_declarator").into_iter().any(|d| {
-                    d.child_by_field_name("name").is_some_and(|n| text(n, src) == name)
-                        && d.child_by_field_name("type")
-                            .is_some_and(|t| text(t, src).trim_start_matches(':').trim() == "Task")
+                    d.field("name").is_some_and(|n| text(n, src) == name)
+                        && d.field("type").is_some_and(|t| text(t, src).trim_start_matches(':').trim() == "Task")
                 });
                 (project::local_function(self.file, name).and_then(|d| self.file.node_at(d.span)), typed)
             }
@@ -1119,8 +1116,7 @@ impl<'a> Finder<'a> {
         let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
             return;
         };
-        let (Some(left), Some(right)) = (assign.child_by_field_name("left"), assign.child_by_field_name("right"))
-        else {
+        let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
             return;
         };
         let target = ast::member_path(left, src);
@@ -1399,16 +1395,14 @@ impl<'a> Finder<'a> {
     /// signed-in users.
     fn orpc_route(&mut self, call: Node, func: Node, file_path: &str) {
         let src = self.src();
-        let mut object = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object"));
+        let mut object = call.field("function").and_then(|f| f.field("object"));
         let mut route = None;
         while let Some(link) = object.filter(|o| o.kind() == "call_expression") {
-            let callee = link.child_by_field_name("function").filter(|f| f.kind() == "member_expression");
-            if route.is_none()
-                && callee.and_then(|c| c.child_by_field_name("property")).is_some_and(|p| text(p, src) == "route")
-            {
+            let callee = link.field("function").filter(|f| f.kind() == "member_expression");
+            if route.is_none() && callee.and_then(|c| c.field("property")).is_some_and(|p| text(p, src) == "route") {
                 route = ast::arguments(link).first().copied().filter(|a| a.kind() == "object");
             }
-            object = callee.and_then(|c| c.child_by_field_name("object"));
+            object = callee.and_then(|c| c.field("object"));
         }
         let Some(opts) = route else { return };
         let method = ast::object_property(opts, "method", src)
@@ -1512,10 +1506,10 @@ impl<'a> Finder<'a> {
 
     fn new_expr(&mut self, node: Node) {
         let src = self.src();
-        let Some(ctor) = node.child_by_field_name("constructor") else {
+        let Some(ctor) = node.field("constructor") else {
             return;
         };
-        let args = node.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+        let args = node.field("arguments").map(ast::named_children).unwrap_or_default();
         if text(ctor, src) == "Runner" {
             return self.job_runner(&args);
         }
@@ -1599,9 +1593,9 @@ impl<'a> Finder<'a> {
             ast::walk(self.file.root(), &mut |n| {
                 if found.is_none()
                     && n.kind() == "variable_declarator"
-                    && n.child_by_field_name("name").is_some_and(|x| text(x, src) == name)
+                    && n.field("name").is_some_and(|x| text(x, src) == name)
                 {
-                    found = n.child_by_field_name("value");
+                    found = n.field("value");
                 }
                 found.is_none()
             });
@@ -1628,7 +1622,7 @@ impl<'a> Finder<'a> {
     fn decorated_method(&mut self, method: Node) {
         let src = self.src();
         let decorators: Vec<String> = decorators_of(method).into_iter().map(|d| text(d, src).to_string()).collect();
-        let name = method.child_by_field_name("name").map(|n| text(n, src).to_string()).unwrap_or_default();
+        let name = method.field("name").map(|n| text(n, src).to_string()).unwrap_or_default();
         if name == "queue" && decorators.is_empty() {
             return self.cloudflare_queue(method);
         }
@@ -1666,8 +1660,7 @@ impl<'a> Finder<'a> {
             let overnight = req_res(method, src)
                 && project::imports(self.file).iter().any(|i| i.source.starts_with("@overnightjs/"));
             let (framework, hint) = if overnight {
-                let class_name =
-                    class.and_then(|c| c.child_by_field_name("name")).map(|n| text(n, src)).unwrap_or_default();
+                let class_name = class.and_then(|c| c.field("name")).map(|n| text(n, src)).unwrap_or_default();
                 (Framework::Express, format!("{controller} {post} {name} {class_name} {}", self.path))
             } else {
                 (Framework::Nest, format!("{controller} {post}"))
@@ -1765,7 +1758,7 @@ fn wrapped_function<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
     if value.kind() != "call_expression" {
         return None;
     }
-    let wrapper = value.child_by_field_name("function").map(|f| text(f, src)).unwrap_or("");
+    let wrapper = value.field("function").map(|f| text(f, src)).unwrap_or("");
     if user_auth(wrapper) || signed_in_wrapper(wrapper) {
         return None;
     }
@@ -1825,7 +1818,7 @@ fn checks_signed_in_user(func: Node, file: &Arc<SourceFile>) -> bool {
     };
     gate(text(func, src))
         || ast::calls_in(func, false).into_iter().any(|call| {
-            call.child_by_field_name("function")
+            call.field("function")
                 .filter(|f| f.kind() == "identifier")
                 .and_then(|f| project::local_function(file, text(f, src)))
                 .is_some_and(|def| def.node().is_some_and(|helper| gate(text(helper, src))))
@@ -1947,15 +1940,13 @@ pub(crate) fn decorators_of(node: Node) -> Vec<Node> {
 /// Whether a `.process(fn)` call's receiver is a builder chain (`pool.for(items).process(fn)`,
 /// `PromisePool.withConcurrency(2).process(fn)`), not a queue.
 fn built_by_chain(call: Node, src: &str) -> bool {
-    let Some(receiver) =
-        call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")).map(ast::unwrap_expr)
-    else {
+    let Some(receiver) = call.field("function").and_then(|f| f.field("object")).map(ast::unwrap_expr) else {
         return false;
     };
     receiver.kind() == "call_expression"
         && receiver
-            .child_by_field_name("function")
-            .and_then(|f| f.child_by_field_name("property"))
+            .field("function")
+            .and_then(|f| f.field("property"))
             .is_some_and(|p| matches!(text(p, src), "for" | "withConcurrency" | "withTaskTimeout" | "handleError"))
 }
 
@@ -2019,10 +2010,8 @@ fn chained_route(call: Node, src: &str) -> Option<String> {
     // `router.route(path).get(h).post(h)`: past the other methods of the chain
     let mut route_call = call;
     loop {
-        route_call = route_call
-            .child_by_field_name("function")
-            .and_then(|f| f.child_by_field_name("object"))
-            .filter(|o| o.kind() == "call_expression")?;
+        route_call =
+            route_call.field("function").and_then(|f| f.field("object")).filter(|o| o.kind() == "call_expression")?;
         match ast::callee_name(route_call, src).as_deref() {
             Some("route") => break,
             Some("get" | "post" | "put" | "patch" | "delete" | "all" | "head" | "options") => continue,
@@ -2037,11 +2026,11 @@ fn chained_route(call: Node, src: &str) -> Option<String> {
 
 /// The name a function is declared or bound under: `function make() {}`, `const make = () => {}`.
 fn bound_name(func: Node, src: &str) -> Option<String> {
-    if let Some(name) = func.child_by_field_name("name") {
+    if let Some(name) = func.field("name") {
         return Some(text(name, src).to_string());
     }
     let declarator = ast::parent(func).filter(|p| p.kind() == "variable_declarator")?;
-    let name = declarator.child_by_field_name("name").filter(|n| n.kind() == "identifier")?;
+    let name = declarator.field("name").filter(|n| n.kind() == "identifier")?;
     Some(text(name, src).to_string())
 }
 
@@ -2132,7 +2121,7 @@ fn convex_http_action<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
     let call = ast::unwrap_expr(value);
     (call.kind() == "call_expression")
         .then_some(())
-        .and_then(|_| call.child_by_field_name("function"))
+        .and_then(|_| call.field("function"))
         .filter(|f| f.kind() == "identifier" && text(*f, src) == "httpAction")?;
     ast::arguments(call).into_iter().find(|a| ast::is_function(*a))
 }

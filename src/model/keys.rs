@@ -4,6 +4,7 @@ use super::ast::{self, text};
 use super::handlers::{Framework, Handler};
 use super::providers::{EventKey, Provider};
 use crate::config::Config;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 /// The event key of a handler, or None where it cannot be determined (the fix then asks for a
@@ -151,8 +152,8 @@ pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String
     };
     ast::walk(func, &mut |n| {
         let (name, value) = match n.kind() {
-            "variable_declarator" => (n.child_by_field_name("name"), n.child_by_field_name("value")),
-            "assignment_expression" => (n.child_by_field_name("left"), n.child_by_field_name("right")),
+            "variable_declarator" => (n.field("name"), n.field("value")),
+            "assignment_expression" => (n.field("left"), n.field("right")),
             _ => return true,
         };
         let (Some(name), Some(value)) = (name, value) else {
@@ -214,7 +215,7 @@ fn loop_variable(func: Node, src: &str, collections: &[&str]) -> Option<String> 
             return false;
         }
         if n.kind() == "for_in_statement"
-            && let (Some(left), Some(right)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
+            && let (Some(left), Some(right)) = (n.field("left"), n.field("right"))
             && collections.iter().any(|c| text(right, src).ends_with(c))
         {
             let mut names = Vec::new();
@@ -224,9 +225,9 @@ fn loop_variable(func: Node, src: &str, collections: &[&str]) -> Option<String> 
             }
         }
         if n.kind() == "call_expression"
-            && let Some(f) = n.child_by_field_name("function")
+            && let Some(f) = n.field("function")
             && f.kind() == "member_expression"
-            && f.child_by_field_name("object").is_some_and(|o| collections.iter().any(|c| text(o, src).ends_with(c)))
+            && f.field("object").is_some_and(|o| collections.iter().any(|c| text(o, src).ends_with(c)))
             && let Some(cb) = ast::arguments(n).into_iter().find(|a| ast::is_function(*a))
             && let Some(p) = ast::parameter(cb, 0).filter(|p| p.kind() == "identifier")
         {
@@ -234,10 +235,10 @@ fn loop_variable(func: Node, src: &str, collections: &[&str]) -> Option<String> 
         }
         // `const records = event.Records || []; ... const record = records[i]`
         if n.kind() == "variable_declarator"
-            && let (Some(name), Some(value)) = (n.child_by_field_name("name"), n.child_by_field_name("value"))
+            && let (Some(name), Some(value)) = (n.field("name"), n.field("value"))
             && name.kind() == "identifier"
             && value.kind() == "subscript_expression"
-            && let Some(obj) = value.child_by_field_name("object")
+            && let Some(obj) = value.field("object")
             && (collections.iter().any(|c| text(obj, src).ends_with(c))
                 || obj.kind() == "identifier" && {
                     let decl = format!("{} = ", text(obj, src));
@@ -256,7 +257,7 @@ fn loop_variable(func: Node, src: &str, collections: &[&str]) -> Option<String> 
 
 /// NestJS: `@Headers('x-github-delivery') id` → `id`; `@Headers() headers` → `headers['…']`.
 fn nest_header_param(func: Node, src: &str, header: &str) -> Option<String> {
-    let params = func.child_by_field_name("parameters")?;
+    let params = func.field("parameters")?;
     for param in ast::named_children(params) {
         let Some(decorator) = ast::named_children(param).into_iter().find(|c| c.kind() == "decorator") else {
             continue;
@@ -265,7 +266,7 @@ fn nest_header_param(func: Node, src: &str, header: &str) -> Option<String> {
         if ast::callee_path(call, src) != ["Headers"] {
             continue;
         }
-        let name = param.child_by_field_name("pattern").map(|p| text(p, src).to_string())?;
+        let name = param.field("pattern").map(|p| text(p, src).to_string())?;
         match ast::arguments(call).first().and_then(|a| ast::string_value(*a, src)) {
             Some(h) if h.eq_ignore_ascii_case(header) => return Some(name),
             Some(_) => continue,
@@ -285,7 +286,7 @@ fn shopify_webhook_id(func: Node, src: &str) -> Option<String> {
     ast::walk(func, &mut |n| {
         if found.is_none()
             && n.kind() == "variable_declarator"
-            && let (Some(name), Some(value)) = (n.child_by_field_name("name"), n.child_by_field_name("value"))
+            && let (Some(name), Some(value)) = (n.field("name"), n.field("value"))
             && name.kind() == "identifier"
             && text(value, src).contains("authenticate.webhook(")
         {
@@ -302,7 +303,7 @@ fn destructured_field(func: Node, src: &str, marker: &str, field: &str) -> Optio
     ast::walk(func, &mut |n| {
         if found.is_none()
             && n.kind() == "variable_declarator"
-            && let (Some(name), Some(value)) = (n.child_by_field_name("name"), n.child_by_field_name("value"))
+            && let (Some(name), Some(value)) = (n.field("name"), n.field("value"))
             && name.kind() == "object_pattern"
             && text(value, src).contains(marker)
         {
@@ -311,16 +312,14 @@ fn destructured_field(func: Node, src: &str, marker: &str, field: &str) -> Optio
                     "shorthand_property_identifier_pattern" if text(prop, src) == field => {
                         found = Some(field.to_string());
                     }
-                    "object_assignment_pattern"
-                        if prop.child_by_field_name("left").is_some_and(|l| text(l, src) == field) =>
-                    {
+                    "object_assignment_pattern" if prop.field("left").is_some_and(|l| text(l, src) == field) => {
                         found = Some(field.to_string());
                     }
                     "pair_pattern"
-                        if prop.child_by_field_name("key").is_some_and(|k| text(k, src) == field)
-                            && prop.child_by_field_name("value").is_some_and(|v| v.kind() == "identifier") =>
+                        if prop.field("key").is_some_and(|k| text(k, src) == field)
+                            && prop.field("value").is_some_and(|v| v.kind() == "identifier") =>
                     {
-                        found = prop.child_by_field_name("value").map(|v| text(v, src).to_string());
+                        found = prop.field("value").map(|v| text(v, src).to_string());
                     }
                     _ => {}
                 }
@@ -334,13 +333,13 @@ fn destructured_field(func: Node, src: &str, marker: &str, field: &str) -> Optio
 /// `const svixId = headerPayload.get("svix-id")` declared directly in the handler's body →
 /// `svixId` (the name the handler already has; a declaration in a nested block is out of scope).
 fn header_variable(func: Node, src: &str, header: &str) -> Option<String> {
-    let body = func.child_by_field_name("body").filter(|b| b.kind() == "statement_block")?;
+    let body = func.field("body").filter(|b| b.kind() == "statement_block")?;
     for stmt in ast::named_children(body) {
         if !matches!(stmt.kind(), "lexical_declaration" | "variable_declaration") {
             continue;
         }
         for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
-            let (Some(name), Some(value)) = (d.child_by_field_name("name"), d.child_by_field_name("value")) else {
+            let (Some(name), Some(value)) = (d.field("name"), d.field("value")) else {
                 continue;
             };
             let value = ast::unwrap_expr(value);
@@ -357,7 +356,7 @@ fn header_variable(func: Node, src: &str, header: &str) -> Option<String> {
                             .is_some_and(|h| h.eq_ignore_ascii_case(header))
                 }
                 "subscript_expression" => value
-                    .child_by_field_name("index")
+                    .field("index")
                     .and_then(|i| ast::string_value(i, src))
                     .is_some_and(|h| h.eq_ignore_ascii_case(header)),
                 _ => false,
@@ -380,10 +379,10 @@ fn kept_by_handler(body: Node, name: &str, src: &str) -> bool {
         }
         if n.kind() == "identifier" && text(n, src) == name {
             kept = ast::ancestors(n).take_while(|a| *a != body).any(|a| match a.kind() {
-                "if_statement" => a.child_by_field_name("condition").is_some_and(|c| ast::contains(c, n)),
-                "call_expression" => a
-                    .child_by_field_name("function")
-                    .is_some_and(|f| text(f, src).to_ascii_lowercase().contains("verify")),
+                "if_statement" => a.field("condition").is_some_and(|c| ast::contains(c, n)),
+                "call_expression" => {
+                    a.field("function").is_some_and(|f| text(f, src).to_ascii_lowercase().contains("verify"))
+                }
                 _ => false,
             });
         }

@@ -6,11 +6,12 @@
 use super::ast::{self, text};
 use super::effects;
 use super::guards;
-use super::providers::EventKey;
+use super::providers::{EventKey, Provider};
 use super::reach::{self, Scope};
 use super::unique_writes;
 use crate::project::Project;
 use crate::source::{SourceFile, Span};
+use crate::syntax::ast::Fields as _;
 use std::collections::HashSet;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -229,10 +230,7 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     let mut model = path[path.len() - 2].trim_end_matches("()").to_string();
     if path[path.len() - 2].ends_with("()") {
         // Knex: knex("processed_events").insert(...) names the table in the inner call.
-        let inner = call
-            .child_by_field_name("function")
-            .and_then(|f| f.child_by_field_name("object"))
-            .filter(|o| o.kind() == "call_expression");
+        let inner = call.field("function").and_then(|f| f.field("object")).filter(|o| o.kind() == "call_expression");
         if let Some(table) = inner.and_then(|i| ast::arguments(i).first().and_then(|a| ast::string_value(*a, src))) {
             model = table;
         }
@@ -310,7 +308,7 @@ fn supabase_chain<'t>(
     // The `from("table")` call inside the chain.
     let mut inner = call;
     let table = loop {
-        let object = inner.child_by_field_name("function").and_then(|f| f.child_by_field_name("object"))?;
+        let object = inner.field("function").and_then(|f| f.field("object"))?;
         let object = ast::unwrap_expr(object);
         if object.kind() != "call_expression" {
             return None;
@@ -359,7 +357,7 @@ fn is_marker_table(name: &str, call: Node, src: &str, func: Node, key: Option<&E
 fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
     let caught = ast::ancestors(call).take_while(|a| !ast::is_function(*a)).any(|a| {
         a.kind() == "try_statement"
-            && a.child_by_field_name("handler").is_some_and(|h| {
+            && a.field("handler").is_some_and(|h| {
                 let t = text(h, src);
                 ["P2002", "23505", "11000", "unique", "Unique", "duplicate", "Duplicate", "ER_DUP"]
                     .iter()
@@ -406,10 +404,8 @@ fn enclosing_catches(call: Node, callbacks: usize) -> impl Iterator<Item = Node>
             }
             true
         })
-        .filter(move |a| {
-            a.kind() == "try_statement" && a.child_by_field_name("body").is_some_and(|b| ast::contains(b, call))
-        })
-        .filter_map(|t| t.child_by_field_name("handler"))
+        .filter(move |a| a.kind() == "try_statement" && a.field("body").is_some_and(|b| ast::contains(b, call)))
+        .filter_map(|t| t.field("handler"))
 }
 
 /// A claim on one of the handler's own business rows (an order, a purchase) rather than on a
@@ -433,8 +429,8 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
             .filter(|n| n.kind() == "if_statement")
             .chain(ast::descendants_of_kind(n, "if_statement"));
         ifs.into_iter().any(|i| {
-            i.child_by_field_name("condition").is_some_and(|c| violation.is_match(text(c, src)))
-                && i.child_by_field_name("consequence").is_some_and(|b| {
+            i.field("condition").is_some_and(|c| violation.is_match(text(c, src)))
+                && i.field("consequence").is_some_and(|b| {
                     (matches!(b.kind(), "return_statement" | "continue_statement")
                         || !ast::descendants_of_kind(b, "return_statement").is_empty()
                         || !ast::descendants_of_kind(b, "continue_statement").is_empty())
@@ -533,6 +529,44 @@ pub struct FunctionSteps<'t> {
 }
 
 pub fn steps<'t>(
+    project: &Project,
+    file: &'t Arc<SourceFile>,
+    func: Node<'t>,
+    key: Option<&EventKey>,
+) -> FunctionSteps<'t> {
+    // Three questions about every scope of a handler (hand-written dedupe, its patterns,
+    // whether a replay stops) read the same steps: they are found once per analysis and
+    // remembered with the function's tree.
+    #[derive(Hash, PartialEq, Eq)]
+    struct StepsOf {
+        at: u32,
+        src: (usize, usize),
+        key: Option<(Provider, String)>,
+        wrappers: u64,
+    }
+    let src: &'t str = &file.text;
+    let Some(index) = crate::syntax::node_index::existing(func) else { return steps_once(project, file, func, key) };
+    let Some(at) = index.position_of(func) else { return steps_once(project, file, func, key) };
+    let asked = StepsOf {
+        at,
+        src: (src.as_ptr() as usize, src.len()),
+        key: key.map(|k| (k.provider, k.template.clone())),
+        wrappers: effects::wrappers_generation(),
+    };
+    if let Some(known) = index.recall::<StepsOf, Vec<(Step, u32, bool)>>(&asked) {
+        let steps = known.into_iter().map(|(step, call, lease)| (step, index.node_at(call, func), lease)).collect();
+        return FunctionSteps { steps };
+    }
+    let found = steps_once(project, file, func, key);
+    let positions: Option<Vec<(Step, u32, bool)>> =
+        found.steps.iter().map(|(step, call, lease)| Some((*step, index.position_of(*call)?, *lease))).collect();
+    if let Some(positions) = positions {
+        index.remember(asked, positions);
+    }
+    found
+}
+
+fn steps_once<'t>(
     project: &Project,
     file: &'t Arc<SourceFile>,
     func: Node<'t>,
@@ -746,10 +780,10 @@ fn records_unfinished(marker: Node, src: &str) -> bool {
 fn skip_decision<'t>(check: Node<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
     let declarator = ast::ancestors(check).take_while(|a| *a != func).find(|a| a.kind() == "variable_declarator")?;
     let mut names = Vec::new();
-    ast::bound_names(declarator.child_by_field_name("name")?, src, &mut names);
+    ast::bound_names(declarator.field("name")?, src, &mut names);
     ast::descendants_of_kind(func, "if_statement").into_iter().find(|i| {
         i.start_byte() > declarator.end_byte()
-            && i.child_by_field_name("condition").is_some_and(|c| {
+            && i.field("condition").is_some_and(|c| {
                 ast::descendants_of_kind(c, "identifier").iter().any(|id| names.iter().any(|n| n == text(*id, src)))
             })
     })
@@ -913,14 +947,12 @@ fn upserted_then_first_time_work<'t>(
             if stmt.start_byte() < upsert.end_byte() {
                 continue;
             }
-            let (Some(cond), Some(cons)) =
-                (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
-            else {
+            let (Some(cond), Some(cons)) = (stmt.field("condition"), stmt.field("consequence")) else {
                 continue;
             };
             let cond = ast::unwrap_expr(cond);
             let negated = (cond.kind() == "unary_expression" && cond.child(0).is_some_and(|o| text(o, src) == "!"))
-                .then(|| cond.child_by_field_name("argument"))
+                .then(|| cond.field("argument"))
                 .flatten()
                 .filter(|a| a.kind() == "identifier");
             let Some(subject) = negated else { continue };
@@ -998,8 +1030,8 @@ fn existence_checked_insert<'t>(
     let ifs = ast::descendants_of_kind(func, "if_statement");
     for (insert, table, row_insert) in &inserts {
         for stmt in ifs.iter().filter(|i| i.start_byte() < insert.start_byte()) {
-            let Some(cond) = stmt.child_by_field_name("condition") else { continue };
-            let Some(cons) = stmt.child_by_field_name("consequence") else { continue };
+            let Some(cond) = stmt.field("condition") else { continue };
+            let Some(cons) = stmt.field("consequence") else { continue };
             let around = ast::contains(cons, *insert);
             let leaves = !around && stmt.end_byte() < insert.start_byte() && exits(cons);
             if !around && !leaves {
@@ -1094,8 +1126,8 @@ fn looks_up_a_fixed_row(lookup: Node, src: &str) -> bool {
         {
             filters.extend(args);
         }
-        let callee = c.child_by_field_name("function");
-        cur = callee.filter(|f| f.kind() == "member_expression").and_then(|f| f.child_by_field_name("object"));
+        let callee = c.field("function");
+        cur = callee.filter(|f| f.kind() == "member_expression").and_then(|f| f.field("object"));
     }
     filters.into_iter().map(ast::unwrap_expr).all(|arg| {
         let filter = if arg.kind() == "object" { ast::object_property(arg, "where", src) } else { None };
@@ -1106,7 +1138,7 @@ fn looks_up_a_fixed_row(lookup: Node, src: &str) -> bool {
 /// Whether every value in an object (nested objects included) is a literal.
 fn only_constants(object: Node) -> bool {
     ast::named_children(object).into_iter().all(|pair| match pair.kind() {
-        "pair" => pair.child_by_field_name("value").map(ast::unwrap_expr).is_some_and(|v| match v.kind() {
+        "pair" => pair.field("value").map(ast::unwrap_expr).is_some_and(|v| match v.kind() {
             "string" | "number" | "true" | "false" | "null" => true,
             "object" => only_constants(v),
             _ => false,
@@ -1167,11 +1199,10 @@ fn status_tests<'t>(func: Node<'t>, src: &str) -> Vec<StatusTest<'t>> {
     };
     let mut out = Vec::new();
     for stmt in ast::descendants_of_kind(func, "if_statement") {
-        let (Some(cond), Some(cons)) = (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
-        else {
+        let (Some(cond), Some(cons)) = (stmt.field("condition"), stmt.field("consequence")) else {
             continue;
         };
-        if !exits(cons) || stmt.child_by_field_name("alternative").is_some() {
+        if !exits(cons) || stmt.field("alternative").is_some() {
             continue;
         }
         let Some(caps) = field_test.captures(text(cond, src)) else { continue };
@@ -1205,7 +1236,7 @@ fn is_status_field(field: &str) -> bool {
 fn status_write(write: Node, field: &str, src: &str) -> Option<(String, bool)> {
     let in_where = |n: Node| {
         ast::ancestors(n).take_while(|a| a.id() != write.id()).any(|a| {
-            (a.kind() == "pair" && a.child_by_field_name("key").is_some_and(|k| text(k, src) == "where"))
+            (a.kind() == "pair" && a.field("key").is_some_and(|k| text(k, src) == "where"))
                 || (a.kind() == "arguments"
                     && ast::parent(a).is_some_and(|c| ast::callee_name(c, src).as_deref() == Some("where")))
         })
@@ -1213,13 +1244,13 @@ fn status_write(write: Node, field: &str, src: &str) -> Option<(String, bool)> {
     let mut value = None;
     let mut cas = false;
     for pair in ast::descendants_of_kind(write, "pair") {
-        let Some(key) = pair.child_by_field_name("key") else { continue };
+        let Some(key) = pair.field("key") else { continue };
         let name = text(key, src).trim_matches(['"', '\'']);
         if name == field {
             if in_where(pair) {
                 cas = true;
             } else if value.is_none() {
-                value = pair.child_by_field_name("value").map(|v| text(v, src).to_string());
+                value = pair.field("value").map(|v| text(v, src).to_string());
             }
         }
     }
@@ -1234,7 +1265,7 @@ fn status_write(write: Node, field: &str, src: &str) -> Option<(String, bool)> {
     }
     cas |= ast::descendants_of_kind(write, "member_expression")
         .into_iter()
-        .any(|m| m.child_by_field_name("property").is_some_and(|p| text(p, src) == field) && in_where(m));
+        .any(|m| m.field("property").is_some_and(|p| text(p, src) == field) && in_where(m));
     value.map(|v| (v, cas))
 }
 
@@ -1346,14 +1377,14 @@ fn is_row_lookup(call: Node, src: &str) -> bool {
 pub fn table_of(call: Node, src: &str) -> Option<String> {
     let mut cur = Some(call);
     while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
-        let callee = c.child_by_field_name("function")?;
+        let callee = c.field("function")?;
         let name = ast::callee_name(c, src).unwrap_or_default();
         if matches!(name.as_str(), "from" | "insert" | "into" | "table" | "insertInto" | "insertOnUpdate")
             && let Some(arg) = ast::arguments(c).first()
         {
             return Some(ast::string_value(*arg, src).unwrap_or_else(|| text(*arg, src).to_string()));
         }
-        cur = (callee.kind() == "member_expression").then(|| callee.child_by_field_name("object")).flatten();
+        cur = (callee.kind() == "member_expression").then(|| callee.field("object")).flatten();
     }
     let path = ast::callee_path(call, src);
     (path.len() >= 3 && path.iter().all(|p| !p.ends_with("()")))
@@ -1418,7 +1449,7 @@ pub fn skipped_when_marked(call: Node, func: Node, src: &str) -> bool {
         })
     };
     ast::guard_clauses_before(call, func).into_iter().any(|clause| {
-        clause.child_by_field_name("condition").is_some_and(|cond| marker_tested(cond).iter().any(|c| written_after(c)))
+        clause.field("condition").is_some_and(|cond| marker_tested(cond).iter().any(|c| written_after(c)))
     })
 }
 
@@ -1440,10 +1471,9 @@ fn marker_constant(node: Node, src: &str) -> Option<String> {
     let screaming =
         |s: &str| s.len() >= 3 && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
     match node.kind() {
-        "member_expression" => node
-            .child_by_field_name("property")
-            .filter(|p| screaming(text(*p, src)))
-            .map(|_| text(node, src).to_string()),
+        "member_expression" => {
+            node.field("property").filter(|p| screaming(text(*p, src))).map(|_| text(node, src).to_string())
+        }
         "identifier"
             if screaming(text(node, src)) && ast::parent(node).is_none_or(|p| p.kind() != "member_expression") =>
         {

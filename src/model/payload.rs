@@ -11,6 +11,7 @@
 use super::ast::{self, text};
 use super::dedupe_keys;
 use super::effects::{self, Effect, EffectKind, Sdk};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 /// A value in an effect's payload that is new on every attempt.
@@ -142,7 +143,7 @@ fn find_in<'t>(
 /// The object a member chain starts from: `order` in `order.items[0].name`.
 fn chain_root(mut n: Node) -> Node {
     while matches!(n.kind(), "member_expression" | "subscript_expression" | "non_null_expression") {
-        match n.child_by_field_name("object").or_else(|| n.named_child(0)) {
+        match n.field("object").or_else(|| n.named_child(0)) {
             Some(o) => n = ast::unwrap_expr(o),
             None => break,
         }
@@ -156,7 +157,7 @@ fn chain_prefix<'t>(mut n: Node<'t>, field: &str, src: &str) -> Option<Node<'t>>
         if ast::member_path(n, src).last().is_some_and(|l| l == field) {
             return Some(n);
         }
-        n = ast::unwrap_expr(n.child_by_field_name("object")?);
+        n = ast::unwrap_expr(n.field("object")?);
     }
     None
 }
@@ -235,8 +236,8 @@ fn inserted_row<'t>(init: Node<'t>, src: &str) -> Option<Row<'t>> {
                 .into_iter()
                 .filter(|p| p.kind() == "pair")
                 .filter_map(|p| {
-                    let key = p.child_by_field_name("key")?;
-                    let column = ast::member_path(p.child_by_field_name("value")?, src).pop()?;
+                    let key = p.field("key")?;
+                    let column = ast::member_path(p.field("value")?, src).pop()?;
                     Some((ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string()), column))
                 })
                 .collect()
@@ -292,14 +293,14 @@ fn chain_call<'t>(call: Node<'t>, names: &[&str], src: &str) -> Option<Node<'t>>
     let mut cur = call;
     loop {
         if cur.kind() == "call_expression" {
-            let function = cur.child_by_field_name("function")?;
-            let name = function.child_by_field_name("property").map(|p| text(p, src));
+            let function = cur.field("function")?;
+            let name = function.field("property").map(|p| text(p, src));
             if name.is_some_and(|n| names.contains(&n)) {
                 return Some(cur);
             }
-            cur = function.child_by_field_name("object").map(ast::unwrap_expr)?;
+            cur = function.field("object").map(ast::unwrap_expr)?;
         } else if cur.kind() == "member_expression" {
-            cur = cur.child_by_field_name("object").map(ast::unwrap_expr)?;
+            cur = cur.field("object").map(ast::unwrap_expr)?;
         } else {
             return None;
         }
@@ -317,9 +318,9 @@ fn object_fields<'t>(object: Node<'t>, src: &str) -> Option<Vec<(String, Node<'t
     for child in ast::named_children(object) {
         match child.kind() {
             "pair" => {
-                let key = child.child_by_field_name("key")?;
+                let key = child.field("key")?;
                 let name = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
-                out.push((name, child.child_by_field_name("value")?));
+                out.push((name, child.field("value")?));
             }
             "shorthand_property_identifier" => out.push((text(child, src).to_string(), child)),
             "comment" => {}

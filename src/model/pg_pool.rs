@@ -4,6 +4,7 @@
 use super::ast::{self, text};
 use crate::project::{self, Project};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -25,7 +26,7 @@ pub fn receiver_kind(project: &Project, file: &Arc<SourceFile>, receiver: Node) 
         "identifier" => identifier_kind(project, file, receiver, text(receiver, src), 0),
         "member_expression" => {
             // this.pool / deps.db.pool: only the name is known.
-            let name = receiver.child_by_field_name("property").map(|p| text(p, src)).unwrap_or("");
+            let name = receiver.field("property").map(|p| text(p, src)).unwrap_or("");
             by_name(name)
         }
         _ => Receiver::Unknown,
@@ -48,7 +49,7 @@ fn init_kind(init: Node, src: &str) -> Receiver {
     let init = ast::unwrap_expr(init);
     match init.kind() {
         "new_expression" => {
-            let ctor = init.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
+            let ctor = init.field("constructor").map(|c| text(c, src)).unwrap_or("");
             if ctor == "Pool" || ctor.ends_with(".Pool") {
                 Receiver::Pool
             } else if ctor == "Client" || ctor.ends_with(".Client") {
@@ -105,7 +106,7 @@ fn exported_kind(project: &Project, file: &Arc<SourceFile>, name: &str, depth: u
     let src = &file.text;
     for stmt in ast::named_children(file.root()) {
         if stmt.kind() == "export_statement" && name == "default" {
-            if let Some(value) = stmt.child_by_field_name("value") {
+            if let Some(value) = stmt.field("value") {
                 let value = ast::unwrap_expr(value);
                 return if value.kind() == "identifier" {
                     identifier_kind(project, file, value, text(value, src), depth)
@@ -117,7 +118,7 @@ fn exported_kind(project: &Project, file: &Arc<SourceFile>, name: &str, depth: u
         // module.exports = { pool } / module.exports.pool = pool / exports.pool = new Pool()
         if stmt.kind() == "expression_statement"
             && let Some(assign) = stmt.named_child(0).filter(|n| n.kind() == "assignment_expression")
-            && let (Some(left), Some(right)) = (assign.child_by_field_name("left"), assign.child_by_field_name("right"))
+            && let (Some(left), Some(right)) = (assign.field("left"), assign.field("right"))
         {
             let path = ast::member_path(left, src);
             let is_exports =
@@ -190,11 +191,11 @@ pub fn wraps_pool(project: &Project, file: &Arc<SourceFile>, func: Node, depth: 
     let src = &file.text;
     depth < 4
         && ast::calls_in(func, true).into_iter().any(|c| {
-            let Some(f) = c.child_by_field_name("function").filter(|f| f.kind() == "member_expression") else {
+            let Some(f) = c.field("function").filter(|f| f.kind() == "member_expression") else {
                 return false;
             };
-            f.child_by_field_name("property").is_some_and(|p| text(p, src) == "query")
-                && f.child_by_field_name("object").is_some_and(|o| {
+            f.field("property").is_some_and(|p| text(p, src) == "query")
+                && f.field("object").is_some_and(|o| {
                     o.kind() == "identifier"
                         && identifier_kind(project, file, o, text(o, src), depth + 1) == Receiver::Pool
                 })

@@ -6,6 +6,7 @@ use super::ast::{self, text};
 use super::handlers::{Framework, Handler};
 use super::reach::Scope;
 use crate::project::Project;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 /// A BullMQ (or Bull) handler whose failed jobs are never retried: its file builds its queue,
@@ -60,11 +61,11 @@ pub fn scopes_run_once(
 fn dispatched_job_name(call: Node, src: &str) -> Option<String> {
     let case = ast::ancestors(call).take_while(|a| !ast::is_function(*a)).find(|a| ast::kind(*a) == "switch_case")?;
     let switch = ast::parent(case).and_then(ast::parent).filter(|s| ast::kind(*s) == "switch_statement")?;
-    let on = switch.child_by_field_name("value")?;
+    let on = switch.field("value")?;
     if !crate::regex!(r"\.name\b|^\(?\s*name\s*\)?$").is_match(text(on, src)) {
         return None;
     }
-    let value = case.child_by_field_name("value")?;
+    let value = case.field("value")?;
     matches!(ast::kind(value), "identifier" | "member_expression" | "string").then(|| text(value, src).to_string())
 }
 
@@ -129,7 +130,7 @@ fn queue_exported(file: &crate::source::SourceFile) -> bool {
         .into_iter()
         .filter_map(|n| {
             let declarator = ast::ancestors(n).find(|a| ast::kind(*a) == "variable_declarator")?;
-            let name = declarator.child_by_field_name("name")?;
+            let name = declarator.field("name")?;
             if ast::ancestors(declarator).any(|a| ast::kind(a) == "export_statement") {
                 return Some("");
             }
@@ -143,7 +144,7 @@ fn queue_exported(file: &crate::source::SourceFile) -> bool {
         match ast::kind(value) {
             "identifier" => text(value, src) == name,
             "object" | "export_clause" => ast::named_children(value).into_iter().any(|p| {
-                let shown = p.child_by_field_name("value").or_else(|| p.child_by_field_name("name")).unwrap_or(p);
+                let shown = p.field("value").or_else(|| p.field("name")).unwrap_or(p);
                 text(shown, src) == name
             }),
             _ => false,
@@ -152,10 +153,10 @@ fn queue_exported(file: &crate::source::SourceFile) -> bool {
     let exported = |name: &str| {
         ast::descendants_of_kind(file.root(), "export_statement").into_iter().any(|e| {
             ast::named_children(e).into_iter().any(|c| exports_name(c, name))
-                || e.child_by_field_name("value").is_some_and(|v| exports_name(v, name))
+                || e.field("value").is_some_and(|v| exports_name(v, name))
         }) || ast::descendants_of_kind(file.root(), "assignment_expression").into_iter().any(|a| {
-            a.child_by_field_name("left").is_some_and(|l| text(l, src).contains("exports"))
-                && a.child_by_field_name("right").is_some_and(|r| exports_name(r, name))
+            a.field("left").is_some_and(|l| text(l, src).contains("exports"))
+                && a.field("right").is_some_and(|r| exports_name(r, name))
         })
     };
     names.iter().any(|name| name.is_empty() || exported(name))
@@ -177,7 +178,7 @@ fn queues_built(file: &crate::source::SourceFile) -> Vec<Node<'_>> {
     let src = &file.text;
     ast::descendants_of_kind(file.root(), "new_expression")
         .into_iter()
-        .filter(|n| n.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Queue" | "Bull")))
+        .filter(|n| n.field("constructor").is_some_and(|c| matches!(text(c, src), "Queue" | "Bull")))
         .collect()
 }
 
@@ -211,7 +212,7 @@ fn registered_with_one_attempt(project: &Project, handler: &Handler) -> bool {
 fn registrations<'t>(call: Node<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>)> {
     let args: Vec<Node> = ast::arguments(call).into_iter().map(ast::unwrap_expr).collect();
     if ast::kind(call) == "new_expression" {
-        let ctor = call.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
+        let ctor = call.field("constructor").map(|c| text(c, src)).unwrap_or("");
         return match (ctor, args.as_slice()) {
             ("Queue", [name, options, ..]) if ast::kind(options) == "object" => vec![(*name, *options)],
             _ => Vec::new(),
@@ -230,7 +231,7 @@ fn registrations<'t>(call: Node<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>)> {
 /// `@Processor({ name })`, or `new Worker(name, fn)` around it.
 fn queue_name(func: Node, src: &str) -> Option<String> {
     let written = ast::ancestors(func).find_map(|a| match ast::kind(a) {
-        "new_expression" if a.child_by_field_name("constructor").is_some_and(|c| text(c, src) == "Worker") => {
+        "new_expression" if a.field("constructor").is_some_and(|c| text(c, src) == "Worker") => {
             ast::arguments(a).first().copied()
         }
         "class_declaration" | "class" => super::handlers::decorators_of(a).into_iter().find_map(|d| {

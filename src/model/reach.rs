@@ -12,6 +12,7 @@ use super::handlers::Handler;
 use super::providers::EventKey;
 use crate::project::{self, ClassDef, FunctionDef, Project};
 use crate::source::{SourceFile, Span};
+use crate::syntax::ast::Fields as _;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -131,15 +132,13 @@ fn enclosing_scope_function(file: &Arc<SourceFile>, call: Node, name: &str) -> O
             .filter(|f| ast::is_function(*f));
         // `async function onMessage(...) {}` declared in the scope's own body (hoisted)
         bound.or_else(|| {
-            let body = scope.child_by_field_name("body")?;
+            let body = scope.field("body")?;
             let mut declared = None;
             ast::walk(body, &mut |n| {
                 if declared.is_some() {
                     return false;
                 }
-                if ast::kind(n) == "function_declaration"
-                    && n.child_by_field_name("name").is_some_and(|x| text(x, src) == name)
-                {
+                if ast::kind(n) == "function_declaration" && n.field("name").is_some_and(|x| text(x, src) == name) {
                     declared = Some(n);
                 }
                 !ast::is_function(n)
@@ -200,10 +199,10 @@ fn method_in(
     depth: usize,
 ) -> Option<FunctionDef> {
     let src = &file.text;
-    let body = class.child_by_field_name("body")?;
-    let found = ast::named_children(body).into_iter().find(|m| {
-        ast::kind(m) == "method_definition" && m.child_by_field_name("name").is_some_and(|n| text(n, src) == method)
-    });
+    let body = class.field("body")?;
+    let found = ast::named_children(body)
+        .into_iter()
+        .find(|m| ast::kind(m) == "method_definition" && m.field("name").is_some_and(|n| text(n, src) == method));
     if let Some(m) = found {
         return Some(FunctionDef { file: file.clone(), span: Span::of(m), name: shown.to_string() });
     }
@@ -215,7 +214,7 @@ fn method_in(
         .filter(|c| ast::kind(c) == "class_heritage")
         .flat_map(ast::named_children)
         .filter(|c| ast::kind(c) == "extends_clause")
-        .find_map(|e| e.child_by_field_name("value"))
+        .find_map(|e| e.field("value"))
         .filter(|v| ast::kind(v) == "identifier")?;
     let base = class_named(project, file, text(base, src))?;
     let node = base.node()?;
@@ -227,26 +226,24 @@ fn method_in(
 /// the constructor.
 fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<String> {
     let src = &file.text;
-    let body = class.child_by_field_name("body")?;
+    let body = class.field("body")?;
     for member in ast::named_children(body) {
         match ast::kind(member) {
-            "public_field_definition" if member.child_by_field_name("name").is_some_and(|n| text(n, src) == field) => {
-                if let Some(name) = member.child_by_field_name("type").and_then(|t| type_name(t, src)) {
+            "public_field_definition" if member.field("name").is_some_and(|n| text(n, src) == field) => {
+                if let Some(name) = member.field("type").and_then(|t| type_name(t, src)) {
                     return Some(name);
                 }
-                if let Some(name) = member.child_by_field_name("value").and_then(|v| constructed_class(v, src)) {
+                if let Some(name) = member.field("value").and_then(|v| constructed_class(v, src)) {
                     return Some(name);
                 }
             }
-            "method_definition"
-                if member.child_by_field_name("name").is_some_and(|n| text(n, src) == "constructor") =>
-            {
-                let params = member.child_by_field_name("parameters").map(ast::named_children).unwrap_or_default();
+            "method_definition" if member.field("name").is_some_and(|n| text(n, src) == "constructor") => {
+                let params = member.field("parameters").map(ast::named_children).unwrap_or_default();
                 let param_type = |name: &str| {
                     params.iter().find_map(|p| {
-                        let pattern = p.child_by_field_name("pattern")?;
+                        let pattern = p.field("pattern")?;
                         (ast::kind(pattern) == "identifier" && text(pattern, src) == name)
-                            .then(|| p.child_by_field_name("type").and_then(|t| type_name(t, src)))
+                            .then(|| p.field("type").and_then(|t| type_name(t, src)))
                             .flatten()
                     })
                 };
@@ -257,18 +254,15 @@ fn field_class(file: &Arc<SourceFile>, class: Node, field: &str) -> Option<Strin
                 };
                 if params.iter().any(|p| {
                     is_property(p)
-                        && p.child_by_field_name("pattern")
-                            .is_some_and(|n| ast::kind(n) == "identifier" && text(n, src) == field)
+                        && p.field("pattern").is_some_and(|n| ast::kind(n) == "identifier" && text(n, src) == field)
                 }) && let Some(name) = param_type(field)
                 {
                     return Some(name);
                 }
                 let mut assigned = None;
-                if let Some(block) = member.child_by_field_name("body") {
+                if let Some(block) = member.field("body") {
                     for assign in ast::descendants_of_kind(block, "assignment_expression") {
-                        let (Some(left), Some(right)) =
-                            (assign.child_by_field_name("left"), assign.child_by_field_name("right"))
-                        else {
+                        let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
                             continue;
                         };
                         if ast::member_path(left, src) != ["this", field] {
@@ -337,15 +331,15 @@ fn initialized_class(
     if ast::kind(init) != "call_expression" || depth >= 2 {
         return None;
     }
-    let callee = init.child_by_field_name("function").map(ast::unwrap_expr)?;
+    let callee = init.field("function").map(ast::unwrap_expr)?;
     // `(() => { switch (mode) { case "a": return new Runner(a); ... } })()`: what the IIFE returns.
     if ast::is_function(callee) {
         return returned_values(callee).into_iter().find_map(|r| initialized_class(project, file, r, depth + 1));
     }
     // `(...).register(A, B)`: a fluent method of the receiver's class that returns `this`.
     if callee.kind() == "member_expression"
-        && let Some(receiver) = callee.child_by_field_name("object").filter(|o| o.kind() != "identifier")
-        && let Some(method) = callee.child_by_field_name("property").map(|p| text(p, &file.text).to_string())
+        && let Some(receiver) = callee.field("object").filter(|o| o.kind() != "identifier")
+        && let Some(method) = callee.field("property").map(|p| text(p, &file.text).to_string())
         && let Some((class_file, class)) = initialized_class(project, file, receiver, depth)
     {
         let fluent = class_method(project, &class_file, &class, &method).is_some_and(|def| {
@@ -369,7 +363,7 @@ fn initialized_class(
 /// What a function returns: an arrow's expression body, else the values of its own `return`
 /// statements (not those of functions nested in it).
 fn returned_values(func: Node) -> Vec<Node> {
-    let Some(body) = func.child_by_field_name("body") else { return Vec::new() };
+    let Some(body) = func.field("body") else { return Vec::new() };
     if ast::kind(body) != "statement_block" {
         return vec![body];
     }
@@ -410,7 +404,7 @@ fn constructed_class(node: Node, src: &str) -> Option<String> {
     if ast::kind(node) != "new_expression" {
         return None;
     }
-    let ctor = node.child_by_field_name("constructor")?;
+    let ctor = node.field("constructor")?;
     match ast::kind(ctor) {
         "identifier" => Some(text(ctor, src).to_string()),
         // `new billing.BillingService()`: a namespace import's class.
@@ -430,7 +424,7 @@ fn type_name(ty: Node, src: &str) -> Option<String> {
         // `billing.BillingService` (a namespace import's class): resolved by `class_named`.
         "nested_type_identifier" => Some(text(ty, src).split_whitespace().collect()),
         "generic_type" => ty
-            .child_by_field_name("name")
+            .field("name")
             .filter(|n| matches!(ast::kind(n), "type_identifier" | "nested_type_identifier"))
             .map(|n| text(n, src).split_whitespace().collect()),
         _ => None,
@@ -454,7 +448,7 @@ pub fn job_work(project: &Project, file: &Arc<SourceFile>, value: Node) -> Optio
     if ast::kind(value) != "new_expression" {
         return None;
     }
-    let class = text(value.child_by_field_name("constructor")?, &file.text);
+    let class = text(value.field("constructor")?, &file.text);
     let def = class_named(project, file, class)?;
     let node = def.node()?;
     ["perform", "run", "process", "handle", "execute"]
@@ -583,7 +577,7 @@ fn handed_back(project: &Project, file: &Arc<SourceFile>, func: Node, callback: 
     let Some(holder) = ast::parent(callback) else { return false };
     let in_object = match ast::kind(callback) {
         "method_definition" => ast::kind(holder) == "object",
-        _ => ast::kind(holder) == "pair" && holder.child_by_field_name("value") == Some(callback),
+        _ => ast::kind(holder) == "pair" && holder.field("value") == Some(callback),
     };
     if !in_object {
         return false;
@@ -606,7 +600,7 @@ fn handed_back(project: &Project, file: &Arc<SourceFile>, func: Node, callback: 
                 else {
                     return false;
                 };
-                let callee = call.child_by_field_name("function").or_else(|| call.child_by_field_name("constructor"));
+                let callee = call.field("function").or_else(|| call.field("constructor"));
                 let library = callee.is_some_and(|c| {
                     let root = text(c, src).split(['.', '(', '<']).next().unwrap_or("");
                     !matches!(root, "Effect" | "Micro" | "Stream" | "Layer")
@@ -618,8 +612,8 @@ fn handed_back(project: &Project, file: &Arc<SourceFile>, func: Node, callback: 
             }
             "return_statement" => return ast::ancestors(up).find(|a| ast::is_function(*a)) == Some(func),
             // `const auth = betterAuth({ ... }); return auth;`
-            "variable_declarator" if up.child_by_field_name("value") == Some(cur) => {
-                let Some(name) = up.child_by_field_name("name").filter(|n| ast::kind(n) == "identifier") else {
+            "variable_declarator" if up.field("value") == Some(cur) => {
+                let Some(name) = up.field("name").filter(|n| ast::kind(n) == "identifier") else {
                     return false;
                 };
                 let name = text(name, src);
@@ -630,7 +624,7 @@ fn handed_back(project: &Project, file: &Arc<SourceFile>, func: Node, callback: 
                         && ast::ancestors(r).find(|a| ast::is_function(*a)) == Some(func)
                 });
             }
-            _ => return up == func && func.child_by_field_name("body") == Some(cur),
+            _ => return up == func && func.field("body") == Some(cur),
         }
     }
     false
@@ -643,7 +637,7 @@ fn handed_back(project: &Project, file: &Arc<SourceFile>, func: Node, callback: 
 /// is a possible callee.
 fn dispatch_targets(project: &Project, file: &Arc<SourceFile>, call: Node) -> Vec<FunctionDef> {
     let src = &file.text;
-    let Some(callee) = call.child_by_field_name("function").map(ast::unwrap_expr) else { return Vec::new() };
+    let Some(callee) = call.field("function").map(ast::unwrap_expr) else { return Vec::new() };
     let lookup = match ast::kind(callee) {
         "subscript_expression" => Some((file.clone(), Span::of(callee))),
         "identifier" => {
@@ -667,10 +661,10 @@ fn dispatch_targets(project: &Project, file: &Arc<SourceFile>, call: Node) -> Ve
     let Some((table_file, span)) = lookup else { return Vec::new() };
     let Some(subscript) = table_file.node_at(span) else { return Vec::new() };
     // a computed key picks among the entries; a literal one names a single property
-    if subscript.child_by_field_name("index").is_none_or(|i| matches!(ast::kind(i), "string" | "number")) {
+    if subscript.field("index").is_none_or(|i| matches!(ast::kind(i), "string" | "number")) {
         return Vec::new();
     }
-    let Some(table) = subscript.child_by_field_name("object").filter(|o| ast::kind(o) == "identifier") else {
+    let Some(table) = subscript.field("object").filter(|o| ast::kind(o) == "identifier") else {
         return Vec::new();
     };
     let table = text(table, &table_file.text).to_string();
@@ -704,15 +698,15 @@ fn dispatch_targets(project: &Project, file: &Arc<SourceFile>, call: Node) -> Ve
             "method_definition" => Some(FunctionDef {
                 file: table_file.clone(),
                 span: Span::of(entry),
-                name: entry.child_by_field_name("name").map(|n| text(n, tsrc)).unwrap_or("").to_string(),
+                name: entry.field("name").map(|n| text(n, tsrc)).unwrap_or("").to_string(),
             }),
-            "pair" => entry.child_by_field_name("value").map(ast::unwrap_expr).and_then(|v| match ast::kind(v) {
+            "pair" => entry.field("value").map(ast::unwrap_expr).and_then(|v| match ast::kind(v) {
                 "identifier" => resolve_name(project, &table_file, text(v, tsrc)),
                 _ if ast::is_function(v) => Some(FunctionDef {
                     file: table_file.clone(),
                     span: Span::of(v),
                     name: entry
-                        .child_by_field_name("key")
+                        .field("key")
                         .map(|k| ast::string_value(k, tsrc).unwrap_or_else(|| text(k, tsrc).to_string()))
                         .unwrap_or_default(),
                 }),

@@ -8,6 +8,7 @@
 
 use super::ast::{self, text};
 use super::queries;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 /// Names a response object usually has when the handler's own name is not known (callees).
@@ -64,13 +65,13 @@ impl Response<'_> {
             Style::Chain | Style::Hono | Style::Fetch if self.node.kind() != "assignment_expression" => {
                 let args = ast::arguments(self.node);
                 let args = if args.is_empty() {
-                    self.node.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default()
+                    self.node.field("arguments").map(ast::named_children).unwrap_or_default()
                 } else {
                     args
                 };
                 args.first().copied().map(ast::unwrap_expr)
             }
-            Style::Koa => self.node.child_by_field_name("right"),
+            Style::Koa => self.node.field("right"),
             Style::Returned => self.node.named_child(0).map(ast::unwrap_expr),
             _ => None,
         }
@@ -107,7 +108,7 @@ pub fn status_value(node: Node, src: &str) -> Option<u16> {
     match node.kind() {
         "number" => text(node, src).parse().ok(),
         "member_expression" => {
-            let prop = node.child_by_field_name("property")?;
+            let prop = node.field("property")?;
             named_status(text(prop, src))
         }
         // uWebSockets.js `res.writeStatus("404 Not Found")`
@@ -171,13 +172,13 @@ pub fn chain(call: Node) -> Option<(Node, Vec<(Node, Node)>)> {
     loop {
         match cur.kind() {
             "call_expression" => {
-                let f = cur.child_by_field_name("function")?;
+                let f = cur.field("function")?;
                 if f.kind() != "member_expression" {
                     return None;
                 }
-                let prop = f.child_by_field_name("property")?;
+                let prop = f.field("property")?;
                 links.push((prop, cur));
-                cur = ast::unwrap_expr(f.child_by_field_name("object")?);
+                cur = ast::unwrap_expr(f.field("object")?);
             }
             "identifier" | "this" => break,
             "member_expression" => {
@@ -193,7 +194,7 @@ pub fn chain(call: Node) -> Option<(Node, Vec<(Node, Node)>)> {
 
 fn root_name<'a>(root: Node, src: &'a str) -> &'a str {
     match root.kind() {
-        "member_expression" => root.child_by_field_name("property").map_or("", |p| text(p, src)),
+        "member_expression" => root.field("property").map_or("", |p| text(p, src)),
         _ => text(root, src),
     }
 }
@@ -224,15 +225,15 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
     match node.kind() {
         "call_expression" => call_response(node, src, names),
         "new_expression" => {
-            let ctor = node.child_by_field_name("constructor")?;
+            let ctor = node.field("constructor")?;
             if !matches!(text(ctor, src), "Response" | "NextResponse") {
                 return None;
             }
-            let args = node.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+            let args = node.field("arguments").map(ast::named_children).unwrap_or_default();
             Some(fetch_response(node, args.get(1).copied(), src))
         }
         "assignment_expression" => {
-            let left = node.child_by_field_name("left")?;
+            let left = node.field("left")?;
             let path = ast::member_path(left, src);
             let (root, field) = match path.as_slice() {
                 [root, field] => (root, field),
@@ -244,7 +245,7 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
             }
             match field.as_str() {
                 "status" => {
-                    let right = node.child_by_field_name("right")?;
+                    let right = node.field("right")?;
                     Some(Response {
                         node,
                         status_node: Some(right),
@@ -290,8 +291,8 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
             if value.kind() != "new_expression" {
                 return None;
             }
-            let ctor = text(value.child_by_field_name("constructor")?, src);
-            let args = value.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+            let ctor = text(value.field("constructor")?, src);
+            let args = value.field("arguments").map(ast::named_children).unwrap_or_default();
             // Hono `new HTTPException(401, { message })`
             if ctor == "HTTPException" {
                 let s = args.first().copied();
@@ -468,7 +469,7 @@ pub fn returned_values<'t>(func: Node<'t>, src: &str, names: &[&str], nest: bool
 
 /// `a + " text"` (or `"text" + a`): a `+` with a string literal operand.
 fn concatenates_string(expr: Node, src: &str) -> bool {
-    expr.child_by_field_name("operator").is_some_and(|o| text(o, src) == "+")
+    expr.field("operator").is_some_and(|o| text(o, src) == "+")
         && ["left", "right"].iter().any(|side| {
             expr.child_by_field_name(side).map(ast::unwrap_expr).is_some_and(|operand| {
                 matches!(operand.kind(), "string" | "template_string") || concatenates_string(operand, src)
@@ -562,16 +563,16 @@ pub fn branch_conditions<'t>(node: Node<'t>, func: Node<'t>) -> Vec<(Node<'t>, b
         }
         match anc.kind() {
             "if_statement" => {
-                if let Some(cond) = anc.child_by_field_name("condition") {
-                    if anc.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, child)) {
+                if let Some(cond) = anc.field("condition") {
+                    if anc.field("consequence").is_some_and(|c| ast::contains(c, child)) {
                         out.push((cond, true));
-                    } else if anc.child_by_field_name("alternative").is_some_and(|c| ast::contains(c, child)) {
+                    } else if anc.field("alternative").is_some_and(|c| ast::contains(c, child)) {
                         out.push((cond, false));
                     }
                 }
             }
             "switch_case" => {
-                if let Some(v) = anc.child_by_field_name("value") {
+                if let Some(v) = anc.field("value") {
                     out.push((v, true));
                 }
             }

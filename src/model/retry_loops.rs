@@ -3,6 +3,7 @@
 //! functions that call themselves again from their own `catch`.
 
 use super::ast::{self, text};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,20 +123,18 @@ fn candidates<'t>(func: Node<'t>, src: &str) -> Vec<Candidate<'t>> {
     for (_, node, _) in nodes {
         match ast::kind(node) {
             "for_statement" | "while_statement" | "do_statement" => {
-                if let Some(body) = node.child_by_field_name("body").filter(|b| b.is_named() && !b.is_error()) {
+                if let Some(body) = node.field("body").filter(|b| b.is_named() && !b.is_error()) {
                     found.push((body.start_byte(), Candidate::Loop { node, body }));
                 }
             }
             "call_expression" => {
-                let callee = node.child_by_field_name("function").and_then(|f| match ast::kind(f) {
+                let callee = node.field("function").and_then(|f| match ast::kind(f) {
                     "identifier" => Some(f),
-                    "member_expression" => {
-                        f.child_by_field_name("property").filter(|p| ast::kind(*p) == "property_identifier")
-                    }
+                    "member_expression" => f.field("property").filter(|p| ast::kind(*p) == "property_identifier"),
                     _ => None,
                 });
                 let callback = node
-                    .child_by_field_name("arguments")
+                    .field("arguments")
                     .filter(|a| ast::kind(*a) == "arguments")
                     .and_then(|a| a.named_child(0))
                     .filter(|c| {
@@ -179,14 +178,14 @@ pub fn is_retry_loop(node: Node, src: &str) -> bool {
     if !matches!(node.kind(), "for_statement" | "while_statement" | "do_statement") {
         return false;
     }
-    let Some(body) = node.child_by_field_name("body") else { return false };
+    let Some(body) = node.field("body") else { return false };
     let tries: Vec<Node> = own_descendants(body, "try_statement");
     let header = header_text(node, src);
     let attempt_named = crate::regex!(r"(?i)attempt|retr(y|ies)|tries|tried").is_match(&header);
     tries.into_iter().any(|t| {
-        let Some(block) = t.child_by_field_name("body") else { return false };
-        let Some(handler) = t.child_by_field_name("handler") else { return false };
-        let continues = handler.child_by_field_name("body").is_none_or(|b| {
+        let Some(block) = t.field("body") else { return false };
+        let Some(handler) = t.field("handler") else { return false };
+        let continues = handler.field("body").is_none_or(|b| {
             ast::named_children(b)
                 .into_iter()
                 .rfind(|s| s.kind() != "comment")
@@ -195,7 +194,7 @@ pub fn is_retry_loop(node: Node, src: &str) -> bool {
         let exits = !own_descendants(block, "return_statement").is_empty()
             || !own_descendants(block, "break_statement").is_empty()
             || assigns_condition_flag(block, node, src);
-        let cond = node.child_by_field_name("condition").map(|c| text(c, src).trim().to_string()).unwrap_or_default();
+        let cond = node.field("condition").map(|c| text(c, src).trim().to_string()).unwrap_or_default();
         let cond = cond.trim_matches(|c| c == '(' || c == ')' || c == ';').trim().to_string();
         let catch_text = text(handler, src);
         let signal = attempt_named
@@ -211,7 +210,7 @@ pub fn is_retry_loop(node: Node, src: &str) -> bool {
 
 /// `while (!done) { try { ...; done = true } catch {} }`
 fn assigns_condition_flag(block: Node, lp: Node, src: &str) -> bool {
-    let Some(cond) = lp.child_by_field_name("condition") else { return false };
+    let Some(cond) = lp.field("condition") else { return false };
     let mut names = Vec::new();
     ast::walk(cond, &mut |n| {
         if n.kind() == "identifier" {
@@ -222,7 +221,7 @@ fn assigns_condition_flag(block: Node, lp: Node, src: &str) -> bool {
     let mut found = false;
     ast::walk(block, &mut |n| {
         if n.kind() == "assignment_expression"
-            && n.child_by_field_name("left").is_some_and(|l| names.iter().any(|x| x == text(l, src)))
+            && n.field("left").is_some_and(|l| names.iter().any(|x| x == text(l, src)))
         {
             found = true;
         }
@@ -267,11 +266,11 @@ fn own_descendants<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
 }
 
 fn function_name(func: Node, src: &str) -> Option<String> {
-    if let Some(n) = func.child_by_field_name("name") {
+    if let Some(n) = func.field("name") {
         return Some(text(n, src).to_string());
     }
     let decl = func.parent().filter(|p| p.kind() == "variable_declarator")?;
-    decl.child_by_field_name("name").filter(|n| n.kind() == "identifier").map(|n| text(n, src).to_string())
+    decl.field("name").filter(|n| n.kind() == "identifier").map(|n| text(n, src).to_string())
 }
 
 /// The function calls itself from a `catch` clause or a `.catch(...)` callback.
@@ -284,9 +283,9 @@ fn recurses_on_failure(func: Node, name: &str, src: &str) -> bool {
         let failure_path = n.kind() == "catch_clause"
             || (n.kind() == "call_expression"
                 && ast::callee_name(n, src).is_some_and(|c| c == "catch")
-                && n.child_by_field_name("function").is_some_and(|f| f.kind() == "member_expression"));
+                && n.field("function").is_some_and(|f| f.kind() == "member_expression"));
         if failure_path {
-            let scan = if n.kind() == "catch_clause" { n } else { n.child_by_field_name("arguments").unwrap_or(n) };
+            let scan = if n.kind() == "catch_clause" { n } else { n.field("arguments").unwrap_or(n) };
             found = ast::calls_in(scan, false).into_iter().any(|c| {
                 let path = ast::callee_path(c, src);
                 (path.len() == 1 && path[0] == name || path.len() == 2 && path[0] == "this" && path[1] == name)
@@ -311,9 +310,9 @@ fn falls_back_to_fixed_input(call: Node, within: Node, src: &str) -> bool {
         .map(|a| text(a, src))
         .collect();
     let under_test = |matches: &dyn Fn(&str) -> bool| {
-        ast::ancestors(call).take_while(|a| a.id() != within.id()).any(|a| {
-            a.kind() == "if_statement" && a.child_by_field_name("condition").is_some_and(|c| matches(text(c, src)))
-        })
+        ast::ancestors(call)
+            .take_while(|a| a.id() != within.id())
+            .any(|a| a.kind() == "if_statement" && a.field("condition").is_some_and(|c| matches(text(c, src))))
     };
     if !literals.is_empty() && under_test(&|cond| literals.iter().any(|l| cond.contains(l))) {
         return true;
@@ -339,7 +338,7 @@ pub fn has_cap(lp: &RetryLoop, src: &str) -> bool {
             !unbounded.is_match(&opts)
         }
         RetryKind::Loop => {
-            let cond = lp.node.child_by_field_name("condition").map(|c| text(c, src)).unwrap_or("");
+            let cond = lp.node.field("condition").map(|c| text(c, src)).unwrap_or("");
             relational(cond) || body_checks_count(lp.body, src)
         }
         RetryKind::Recursion => body_checks_count(lp.body, src),
@@ -355,8 +354,8 @@ fn relational(t: &str) -> bool {
 /// clock against a deadline (`if (Date.now() >= deadline) throw`) bounds the tries as well.
 fn body_checks_count(body: Node, src: &str) -> bool {
     ast::descendants_of_kind(body, "if_statement").into_iter().any(|i| {
-        let cond = i.child_by_field_name("condition").map(|c| flag_value(c, body, src)).unwrap_or("");
-        let cons = i.child_by_field_name("consequence");
+        let cond = i.field("condition").map(|c| flag_value(c, body, src)).unwrap_or("");
+        let cons = i.field("consequence");
         relational(cond)
             && crate::regex!(r"(?i)attempt|retr|tries|tried|count|max|deadline|elapsed|Date\.now\(\)|\bi\b|\bn\b")
                 .is_match(cond)
@@ -380,9 +379,7 @@ fn flag_value<'s>(cond: Node, body: Node, src: &'s str) -> &'s str {
     if inner.kind() == "identifier" {
         let name = text(inner, src);
         let init = ast::descendants_of_kind(body, "variable_declarator").into_iter().find_map(|d| {
-            d.child_by_field_name("name")
-                .filter(|n| n.kind() == "identifier" && text(*n, src) == name)
-                .and(d.child_by_field_name("value"))
+            d.field("name").filter(|n| n.kind() == "identifier" && text(*n, src) == name).and(d.field("value"))
         });
         if let Some(init) = init {
             return text(init, src);

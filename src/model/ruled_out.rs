@@ -4,6 +4,7 @@
 
 use super::ast::{self, text};
 use crate::source::Span;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 /// A literal argument's value, as far as a branch test can compare it.
@@ -97,7 +98,7 @@ pub fn ruled_out(
                 let written: Vec<String> = ast::named_children(ast::unwrap_expr(*arg))
                     .into_iter()
                     .filter_map(|p| match p.kind() {
-                        "pair" => p.child_by_field_name("key").map(|k| text(k, call_src).to_string()),
+                        "pair" => p.field("key").map(|k| text(k, call_src).to_string()),
                         "shorthand_property_identifier" => Some(text(p, call_src).to_string()),
                         _ => None,
                     })
@@ -108,9 +109,9 @@ pub fn ruled_out(
                     // the call leaves the field out
                     let (name, default) = match field.kind() {
                         "shorthand_property_identifier_pattern" => (text(field, callee_src), None),
-                        "object_assignment_pattern" => match field.child_by_field_name("left") {
+                        "object_assignment_pattern" => match field.field("left") {
                             Some(left) if left.kind() == "shorthand_property_identifier_pattern" => {
-                                (text(left, callee_src), field.child_by_field_name("right"))
+                                (text(left, callee_src), field.field("right"))
                             }
                             _ => continue,
                         },
@@ -129,7 +130,7 @@ pub fn ruled_out(
             _ => {}
         }
     }
-    let Some(body) = callee.child_by_field_name("body") else { return (Vec::new(), Vec::new()) };
+    let Some(body) = callee.field("body") else { return (Vec::new(), Vec::new()) };
     known.retain(|(name, _)| {
         let base = name.split('.').next().unwrap_or(name);
         !assigned(body, name, callee_src) && !assigned(body, base, callee_src)
@@ -144,10 +145,10 @@ pub fn ruled_out(
         }
         match n.kind() {
             "if_statement" => {
-                let decided = n.child_by_field_name("condition").and_then(|c| decide(c, &known, callee_src));
+                let decided = n.field("condition").and_then(|c| decide(c, &known, callee_src));
                 match decided {
-                    Some(false) => out.extend(n.child_by_field_name("consequence").map(Span::of)),
-                    Some(true) => out.extend(n.child_by_field_name("alternative").map(Span::of)),
+                    Some(false) => out.extend(n.field("consequence").map(Span::of)),
+                    Some(true) => out.extend(n.field("alternative").map(Span::of)),
                     None => {}
                 }
             }
@@ -165,9 +166,9 @@ fn literal_fields(object: Node, src: &str, caller: &[(String, Value)]) -> Vec<(S
         .into_iter()
         .filter_map(|p| match p.kind() {
             "pair" => {
-                let key = p.child_by_field_name("key")?;
+                let key = p.field("key")?;
                 let key = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
-                Some((key, Value::given(p.child_by_field_name("value")?, src, caller)?))
+                Some((key, Value::given(p.field("value")?, src, caller)?))
             }
             // `{ submitUsage }` passing on what the caller knows
             "shorthand_property_identifier" => Some((text(p, src).to_string(), Value::given(p, src, caller)?)),
@@ -179,11 +180,11 @@ fn literal_fields(object: Node, src: &str, caller: &[(String, Value)]) -> Vec<(S
 /// Whether `func`'s body starts by destructuring `field` from its parameter `param`
 /// (`const { action, payload } = data;`) at its top level.
 fn destructured_from(func: Node, param: &str, field: &str, src: &str) -> bool {
-    let Some(body) = func.child_by_field_name("body") else { return false };
+    let Some(body) = func.field("body") else { return false };
     ast::named_children(body).into_iter().filter(|s| s.kind() == "lexical_declaration").any(|decl| {
         ast::named_children(decl).into_iter().any(|d| {
-            d.child_by_field_name("value").is_some_and(|v| v.kind() == "identifier" && text(v, src) == param)
-                && d.child_by_field_name("name").is_some_and(|pattern| {
+            d.field("value").is_some_and(|v| v.kind() == "identifier" && text(v, src) == param)
+                && d.field("name").is_some_and(|pattern| {
                     pattern.kind() == "object_pattern"
                         && ast::named_children(pattern)
                             .into_iter()
@@ -198,7 +199,7 @@ fn assigned(body: Node, name: &str, src: &str) -> bool {
     let mut found = false;
     ast::walk(body, &mut |n| {
         if matches!(n.kind(), "assignment_expression" | "augmented_assignment_expression")
-            && n.child_by_field_name("left").is_some_and(|l| text(l, src) == name)
+            && n.field("left").is_some_and(|l| text(l, src) == name)
         {
             found = true;
         }
@@ -220,12 +221,12 @@ fn decide(cond: Node, known: &[(String, Value)], src: &str) -> Option<bool> {
     match cond.kind() {
         "identifier" | "member_expression" => value_of(cond).map(Value::truthy),
         "unary_expression" if cond.child(0).is_some_and(|o| o.kind() == "!") => {
-            decide(cond.child_by_field_name("argument")?, known, src).map(|b| !b)
+            decide(cond.field("argument")?, known, src).map(|b| !b)
         }
         "binary_expression" => {
-            let op = cond.child_by_field_name("operator").map(|o| text(o, src))?;
-            let left = cond.child_by_field_name("left")?;
-            let right = cond.child_by_field_name("right")?;
+            let op = cond.field("operator").map(|o| text(o, src))?;
+            let left = cond.field("left")?;
+            let right = cond.field("right")?;
             match op {
                 "&&" => match (decide(left, known, src), decide(right, known, src)) {
                     (Some(false), _) | (_, Some(false)) => Some(false),
@@ -256,11 +257,11 @@ fn decide(cond: Node, known: &[(String, Value)], src: &str) -> Option<bool> {
 /// `switch (kind) { case "a": ...; break; case "b": ... }` over a known parameter: the cases
 /// whose value differs, when the case before them cannot fall through into them.
 fn switch_cases(switch: Node, known: &[(String, Value)], src: &str, out: &mut Vec<Span>) {
-    let Some(subject) = switch.child_by_field_name("value").map(ast::unwrap_expr) else { return };
+    let Some(subject) = switch.field("value").map(ast::unwrap_expr) else { return };
     let Some((_, value)) = known.iter().find(|(k, _)| k == text(subject, src)) else {
         return;
     };
-    let Some(body) = switch.child_by_field_name("body") else { return };
+    let Some(body) = switch.field("body") else { return };
     let entries = ast::named_children(body);
     // a `default:` that another case follows can fall into it
     if entries.iter().rev().skip(1).any(|c| c.kind() == "switch_default") {
@@ -270,7 +271,7 @@ fn switch_cases(switch: Node, known: &[(String, Value)], src: &str, out: &mut Ve
     // A case value that is not a literal (a constant) leaves the switch undecided.
     let mut values = Vec::new();
     for case in &cases {
-        match case.child_by_field_name("value").and_then(|v| Value::of(v, src)) {
+        match case.field("value").and_then(|v| Value::of(v, src)) {
             Some(v) => values.push(v),
             None => return,
         }
@@ -301,18 +302,21 @@ pub fn other_method_branches(func: Node, src: &str) -> Vec<Span> {
     };
     let reads_method = |n: Node| {
         let n = ast::unwrap_expr(n);
-        n.kind() == "member_expression" && n.child_by_field_name("property").is_some_and(|p| text(p, src) == "method")
+        n.kind() == "member_expression" && n.field("property").is_some_and(|p| text(p, src) == "method")
     };
     let mut out = Vec::new();
+    // Both shapes read a `.method` property: a function whose text never says it has neither.
+    if memchr::memmem::find(&src.as_bytes()[func.start_byte()..func.end_byte()], b"method").is_none() {
+        return out;
+    }
     for stmt in ast::descendants_of_kind(func, "if_statement") {
-        let (Some(cond), Some(cons)) = (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
-        else {
+        let (Some(cond), Some(cons)) = (stmt.field("condition"), stmt.field("consequence")) else {
             continue;
         };
         let cond = ast::unwrap_expr(cond);
         let equals = cond.kind() == "binary_expression"
-            && cond.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "===" | "=="));
-        let (Some(left), Some(right)) = (cond.child_by_field_name("left"), cond.child_by_field_name("right")) else {
+            && cond.field("operator").is_some_and(|o| matches!(text(o, src), "===" | "=="));
+        let (Some(left), Some(right)) = (cond.field("left"), cond.field("right")) else {
             continue;
         };
         if equals && ((reads_method(left) && other_method(right)) || (reads_method(right) && other_method(left))) {
@@ -320,12 +324,12 @@ pub fn other_method_branches(func: Node, src: &str) -> Vec<Span> {
         }
     }
     for switch in ast::descendants_of_kind(func, "switch_statement") {
-        if !switch.child_by_field_name("value").is_some_and(reads_method) {
+        if !switch.field("value").is_some_and(reads_method) {
             continue;
         }
-        let Some(body) = switch.child_by_field_name("body") else { continue };
+        let Some(body) = switch.field("body") else { continue };
         for case in ast::named_children(body).into_iter().filter(|c| c.kind() == "switch_case") {
-            if case.child_by_field_name("value").is_some_and(other_method) {
+            if case.field("value").is_some_and(other_method) {
                 out.push(Span::of(case));
             }
         }

@@ -4,6 +4,7 @@
 
 use super::ast::{self, text};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 /// Names a statement declares at its own level (`const a = ...`, `let { b } = ...`, functions).
@@ -12,13 +13,13 @@ pub fn declared_names(stmt: Node, src: &str) -> Vec<String> {
     match stmt.kind() {
         "lexical_declaration" | "variable_declaration" => {
             for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
-                if let Some(name) = d.child_by_field_name("name") {
+                if let Some(name) = d.field("name") {
                     ast::bound_names(name, src, &mut out);
                 }
             }
         }
         "function_declaration" | "class_declaration" => {
-            if let Some(n) = stmt.child_by_field_name("name") {
+            if let Some(n) = stmt.field("name") {
                 out.push(text(n, src).to_string());
             }
         }
@@ -37,7 +38,7 @@ pub fn all_declared_names(node: Node, src: &str) -> Vec<String> {
     let mut out = Vec::new();
     ast::walk(node, &mut |n| {
         if n.kind() == "variable_declarator"
-            && let Some(name) = n.child_by_field_name("name")
+            && let Some(name) = n.field("name")
         {
             ast::bound_names(name, src, &mut out);
         }
@@ -45,7 +46,7 @@ pub fn all_declared_names(node: Node, src: &str) -> Vec<String> {
             out.extend(ast::parameter_names(n, src));
         }
         if n.kind() == "catch_clause"
-            && let Some(p) = n.child_by_field_name("parameter")
+            && let Some(p) = n.field("parameter")
         {
             ast::bound_names(p, src, &mut out);
         }
@@ -93,6 +94,12 @@ pub fn child_containing<'t>(block: Node<'t>, node: Node<'t>) -> Option<Node<'t>>
 /// The code of a node without its comments (a `// TODO: verify` or a suppression comment
 /// naming a rule is not code).
 pub fn code_without_comments(node: Node, src: &str) -> String {
+    // A comment starts with `//` or `/*`: code without either has none, and needs no walk.
+    let code = &src[node.start_byte()..node.end_byte()];
+    if memchr::memmem::find(code.as_bytes(), b"//").is_none() && memchr::memmem::find(code.as_bytes(), b"/*").is_none()
+    {
+        return code.to_string();
+    }
     let mut out = String::new();
     let mut at = node.start_byte();
     for c in ast::descendants_of_kind(node, "comment") {
@@ -119,7 +126,7 @@ fn bound_name(call: Node) -> Option<Node> {
     ast::ancestors(call)
         .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
         .find(|a| a.kind() == "variable_declarator")
-        .and_then(|d| d.child_by_field_name("name"))
+        .and_then(|d| d.field("name"))
 }
 
 /// The value of `call` is bound to a name (`const r = await f()`, `const { ok } = f()`) and one
@@ -132,8 +139,8 @@ pub fn result_tested_then_leaves(call: Node, src: &str) -> bool {
     let leaves = |n: Node| matches!(n.kind(), "return_statement" | "continue_statement" | "throw_statement");
     bound_and_read_next(call, |n| {
         n.kind() == "if_statement"
-            && n.child_by_field_name("condition").is_some_and(|c| mentions_any(c, src, &bound))
-            && n.child_by_field_name("consequence").is_some_and(|b| {
+            && n.field("condition").is_some_and(|c| mentions_any(c, src, &bound))
+            && n.field("consequence").is_some_and(|b| {
                 leaves(b)
                     || (b.kind() == "statement_block"
                         && ast::named_children(b).into_iter().rev().find(|s| s.kind() != "comment").is_some_and(leaves))

@@ -6,6 +6,7 @@ use super::ast::{self, text};
 use super::schema::{drizzle, mongoose, prisma, sql};
 use crate::project::Project;
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::path::Path;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -23,8 +24,8 @@ pub fn row_fields(row: Node, src: &str) -> Vec<String> {
         .filter_map(|p| match p.kind() {
             // A generated value (`id: crypto.randomUUID()`) is new on every delivery: it makes
             // no replay collide.
-            "pair" if p.child_by_field_name("value").is_some_and(|v| generated(text(v, src))) => None,
-            "pair" => p.child_by_field_name("key").map(|k| text(k, src).trim_matches(['"', '\'']).to_string()),
+            "pair" if p.field("value").is_some_and(|v| generated(text(v, src))) => None,
+            "pair" => p.field("key").map(|k| text(k, src).trim_matches(['"', '\'']).to_string()),
             "shorthand_property_identifier" => Some(text(p, src).to_string()),
             _ => None,
         })
@@ -85,7 +86,7 @@ fn mongoose_model_and_row<'t>(call: Node<'t>, src: &str) -> Option<(String, Node
     let path = ast::callee_path(call, src);
     let constructed = |n: Node<'t>| {
         let n = ast::unwrap_expr(n);
-        let ctor = n.child_by_field_name("constructor").filter(|_| n.kind() == "new_expression")?;
+        let ctor = n.field("constructor").filter(|_| n.kind() == "new_expression")?;
         let row = ast::arguments(n).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")?;
         Some((text(ctor, src).rsplit('.').next()?.to_string(), row))
     };

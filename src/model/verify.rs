@@ -2,6 +2,7 @@
 //! arguments carry the payload it verifies.
 
 use super::ast::{self, text};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 /// Whether `call` verifies (or computes, for an HMAC) a webhook signature.
@@ -48,13 +49,11 @@ pub fn payload_arguments<'t>(call: Node<'t>, src: &str) -> Vec<Node<'t>> {
 
 /// `createHmac(...).update(x)` calls: `x` is the signed payload.
 pub fn hmac_update_payload<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
-    let func = call.child_by_field_name("function")?;
-    if func.kind() != "member_expression"
-        || func.child_by_field_name("property").map(|p| text(p, src)) != Some("update")
-    {
+    let func = call.field("function")?;
+    if func.kind() != "member_expression" || func.field("property").map(|p| text(p, src)) != Some("update") {
         return None;
     }
-    let object = func.child_by_field_name("object")?;
+    let object = func.field("object")?;
     let mut inner = ast::unwrap_expr(object);
     // createHmac(...) directly, or a `const hmac = createHmac(...)` binding
     if inner.kind() == "identifier" {

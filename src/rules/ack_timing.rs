@@ -9,6 +9,7 @@ use crate::model::responses;
 use crate::model::{EffectKind, Framework, effects};
 use crate::project::Project;
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -105,8 +106,8 @@ impl Cx<'_> {
         let last = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
         if matches!(last, "then" | "catch" | "finally") {
             let inner = call
-                .child_by_field_name("function")
-                .and_then(|f| f.child_by_field_name("object"))
+                .field("function")
+                .and_then(|f| f.field("object"))
                 .map(ast::unwrap_expr)
                 .filter(|o| o.kind() == "call_expression");
             return inner.is_some_and(|i| self.promise_work(i) || self.handed_in(i));
@@ -126,7 +127,7 @@ impl Cx<'_> {
     /// shared consumer's `eachMessage`): the processor is the message's work.
     fn handed_in(&self, call: Node) -> bool {
         let src = self.src();
-        let Some(callee) = call.child_by_field_name("function").filter(|f| f.kind() == "identifier") else {
+        let Some(callee) = call.field("function").filter(|f| f.kind() == "identifier") else {
             return false;
         };
         let name = text(callee, src);
@@ -159,14 +160,14 @@ impl Cx<'_> {
                     .first()
                     .map(|h| ast::unwrap_expr(*h))
                     .filter(|h| ast::is_function(*h))
-                    .and_then(|h| h.child_by_field_name("body"))
+                    .and_then(|h| h.field("body"))
                     .is_some_and(|body| best_effort::says_best_effort(body, src).is_some());
             if said {
                 return true;
             }
             match call
-                .child_by_field_name("function")
-                .and_then(|f| f.child_by_field_name("object"))
+                .field("function")
+                .and_then(|f| f.field("object"))
                 .map(ast::unwrap_expr)
                 .filter(|o| o.kind() == "call_expression")
             {
@@ -326,10 +327,9 @@ fn detached_processes(cx: &Context, model: &HandlerModel, scope: &Scope, func: N
         if !starts || ast::ancestors(call).take_while(|a| *a != func).any(|a| a.kind() == "await_expression") {
             continue;
         }
-        let in_promise = ast::ancestors(call).take_while(|a| *a != func).any(|a| {
-            a.kind() == "new_expression"
-                && a.child_by_field_name("constructor").is_some_and(|c| text(c, src) == "Promise")
-        });
+        let in_promise = ast::ancestors(call)
+            .take_while(|a| *a != func)
+            .any(|a| a.kind() == "new_expression" && a.field("constructor").is_some_and(|c| text(c, src) == "Promise"));
         if in_promise {
             continue;
         }
@@ -523,7 +523,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
                 }
             }
             "unary_expression" if n.child(0).is_some_and(|o| text(o, src) == "void") => {
-                if let Some(arg) = n.child_by_field_name("argument").map(ast::unwrap_expr)
+                if let Some(arg) = n.field("argument").map(ast::unwrap_expr)
                     && arg.kind() == "call_expression"
                     && c.promise_work(arg)
                     && !c.best_effort(arg)
@@ -598,7 +598,7 @@ fn dropped_promise<'t>(c: &Cx, scope: &Scope, stmt: Node<'t>) -> Option<Node<'t>
 fn settles_its_promise(call: Node, src: &str) -> bool {
     let Some(executor) = ast::enclosing_function(call) else { return false };
     let is_executor = executor.parent().and_then(|args| args.parent()).is_some_and(|n| {
-        n.kind() == "new_expression" && n.child_by_field_name("constructor").is_some_and(|c| text(c, src) == "Promise")
+        n.kind() == "new_expression" && n.field("constructor").is_some_and(|c| text(c, src) == "Promise")
     });
     is_executor && ast::parameter_names(executor, src).iter().any(|p| ast::mentions_identifier(call, src, p))
 }
@@ -614,7 +614,7 @@ fn for_of_fix(file: &SourceFile, call: Node, cb: Node) -> Fix {
     let Some(stmt) = stmt_node.parent().filter(|p| p.kind() == "expression_statement") else {
         return display("the forEach is part of a larger expression");
     };
-    let Some(body) = cb.child_by_field_name("body").filter(|b| b.kind() == "statement_block") else {
+    let Some(body) = cb.field("body").filter(|b| b.kind() == "statement_block") else {
         return display("the callback has no block body");
     };
     let params = ast::parameter_names(cb, src);
@@ -640,7 +640,7 @@ fn for_of_fix(file: &SourceFile, call: Node, cb: Node) -> Fix {
     if !enclosing_is_async(call, src) {
         return display("the enclosing function is not async");
     }
-    let Some(object) = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")) else {
+    let Some(object) = call.field("function").and_then(|f| f.field("object")) else {
         return display("no iterable");
     };
     if text(object, src).to_ascii_lowercase().contains("map") {

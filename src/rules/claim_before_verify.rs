@@ -6,6 +6,7 @@ use crate::model::ast::{self, text};
 use crate::model::guards::{self, GuardKind};
 use crate::model::{reach, stmts, verify};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -137,10 +138,10 @@ fn claims_in_helper(cx: &Context, file: &std::sync::Arc<crate::source::SourceFil
 
 /// `if (!ok) return ...` / `throw ...`: a guard clause.
 fn exits_only(if_stmt: Node) -> bool {
-    if if_stmt.child_by_field_name("alternative").is_some() {
+    if if_stmt.field("alternative").is_some() {
         return false;
     }
-    let Some(cons) = if_stmt.child_by_field_name("consequence") else { return false };
+    let Some(cons) = if_stmt.field("consequence") else { return false };
     let inner: Vec<Node> = if cons.kind() == "statement_block" {
         ast::named_children(cons).into_iter().filter(|c| c.kind() != "comment").collect()
     } else {

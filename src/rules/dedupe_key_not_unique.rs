@@ -5,6 +5,7 @@ use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::schema::{self, drizzle, mongoose, prisma, sql};
 use crate::source::{Dialect, SourceFile};
+use crate::syntax::ast::Fields as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -314,15 +315,15 @@ fn import_unique_index(file: &SourceFile) -> Option<Edit> {
     let mut index_specifier = None;
     for import in ast::named_children(file.root()).into_iter().filter(|n| n.kind() == "import_statement") {
         let from_drizzle = import
-            .child_by_field_name("source")
+            .field("source")
             .and_then(|s| ast::string_value(s, src))
             .is_some_and(|m| m.starts_with("drizzle-orm"));
         if !from_drizzle {
             continue;
         }
         for specifier in ast::descendants_of_kind(import, "import_specifier") {
-            let name = specifier.child_by_field_name("name").map(|n| text(n, src));
-            let alias = specifier.child_by_field_name("alias");
+            let name = specifier.field("name").map(|n| text(n, src));
+            let alias = specifier.field("alias");
             match name {
                 Some("uniqueIndex") => return None,
                 Some("index") if alias.is_none() => index_specifier = Some(specifier),

@@ -5,6 +5,7 @@ use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys;
 use crate::model::guards;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -222,7 +223,7 @@ fn ttl_of<'t>(call: Node<'t>, src: &str) -> Option<Ttl<'t>> {
                 if prop.kind() != "pair" {
                     continue;
                 }
-                let (Some(k), Some(v)) = (prop.child_by_field_name("key"), prop.child_by_field_name("value")) else {
+                let (Some(k), Some(v)) = (prop.field("key"), prop.field("value")) else {
                     continue;
                 };
                 let name = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()).to_ascii_uppercase();
@@ -375,9 +376,9 @@ fn eval(node: Node, src: &str, depth: usize) -> Option<f64> {
         "number" => text(node, src).replace('_', "").parse().ok(),
         "string" => ast::string_value(node, src)?.trim().parse().ok(),
         "binary_expression" => {
-            let l = eval(node.child_by_field_name("left")?, src, depth)?;
-            let r = eval(node.child_by_field_name("right")?, src, depth)?;
-            match text(node.child_by_field_name("operator")?, src) {
+            let l = eval(node.field("left")?, src, depth)?;
+            let r = eval(node.field("right")?, src, depth)?;
+            match text(node.field("operator")?, src) {
                 "*" => Some(l * r),
                 "+" => Some(l + r),
                 "-" => Some(l - r),

@@ -8,6 +8,7 @@ use crate::model::guards;
 use crate::model::markers::PatternKind;
 use crate::model::reach::Scope;
 use crate::model::responses::{self, Response, Style};
+use crate::syntax::ast::Fields as _;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -82,12 +83,12 @@ fn found_marker(cond: Node, positive: bool, func: Node, src: &str) -> bool {
     let subject = match cond.kind() {
         "identifier" if positive => cond,
         "binary_expression" if positive => {
-            let op = cond.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
-            let r = cond.child_by_field_name("right").map(|r| text(r, src)).unwrap_or("");
+            let op = cond.field("operator").map(|o| text(o, src)).unwrap_or("");
+            let r = cond.field("right").map(|r| text(r, src)).unwrap_or("");
             if !(matches!(op, "!==" | "!=") && (r == "null" || r == "undefined")) {
                 return false;
             }
-            match cond.child_by_field_name("left") {
+            match cond.field("left") {
                 Some(l) => strip(l),
                 None => return false,
             }

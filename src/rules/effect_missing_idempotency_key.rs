@@ -9,6 +9,7 @@ use crate::model::effects::operation_name;
 use crate::model::payload::{self, PerAttempt};
 use crate::model::reach::{self, Scope};
 use crate::model::{Effect, EventKey, Sdk, effects, markers};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -123,7 +124,7 @@ fn checked_on_provider(call: Node, src: &str) -> bool {
     let Some(func) = ast::enclosing_function(call) else { return false };
     let enclosing_ifs = ast::ancestors(call).take_while(|a| *a != func).filter(|a| a.kind() == "if_statement");
     enclosing_ifs.chain(ast::guard_clauses_before(call, func)).any(|a| {
-        let Some(cond) = a.child_by_field_name("condition") else { return false };
+        let Some(cond) = a.field("condition") else { return false };
         ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
             ast::find_binding_init(func, text(id, src), src, a.start_byte()).is_some_and(|init| {
                 let read = ast::unwrap_expr(init);
@@ -205,7 +206,7 @@ fn key_edit(effect: &Effect, key: &EventKey, op: &str, src: &str) -> Option<Edit
         Sdk::Sqs => ("MessageDeduplicationId", Position::SqsInput),
         _ => return None,
     };
-    let arguments = effect.call.child_by_field_name("arguments")?;
+    let arguments = effect.call.field("arguments")?;
     let target = match position {
         Position::LastOptions => args.last().copied().filter(|a| effects::is_stripe_options(*a, src)),
         Position::Nth(i) => match args.get(i) {
@@ -216,7 +217,7 @@ fn key_edit(effect: &Effect, key: &EventKey, op: &str, src: &str) -> Option<Edit
         },
         Position::SqsInput => {
             let cmd = args.first().filter(|a| a.kind() == "new_expression");
-            let input = cmd.and_then(|c| c.child_by_field_name("arguments")).and_then(|a| a.named_child(0));
+            let input = cmd.and_then(|c| c.field("arguments")).and_then(|a| a.named_child(0));
             Some(input.filter(|i| i.kind() == "object").or(args.first().copied().filter(|a| a.kind() == "object"))?)
         }
     };

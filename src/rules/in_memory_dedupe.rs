@@ -4,6 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::{Applicability, Fix, wrap_guard};
 use crate::model::ast::{self, text};
 use crate::model::{best_effort, guards, queries};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -87,13 +88,13 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
             decl.parent().is_some_and(|p| {
                 p.kind() == "program"
                     || (p.kind() == "export_statement"
-                        && p.child_by_field_name("declaration") == Some(decl)
+                        && p.field("declaration") == Some(decl)
                         && p.parent().is_some_and(|r| r.kind() == "program"))
             })
         })
     };
     for d in group("declarator").into_iter().filter(|d| module_level(*d)) {
-        if let (Some(n), Some(v)) = (d.child_by_field_name("name"), d.child_by_field_name("value"))
+        if let (Some(n), Some(v)) = (d.field("name"), d.field("value"))
             && n.kind() == "identifier"
             && let Some(kind) = store_kind(v, src)
         {
@@ -104,26 +105,24 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
     let assignments: Vec<Node> = group("global")
         .into_iter()
         .filter_map(|g| {
-            let member =
-                g.parent().filter(|m| m.kind() == "member_expression" && m.child_by_field_name("object") == Some(g))?;
+            let member = g.parent().filter(|m| m.kind() == "member_expression" && m.field("object") == Some(g))?;
             member.parent().filter(|a| {
                 matches!(a.kind(), "assignment_expression" | "augmented_assignment_expression")
-                    && a.child_by_field_name("left") == Some(member)
+                    && a.field("left") == Some(member)
             })
         })
         .collect();
     let (plain, augmented): (Vec<Node>, Vec<Node>) =
         assignments.into_iter().partition(|a| a.kind() == "assignment_expression");
     for a in plain.into_iter().chain(augmented) {
-        let (Some(left), Some(right)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else {
+        let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
             continue;
         };
         let target = text(left, src);
         let right = ast::unwrap_expr(right);
-        let init = if right.kind() == "binary_expression"
-            && right.child_by_field_name("left").is_some_and(|l| text(l, src) == target)
+        let init = if right.kind() == "binary_expression" && right.field("left").is_some_and(|l| text(l, src) == target)
         {
-            right.child_by_field_name("right")
+            right.field("right")
         } else {
             Some(right)
         };
@@ -134,9 +133,7 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
         }
     }
     // Fields of classes (singleton services): `private seen = new Set<string>()`.
-    let fields = group("field")
-        .into_iter()
-        .filter_map(|f| Some((f.child_by_field_name("name")?, f.child_by_field_name("value")?)));
+    let fields = group("field").into_iter().filter_map(|f| Some((f.field("name")?, f.field("value")?)));
     for (name, v) in fields {
         if let Some(kind) = store_kind(v, src) {
             out.push((format!("this.{}", text(name, src)), kind));
@@ -151,7 +148,7 @@ fn store_kind(init: Node, src: &str) -> Option<Store> {
         "array" if init.named_child_count() == 0 => Some(Store::Array),
         "object" if init.named_child_count() == 0 => Some(Store::Object),
         "new_expression" => {
-            let ctor = init.child_by_field_name("constructor").map(|c| text(c, src))?;
+            let ctor = init.field("constructor").map(|c| text(c, src))?;
             match ctor {
                 "Set" => Some(Store::Set),
                 "Map" | "LRUCache" | "LRU" | "QuickLRU" | "NodeCache" | "TTLCache" => Some(Store::Map),
@@ -235,7 +232,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 }
             });
             let Some(insert) = insert else { continue };
-            let consequence = if_stmt.child_by_field_name("consequence").map(|c| text(c, src)).unwrap_or("");
+            let consequence = if_stmt.field("consequence").map(|c| text(c, src)).unwrap_or("");
             if consequence.contains(&format!("{name}.get(")) {
                 continue; // a memo cache returning the stored value
             }
@@ -315,25 +312,21 @@ fn object_store(
     let file = scope.file();
     let src = &file.text;
     let reads = |n: Node| {
-        (n.kind() == "subscript_expression" && n.child_by_field_name("object").is_some_and(|o| text(o, src) == name))
+        (n.kind() == "subscript_expression" && n.field("object").is_some_and(|o| text(o, src) == name))
             || (n.kind() == "binary_expression"
-                && n.child_by_field_name("operator").is_some_and(|o| text(o, src) == "in")
-                && n.child_by_field_name("right").is_some_and(|r| text(r, src) == name))
+                && n.field("operator").is_some_and(|o| text(o, src) == "in")
+                && n.field("right").is_some_and(|r| text(r, src) == name))
     };
     let found = queries::IN_MEMORY_DEDUPE.matches_of(func, src, &["read", "write"]);
     let mut reads_found: Vec<Node> = found.iter().filter_map(|m| m.get("read")).collect();
     queries::tree_order(&mut reads_found);
     let Some(check) = reads_found.into_iter().find(|n| reads(*n) && in_if_condition(*n).is_some()) else { return };
-    let key = check
-        .child_by_field_name("index")
-        .or_else(|| check.child_by_field_name("left"))
-        .map(|k| text(k, src).to_string())
-        .unwrap_or_default();
+    let key =
+        check.field("index").or_else(|| check.field("left")).map(|k| text(k, src).to_string()).unwrap_or_default();
     let inserted = found.iter().filter_map(|m| m.get("write")).any(|a| {
         a.start_byte() > check.end_byte()
-            && a.child_by_field_name("left").is_some_and(|l| {
-                l.kind() == "subscript_expression"
-                    && l.child_by_field_name("object").is_some_and(|o| text(o, src) == name)
+            && a.field("left").is_some_and(|l| {
+                l.kind() == "subscript_expression" && l.field("object").is_some_and(|o| text(o, src) == name)
             })
     });
     if !inserted || !(dedupe_name(name) || key_like(&key)) {
@@ -362,7 +355,7 @@ fn unused_declaration(file: &crate::source::SourceFile, name: &str, uses: &[Node
     ast::walk(root, &mut |n| {
         if n.kind() == "identifier" && text(n, src) == name {
             let parent = n.parent();
-            if parent.is_some_and(|p| p.kind() == "variable_declarator" && p.child_by_field_name("name") == Some(n)) {
+            if parent.is_some_and(|p| p.kind() == "variable_declarator" && p.field("name") == Some(n)) {
                 decl = parent.and_then(|p| p.parent());
             } else if !uses.iter().any(|u| ast::contains(*u, n)) {
                 others += 1;
@@ -391,7 +384,7 @@ fn unused_global_init(file: &crate::source::SourceFile, name: &str, uses: &[Node
         if n.kind() == "member_expression" && text(n, src) == name {
             let assigned = n.parent().filter(|p| {
                 matches!(p.kind(), "assignment_expression" | "augmented_assignment_expression")
-                    && p.child_by_field_name("left") == Some(n)
+                    && p.field("left") == Some(n)
             });
             if let Some(a) = assigned {
                 init = a.parent().filter(|s| s.kind() == "expression_statement");
@@ -415,11 +408,11 @@ fn unused_global_init(file: &crate::source::SourceFile, name: &str, uses: &[Node
 /// line from repeating; no work waits on it.
 fn warns_once(if_stmt: Node, insert: Node, src: &str) -> bool {
     let negated = if_stmt
-        .child_by_field_name("condition")
+        .field("condition")
         .map(ast::unwrap_expr)
         .and_then(|c| if ast::kind(c) == "parenthesized_expression" { c.named_child(0) } else { Some(c) })
         .is_some_and(|c| ast::kind(c) == "unary_expression" && text(c, src).starts_with('!'));
-    let Some(branch) = if_stmt.child_by_field_name("consequence") else { return false };
+    let Some(branch) = if_stmt.field("consequence") else { return false };
     let calls = ast::calls_in(branch, false);
     let logs: Vec<Node> = calls.iter().copied().filter(|c| best_effort::is_logging_call(*c, src)).collect();
     // Calls inside a log call's arguments (`logger.warn(describe(name))`) are part of the line.
@@ -427,10 +420,10 @@ fn warns_once(if_stmt: Node, insert: Node, src: &str) -> bool {
 }
 
 fn exits_only(if_stmt: Node, _src: &str) -> bool {
-    if if_stmt.child_by_field_name("alternative").is_some() {
+    if if_stmt.field("alternative").is_some() {
         return false;
     }
-    let Some(cons) = if_stmt.child_by_field_name("consequence") else { return false };
+    let Some(cons) = if_stmt.field("consequence") else { return false };
     let stmts: Vec<Node> = if cons.kind() == "statement_block" {
         ast::named_children(cons).into_iter().filter(|c| c.kind() != "comment").collect()
     } else {
@@ -447,7 +440,7 @@ fn in_if_condition(node: Node) -> Option<Node> {
             return None;
         }
         if anc.kind() == "if_statement" {
-            return (anc.child_by_field_name("condition") == Some(child)).then_some(anc);
+            return (anc.field("condition") == Some(child)).then_some(anc);
         }
         child = anc;
     }

@@ -5,6 +5,7 @@ use crate::fix::Fix;
 use crate::model::ast::{self, text};
 use crate::model::claims::{DUPLICATE, NxKind, literal_test, nx_failed, nx_kind};
 use crate::model::responses::{self, Response};
+use crate::syntax::ast::Fields as _;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -142,12 +143,12 @@ fn status_test(cond: Node, status: &str, src: &str) -> Option<bool> {
     let cond = ast::unwrap_expr(cond);
     match cond.kind() {
         "parenthesized_expression" => status_test(cond.named_child(0)?, status, src),
-        "unary_expression" if cond.child_by_field_name("operator").is_some_and(|o| text(o, src) == "!") => {
-            status_test(cond.child_by_field_name("argument")?, status, src).map(|v| !v)
+        "unary_expression" if cond.field("operator").is_some_and(|o| text(o, src) == "!") => {
+            status_test(cond.field("argument")?, status, src).map(|v| !v)
         }
         "binary_expression" => {
-            let op = text(cond.child_by_field_name("operator")?, src);
-            let (left, right) = (cond.child_by_field_name("left")?, cond.child_by_field_name("right")?);
+            let op = text(cond.field("operator")?, src);
+            let (left, right) = (cond.field("left")?, cond.field("right")?);
             match op {
                 "&&" => Some(status_test(left, status, src)? && status_test(right, status, src)?),
                 "||" => Some(status_test(left, status, src)? || status_test(right, status, src)?),
@@ -181,11 +182,11 @@ fn status_writes(func: Node, src: &str) -> Vec<(usize, String)> {
                 ast::arguments(call).iter().rev().find_map(|a| ast::string_value(*a, src))
             } else {
                 ast::descendants_of_kind(call, "pair").into_iter().find_map(|p| {
-                    let key = p.child_by_field_name("key").map(|k| text(k, src).to_ascii_lowercase())?;
+                    let key = p.field("key").map(|k| text(k, src).to_ascii_lowercase())?;
                     if key != "status" && key != "state" {
                         return None;
                     }
-                    ast::string_value(p.child_by_field_name("value")?, src)
+                    ast::string_value(p.field("value")?, src)
                 })
             };
         out.extend(literal.map(|l| (call.start_byte(), l)));
@@ -206,9 +207,7 @@ fn queue_skips_in_progress(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if ast::enclosing_function(stmt) != Some(func) {
                     continue;
                 }
-                let (Some(cond), Some(then)) =
-                    (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
-                else {
+                let (Some(cond), Some(then)) = (stmt.field("condition"), stmt.field("consequence")) else {
                     continue;
                 };
                 let body: Vec<Node> = if then.kind() == "statement_block" {

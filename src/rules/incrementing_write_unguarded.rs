@@ -5,6 +5,7 @@ use crate::fix::wrap_guard;
 use crate::model::ast::{self, text};
 use crate::model::reach;
 use crate::model::{EffectKind, effects};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -135,7 +136,7 @@ pub fn findings<'t>(cx: &Context, model: &'t HandlerModel) -> Vec<Finding<'t>> {
                 {
                     // A Prisma write that sets other fields too is reported at the relative one.
                     let relative = ast::descendants_of_kind(call, "pair").into_iter().find(|p| {
-                        p.child_by_field_name("key")
+                        p.field("key")
                             .is_some_and(|k| matches!(text(k, src), "increment" | "decrement" | "multiply" | "divide"))
                     });
                     push(relative.unwrap_or(call), format!("relative write `{}`", effect.label), None);
@@ -168,7 +169,7 @@ fn computed_from_loaded_field<'t>(
             return Vec::new();
         };
         if init.kind() != "binary_expression"
-            || !init.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "+" | "-"))
+            || !init.field("operator").is_some_and(|o| matches!(text(o, src), "+" | "-"))
         {
             return Vec::new();
         }
@@ -188,8 +189,8 @@ fn computed_from_loaded_field<'t>(
         .chain(ast::descendants_of_kind(update, "shorthand_property_identifier"))
         .find_map(|prop| {
             let (field, value) = if prop.kind() == "pair" {
-                let key = prop.child_by_field_name("key")?;
-                let value = prop.child_by_field_name("value").map(ast::unwrap_expr)?;
+                let key = prop.field("key")?;
+                let value = prop.field("value").map(ast::unwrap_expr)?;
                 (text(key, src).trim_matches(['"', '\'']), value)
             } else {
                 (text(prop, src), prop)
@@ -208,9 +209,9 @@ fn computed_from_loaded_field<'t>(
 fn loop_source(func: Node, name: &str, at: usize, src: &str) -> Option<String> {
     ast::descendants_of_kind(func, "for_in_statement").into_iter().find_map(|lp| {
         let inside = lp.start_byte() < at && at < lp.end_byte();
-        let of = lp.child_by_field_name("operator").is_some_and(|o| text(o, src) == "of");
-        let left = lp.child_by_field_name("left").filter(|l| l.kind() == "identifier")?;
-        let right = lp.child_by_field_name("right").map(ast::unwrap_expr).filter(|r| r.kind() == "identifier")?;
+        let of = lp.field("operator").is_some_and(|o| text(o, src) == "of");
+        let left = lp.field("left").filter(|l| l.kind() == "identifier")?;
+        let right = lp.field("right").map(ast::unwrap_expr).filter(|r| r.kind() == "identifier")?;
         (inside && of && text(left, src) == name).then(|| text(right, src).to_string())
     })
 }
@@ -248,8 +249,8 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
     ast::walk(func, &mut |n| {
         match n.kind() {
             "augmented_assignment_expression" => {
-                let op = n.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
-                if let Some(left) = n.child_by_field_name("left")
+                let op = n.field("operator").map(|o| text(o, src)).unwrap_or("");
+                if let Some(left) = n.field("left")
                     && left.kind() == "member_expression"
                     && matches!(op, "+=" | "-=" | "*=")
                     && let Some(root) = ast::member_path(left, src).first().cloned()
@@ -298,7 +299,7 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                 }
             }
             "assignment_expression" => {
-                if let (Some(left), Some(right)) = (n.child_by_field_name("left"), n.child_by_field_name("right"))
+                if let (Some(left), Some(right)) = (n.field("left"), n.field("right"))
                     && left.kind() == "member_expression"
                 {
                     let lt = text(left, src);

@@ -4,6 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::model::ast::{self, text};
 use crate::model::{Framework, Provider, effects, express_app, handlers, providers, reach, stmts, verify};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use tree_sitter::Node;
@@ -102,7 +103,7 @@ fn verification_mentioned<'u>(
     for decl in ast::descendants_of_kind(node, "variable_declarator") {
         let t = &src[decl.byte_range()];
         let dead = decl
-            .child_by_field_name("name")
+            .field("name")
             .filter(|n| ast::kind(n) == "identifier")
             .is_some_and(|n| uses.get(&src[n.byte_range()]).copied().unwrap_or(0) == 1);
         if dead && mentions_verification(t) {
@@ -149,7 +150,7 @@ impl PerFile {
 /// A shared-secret check: `req.query.token !== process.env.WEBHOOK_SECRET`.
 fn compares_secret(root: tree_sitter::Node, src: &str) -> bool {
     ast::descendants_of_kind(root, "binary_expression").into_iter().any(|b| {
-        let op = b.child_by_field_name("operator").map(|o| &src[o.byte_range()]).unwrap_or("");
+        let op = b.field("operator").map(|o| &src[o.byte_range()]).unwrap_or("");
         // The operator first: lowercasing every binary expression's text was most of the walk.
         matches!(op, "===" | "!==" | "==" | "!=") && {
             let t = src[b.byte_range()].to_ascii_lowercase();
@@ -385,9 +386,9 @@ fn credential_header_read<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, St
                 args.get(at).and_then(|a| ast::string_value(*a, src))
             }
             "subscript_expression" => n
-                .child_by_field_name("object")
+                .field("object")
                 .filter(|o| text(*o, src).ends_with("headers"))
-                .and_then(|_| n.child_by_field_name("index"))
+                .and_then(|_| n.field("index"))
                 .and_then(|i| ast::string_value(i, src)),
             _ => None,
         };

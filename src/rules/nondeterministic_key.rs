@@ -4,6 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::fix::Fix;
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys::{self, KeySite};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -131,7 +132,7 @@ fn random_part<'t>(value: Node<'t>, src: &str, depth: usize) -> Option<Node<'t>>
             return false;
         }
         if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
-            && n.parent().is_none_or(|p| p.kind() != "member_expression" || p.child_by_field_name("object") == Some(n))
+            && n.parent().is_none_or(|p| p.kind() != "member_expression" || p.field("object") == Some(n))
         {
             ids.push(n);
         }
@@ -152,8 +153,7 @@ fn random_part<'t>(value: Node<'t>, src: &str, depth: usize) -> Option<Node<'t>>
 
 /// `stored ?? uuid()`, `row?.key || nanoid()`: the random value is the fallback of a stored one.
 fn is_read_back(value: Node, src: &str) -> bool {
-    value.kind() == "binary_expression"
-        && value.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "??" | "||"))
+    value.kind() == "binary_expression" && value.field("operator").is_some_and(|o| matches!(text(o, src), "??" | "||"))
 }
 
 /// A `let` that is assigned again (typically: read back from storage, generated only once).
@@ -166,7 +166,7 @@ fn reassigned(id: Node, src: &str) -> bool {
             return false;
         }
         if matches!(n.kind(), "assignment_expression" | "augmented_assignment_expression")
-            && n.child_by_field_name("left").is_some_and(|l| l.kind() == "identifier" && text(l, src) == name)
+            && n.field("left").is_some_and(|l| l.kind() == "identifier" && text(l, src) == name)
         {
             found = true;
         }

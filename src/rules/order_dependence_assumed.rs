@@ -5,6 +5,7 @@ use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::responses;
 use crate::model::{EffectKind, Framework, effects, guards, markers};
+use crate::syntax::ast::Fields as _;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -277,14 +278,14 @@ fn regions<'a>(
         ast::walk(func, &mut |n| {
             match n.kind() {
                 "switch_case" => {
-                    if n.child_by_field_name("value").is_some_and(|v| names(v, src)) {
+                    if n.field("value").is_some_and(|v| names(v, src)) {
                         // Empty cases fall through to the next case with a body.
                         let mut cur = Some(n);
                         while let Some(c) = cur {
                             nodes.push(c);
                             let has_body = ast::named_children(c)
                                 .iter()
-                                .any(|s| Some(*s) != c.child_by_field_name("value") && s.kind() != "comment");
+                                .any(|s| Some(*s) != c.field("value") && s.kind() != "comment");
                             if has_body {
                                 break;
                             }
@@ -293,18 +294,18 @@ fn regions<'a>(
                     }
                 }
                 "if_statement" => {
-                    if let Some(cond) = n.child_by_field_name("condition")
+                    if let Some(cond) = n.field("condition")
                         && ast::descendants_of_kind(cond, "string").iter().any(|s| names(*s, src))
                         && !text(cond, src).contains("!==")
-                        && let Some(cons) = n.child_by_field_name("consequence")
+                        && let Some(cons) = n.field("consequence")
                     {
                         nodes.push(cons);
                     }
                 }
                 // A handler map: { "customer.subscription.updated": handleUpdated }
                 "pair" => {
-                    if n.child_by_field_name("key").is_some_and(|k| k.kind() == "string" && names(k, src))
-                        && let Some(v) = n.child_by_field_name("value")
+                    if n.field("key").is_some_and(|k| k.kind() == "string" && names(k, src))
+                        && let Some(v) = n.field("value")
                     {
                         nodes.push(v);
                     }
@@ -370,7 +371,7 @@ fn ordered(node: Node, src: &str) -> bool {
             return false;
         }
         if n.kind() == "binary_expression"
-            && n.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "<" | ">" | "<=" | ">="))
+            && n.field("operator").is_some_and(|o| matches!(text(o, src), "<" | ">" | "<=" | ">="))
             && (TIME_WORD.is_match(text(n, src)) || compares_two_times(n, src))
         {
             found = true;
@@ -474,14 +475,14 @@ fn checked_before(node: Node, func: Node, src: &str, test: &PathTest) -> bool {
     while let Some(parent) = cur.parent() {
         match parent.kind() {
             "if_statement" => {
-                if parent.child_by_field_name("condition").is_some_and(|c| c != cur && (test.check)(c, src)) {
+                if parent.field("condition").is_some_and(|c| c != cur && (test.check)(c, src)) {
                     return true;
                 }
             }
             "statement_block" | "switch_case" | "program" => {
                 let mut sib = cur.prev_named_sibling();
                 while let Some(s) = sib {
-                    if (parent.kind() != "switch_case" || Some(s) != parent.child_by_field_name("value"))
+                    if (parent.kind() != "switch_case" || Some(s) != parent.field("value"))
                         && checked_statement(s, src, test)
                     {
                         return true;
@@ -504,12 +505,10 @@ fn checked_before(node: Node, func: Node, src: &str, test: &PathTest) -> bool {
 /// counts; a nested function runs only when called.
 fn checked_statement(stmt: Node, src: &str, test: &PathTest) -> bool {
     match stmt.kind() {
-        "if_statement" | "while_statement" => {
-            stmt.child_by_field_name("condition").is_some_and(|c| (test.check)(c, src))
-        }
-        "switch_statement" => stmt.child_by_field_name("value").is_some_and(|c| (test.check)(c, src)),
+        "if_statement" | "while_statement" => stmt.field("condition").is_some_and(|c| (test.check)(c, src)),
+        "switch_statement" => stmt.field("value").is_some_and(|c| (test.check)(c, src)),
         "for_statement" | "for_in_statement" | "do_statement" | "function_declaration" | "class_declaration" => false,
-        "try_statement" => stmt.child_by_field_name("body").is_some_and(|b| (test.check)(b, src)),
+        "try_statement" => stmt.field("body").is_some_and(|b| (test.check)(b, src)),
         _ => (test.check)(stmt, src),
     }
 }
@@ -635,8 +634,8 @@ fn state_written<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
 /// "cancelled"`, `state: "refunded"`).
 fn writes_terminal_status(call: Node, src: &str) -> bool {
     ast::descendants_of_kind(call, "pair").into_iter().any(|p| {
-        p.child_by_field_name("key").is_some_and(|k| TRANSITION_KEY.is_match(text(k, src).trim_matches(['"', '\''])))
-            && p.child_by_field_name("value")
+        p.field("key").is_some_and(|k| TRANSITION_KEY.is_match(text(k, src).trim_matches(['"', '\''])))
+            && p.field("value")
                 .and_then(|v| ast::string_value(ast::unwrap_expr(v), src))
                 .is_some_and(|v| TERMINAL.is_match(&v))
     })
@@ -656,9 +655,8 @@ fn carries_state<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Nod
     for arg in args {
         for id in ast::descendants_of_kind(*arg, "identifier") {
             // `upsert([data])`, `{ ...data }`, or `{ update: data }`.
-            let value_of_pair = id
-                .parent()
-                .is_some_and(|p| p.kind() == "pair" && p.child_by_field_name("value").is_some_and(|v| v == id));
+            let value_of_pair =
+                id.parent().is_some_and(|p| p.kind() == "pair" && p.field("value").is_some_and(|v| v == id));
             if (value_of_pair
                 || id.parent().is_some_and(|p| matches!(p.kind(), "arguments" | "array" | "spread_element")))
                 && let Some(init) =
@@ -677,7 +675,7 @@ fn carries_state<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Nod
                 return false;
             }
             if n.kind() == "pair"
-                && let (Some(k), Some(v)) = (n.child_by_field_name("key"), n.child_by_field_name("value"))
+                && let (Some(k), Some(v)) = (n.field("key"), n.field("value"))
             {
                 let key = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
                 if is_state_key(&key) && !handler_chosen(v, &local_scopes, n.start_byte(), src) {
@@ -748,7 +746,7 @@ fn wrapper_call<'t>(
 /// writes to the provider, not a project function writing the application's state.
 fn package_function(cx: &Context, file: &std::sync::Arc<crate::source::SourceFile>, call: Node) -> bool {
     let src = &file.text;
-    let Some(callee) = call.child_by_field_name("function").map(ast::unwrap_expr) else { return false };
+    let Some(callee) = call.field("function").map(ast::unwrap_expr) else { return false };
     if callee.kind() != "identifier" {
         return false;
     }
@@ -811,7 +809,7 @@ fn names_state(args: &[Node], src: &str) -> bool {
                 return false;
             }
             found = match n.kind() {
-                "pair" => n.child_by_field_name("key").is_some_and(|k| {
+                "pair" => n.field("key").is_some_and(|k| {
                     is_state_key(&ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()))
                 }),
                 "shorthand_property_identifier" => is_state_key(text(n, src)),
@@ -1064,13 +1062,13 @@ fn names_event(value: Node, src: &str) -> bool {
 /// re-fetch or a stored record) is not what the delivered event says.
 fn compared_with_status(value: Node, src: &str) -> bool {
     let Some(cmp) = value.parent().filter(|p| p.kind() == "binary_expression") else { return false };
-    if !cmp.child_by_field_name("operator").is_some_and(|o| matches!(text(o, src), "===" | "==")) {
+    if !cmp.field("operator").is_some_and(|o| matches!(text(o, src), "===" | "==")) {
         return false;
     }
-    let other = if cmp.child_by_field_name("left") == Some(value) { "right" } else { "left" };
+    let other = if cmp.field("left") == Some(value) { "right" } else { "left" };
     cmp.child_by_field_name(other).map(ast::unwrap_expr).is_some_and(|o| {
         o.kind() == "member_expression"
-            && o.child_by_field_name("property").is_some_and(|p| key_matches(text(p, src), &STATUS_OR_TYPE))
+            && o.field("property").is_some_and(|p| key_matches(text(p, src), &STATUS_OR_TYPE))
             && !read_by_handler(o, src)
     })
 }
@@ -1206,7 +1204,7 @@ fn copies_state(value: Node, src: &str) -> bool {
             return false;
         }
         found = match n.kind() {
-            "member_expression" => n.child_by_field_name("property").is_some_and(|p| is_state_key(text(p, src))),
+            "member_expression" => n.field("property").is_some_and(|p| is_state_key(text(p, src))),
             "identifier" | "shorthand_property_identifier" => is_state_key(text(n, src)),
             _ => false,
         };
@@ -1233,9 +1231,9 @@ fn chain_links(call: Node) -> Vec<Node> {
     while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
         out.push(c);
         cur = c
-            .child_by_field_name("function")
+            .field("function")
             .filter(|f| f.kind() == "member_expression")
-            .and_then(|f| f.child_by_field_name("object"))
+            .and_then(|f| f.field("object"))
             .map(ast::unwrap_expr);
     }
     out
@@ -1331,9 +1329,9 @@ fn conditional_below(node: Node, top: Node) -> bool {
     let mut cur = node;
     while let Some(parent) = cur.parent() {
         let branch = match parent.kind() {
-            "if_statement" | "ternary_expression" => parent.child_by_field_name("condition") != Some(cur),
+            "if_statement" | "ternary_expression" => parent.field("condition") != Some(cur),
             "else_clause" => true,
-            "switch_case" | "switch_default" => parent.child_by_field_name("value") != Some(cur),
+            "switch_case" | "switch_default" => parent.field("value") != Some(cur),
             _ => ast::is_function(parent) && parent.parent().is_none_or(|p| p.kind() != "arguments"),
         };
         if branch {
@@ -1370,7 +1368,7 @@ fn filters_on_column(call: Node, src: &str, column: &str) -> bool {
         columns_named(f, src).iter().any(|c| c == column)
             || ast::descendants_of_kind(f, "member_expression")
                 .iter()
-                .any(|m| m.child_by_field_name("property").is_some_and(|p| name_key(text(p, src)) == column))
+                .any(|m| m.field("property").is_some_and(|p| name_key(text(p, src)) == column))
     })
 }
 
@@ -1379,10 +1377,10 @@ fn filters_on_column(call: Node, src: &str, column: &str) -> bool {
 /// runs only for a record not yet stored, so it creates the record and overwrites nothing.
 fn leaves_when_stored(cond: Node, src: &str) -> bool {
     let Some(stmt) = cond.parent().filter(|p| p.kind() == "if_statement") else { return false };
-    if stmt.child_by_field_name("condition") != Some(cond) || stmt.child_by_field_name("alternative").is_some() {
+    if stmt.field("condition") != Some(cond) || stmt.field("alternative").is_some() {
         return false;
     }
-    let exits = stmt.child_by_field_name("consequence").is_some_and(|c| {
+    let exits = stmt.field("consequence").is_some_and(|c| {
         let only = if c.kind() == "statement_block" {
             let statements: Vec<Node> = ast::named_children(c).into_iter().filter(|s| s.kind() != "comment").collect();
             (statements.len() == 1).then(|| statements[0])
@@ -1415,7 +1413,7 @@ static STORED_READ: LazyLock<Regex> = LazyLock::new(|| {
 /// event.
 fn reads_stored_column(node: Node, src: &str, column: &str) -> bool {
     ast::descendants_of_kind(node, "member_expression").into_iter().any(|m| {
-        let names_column = m.child_by_field_name("property").is_some_and(|p| name_key(text(p, src)) == column);
+        let names_column = m.field("property").is_some_and(|p| name_key(text(p, src)) == column);
         if !names_column {
             return false;
         }
@@ -1468,7 +1466,7 @@ fn conditional_claim(call: Node, callee: &str, src: &str) -> bool {
         && ast::arguments(call).first().is_some_and(|filter| {
             filter.kind() == "object"
                 && ast::named_children(*filter).into_iter().any(|pair| {
-                    pair.child_by_field_name("value").is_some_and(|v| {
+                    pair.field("value").is_some_and(|v| {
                         let v = text(v, src);
                         v == "null" || v.contains("$exists") || v.contains("$ne")
                     })
@@ -1482,14 +1480,14 @@ fn missing_subject<'t>(cond: Node<'t>, src: &str) -> Option<Node<'t>> {
         c = c.named_child(0)?;
     }
     let subject = match c.kind() {
-        "unary_expression" if c.child(0).is_some_and(|o| text(o, src) == "!") => c.child_by_field_name("argument")?,
+        "unary_expression" if c.child(0).is_some_and(|o| text(o, src) == "!") => c.field("argument")?,
         "binary_expression" => {
-            let op = text(c.child_by_field_name("operator")?, src);
-            let r = text(c.child_by_field_name("right")?, src);
+            let op = text(c.field("operator")?, src);
+            let r = text(c.field("right")?, src);
             if !(matches!(op, "===" | "==") && (r == "null" || r == "undefined")) {
                 return None;
             }
-            c.child_by_field_name("left")?
+            c.field("left")?
         }
         _ => return None,
     };
@@ -1582,7 +1580,7 @@ fn columns_named(call: Node, src: &str) -> Vec<String> {
     ast::walk(call, &mut |n| {
         match n.kind() {
             "pair" => {
-                if let Some(k) = n.child_by_field_name("key") {
+                if let Some(k) = n.field("key") {
                     out.push(name_key(&ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string())));
                 }
             }
@@ -1594,7 +1592,7 @@ fn columns_named(call: Node, src: &str) -> Vec<String> {
                     if let Some(col) = ast::string_value(*first, src) {
                         out.push(name_key(&col));
                     } else if first.kind() == "member_expression"
-                        && let Some(prop) = first.child_by_field_name("property")
+                        && let Some(prop) = first.field("property")
                     {
                         out.push(name_key(text(prop, src)));
                     }
@@ -1636,7 +1634,7 @@ fn written_pairs<'t>(
         }
         match n.kind() {
             "pair" => {
-                let (Some(k), Some(v)) = (n.child_by_field_name("key"), n.child_by_field_name("value")) else {
+                let (Some(k), Some(v)) = (n.field("key"), n.field("value")) else {
                     return true;
                 };
                 let key = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
@@ -1704,10 +1702,10 @@ fn app_links_customers(files: &[&std::sync::Arc<crate::source::SourceFile>], fil
             let creates = path.len() >= 2 && path[path.len() - 2] == "customers" && path[path.len() - 1] == "create";
             let bound = ast::ancestors(call)
                 .find(|a| a.kind() == "variable_declarator")
-                .and_then(|d| d.child_by_field_name("name"))
+                .and_then(|d| d.field("name"))
                 .filter(|n| n.kind() == "identifier")
                 .map(|n| text(n, src));
-            let body = ast::enclosing_function(call).and_then(|f| f.child_by_field_name("body"));
+            let body = ast::enclosing_function(call).and_then(|f| f.field("body"));
             let (true, Some(customer), Some(body)) = (creates, bound, body) else {
                 return false;
             };
@@ -1741,7 +1739,7 @@ fn precedes_on_path(write: Node, stmt: Node, subject: &str, src: &str) -> bool {
             })
             && !leaves(a)
             && match a.kind() {
-                "if_statement" => a.child_by_field_name("condition").is_some_and(|c| {
+                "if_statement" => a.field("condition").is_some_and(|c| {
                     ast::descendants_of_kind(c, "identifier").iter().any(|i| text(*i, src) == subject)
                 }),
                 "switch_statement" => false,
@@ -1791,9 +1789,7 @@ fn dropped(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             if ast::enclosing_function(stmt) != Some(func) {
                 continue;
             }
-            let (Some(cond), Some(cons)) =
-                (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
-            else {
+            let (Some(cond), Some(cons)) = (stmt.field("condition"), stmt.field("consequence")) else {
                 continue;
             };
             let Some(subject) = missing_subject(cond, src) else { continue };

@@ -8,6 +8,7 @@ use crate::model::responses;
 use crate::model::verify::{is_parse, is_verify, only_checks};
 use crate::model::{Framework, effects};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -165,7 +166,7 @@ fn about_configuration(message: &str, conditions: &[(Node, bool)], func: Node, s
 fn enclosing_tries<'t>(node: Node<'t>, func: Node<'t>) -> impl Iterator<Item = Node<'t>> {
     let mut child = node;
     ast::ancestors(node).take_while(move |a| *a != func).filter(move |anc| {
-        let holds = anc.kind() == "try_statement" && anc.child_by_field_name("body").is_some_and(|b| b == child);
+        let holds = anc.kind() == "try_statement" && anc.field("body").is_some_and(|b| b == child);
         child = *anc;
         holds
     })
@@ -180,7 +181,7 @@ fn enclosing_try<'t>(node: Node<'t>, func: Node<'t>) -> Option<Node<'t>> {
 /// `catch` does not end by rethrowing (`catch (e) { log(e); throw e; }` only looks).
 fn caught_around(node: Node, func: Node) -> bool {
     enclosing_tries(node, func).any(|t| {
-        t.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body")).is_some_and(|b| {
+        t.field("handler").and_then(|h| h.field("body")).is_some_and(|b| {
             ast::named_children(b)
                 .into_iter()
                 .rfind(|s| s.kind() != "comment")
@@ -276,12 +277,10 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             let what = if verify { "a bad signature" } else { "a malformed payload" };
             match enclosing_try(call, func) {
                 Some(try_stmt) => {
-                    let Some(catch_body) =
-                        try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
-                    else {
+                    let Some(catch_body) = try_stmt.field("handler").and_then(|h| h.field("body")) else {
                         continue;
                     };
-                    let block = try_stmt.child_by_field_name("body").unwrap_or(try_stmt);
+                    let block = try_stmt.field("body").unwrap_or(try_stmt);
                     let only = only_checks(block, src, cx.project, file);
                     // A provider-signed body is valid JSON: a try that also does the work is
                     // about the work's failures, not about parsing.
@@ -438,8 +437,8 @@ fn maps_errors(framework: Framework) -> bool {
 /// (`next(err)`, `return next(err)`).
 fn forwards_caught_error<'t>(try_stmt: Node<'t>, catch_body: Node<'t>, src: &str) -> Option<Node<'t>> {
     let param = try_stmt
-        .child_by_field_name("handler")
-        .and_then(|h| h.child_by_field_name("parameter"))
+        .field("handler")
+        .and_then(|h| h.field("parameter"))
         .filter(|p| p.kind() == "identifier")
         .map(|p| text(p, src))?;
     ast::named_children(catch_body).into_iter().find(|stmt| {
@@ -462,10 +461,10 @@ fn result_tested(call: Node) -> bool {
             "await_expression" | "parenthesized_expression" => node = parent,
             "unary_expression" if parent.child(0).is_some_and(|op| op.kind() == "!") => node = parent,
             "if_statement" | "while_statement" => {
-                return parent.child_by_field_name("condition").is_some_and(|c| ast::contains(c, node));
+                return parent.field("condition").is_some_and(|c| ast::contains(c, node));
             }
             "ternary_expression" => {
-                return parent.child_by_field_name("condition").is_some_and(|c| c == node);
+                return parent.field("condition").is_some_and(|c| c == node);
             }
             "binary_expression" => {
                 return parent.child(1).is_some_and(|op| matches!(op.kind(), "&&" | "||"));
@@ -504,8 +503,7 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
                 continue;
             };
             let names_5xx = states_5xx(value, src);
-            if !value.child_by_field_name("constructor").is_some_and(|c| matches!(text(c, src), "Error" | "TypeError"))
-                && !names_5xx
+            if !value.field("constructor").is_some_and(|c| matches!(text(c, src), "Error" | "TypeError")) && !names_5xx
             {
                 continue;
             }
@@ -553,8 +551,7 @@ fn internal_switch_default(throw: Node, func: Node, src: &str) -> bool {
     else {
         return false;
     };
-    let Some(value) =
-        ast::ancestors(default).find(|a| a.kind() == "switch_statement").and_then(|s| s.child_by_field_name("value"))
+    let Some(value) = ast::ancestors(default).find(|a| a.kind() == "switch_statement").and_then(|s| s.field("value"))
     else {
         return false;
     };
@@ -639,8 +636,7 @@ fn ends_in_5xx(model: &HandlerModel, sites: &[Vec<CallSite>], i: usize, node: No
     let src = src_of(scope);
     let names = if i == 0 { responses::handler_names(&model.handler) } else { Vec::new() };
     for try_stmt in enclosing_tries(node, func) {
-        let Some(catch_body) = try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
-        else {
+        let Some(catch_body) = try_stmt.field("handler").and_then(|h| h.field("body")) else {
             continue;
         };
         let answers = responses::responses_in(catch_body, src, &names, true);
@@ -696,8 +692,7 @@ fn call_sites<'a>(cx: &Context, model: &'a HandlerModel) -> Vec<Vec<CallSite<'a>
                     let src = src_of(&model.scopes[caller]);
                     let handled_on_the_spot = call.parent().is_some_and(|p| {
                         p.kind() == "member_expression"
-                            && p.child_by_field_name("property")
-                                .is_some_and(|q| matches!(text(q, src), "catch" | "then"))
+                            && p.field("property").is_some_and(|q| matches!(text(q, src), "catch" | "then"))
                     });
                     CallSite { caller, call, handled_on_the_spot }
                 })
@@ -710,13 +705,13 @@ fn call_sites<'a>(cx: &Context, model: &'a HandlerModel) -> Vec<Vec<CallSite<'a>
 /// `new InternalServerErrorException(...)`, `new HttpError(500, ...)`: an error that names a 5xx
 /// as the answer, which the framework's error handler gives it.
 fn states_5xx(error: Node, src: &str) -> bool {
-    let Some(constructor) = error.child_by_field_name("constructor").map(|c| text(c, src)) else {
+    let Some(constructor) = error.field("constructor").map(|c| text(c, src)) else {
         return false;
     };
     if constructor == "InternalServerErrorException" {
         return true;
     }
-    let args = error.child_by_field_name("arguments").map(|a| text(a, src)).unwrap_or("");
+    let args = error.field("arguments").map(|a| text(a, src)).unwrap_or("");
     constructor.ends_with("Error")
         && (crate::regex!(r#"^\(\s*(\{\s*code\s*:\s*)?["'`]INTERNAL_SERVER_ERROR["'`]"#).is_match(args)
             || crate::regex!(r"^\(\s*(\{\s*(status|statusCode)\s*:\s*)?5\d\d\b").is_match(args))
@@ -725,7 +720,7 @@ fn states_5xx(error: Node, src: &str) -> bool {
 /// The `try`'s catch answers 5xx for whatever failed: every answer it gives is a 5xx, and it
 /// tests nothing of what was caught.
 fn catch_answers_every_failure_5xx(try_stmt: Node, src: &str, names: &[&str]) -> bool {
-    let Some(catch_body) = try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body")) else {
+    let Some(catch_body) = try_stmt.field("handler").and_then(|h| h.field("body")) else {
         return false;
     };
     if tells_failures_apart(text(catch_body, src)) {
@@ -738,7 +733,7 @@ fn catch_answers_every_failure_5xx(try_stmt: Node, src: &str, names: &[&str]) ->
 /// What `new Error(message)` spells out in its message (see `ast::literal_words`).
 fn thrown_message(error: Node, src: &str) -> String {
     // The message is the first argument, or a `message` of the options (`new ORPCError(code, { message })`).
-    let args = error.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+    let args = error.field("arguments").map(ast::named_children).unwrap_or_default();
     args.iter()
         .take(2)
         .map(|a| match a.kind() {
@@ -760,8 +755,8 @@ fn throws_client_error(throw: Node, src: &str) -> bool {
         return false;
     };
     let callee = match value.kind() {
-        "call_expression" => value.child_by_field_name("function"),
-        "new_expression" => value.child_by_field_name("constructor"),
+        "call_expression" => value.field("function"),
+        "new_expression" => value.field("constructor"),
         _ => None,
     };
     let Some(callee) = callee else { return false };
@@ -782,7 +777,7 @@ fn carries_client_status(throw: Node, src: &str) -> bool {
     if !matches!(value.kind(), "call_expression" | "new_expression") {
         return false;
     }
-    let args = value.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+    let args = value.field("arguments").map(ast::named_children).unwrap_or_default();
     // oRPC / tRPC codes of the client's fault: `new ORPCError("BAD_REQUEST")`, `{ code: "UNAUTHORIZED" }`.
     let client_code = |v: Node| {
         ast::string_value(v, src).is_some_and(|c| {
@@ -874,14 +869,13 @@ fn wrap_fix(model: &HandlerModel, file: &SourceFile, call: Node) -> Fix {
             let [decl] = decls.as_slice() else {
                 return Fix::display_only("catch the check and answer 400", "several declarations in one statement");
             };
-            let (Some(name), Some(value)) = (decl.child_by_field_name("name"), decl.child_by_field_name("value"))
-            else {
+            let (Some(name), Some(value)) = (decl.field("name"), decl.field("value")) else {
                 return Fix::display_only("catch the check and answer 400", "no initializer");
             };
             if name.kind() != "identifier" {
                 return Fix::display_only("catch the check and answer 400", "a destructuring declaration");
             }
-            let ty = decl.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
+            let ty = decl.field("type").map(|t| text(t, src)).unwrap_or("");
             let semi = style.semi();
             let mut edits = crate::fix::text::wrap_statements(file, block, stmt, stmt, "try {", &close);
             edits[0].replacement = format!("{indent}let {}{ty}{semi}{eol}{}", text(name, src), edits[0].replacement);
@@ -911,7 +905,7 @@ fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             else {
                 continue;
             };
-            let Some(ctor) = value.child_by_field_name("constructor") else { continue };
+            let Some(ctor) = value.field("constructor") else { continue };
             let ctor_name = text(ctor, src);
             if !matches!(ctor_name, "Error" | "TypeError" | "RangeError") {
                 continue;
@@ -1004,7 +998,7 @@ fn redelivered_parse_failures(cx: &Context, model: &HandlerModel, out: &mut Vec<
                 continue;
             }
             let Some(try_stmt) = enclosing_try(call, func) else { continue };
-            let Some(body) = try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body")) else {
+            let Some(body) = try_stmt.field("handler").and_then(|h| h.field("body")) else {
                 continue;
             };
             let catch_text = text(body, src);
@@ -1066,13 +1060,11 @@ fn missing_record(cond: Node, func: Node, src: &str) -> bool {
         }
     }
     let subject = match c.kind() {
-        "unary_expression" if c.child(0).is_some_and(|o| text(o, src) == "!") => c.child_by_field_name("argument"),
+        "unary_expression" if c.child(0).is_some_and(|o| text(o, src) == "!") => c.field("argument"),
         "binary_expression" => {
-            let op = c.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
-            let r = c.child_by_field_name("right").map(|r| text(r, src)).unwrap_or("");
-            (matches!(op, "===" | "==") && (r == "null" || r == "undefined"))
-                .then(|| c.child_by_field_name("left"))
-                .flatten()
+            let op = c.field("operator").map(|o| text(o, src)).unwrap_or("");
+            let r = c.field("right").map(|r| text(r, src)).unwrap_or("");
+            (matches!(op, "===" | "==") && (r == "null" || r == "undefined")).then(|| c.field("left")).flatten()
         }
         _ => None,
     };

@@ -6,6 +6,7 @@ use crate::model::ast::{self, text};
 use crate::model::reach::{self, Scope};
 use crate::model::{EffectKind, Provider, effects, markers, queries};
 use crate::project::FunctionDef;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -206,7 +207,7 @@ fn reads_clock(value: Node, src: &str) -> bool {
     let calls = found.iter().filter_map(|m| queries::call_of_callee_name(m.get("clock_name")?));
     let strings = found.iter().filter_map(|m| m.get("clock"));
     calls.filter(|c| ast::contains(value, *c)).chain(strings).any(|n| match n.kind() {
-        "new_expression" => n.child_by_field_name("arguments").map(|a| a.named_child_count()).unwrap_or(0) == 0,
+        "new_expression" => n.field("arguments").map(|a| a.named_child_count()).unwrap_or(0) == 0,
         "call_expression" => {
             let path = ast::callee_path(n, src);
             let p: Vec<&str> = path.iter().map(String::as_str).collect();
@@ -318,26 +319,25 @@ fn clears_its_own_condition(call: Node, func: Node, src: &str) -> bool {
         let mut stack = vec![cond];
         while let Some(n) = stack.pop() {
             let n = ast::unwrap_expr(n);
-            let op = n.child_by_field_name("operator").map_or("", |o| text(o, src));
+            let op = n.field("operator").map_or("", |o| text(o, src));
             match n.kind() {
                 "binary_expression" if op == joiner => {
-                    stack.extend(n.child_by_field_name("left"));
-                    stack.extend(n.child_by_field_name("right"));
+                    stack.extend(n.field("left"));
+                    stack.extend(n.field("right"));
                 }
                 "binary_expression" if differs.contains(&op) => {
-                    let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) else {
+                    let (Some(l), Some(r)) = (n.field("left"), n.field("right")) else {
                         continue;
                     };
                     let (member, literal) = if l.kind() == "member_expression" { (l, r) } else { (r, l) };
-                    if let (Some(field), Some(value)) =
-                        (member.child_by_field_name("property"), ast::string_value(literal, src))
+                    if let (Some(field), Some(value)) = (member.field("property"), ast::string_value(literal, src))
                         && sets(text(field, src), &[value.as_str()])
                     {
                         return true;
                     }
                 }
                 "member_expression" => {
-                    if let Some(field) = n.child_by_field_name("property").map(|f| text(f, src))
+                    if let Some(field) = n.field("property").map(|f| text(f, src))
                         && (if leaves_when_true {
                             sets_present(field)
                         } else {
@@ -354,13 +354,13 @@ fn clears_its_own_condition(call: Node, func: Node, src: &str) -> bool {
     };
     let branch_falsified =
         ast::ancestors(call).take_while(|a| *a != func).filter(|a| a.kind() == "if_statement").any(|branch| {
-            branch.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, call))
-                && branch.child_by_field_name("condition").is_some_and(|c| falsified(c, false))
+            branch.field("consequence").is_some_and(|c| ast::contains(c, call))
+                && branch.field("condition").is_some_and(|c| falsified(c, false))
         });
     let guard_falsified = || {
         ast::guard_clauses_before(call, func)
             .into_iter()
-            .any(|clause| clause.child_by_field_name("condition").is_some_and(|c| falsified(c, true)))
+            .any(|clause| clause.field("condition").is_some_and(|c| falsified(c, true)))
     };
     branch_falsified || guard_falsified() || overwrites_its_filter(call, src)
 }
@@ -384,8 +384,8 @@ fn overwrites_its_filter(call: Node, src: &str) -> bool {
     let part = |name: &str| {
         ast::named_children(options)
             .into_iter()
-            .find(|p| p.child_by_field_name("key").is_some_and(|k| text(k, src) == name))
-            .and_then(|p| p.child_by_field_name("value"))
+            .find(|p| p.field("key").is_some_and(|k| text(k, src) == name))
+            .and_then(|p| p.field("value"))
             .map_or("", |v| text(v, src))
     };
     let re = crate::regex!(r#"(\w+)\s*:\s*["']([^"']*)["']"#);
@@ -410,18 +410,15 @@ fn clock_arguments_written_by<'t>(
             let key = if shorthand {
                 text(pair, src).to_string()
             } else {
-                let Some(key) = pair.child_by_field_name("key") else { continue };
+                let Some(key) = pair.field("key") else { continue };
                 ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string())
             };
             if !period_name(&key) {
                 continue;
             }
             // `{ paidAt }` after `paidAt = new Date()`
-            let value = if shorthand {
-                last_assigned_before(func, &key, call.start_byte(), src)
-            } else {
-                pair.child_by_field_name("value")
-            };
+            let value =
+                if shorthand { last_assigned_before(func, &key, call.start_byte(), src) } else { pair.field("value") };
             let Some(value) = value.filter(|v| reads_clock(*v, src)) else { continue };
             // A shorthand is reported where the clock was read (`paidAt = new Date()`).
             let at = if shorthand { value } else { pair };
@@ -452,8 +449,8 @@ fn clock_arguments_written_by<'t>(
 fn last_assigned_before<'t>(func: Node<'t>, name: &str, before: usize, src: &str) -> Option<Node<'t>> {
     ast::descendants_of_kind(func, "assignment_expression")
         .into_iter()
-        .rfind(|a| a.end_byte() <= before && a.child_by_field_name("left").is_some_and(|l| text(l, src) == name))
-        .and_then(|a| a.child_by_field_name("right"))
+        .rfind(|a| a.end_byte() <= before && a.field("left").is_some_and(|l| text(l, src) == name))
+        .and_then(|a| a.field("right"))
         .or_else(|| ast::find_binding_init(func, name, src, before))
 }
 
@@ -470,11 +467,11 @@ fn existence_check_before(call: Node, func: Node, src: &str) -> bool {
             if i.end_byte() > call.start_byte() || ast::enclosing_function(i) != Some(func) {
                 return false;
             }
-            let leaves = i.child_by_field_name("consequence").is_some_and(|c| {
+            let leaves = i.field("consequence").is_some_and(|c| {
                 let t = text(c, src).trim_start_matches('{').trim_start();
                 t.starts_with("return") || t.starts_with("continue")
             });
-            let Some(cond) = i.child_by_field_name("condition").map(ast::unwrap_expr) else { return false };
+            let Some(cond) = i.field("condition").map(ast::unwrap_expr) else { return false };
             let name = match cond.kind() {
                 "identifier" => text(cond, src),
                 "member_expression" => ast::member_path(cond, src).first().map_or("", |_| {
@@ -487,10 +484,10 @@ fn existence_check_before(call: Node, func: Node, src: &str) -> bool {
                 && !name.is_empty()
                 && ast::descendants_of_kind(func, "variable_declarator").into_iter().any(|d| {
                     let mut names = Vec::new();
-                    if let Some(n) = d.child_by_field_name("name") {
+                    if let Some(n) = d.field("name") {
                         ast::bound_names(n, src, &mut names);
                     }
-                    let t = d.child_by_field_name("value").map_or("", |v| text(v, src));
+                    let t = d.field("value").map_or("", |v| text(v, src));
                     d.end_byte() <= i.start_byte()
                         && names.iter().any(|n| n == name)
                         && t.starts_with("await")
@@ -529,7 +526,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
         {
             return true;
         }
-        let key = || n.child_by_field_name("key").map_or("", |k| text(k, src));
+        let key = || n.field("key").map_or("", |k| text(k, src));
         // A Prisma upsert's `create` branch runs only for a new row.
         n.kind() == "pair" && (matches!(key(), "where" | "filter") || (is_upsert && key() == "create"))
     };
@@ -553,9 +550,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
             if up == call {
                 return true;
             }
-            if pruned(up)
-                || (up.kind() == "pair"
-                    && up.child_by_field_name("value").is_some_and(|v| resolved(v).kind() != "object"))
+            if pruned(up) || (up.kind() == "pair" && up.field("value").is_some_and(|v| resolved(v).kind() != "object"))
             {
                 return false;
             }
@@ -568,7 +563,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
     queries::tree_order(&mut properties);
     for n in properties.into_iter().filter(|n| written(*n)) {
         let (key, value) = match n.kind() {
-            "pair" => match (n.child_by_field_name("key"), n.child_by_field_name("value")) {
+            "pair" => match (n.field("key"), n.field("value")) {
                 (Some(k), Some(v)) => (ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()), v),
                 _ => continue,
             },
@@ -594,7 +589,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
         let re = crate::regex!(r"(?i)\b(\w+)\s*=\s*(now\(\)|current_timestamp)");
         if let Some(c) = re.captures(&sql)
             && period_name(&c[1])
-            && let Some(first) = ast::arguments(call).first().copied().or(call.child_by_field_name("arguments"))
+            && let Some(first) = ast::arguments(call).first().copied().or(call.field("arguments"))
         {
             out.push((first, c[1].to_string(), first, Finding::Clock));
         }
@@ -668,8 +663,8 @@ fn clock_edits(value: Node, var: &str, src: &str) -> Option<Vec<Edit>> {
     ast::walk(value, &mut |n| {
         match n.kind() {
             "new_expression" => {
-                let ctor = n.child_by_field_name("constructor").map(|c| text(c, src)).unwrap_or("");
-                let args = n.child_by_field_name("arguments").map(|a| a.named_child_count()).unwrap_or(0);
+                let ctor = n.field("constructor").map(|c| text(c, src)).unwrap_or("");
+                let args = n.field("arguments").map(|a| a.named_child_count()).unwrap_or(0);
                 if ctor == "Date" && args == 0 {
                     edits.push(Edit::replace(n.start_byte(), n.end_byte(), format!("new Date({var}.created * 1000)")));
                     return false;

@@ -7,6 +7,7 @@ use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys;
 use crate::model::{Sdk, effects};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -164,13 +165,13 @@ fn constructed_queue(call: Node, src: &str) -> bool {
     if !ast::callee_name(call, src).is_some_and(|n| n == "add" || n == "addBulk") {
         return false;
     }
-    let Some(object) = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")) else {
+    let Some(object) = call.field("function").and_then(|f| f.field("object")) else {
         return false;
     };
     let init = dedupe_keys::resolve(object, src);
     let ctor = match init.kind() {
-        "new_expression" => init.child_by_field_name("constructor"),
-        "call_expression" => init.child_by_field_name("function"),
+        "new_expression" => init.field("constructor"),
+        "call_expression" => init.field("function"),
         _ => None,
     };
     ctor.is_some_and(|c| matches!(text(c, src), "Queue" | "Bull" | "BullQueue" | "FlowProducer"))
@@ -178,8 +179,8 @@ fn constructed_queue(call: Node, src: &str) -> bool {
 
 /// The receiver is not a `Set`/`Map`/array that merely happens to be called `queue`.
 fn is_queue_receiver(call: Node, src: &str) -> bool {
-    let Some(f) = call.child_by_field_name("function") else { return false };
-    let Some(object) = f.child_by_field_name("object") else { return false };
+    let Some(f) = call.field("function") else { return false };
+    let Some(object) = f.field("object") else { return false };
     let init = dedupe_keys::resolve(object, src);
     let t = text(init, src);
     // p-queue's `queue.add(task)` takes a function, also one passed by name.
@@ -310,11 +311,7 @@ fn colon_job_id<'t>(id: Node<'t>, src: &str) -> Option<ColonId<'t>> {
 /// `sendWorkerQueue("logs", "put_log").add("put_log", entry)`, `auditQueue.add(...)`: a log or
 /// audit entry enqueued twice is a second log line, not a second effect.
 fn enqueues_a_log(call: Node, job_name: &str, src: &str) -> bool {
-    let queue = call
-        .child_by_field_name("function")
-        .and_then(|f| f.child_by_field_name("object"))
-        .map(|o| text(o, src))
-        .unwrap_or("");
+    let queue = call.field("function").and_then(|f| f.field("object")).map(|o| text(o, src)).unwrap_or("");
     crate::regex!(
         r"(?i)(?:^|[^a-z])(?:logs?|audit|analytics|telemetry|metrics?)(?:[^a-z]|$)|(?:audit|activity|event)_?logs?"
     )

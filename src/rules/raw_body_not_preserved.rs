@@ -7,6 +7,7 @@ use crate::model::express_app::{self, JsonMount};
 use crate::model::reach::{self, Scope};
 use crate::model::{Framework, stmts, verify};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -127,7 +128,7 @@ fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> O
     let expr = ast::unwrap_expr(expr);
     match expr.kind() {
         "member_expression" => {
-            let prop = expr.child_by_field_name("property").map(|p| text(p, src))?;
+            let prop = expr.field("property").map(|p| text(p, src))?;
             (prop == "body" && ast::member_path(expr, src).len() >= 2).then_some(expr)
         }
         "call_expression" => {
@@ -151,9 +152,9 @@ fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> O
 
 /// NestJS `@Body() body`: the parsed JSON.
 fn body_decorated_parameter(func: Node, name: &str, src: &str) -> bool {
-    let Some(params) = func.child_by_field_name("parameters") else { return false };
+    let Some(params) = func.field("parameters") else { return false };
     ast::named_children(params).into_iter().any(|p| {
-        p.child_by_field_name("pattern").is_some_and(|n| text(n, src) == name)
+        p.field("pattern").is_some_and(|n| text(n, src) == name)
             && ast::named_children(p).iter().any(|d| d.kind() == "decorator" && text(*d, src).starts_with("@Body("))
     })
 }
@@ -300,7 +301,7 @@ fn text_read_fix(file: &SourceFile, func: Node, init: Node, json_call: Node, str
         return None;
     }
     let name = ["rawBody", "rawPayload", "bodyText"].into_iter().find(|n| !ast::mentions_identifier(func, src, n))?;
-    let receiver = json_call.child_by_field_name("function")?.child_by_field_name("object")?;
+    let receiver = json_call.field("function")?.field("object")?;
     let style = file.style();
     let indent = file.indent_at(decl.start_byte());
     let keyword = if text(decl, src).starts_with("var") { "var" } else { "const" };
@@ -771,11 +772,11 @@ fn verifies_node_request_body<'t>(func: Node<'t>, req: &str, src: &str) -> Optio
     let raw_body = |n: Node| {
         let n = ast::unwrap_expr(n);
         n.kind() == "member_expression"
-            && n.child_by_field_name("property").is_some_and(|p| text(p, src) == "body")
-            && n.child_by_field_name("object").map(ast::unwrap_expr).is_some_and(|o| {
+            && n.field("property").is_some_and(|p| text(p, src) == "body")
+            && n.field("object").map(ast::unwrap_expr).is_some_and(|o| {
                 o.kind() == "member_expression"
-                    && o.child_by_field_name("property").is_some_and(|p| text(p, src) == "raw")
-                    && o.child_by_field_name("object").is_some_and(|r| text(ast::unwrap_expr(r), src) == req)
+                    && o.field("property").is_some_and(|p| text(p, src) == "raw")
+                    && o.field("object").is_some_and(|r| text(ast::unwrap_expr(r), src) == req)
             })
     };
     // Reported where the body is read: that is the expression to change.
@@ -806,7 +807,7 @@ fn nest_raw_body(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     let src = &file.text;
     let read = ast::descendants_of_kind(func, "member_expression")
         .into_iter()
-        .find(|m| m.child_by_field_name("property").is_some_and(|p| text(p, src) == "rawBody"))
+        .find(|m| m.field("property").is_some_and(|p| text(p, src) == "rawBody"))
         .or_else(|| {
             ast::descendants_of_kind(func, "decorator").into_iter().find(|d| text(*d, src).starts_with("@RawBody("))
         });

@@ -5,6 +5,7 @@ use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::responses;
 use crate::model::{Framework, Handler};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -137,7 +138,7 @@ impl Cx<'_> {
         let src = def.file.text.as_str();
         let Some(param) = ast::parameter(helper, at).filter(|p| p.kind() == "identifier") else { return false };
         let name = text(param, src);
-        let Some(body) = helper.child_by_field_name("body") else { return false };
+        let Some(body) = helper.field("body") else { return false };
         !ast::calls_in(body, true).into_iter().any(|c| {
             let path = ast::callee_path(c, src);
             let answers_on_it = path.first().is_some_and(|r| r == name)
@@ -174,13 +175,13 @@ impl Cx<'_> {
             "throw_statement" => true,
             "statement_block" => self.answers_list(&ast::named_children(stmt)),
             "if_statement" => {
-                let cons = stmt.child_by_field_name("consequence");
+                let cons = stmt.field("consequence");
                 let alt = stmt
-                    .child_by_field_name("alternative")
+                    .field("alternative")
                     .and_then(|a| ast::named_children(a).into_iter().find(|c| c.kind() != "comment"));
                 // `if (!res.headersSent) res.status(200)...`: the other path has answered already
                 let unless_sent = || {
-                    stmt.child_by_field_name("condition").is_some_and(|c| {
+                    stmt.field("condition").is_some_and(|c| {
                         let t = text(c, self.src);
                         t.contains('!') && (t.contains(".headersSent") || t.contains(".writableEnded"))
                     })
@@ -192,18 +193,12 @@ impl Cx<'_> {
                 }
             }
             "try_statement" => {
-                let body = stmt.child_by_field_name("body").is_some_and(|b| self.answers(b));
-                let handler = stmt
-                    .child_by_field_name("handler")
-                    .and_then(|h| h.child_by_field_name("body"))
-                    .map(|b| self.answers(b));
-                let finalizer = stmt
-                    .child_by_field_name("finalizer")
-                    .and_then(|f| f.child_by_field_name("body"))
-                    .is_some_and(|b| self.answers(b));
+                let body = stmt.field("body").is_some_and(|b| self.answers(b));
+                let handler = stmt.field("handler").and_then(|h| h.field("body")).map(|b| self.answers(b));
+                let finalizer = stmt.field("finalizer").and_then(|f| f.field("body")).is_some_and(|b| self.answers(b));
                 // `try { res.status(500).json(..) } catch { log }`: the catch is for the answer itself
                 let only_answers = || {
-                    stmt.child_by_field_name("body").is_some_and(|b| {
+                    stmt.field("body").is_some_and(|b| {
                         let stmts: Vec<Node> =
                             ast::named_children(b).into_iter().filter(|s| s.kind() != "comment").collect();
                         !stmts.is_empty() && stmts.iter().all(|s| self.answers(*s))
@@ -212,14 +207,14 @@ impl Cx<'_> {
                 finalizer || (body && (handler.unwrap_or(true) || only_answers()))
             }
             "switch_statement" => {
-                let Some(body) = stmt.child_by_field_name("body") else { return false };
+                let Some(body) = stmt.field("body") else { return false };
                 let cases = ast::named_children(body);
                 let has_default = cases.iter().any(|c| c.kind() == "switch_default");
                 has_default
                     && cases.iter().all(|c| {
                         let stmts: Vec<Node> = ast::named_children(*c)
                             .into_iter()
-                            .filter(|s| Some(*s) != c.child_by_field_name("value") && s.kind() != "comment")
+                            .filter(|s| Some(*s) != c.field("value") && s.kind() != "comment")
                             .collect();
                         stmts.is_empty() || self.answers_list(&stmts)
                     })
@@ -239,7 +234,7 @@ impl Cx<'_> {
             // `if (!(await handOff(req, res))) return;`: the helper answered.
             if parent.kind() == "if_statement"
                 && self.mode == Mode::Object
-                && parent.child_by_field_name("condition").is_some_and(|c| self.sends(c))
+                && parent.field("condition").is_some_and(|c| self.sends(c))
             {
                 return true;
             }
@@ -267,7 +262,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         let Some(scope) = model.scopes.first() else { continue };
         let Some(func) = scope.node() else { continue };
-        let Some(body) = func.child_by_field_name("body").filter(|b| b.kind() == "statement_block") else {
+        let Some(body) = func.field("body").filter(|b| b.kind() == "statement_block") else {
             continue;
         };
         let file = scope.file();
@@ -395,14 +390,14 @@ fn unsent_reply(v: Node, res: &str, src: &str) -> bool {
         match cur.kind() {
             "identifier" => return text(cur, src) == res,
             "call_expression" => {
-                let Some(f) = cur.child_by_field_name("function").filter(|f| f.kind() == "member_expression") else {
+                let Some(f) = cur.field("function").filter(|f| f.kind() == "member_expression") else {
                     return false;
                 };
-                let prop = f.child_by_field_name("property").map_or("", |p| text(p, src));
+                let prop = f.field("property").map_or("", |p| text(p, src));
                 if !matches!(prop, "code" | "status" | "header" | "headers" | "type") {
                     return false;
                 }
-                let Some(o) = f.child_by_field_name("object") else { return false };
+                let Some(o) = f.field("object") else { return false };
                 cur = ast::unwrap_expr(o);
             }
             _ => return false,
@@ -438,9 +433,9 @@ fn fall_off_fix(c: &Cx, handler: &Handler, file: &crate::source::SourceFile, bod
     let style = file.style();
     // A trailing try whose catch does not answer: answer 500 there.
     if last.kind() == "try_statement"
-        && let Some(catch_body) = last.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
+        && let Some(catch_body) = last.field("handler").and_then(|h| h.field("body"))
         && !c.answers(catch_body)
-        && last.child_by_field_name("body").is_some_and(|b| c.answers(b))
+        && last.field("body").is_some_and(|b| c.answers(b))
     {
         return match (handler.respond(500), ast::named_children(catch_body).last()) {
             (Some(stmt), Some(end)) => {

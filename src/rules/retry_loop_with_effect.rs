@@ -10,6 +10,7 @@ use crate::model::payload;
 use crate::model::retry_loops::{self, RetryLoop};
 use crate::model::{Effect, EffectKind, EventKey, Sdk, effects, reach};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -188,7 +189,7 @@ fn hoist_existing(
         return (message, fix);
     }
     // The key is written in the call: bind it once before the loop.
-    let prop = key.parent().filter(|p| p.kind() == "pair").and_then(|p| p.child_by_field_name("key"));
+    let prop = key.parent().filter(|p| p.kind() == "pair").and_then(|p| p.field("key"));
     let base =
         prop.map(|k| text(k, src).trim_matches(['"', '\'']).to_string()).unwrap_or_else(|| "idempotencyKey".into());
     let base = if is_identifier(&base) { base } else { "idempotencyKey".to_string() };
@@ -220,7 +221,7 @@ fn reads_loop_names(node: Node, lp: &RetryLoop, src: &str) -> bool {
     let mut declared = Vec::new();
     ast::walk(lp.node, &mut |n| {
         if n.kind() == "variable_declarator"
-            && let Some(name) = n.child_by_field_name("name")
+            && let Some(name) = n.field("name")
         {
             ast::bound_names(name, src, &mut declared);
         }
@@ -232,9 +233,8 @@ fn reads_loop_names(node: Node, lp: &RetryLoop, src: &str) -> bool {
     let mut reads = false;
     ast::walk(node, &mut |n| {
         if n.kind() == "identifier" && declared.iter().any(|d| d == text(n, src)) {
-            let is_member_prop = n
-                .parent()
-                .is_some_and(|p| p.kind() == "member_expression" && p.child_by_field_name("property") == Some(n));
+            let is_member_prop =
+                n.parent().is_some_and(|p| p.kind() == "member_expression" && p.field("property") == Some(n));
             reads |= !is_member_prop;
         }
         true
@@ -358,7 +358,7 @@ fn pass_key(effect: &Effect, prop: &str, name: &str, src: &str) -> Option<Edit> 
             let options = last.kind() == "object"
                 && args.len() > 1
                 && ast::named_children(last).iter().all(|p| {
-                    let k = p.child_by_field_name("key").map(|k| text(k, src)).unwrap_or_else(|| text(*p, src));
+                    let k = p.field("key").map(|k| text(k, src)).unwrap_or_else(|| text(*p, src));
                     matches!(k, "idempotencyKey" | "stripeAccount" | "apiVersion" | "maxNetworkRetries" | "timeout")
                 });
             if options { Some(merge(last)) } else { Some(append(last)) }
@@ -371,8 +371,7 @@ fn pass_key(effect: &Effect, prop: &str, name: &str, src: &str) -> Option<Edit> 
         }
         Sdk::Sqs => {
             let cmd = args.first().filter(|a| a.kind() == "new_expression")?;
-            let input =
-                cmd.child_by_field_name("arguments").and_then(|a| a.named_child(0)).filter(|i| i.kind() == "object")?;
+            let input = cmd.field("arguments").and_then(|a| a.named_child(0)).filter(|i| i.kind() == "object")?;
             Some(merge(input))
         }
         _ => None,

@@ -6,6 +6,7 @@ use crate::model::Framework;
 use crate::model::ast::{self, text};
 use crate::model::stmts;
 use crate::source::{Dialect, SourceFile};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -135,7 +136,7 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
         }
         match n.kind() {
             "for_in_statement" => {
-                let right = n.child_by_field_name("right");
+                let right = n.field("right");
                 let bound = right
                     .filter(|r| r.kind() == "identifier")
                     .and_then(|r| ast::find_binding_init(func, text(r, src), src, r.start_byte()))
@@ -143,18 +144,18 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
                 let right = right.map(|r| text(r, src)).unwrap_or("");
                 let records = |t: &str| t.ends_with(".Records") || t == "Records";
                 if records(right) || bound.is_some_and(records) {
-                    found = n.child_by_field_name("body").map(|b| (n, b));
+                    found = n.field("body").map(|b| (n, b));
                 }
             }
             "for_statement" => {
-                let cond = n.child_by_field_name("condition").map(|c| text(c, src)).unwrap_or("");
+                let cond = n.field("condition").map(|c| text(c, src)).unwrap_or("");
                 // `i < event.Records.length`, or `i < records.length` with `records = event.Records`
                 let bound = crate::regex!(r"(\w+)\.length").captures(cond).is_some_and(|c| {
                     ast::find_binding_init(func, &c[1], src, n.start_byte())
                         .is_some_and(|i| text(i, src).contains(".Records"))
                 });
                 if cond.contains("Records.length") || bound {
-                    found = n.child_by_field_name("body").map(|b| (n, b));
+                    found = n.field("body").map(|b| (n, b));
                 }
             }
             "call_expression" => {
@@ -193,8 +194,7 @@ fn throwing_calls_in_failure_path<'t>(body: Node<'t>, src: &str) -> Vec<Node<'t>
     let owner = ast::enclosing_function(body);
     let mut out = Vec::new();
     for try_stmt in ast::descendants_of_kind(body, "try_statement") {
-        let Some(catch_body) = try_stmt.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"))
-        else {
+        let Some(catch_body) = try_stmt.field("handler").and_then(|h| h.field("body")) else {
             continue;
         };
         if ast::enclosing_function(try_stmt) != owner || !text(catch_body, src).contains("batchItemFailures") {
@@ -230,13 +230,13 @@ fn handled_per_record(body: Node, src: &str) -> bool {
 }
 
 fn catch_rethrows(try_stmt: Node, _src: &str) -> bool {
-    try_stmt.child_by_field_name("handler").is_some_and(|h| !ast::descendants_of_kind(h, "throw_statement").is_empty())
+    try_stmt.field("handler").is_some_and(|h| !ast::descendants_of_kind(h, "throw_statement").is_empty())
 }
 
 fn inside_swallowing_try(lp: Node, func: Node, src: &str) -> bool {
     ast::ancestors(lp)
         .take_while(|a| *a != func)
-        .any(|a| a.kind() == "try_statement" && a.child_by_field_name("handler").is_some() && !catch_rethrows(a, src))
+        .any(|a| a.kind() == "try_statement" && a.field("handler").is_some() && !catch_rethrows(a, src))
 }
 
 fn manual(reason: &str) -> Fix {
@@ -268,7 +268,7 @@ fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
     if has_return {
         return manual("the handler already returns: add `batchItemFailures` to what it returns");
     }
-    let Some(left) = lp.child_by_field_name("left") else { return manual("unknown loop variable") };
+    let Some(left) = lp.field("left") else { return manual("unknown loop variable") };
     let record = match left.kind() {
         "identifier" => format!("{}.messageId", text(left, src)),
         "object_pattern"
@@ -313,12 +313,12 @@ fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
     let real: Vec<&Node> = stmts.iter().filter(|s| s.kind() != "comment").collect();
     if let [only] = real.as_slice()
         && only.kind() == "try_statement"
-        && only.child_by_field_name("finalizer").is_none()
-        && let Some(handler) = only.child_by_field_name("handler")
-        && let Some(cblock) = handler.child_by_field_name("body")
+        && only.field("finalizer").is_none()
+        && let Some(handler) = only.field("handler")
+        && let Some(cblock) = handler.field("body")
     {
         let throws = ast::descendants_of_kind(handler, "throw_statement");
-        let param = handler.child_by_field_name("parameter").map(|p| text(p, src).to_string());
+        let param = handler.field("parameter").map(|p| text(p, src).to_string());
         return match throws.as_slice() {
             [t] if t.parent() == Some(cblock)
                 && t.named_child(0).is_some_and(|e| Some(text(e, src).to_string()) == param)
@@ -399,9 +399,9 @@ fn all_settled_fix(file: &SourceFile, func: Node, map_call: Node) -> Option<Fix>
     if has_return || ast::mentions_identifier(func, src, "results") {
         return None;
     }
-    let records = map_call.child_by_field_name("function")?.child_by_field_name("object")?;
+    let records = map_call.field("function")?.field("object")?;
     let records = text(records, src);
-    let callee = all.child_by_field_name("function")?;
+    let callee = all.field("function")?;
     let style = file.style();
     let semi = style.semi();
     let eol = style.eol;
@@ -426,7 +426,7 @@ fn all_settled_fix(file: &SourceFile, func: Node, map_call: Node) -> Option<Fix>
 
 /// `async function handler(event): Promise<void>` must return the batch response now.
 fn void_return_edit(func: Node, src: &str) -> Option<Edit> {
-    let ty = func.child_by_field_name("return_type")?;
+    let ty = func.field("return_type")?;
     let t = text(ty, src).trim_start_matches(':').trim();
     let inner = ty.named_child(0).unwrap_or(ty);
     (t == "Promise<void>" || t == "void").then(|| {

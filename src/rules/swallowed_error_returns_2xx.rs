@@ -10,6 +10,7 @@ use crate::model::responses::{self, Response, Style};
 use crate::model::verify::{is_verify, only_checks, verifies_through};
 use crate::model::{EffectKind, Framework, Sdk, effects, markers};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::collections::HashSet;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -247,11 +248,10 @@ fn failed_fetch_returns(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diag
     let src = &scope.file().text;
     let not_ok = crate::regex!(r"^\(\s*(?:!\s*([A-Za-z_$][\w$]*)\.ok|([A-Za-z_$][\w$]*)\.ok\s*===?\s*false)\s*\)$");
     for stmt in ast::descendants_of_kind(func, "if_statement") {
-        if ast::enclosing_function(stmt) != Some(func) || stmt.child_by_field_name("alternative").is_some() {
+        if ast::enclosing_function(stmt) != Some(func) || stmt.field("alternative").is_some() {
             continue;
         }
-        let (Some(cond), Some(cons)) = (stmt.child_by_field_name("condition"), stmt.child_by_field_name("consequence"))
-        else {
+        let (Some(cond), Some(cons)) = (stmt.field("condition"), stmt.field("consequence")) else {
             continue;
         };
         let Some(caps) = not_ok.captures(text(cond, src)) else { continue };
@@ -299,12 +299,10 @@ fn promise_catch_logs_only(c: &Cx, scope: &Scope, func: Node) -> Vec<Diagnostic>
     let file = scope.file();
     let src = &file.text;
     for call in ast::calls_in(func, true) {
-        let Some(callee) = call.child_by_field_name("function").filter(|f| f.kind() == "member_expression") else {
+        let Some(callee) = call.field("function").filter(|f| f.kind() == "member_expression") else {
             continue;
         };
-        let (Some(receiver), Some(property)) =
-            (callee.child_by_field_name("object"), callee.child_by_field_name("property"))
-        else {
+        let (Some(receiver), Some(property)) = (callee.field("object"), callee.field("property")) else {
             continue;
         };
         let [handler] = ast::arguments(call)[..] else { continue };
@@ -315,7 +313,7 @@ fn promise_catch_logs_only(c: &Cx, scope: &Scope, func: Node) -> Vec<Diagnostic>
         let dropped = ast::parent(call).is_some_and(|p| {
             p.kind() == "await_expression" && ast::parent(p).is_some_and(|s| s.kind() == "expression_statement")
         });
-        let Some(body) = handler.child_by_field_name("body") else { continue };
+        let Some(body) = handler.field("body") else { continue };
         // (`.catch(() => null)` with nothing logged is an explicit, deliberate discard)
         let calls = ast::calls_in(body, true);
         let only_logs = same_fn_nodes(body, "throw_statement").is_empty()
@@ -383,9 +381,9 @@ fn chain_calls(call: Node) -> Vec<Node> {
     let mut out = vec![call];
     let mut current = call;
     while let Some(inner) = current
-        .child_by_field_name("function")
+        .field("function")
         .filter(|f| f.kind() == "member_expression")
-        .and_then(|f| f.child_by_field_name("object"))
+        .and_then(|f| f.field("object"))
         .filter(|o| o.kind() == "call_expression")
     {
         out.push(inner);
@@ -423,9 +421,7 @@ fn exposed_calls(block: Node) -> Vec<Node> {
             !ast::ancestors(*call).take_while(|a| *a != block).any(|a| {
                 a.kind() == "statement_block"
                     && a.parent().is_some_and(|t| {
-                        t.kind() == "try_statement"
-                            && t.child_by_field_name("body") == Some(a)
-                            && t.child_by_field_name("handler").is_some()
+                        t.kind() == "try_statement" && t.field("body") == Some(a) && t.field("handler").is_some()
                     })
             })
         })
@@ -447,12 +443,11 @@ fn calls_a_thrower(c: &Cx, file: &Arc<SourceFile>, body: Node) -> bool {
         let Some(def) = reach::resolve_call(c.cx.project, file, call) else { return false };
         let Some(func) = def.node() else { return false };
         let def_src = &def.file.text;
-        let declared_never = func
-            .child_by_field_name("return_type")
-            .is_some_and(|t| text(t, def_src).trim_start_matches(':').trim() == "never");
+        let declared_never =
+            func.field("return_type").is_some_and(|t| text(t, def_src).trim_start_matches(':').trim() == "never");
         declared_never
             || func
-                .child_by_field_name("body")
+                .field("body")
                 .filter(|b| b.kind() == "statement_block")
                 .and_then(|b| ast::named_children(b).into_iter().rev().find(|n| n.kind() != "comment"))
                 .is_some_and(|last| last.kind() == "throw_statement")
@@ -496,7 +491,7 @@ fn publishes_to_failure_topic(call: Node, src: &str) -> bool {
 }
 
 fn marked_best_effort(c: &Cx, try_stmt: Node, src: &str) -> bool {
-    let block = try_stmt.child_by_field_name("body");
+    let block = try_stmt.field("body");
     if let Some(block) = block {
         let listed = ast::calls_in(block, false).into_iter().any(|call| {
             let path = ast::callee_path(call, src).join(".");
@@ -526,9 +521,7 @@ fn wrapping_ifs(stmt: Node) -> Vec<Node> {
     while let Some(block) = ast::parent(at).filter(|b| b.kind() == "statement_block") {
         let only = ast::named_children(block).into_iter().filter(|n| n.kind() != "comment").count() == 1;
         let Some(owner) = ast::parent(block).filter(|o| {
-            o.kind() == "if_statement"
-                && o.child_by_field_name("consequence") == Some(block)
-                && o.child_by_field_name("alternative").is_none()
+            o.kind() == "if_statement" && o.field("consequence") == Some(block) && o.field("alternative").is_none()
         }) else {
             break;
         };
@@ -565,13 +558,13 @@ fn function_doc(node: Node, src: &str) -> Option<String> {
 /// status, a workflow step saved with `status: output.error ? "failure" : "success"`): the
 /// catch assigns a value made from the error to a name or property the code after it reads.
 fn captures_error(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
-    let Some(param) = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier") else {
+    let Some(param) = clause.field("parameter").filter(|p| p.kind() == "identifier") else {
         return false;
     };
     let param = text(param, src);
     let after = try_stmt.parent().map(|p| &src[try_stmt.end_byte()..p.end_byte()]).unwrap_or("");
     same_fn_nodes(body, "assignment_expression").into_iter().any(|a| {
-        let (Some(left), Some(right)) = (a.child_by_field_name("left"), a.child_by_field_name("right")) else {
+        let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
             return false;
         };
         let uses_error = ast::descendants_of_kind(right, "identifier").iter().any(|i| text(*i, src) == param)
@@ -604,20 +597,20 @@ fn rethrown_after(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
         }
         next = stmt.next_named_sibling();
     }
-    let Some(param) = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier") else {
+    let Some(param) = clause.field("parameter").filter(|p| p.kind() == "identifier") else {
         return false;
     };
     let param = text(param, src);
     let kept: Vec<&str> = ast::descendants_of_kind(body, "assignment_expression")
         .into_iter()
-        .filter(|a| a.child_by_field_name("right").is_some_and(|r| r.kind() == "identifier" && text(r, src) == param))
-        .filter_map(|a| a.child_by_field_name("left").filter(|l| l.kind() == "identifier").map(|l| text(l, src)))
+        .filter(|a| a.field("right").is_some_and(|r| r.kind() == "identifier" && text(r, src) == param))
+        .filter_map(|a| a.field("left").filter(|l| l.kind() == "identifier").map(|l| text(l, src)))
         .collect();
     if kept.is_empty() {
         return false;
     }
     let later = try_stmt
-        .child_by_field_name("finalizer")
+        .field("finalizer")
         .into_iter()
         .chain(std::iter::successors(try_stmt.next_named_sibling(), |n| n.next_named_sibling()));
     later
@@ -682,7 +675,7 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         };
         let Some(fix) = d.fix.as_ref().filter(|f| f.applicability != Applicability::DisplayOnly) else { continue };
         let throws = fix.edits.iter().any(|e| e.replacement.contains("throw "));
-        let Some(clause) = try_stmt.child_by_field_name("handler") else { continue };
+        let Some(clause) = try_stmt.field("handler") else { continue };
         if let Some(why) =
             deliberate_swallow(func, try_stmt, src).or_else(|| misfires(c, i, func, clause, try_stmt, throws))
         {
@@ -746,7 +739,7 @@ fn reaches_caller(f: Node, src: &str) -> bool {
             "await_expression" | "return_statement" | "arrow_function" => return true,
             "new_expression" => return false,
             "call_expression" => {
-                let through_arguments = p.child_by_field_name("arguments").is_some_and(|a| ast::contains(a, cur));
+                let through_arguments = p.field("arguments").is_some_and(|a| ast::contains(a, cur));
                 if through_arguments && ast::callee_name(p, src).is_some_and(|n| DETACHED.contains(&n.as_str())) {
                     return false;
                 }
@@ -805,8 +798,8 @@ fn swallowing_try<'t>(func: Node<'t>, node: Node<'t>, src: &str, names: &[&str])
         if a.id() == func.id() || ast::is_function(a) {
             return None;
         }
-        if a.kind() == "try_statement" && a.child_by_field_name("body").is_some_and(|b| b.id() == child.id()) {
-            let body = a.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body"));
+        if a.kind() == "try_statement" && a.field("body").is_some_and(|b| b.id() == child.id()) {
+            let body = a.field("handler").and_then(|h| h.field("body"));
             return body.filter(|b| swallows(*b, src, names)).map(|_| a);
         }
         child = a;
@@ -821,7 +814,7 @@ fn enclosing_swallow(c: &Cx, i: usize, func: Node, try_stmt: Node, src: &str) ->
     Some(format!(
         "a rethrow here lands in the catch at line {}, which swallows it as well: it would only skip the rest of \
          that try; fix that catch instead",
-        outer.child_by_field_name("handler").unwrap_or(outer).start_position().row + 1
+        outer.field("handler").unwrap_or(outer).start_position().row + 1
     ))
 }
 
@@ -840,8 +833,8 @@ fn recovers(clause: Node, src: &str) -> Option<String> {
 /// The calls by which a catch recovers: awaited work (or an effect) that is not logging,
 /// reporting or releasing, and does not pass the error on.
 fn recovery_calls<'t>(clause: Node<'t>, src: &str) -> Vec<Node<'t>> {
-    let Some(body) = clause.child_by_field_name("body") else { return Vec::new() };
-    let param = clause.child_by_field_name("parameter").map(|p| text(p, src)).unwrap_or("");
+    let Some(body) = clause.field("body") else { return Vec::new() };
+    let param = clause.field("parameter").map(|p| text(p, src)).unwrap_or("");
     ast::calls_in(body, true)
         .into_iter()
         .filter(|call| {
@@ -909,17 +902,17 @@ fn keeps_fallback(func: Node, clause: Node, try_stmt: Node, src: &str) -> Option
     let root = |left: Node| -> Option<String> {
         let mut n = left;
         while matches!(n.kind(), "member_expression" | "subscript_expression") {
-            n = n.child_by_field_name("object")?;
+            n = n.field("object")?;
         }
         (n.kind() == "identifier").then(|| text(n, src).to_string())
     };
-    let body = clause.child_by_field_name("body")?;
+    let body = clause.field("body")?;
     // A catch that returns or throws ends the work there: nothing goes on with a fallback.
     if !same_fn_nodes(body, "return_statement").is_empty() || !same_fn_nodes(body, "throw_statement").is_empty() {
         return None;
     }
     let fallback = same_fn_nodes(body, "assignment_expression").into_iter().find_map(|a| {
-        let left = a.child_by_field_name("left")?;
+        let left = a.field("left")?;
         root(left).filter(|r| read_after(r)).map(|_| text(left, src))
     });
     if let Some(name) = fallback {
@@ -928,15 +921,15 @@ fn keeps_fallback(func: Node, clause: Node, try_stmt: Node, src: &str) -> Option
              handled by design; rethrow by hand only if the event's work cannot do without it"
         ));
     }
-    let block = try_stmt.child_by_field_name("body")?;
+    let block = try_stmt.field("body")?;
     let unset = same_fn_nodes(block, "assignment_expression").into_iter().find_map(|a| {
-        let left = a.child_by_field_name("left").filter(|l| l.kind() == "identifier")?;
+        let left = a.field("left").filter(|l| l.kind() == "identifier")?;
         let name = text(left, src);
         let declared_before = ast::find_binding_init(func, name, src, try_stmt.start_byte()).is_some()
             || crate::regex!(r"\b(?:let|var)\s+([A-Za-z_$][\w$]*)")
                 .captures_iter(&src[func.start_byte()..try_stmt.start_byte()])
                 .any(|c| &c[1] == name);
-        let reads = ast::calls_in(a.child_by_field_name("right")?, false)
+        let reads = ast::calls_in(a.field("right")?, false)
             .into_iter()
             .all(|call| effects::classify(call, src, false).is_none_or(|e| e.kind == EffectKind::Possible));
         (declared_before && reads && read_after(name) && !ast::mentions_identifier(body, src, name))
@@ -979,7 +972,7 @@ fn caller_context(c: &Cx, i: usize, throws: bool) -> Option<String> {
                 "every call of `{name}` is inside a try whose catch swallows the error as well ({}:{}): a rethrow \
                  here reaches only that catch; fix that one instead",
                 s.file().path.file_name().map_or(String::new(), |n| n.to_string_lossy().to_string()),
-                caught[0].child_by_field_name("handler").unwrap_or(caught[0]).start_position().row + 1
+                caught[0].field("handler").unwrap_or(caught[0]).start_position().row + 1
             ));
         }
     }
@@ -1054,7 +1047,7 @@ fn deliberate_swallow(func: Node, try_stmt: Node, src: &str) -> Option<String> {
     // ("should not fail silently" says the opposite: no negated phrases)
     const SAID: &[&str] =
         &["retry", "retries", "best-effort", "best effort", "non-critical", "not critical", "intentional"];
-    let mut comments: Vec<Node> = ast::descendants_of_kind(try_stmt.child_by_field_name("handler")?, "comment");
+    let mut comments: Vec<Node> = ast::descendants_of_kind(try_stmt.field("handler")?, "comment");
     let mut prev = try_stmt.prev_named_sibling();
     while let Some(p) = prev.filter(|p| p.kind() == "comment") {
         comments.push(p);
@@ -1102,8 +1095,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         if deferred {
             continue;
         }
-        let (Some(block), Some(body)) = (try_stmt.child_by_field_name("body"), clause.child_by_field_name("body"))
-        else {
+        let (Some(block), Some(body)) = (try_stmt.field("body"), clause.field("body")) else {
             continue;
         };
         // A catch that takes another way to the same end (`stat` fails, so `mkdir`; the bucket
@@ -1134,7 +1126,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         let in_retry_loop = ast::ancestors(try_stmt).take_while(|a| !ast::is_function(*a)).any(|a| {
             matches!(a.kind(), "while_statement" | "do_statement")
                 || a.kind() == "for_statement"
-                    && (a.child_by_field_name("condition").is_none_or(|c| text(c, src).trim() == ";")
+                    && (a.field("condition").is_none_or(|c| text(c, src).trim() == ";")
                         || crate::model::retry_loops::is_retry_loop(a, src))
         });
         if in_retry_loop {
@@ -1158,7 +1150,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         {
             // `throw new Response()` → `throw new Response(null, { status: 500 })`
             let bare_args = ast::unwrap_expr(t.named_child(0).unwrap_or(t))
-                .child_by_field_name("arguments")
+                .field("arguments")
                 .filter(|a| ast::named_children(*a).is_empty());
             let fix = || match bare_args {
                 Some(a) => Fix::unsafe_(
@@ -1243,10 +1235,10 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         }
         // A catch that tries an alternative under its own catch (inline comment failed → post
         // a general note) handles the failure; that inner catch decides the outcome.
-        if ast::descendants_of_kind(body, "try_statement").into_iter().any(|t| {
-            t.child_by_field_name("handler").is_some()
-                && t.child_by_field_name("body").is_some_and(|b| does_work(b, src))
-        }) {
+        if ast::descendants_of_kind(body, "try_statement")
+            .into_iter()
+            .any(|t| t.field("handler").is_some() && t.field("body").is_some_and(|b| does_work(b, src)))
+        {
             continue;
         }
         // Explicit-ack consumers (RabbitMQ, Pub/Sub, an SQS poller): a catch that skips the ack
@@ -1282,7 +1274,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         }
         if let Some(r) = resps.iter().find(|r| r.is_2xx()) {
             // Nest: a returned value cannot carry a status; rethrowing answers 500.
-            let param = clause.child_by_field_name("parameter").filter(|p| p.kind() == "identifier");
+            let param = clause.field("parameter").filter(|p| p.kind() == "identifier");
             let fix = || match (crate::fix::edits::set_status(r, 500, src, file.style().eol), param) {
                 (Some(e), _) => Fix::unsafe_("answer 500 so the provider retries", vec![e]),
                 (None, Some(p)) if r.style == Style::Returned && fw == Framework::Nest => {
@@ -1410,13 +1402,12 @@ fn tasks_catch_their_failures(call: Node, src: &str) -> bool {
     let Some(body) = ast::arguments(tasks)
         .first()
         .filter(|f| ast::is_function(**f))
-        .and_then(|f| f.child_by_field_name("body"))
+        .and_then(|f| f.field("body"))
         .filter(|b| b.kind() == "statement_block")
     else {
         return false;
     };
-    let has_catch =
-        ast::descendants_of_kind(body, "try_statement").into_iter().any(|t| t.child_by_field_name("handler").is_some());
+    let has_catch = ast::descendants_of_kind(body, "try_statement").into_iter().any(|t| t.field("handler").is_some());
     has_catch && !exposed_calls(body).into_iter().any(|c| awaited_or_effect(c, body, src))
 }
 
@@ -1440,7 +1431,7 @@ fn returns_failure_outcome(ret: Node, src: &str) -> bool {
     match value.kind() {
         "false" => true,
         "object" => ast::named_children(value).into_iter().any(|pair| {
-            let (Some(key), Some(v)) = (pair.child_by_field_name("key"), pair.child_by_field_name("value")) else {
+            let (Some(key), Some(v)) = (pair.field("key"), pair.field("value")) else {
                 return false;
             };
             let v = ast::unwrap_expr(v);
@@ -1450,7 +1441,7 @@ fn returns_failure_outcome(ret: Node, src: &str) -> bool {
                 "status" | "outcome" | "result" => {
                     ast::string_value(v, src).is_some_and(|s| failure_word(&s))
                         || v.kind() == "member_expression"
-                            && v.child_by_field_name("property").is_some_and(|p| failure_word(text(p, src)))
+                            && v.field("property").is_some_and(|p| failure_word(text(p, src)))
                 }
                 _ => false,
             }
@@ -1495,10 +1486,10 @@ fn reads_only(block: Node, src: &str) -> bool {
 /// `throw new Response(body?, { status? })`: the status Remix answers with (200 by default).
 fn thrown_response_status(throw: Node, src: &str) -> Option<u16> {
     let value = ast::unwrap_expr(throw.named_child(0)?);
-    if value.kind() != "new_expression" || text(value.child_by_field_name("constructor")?, src) != "Response" {
+    if value.kind() != "new_expression" || text(value.field("constructor")?, src) != "Response" {
         return None;
     }
-    let args = value.child_by_field_name("arguments").map(ast::named_children).unwrap_or_default();
+    let args = value.field("arguments").map(ast::named_children).unwrap_or_default();
     match args.get(1) {
         None => Some(200),
         Some(init) if init.kind() == "object" => match ast::object_property(*init, "status", src) {
@@ -1514,7 +1505,7 @@ fn flagged_for_later(func: Node, try_stmt: Node, body: Node, src: &str, names: &
     let mut flags: Vec<&str> = Vec::new();
     ast::walk(body, &mut |n| {
         if n.kind() == "assignment_expression"
-            && let Some(l) = n.child_by_field_name("left").filter(|l| l.kind() == "identifier")
+            && let Some(l) = n.field("left").filter(|l| l.kind() == "identifier")
         {
             flags.push(text(l, src));
         }
@@ -1531,10 +1522,8 @@ fn flagged_for_later(func: Node, try_stmt: Node, body: Node, src: &str, names: &
     }
     ast::descendants_of_kind(func, "if_statement").into_iter().any(|stmt| {
         stmt.start_byte() >= try_stmt.end_byte()
-            && stmt
-                .child_by_field_name("condition")
-                .is_some_and(|c| flags.iter().any(|f| ast::mentions_identifier(c, src, f)))
-            && stmt.child_by_field_name("consequence").is_some_and(|cons| {
+            && stmt.field("condition").is_some_and(|c| flags.iter().any(|f| ast::mentions_identifier(c, src, f)))
+            && stmt.field("consequence").is_some_and(|cons| {
                 !ast::descendants_of_kind(cons, "throw_statement").is_empty()
                     || responses::responses_in(cons, src, names, false).iter().any(|r| !r.is_2xx())
             })
@@ -1566,7 +1555,7 @@ fn failure_dropped<'a>(c: &Cx<'a>, i: usize, in_callee_body: bool, returns: &[No
                 let tolerated = ast::ancestors(stmt)
                     .take_while(|a| !ast::is_function(*a))
                     .filter(|a| a.kind() == "try_statement")
-                    .filter_map(|t| t.child_by_field_name("handler").and_then(|h| h.child_by_field_name("body")))
+                    .filter_map(|t| t.field("handler").and_then(|h| h.field("body")))
                     .next()
                     .is_some_and(|catch| {
                         ast::descendants_of_kind(catch, "throw_statement").is_empty() && !records_failure(catch, src)
@@ -1732,8 +1721,8 @@ fn dropped_promise<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> bool {
     }
     // `const promise = work(body); promise.catch(log);`
     let Some(name) = ast::parent(call)
-        .filter(|d| d.kind() == "variable_declarator" && d.child_by_field_name("value") == Some(call))
-        .and_then(|d| d.child_by_field_name("name"))
+        .filter(|d| d.kind() == "variable_declarator" && d.field("value") == Some(call))
+        .and_then(|d| d.field("name"))
         .filter(|n| n.kind() == "identifier")
     else {
         return false;
@@ -1747,12 +1736,12 @@ fn dropped_promise<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> bool {
 
 /// `work().catch(log)`: the call a `.catch`/`.then`/`.finally` makes on `n`'s promise.
 fn promise_chained<'t>(n: Node<'t>, src: &str) -> Option<Node<'t>> {
-    let m = ast::parent(n).filter(|m| m.kind() == "member_expression" && m.child_by_field_name("object") == Some(n))?;
-    let prop = m.child_by_field_name("property").map(|p| text(p, src))?;
+    let m = ast::parent(n).filter(|m| m.kind() == "member_expression" && m.field("object") == Some(n))?;
+    let prop = m.field("property").map(|p| text(p, src))?;
     if !matches!(prop, "catch" | "then" | "finally") {
         return None;
     }
-    ast::parent(m).filter(|c| c.kind() == "call_expression" && c.child_by_field_name("function") == Some(m))
+    ast::parent(m).filter(|c| c.kind() == "call_expression" && c.field("function") == Some(m))
 }
 
 fn called_without_await(c: &Cx, i: usize) -> bool {
@@ -1776,7 +1765,7 @@ fn fails_through_done(c: &Cx, clause: Node, body: Node, src: &str) -> bool {
     }) else {
         return false;
     };
-    let Some(err) = clause.child_by_field_name("parameter").map(|p| text(p, src)) else { return false };
+    let Some(err) = clause.field("parameter").map(|p| text(p, src)) else { return false };
     crate::fix::callbacks::done_calls(body, src, &done)
         .into_iter()
         .any(|call| ast::arguments(call).first().is_some_and(|a| ast::mentions_identifier(*a, src, err)))
@@ -1842,7 +1831,7 @@ fn warns_only(body: Node, src: &str) -> bool {
 /// The catch's own words say the work is best-effort: "failed to refresh the cache",
 /// "non-critical", "failed to track".
 fn catch_says_best_effort(clause: Node, src: &str) -> Option<String> {
-    says_best_effort(clause.child_by_field_name("body")?, src).map(|w| format!("work its own message calls \"{w}\""))
+    says_best_effort(clause.field("body")?, src).map(|w| format!("work its own message calls \"{w}\""))
 }
 
 /// The `try` adds to a variable declared before it (`content += parsed`) and the code after
@@ -1851,15 +1840,14 @@ fn catch_says_best_effort(clause: Node, src: &str) -> Option<String> {
 fn result_checked_after(block: Node, try_stmt: Node, func: Node, src: &str) -> bool {
     let built: Vec<&str> = ast::descendants_of_kind(block, "augmented_assignment_expression")
         .into_iter()
-        .filter_map(|a| a.child_by_field_name("left").filter(|l| l.kind() == "identifier"))
+        .filter_map(|a| a.field("left").filter(|l| l.kind() == "identifier"))
         .map(|l| text(l, src))
         .filter(|name| ast::find_binding_init(func, name, src, try_stmt.start_byte()).is_some())
         .collect();
     !built.is_empty()
         && ast::descendants_of_kind(func, "if_statement").into_iter().any(|i| {
             i.start_byte() > try_stmt.end_byte()
-                && i.child_by_field_name("condition")
-                    .is_some_and(|c| built.iter().any(|name| ast::mentions_identifier(c, src, name)))
+                && i.field("condition").is_some_and(|c| built.iter().any(|name| ast::mentions_identifier(c, src, name)))
         })
 }
 
@@ -1876,8 +1864,7 @@ fn refines_initialised_values(block: Node, func: Node, src: &str) -> bool {
             else {
                 return false;
             };
-            let (Some(left), Some(right)) = (assign.child_by_field_name("left"), assign.child_by_field_name("right"))
-            else {
+            let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
                 return false;
             };
             let initialised = left.kind() == "identifier"
@@ -1895,7 +1882,7 @@ fn refines_initialised_values(block: Node, func: Node, src: &str) -> bool {
 /// delivery for it would redo committed work, so its fix is left to a human.
 fn best_effort_work(c: &Cx, i: usize, clause: Node, src: &str) -> Option<String> {
     let hit = |name: &str| best_effort_name(name).then(|| name.to_string());
-    let block = clause.parent().and_then(|t| t.child_by_field_name("body"))?;
+    let block = clause.parent().and_then(|t| t.field("body"))?;
     let calls: Vec<String> = ast::calls_in(block, true)
         .into_iter()
         .filter(|call| ast::callee_path(*call, src).first().is_none_or(|r| r != "console"))
@@ -1922,7 +1909,7 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
     }
     let style = file.style();
     let semi = style.semi();
-    let param = clause.child_by_field_name("parameter");
+    let param = clause.field("parameter");
     let mut edits = Vec::new();
     // Bull's `(job, done)`: the failure is `done(err)`, never a throw after `done()`.
     let done = (c.model.handler.framework == Framework::Bullmq && i == 0 && direct)
@@ -1941,7 +1928,7 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
         let calls = crate::fix::callbacks::done_calls(body, src, &done);
         match calls.as_slice() {
             [call] => {
-                let args = call.child_by_field_name("arguments").unwrap_or(*call);
+                let args = call.field("arguments").unwrap_or(*call);
                 edits.push(Edit::replace(args.start_byte(), args.end_byte(), format!("({err})")));
             }
             [] => {
@@ -2028,7 +2015,7 @@ fn error_returning(call: Node, src: &str) -> Option<&'static str> {
 fn throws_on_error(call: Node, src: &str) -> bool {
     let mut outer = call;
     while let Some(up) = ast::parent(outer)
-        .filter(|m| m.kind() == "member_expression" && m.child_by_field_name("object") == Some(outer))
+        .filter(|m| m.kind() == "member_expression" && m.field("object") == Some(outer))
         .and_then(ast::parent)
         .filter(|c| c.kind() == "call_expression")
     {
@@ -2045,7 +2032,7 @@ fn wrapper_returning_error(
     call: Node,
 ) -> Option<&'static str> {
     let def = crate::model::reach::resolve_call(project, file, call)?;
-    let body = def.node()?.child_by_field_name("body")?;
+    let body = def.node()?.field("body")?;
     let def_src = &def.file.text;
     let returned: Vec<Node> = if body.kind() == "statement_block" {
         same_fn_nodes(body, "return_statement").into_iter().filter_map(|r| r.named_child(0)).collect()
@@ -2150,12 +2137,11 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                 a.kind() == "statement_block"
                     && a.parent().is_some_and(|t| {
                         t.kind() == "try_statement"
-                            && t.child_by_field_name("body").is_some_and(|b| b.id() == a.id())
-                            && t.child_by_field_name("handler").is_some_and(|h| {
-                                h.child_by_field_name("body")
-                                    .is_some_and(|b| same_fn_nodes(b, "throw_statement").is_empty())
+                            && t.field("body").is_some_and(|b| b.id() == a.id())
+                            && t.field("handler").is_some_and(|h| {
+                                h.field("body").is_some_and(|b| same_fn_nodes(b, "throw_statement").is_empty())
                                     && if by_catch_words {
-                                        h.child_by_field_name("body")
+                                        h.field("body")
                                             .and_then(|b| says_best_effort(b, src))
                                             .is_some_and(|w| w != "track")
                                     } else {
@@ -2182,7 +2168,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         let (unchecked, fix) = match stmt.kind() {
             "expression_statement" if stmt.named_child(0).map(ast::unwrap_expr) == Some(value) => {
                 if all_settled {
-                    let prop = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("property"));
+                    let prop = call.field("function").and_then(|f| f.field("property"));
                     let fix = prop.map(|p| {
                         Fix::unsafe_(
                             "use Promise.all so a failure fails the delivery",
@@ -2218,12 +2204,11 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             }
             "lexical_declaration" | "variable_declaration" => {
                 let Some(decl) = ast::named_children(stmt).into_iter().find(|d| {
-                    d.kind() == "variable_declarator"
-                        && d.child_by_field_name("value").map(ast::unwrap_expr) == Some(value)
+                    d.kind() == "variable_declarator" && d.field("value").map(ast::unwrap_expr) == Some(value)
                 }) else {
                     continue;
                 };
-                let Some(pattern) = decl.child_by_field_name("name") else { continue };
+                let Some(pattern) = decl.field("name") else { continue };
                 match pattern.kind() {
                     "identifier" => {
                         let name = text(pattern, src);
@@ -2241,9 +2226,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                         let fix = if all_settled {
                             (!mentioned_after(func, name, stmt.end_byte(), src))
                                 .then(|| {
-                                    let prop = call
-                                        .child_by_field_name("function")
-                                        .and_then(|f| f.child_by_field_name("property"));
+                                    let prop = call.field("function").and_then(|f| f.field("property"));
                                     prop.map(|p| {
                                         Fix::unsafe_(
                                             "use Promise.all so a failure fails the delivery",
@@ -2270,8 +2253,8 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                             "shorthand_property_identifier_pattern" if text(*p, src) == "error" => {
                                 Some(("error".to_string(), false))
                             }
-                            "pair_pattern" if p.child_by_field_name("key").is_some_and(|k| text(k, src) == "error") => {
-                                p.child_by_field_name("value").map(|v| (text(v, src).to_string(), false))
+                            "pair_pattern" if p.field("key").is_some_and(|k| text(k, src) == "error") => {
+                                p.field("value").map(|v| (text(v, src).to_string(), false))
                             }
                             "object_assignment_pattern"
                                 if p.named_child(0).is_some_and(|k| text(k, src) == "error") =>
@@ -2292,8 +2275,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                 }
                                 if let Some(check) = next.filter(|n| {
                                     n.kind() == "if_statement"
-                                        && n.child_by_field_name("condition")
-                                            .is_some_and(|c| ast::mentions_identifier(c, src, &name))
+                                        && n.field("condition").is_some_and(|c| ast::mentions_identifier(c, src, &name))
                                 }) {
                                     at = check;
                                 }
@@ -2307,21 +2289,20 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                         .find(|n| ast::mentions_identifier(*n, src, &name));
                                 let logging_if = first_reader.filter(|n| {
                                     n.kind() == "if_statement"
-                                        && n.child_by_field_name("condition")
-                                            .is_some_and(|c| ast::mentions_identifier(c, src, &name))
-                                        && n.child_by_field_name("consequence")
+                                        && n.field("condition").is_some_and(|c| ast::mentions_identifier(c, src, &name))
+                                        && n.field("consequence")
                                             .is_some_and(|b| b.kind() == "statement_block" && b.named_child_count() > 0)
                                 });
                                 // `if (cacheError) console.warn("could not refresh the cache")`:
                                 // the check's own words say the work is best-effort.
                                 if logging_if
-                                    .and_then(|n| n.child_by_field_name("consequence"))
+                                    .and_then(|n| n.field("consequence"))
                                     .is_some_and(|b| says_best_effort(b, src).is_some())
                                 {
                                     continue;
                                 }
                                 if let Some(last) = logging_if
-                                    .and_then(|n| n.child_by_field_name("consequence"))
+                                    .and_then(|n| n.field("consequence"))
                                     .and_then(|b| ast::named_children(b).last().copied())
                                 {
                                     let fail = match c.model.handler.respond(500) {
@@ -2341,10 +2322,10 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                     // it, so the log still runs before the failure.
                                     let braceless_log = stmt.next_named_sibling().filter(|n| {
                                         n.kind() == "if_statement"
-                                            && n.child_by_field_name("condition")
+                                            && n.field("condition")
                                                 .is_some_and(|c| ast::mentions_identifier(c, src, &name))
-                                            && n.child_by_field_name("alternative").is_none()
-                                            && n.child_by_field_name("consequence")
+                                            && n.field("alternative").is_none()
+                                            && n.field("consequence")
                                                 .is_some_and(|b| b.kind() == "expression_statement")
                                     });
                                     let at = braceless_log
@@ -2458,10 +2439,10 @@ fn error_handled(func: Node, name: &str, after: usize, src: &str) -> bool {
         }
         let tested = ast::ancestors(n).take_while(|a| *a != func).find_map(|a| {
             let stmt = a.parent().filter(|p| p.kind() == "if_statement")?;
-            (stmt.child_by_field_name("condition") == Some(a)).then_some(stmt)
+            (stmt.field("condition") == Some(a)).then_some(stmt)
         });
         match tested {
-            Some(stmt) => stmt.child_by_field_name("consequence").is_some_and(|cons| {
+            Some(stmt) => stmt.field("consequence").is_some_and(|cons| {
                 !ast::descendants_of_kind(cons, "throw_statement").is_empty()
                     || responses::responses_in(cons, src, &[], false).iter().any(|r| !r.is_2xx())
                     || ast::descendants_of_kind(cons, "return_statement")
@@ -2495,13 +2476,12 @@ fn aliases_of(func: Node, name: &str, after: usize, src: &str) -> Vec<String> {
             continue;
         }
         let (pattern, value) = if decl.kind() == "for_in_statement" {
-            (decl.child_by_field_name("left"), decl.child_by_field_name("right"))
+            (decl.field("left"), decl.field("right"))
         } else {
-            (decl.child_by_field_name("name"), decl.child_by_field_name("value"))
+            (decl.field("name"), decl.field("value"))
         };
         let (Some(pattern), Some(value)) = (pattern, value.map(ast::unwrap_expr)) else { continue };
-        let root =
-            if value.kind() == "subscript_expression" { value.child_by_field_name("object") } else { Some(value) };
+        let root = if value.kind() == "subscript_expression" { value.field("object") } else { Some(value) };
         if !root.is_some_and(|r| r.kind() == "identifier" && text(r, src) == name) {
             continue;
         }
@@ -2559,10 +2539,9 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         let in_catch = responses::in_catch(resp.node, func).is_some();
         // A catch that answers 2xx on one branch and 5xx on another has classified the error
         // (permanent: acknowledge; transient: retry); the 2xx branch is that decision.
-        let classified =
-            responses::in_catch(resp.node, func).and_then(|cl| cl.child_by_field_name("body")).is_some_and(|b| {
-                responses::responses_in(b, src, &names, false).iter().any(|r| r.status.is_some_and(|s| s >= 500))
-            });
+        let classified = responses::in_catch(resp.node, func).and_then(|cl| cl.field("body")).is_some_and(|b| {
+            responses::responses_in(b, src, &names, false).iter().any(|r| r.status.is_some_and(|s| s >= 500))
+        });
         if classified {
             continue;
         }
@@ -2570,7 +2549,7 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         // not work a retry would finish.
         let checks_only = responses::in_catch(resp.node, func)
             .and_then(|cl| cl.parent())
-            .and_then(|t| t.child_by_field_name("body"))
+            .and_then(|t| t.field("body"))
             .is_some_and(|b| only_checks(b, src, c.cx.project, file));
         if checks_only {
             continue;
@@ -2600,7 +2579,7 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         // (permanent-error-returns-5xx), so the verification has to be split out by hand.
         let catches_verify = responses::in_catch(resp.node, func)
             .and_then(|cl| cl.parent())
-            .and_then(|t| t.child_by_field_name("body"))
+            .and_then(|t| t.field("body"))
             .is_some_and(|b| ast::calls_in(b, false).into_iter().any(|call| is_verify(call, src)));
         let status_from_variable = ["status", "statusCode"].iter().any(|k| status_variable(body, k, src).is_some());
         let fix = || match crate::fix::edits::set_status(&resp, target, src, file.style().eol) {
@@ -2649,9 +2628,9 @@ fn status_variable(body: Node, key: &str, src: &str) -> Option<Option<u16>> {
     let name = text(value, src);
     let func = ast::enclosing_function(body)?;
     let assigned = ast::descendants_of_kind(func, "assignment_expression").into_iter().find_map(|a| {
-        let left = a.child_by_field_name("left")?;
+        let left = a.field("left")?;
         (text(left, src) == name && ast::ancestors(a).any(|p| ast::kind(p) == "catch_clause")).then_some(())?;
-        responses::status_value(a.child_by_field_name("right")?, src).filter(|n| (500..600).contains(n))
+        responses::status_value(a.field("right")?, src).filter(|n| (500..600).contains(n))
     });
     Some(assigned)
 }

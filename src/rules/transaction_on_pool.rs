@@ -6,6 +6,7 @@ use crate::model::ast::{self, text};
 use crate::model::pg_pool::{self, Receiver};
 use crate::model::{effects, reach, stmts};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -136,12 +137,11 @@ fn begin_sql(call: Node, src: &str) -> String {
 
 /// The receiver of `x.query(...)`.
 fn query_receiver<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
-    let func = call.child_by_field_name("function")?;
-    if func.kind() != "member_expression" || func.child_by_field_name("property").map(|p| text(p, src)) != Some("query")
-    {
+    let func = call.field("function")?;
+    if func.kind() != "member_expression" || func.field("property").map(|p| text(p, src)) != Some("query") {
         return None;
     }
-    func.child_by_field_name("object")
+    func.field("object")
 }
 
 fn manual(reason: &str) -> Fix {
@@ -201,8 +201,8 @@ fn fix(file: &SourceFile, owner: Node, begin: Node, receiver: Node) -> Fix {
     let close = format!("}} finally {{{eol}{indent}{unit}{client}.release(){semi}{eol}{indent}}}");
     let single_try = first == last
         && first.kind() == "try_statement"
-        && first.child_by_field_name("finalizer").is_none()
-        && first.child_by_field_name("handler").is_some();
+        && first.field("finalizer").is_none()
+        && first.field("handler").is_some();
     let mut edits = if single_try {
         // try { BEGIN … COMMIT } catch { ROLLBACK }: add the release as its `finally`.
         let line = file.line_start(first.start_byte());

@@ -4,6 +4,7 @@ use super::{Context, Diagnostic, FixAvailability, Rule};
 use crate::model::ast::{self, text};
 use crate::model::retry_loops::{self, RetryKind};
 use crate::model::{EffectKind, effects};
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -139,7 +140,7 @@ fn requeued_at_once<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
         if ast::enclosing_function(clause) != Some(func) {
             continue;
         }
-        let Some(body) = clause.child_by_field_name("body") else { continue };
+        let Some(body) = clause.field("body") else { continue };
         for call in ast::calls_in(body, false) {
             let path = ast::callee_path(call, src);
             let last = path.last().map(String::as_str).unwrap_or("");
@@ -163,7 +164,7 @@ fn requeued_at_once<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
                     && (copies_message || path.iter().any(|p| p.to_ascii_lowercase().contains("queue")));
             let counts = children.iter().any(|c| {
                 let key = match c.kind() {
-                    "pair" => c.child_by_field_name("key"),
+                    "pair" => c.field("key"),
                     "shorthand_property_identifier" => Some(*c),
                     _ => None,
                 };

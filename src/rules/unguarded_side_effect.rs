@@ -7,6 +7,7 @@ use crate::model::reach::{self, Scope};
 use crate::model::{Effect, EffectKind, best_effort, effects, markers, unique_writes};
 use crate::project::Project;
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -470,19 +471,16 @@ fn answers_slack_interaction(call: Node, func: Node, src: &str) -> bool {
     for anc in ast::ancestors(call).take_while(|a| *a != func) {
         let branch_for_interaction = match anc.kind() {
             "if_statement" => {
-                anc.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, child))
-                    && anc.child_by_field_name("condition").is_some_and(|cond| {
+                anc.field("consequence").is_some_and(|c| ast::contains(c, child))
+                    && anc.field("condition").is_some_and(|cond| {
                         ast::descendants_of_kind(cond, "binary_expression").into_iter().any(|cmp| {
-                            let op = cmp.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
+                            let op = cmp.field("operator").map(|o| text(o, src)).unwrap_or("");
                             matches!(op, "===" | "==")
-                                && [cmp.child_by_field_name("left"), cmp.child_by_field_name("right")]
-                                    .into_iter()
-                                    .flatten()
-                                    .any(interaction)
+                                && [cmp.field("left"), cmp.field("right")].into_iter().flatten().any(interaction)
                         })
                     })
             }
-            "switch_case" => anc.child_by_field_name("value").is_some_and(interaction),
+            "switch_case" => anc.field("value").is_some_and(interaction),
             _ => false,
         };
         if branch_for_interaction {
@@ -614,21 +612,21 @@ fn introduced_as_log(call: Node, src: &str) -> bool {
 fn runs_only_on_transition(call: Node, func: Node, src: &str) -> bool {
     let mut child = call;
     for anc in ast::ancestors(call).take_while(|a| *a != func) {
-        let in_consequence = anc.kind() == "if_statement"
-            && anc.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, child));
+        let in_consequence =
+            anc.kind() == "if_statement" && anc.field("consequence").is_some_and(|c| ast::contains(c, child));
         child = anc;
         if !in_consequence {
             continue;
         }
-        let Some(cond) = anc.child_by_field_name("condition") else { continue };
+        let Some(cond) = anc.field("condition") else { continue };
         let before = anc.start_byte();
         let transaction_outcome = ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
             ast::find_binding_init(func, text(id, src), src, before)
                 .is_some_and(|init| transaction_may_return_nothing(ast::unwrap_expr(init), src))
         });
         let stored_change = ast::descendants_of_kind(cond, "binary_expression").into_iter().any(|cmp| {
-            let op = cmp.child_by_field_name("operator").map(|o| text(o, src)).unwrap_or("");
-            let sides = [cmp.child_by_field_name("left"), cmp.child_by_field_name("right")];
+            let op = cmp.field("operator").map(|o| text(o, src)).unwrap_or("");
+            let sides = [cmp.field("left"), cmp.field("right")];
             matches!(op, "!==" | "!=")
                 && !sides.iter().flatten().any(|s| matches!(text(*s, src), "null" | "undefined"))
                 && sides
@@ -657,10 +655,10 @@ fn replay_returns_before(call: Node, func: Node, src: &str, scopes: &[Scope], in
             let exits_early = ast::named_children(anc)
                 .into_iter()
                 .take_while(|st| st.end_byte() <= child.start_byte())
-                .filter(|st| st.kind() == "if_statement" && st.child_by_field_name("alternative").is_none())
+                .filter(|st| st.kind() == "if_statement" && st.field("alternative").is_none())
                 .any(|st| {
                     let exits = st
-                        .child_by_field_name("consequence")
+                        .field("consequence")
                         .and_then(|c| if c.kind() == "statement_block" { ast::last_statement(c) } else { Some(c) })
                         .is_some_and(|last| {
                             matches!(last.kind(), "return_statement" | "throw_statement" | "continue_statement")
@@ -668,7 +666,7 @@ fn replay_returns_before(call: Node, func: Node, src: &str, scopes: &[Scope], in
                     let left_by_run = |field: &str| value_left_by_run(field, func, src, st.end_byte(), scopes, index);
                     exits
                         && st
-                            .child_by_field_name("condition")
+                            .field("condition")
                             .and_then(|cond| holds_for(cond, func, src, st.start_byte(), &left_by_run))
                             == Some(true)
                 });
@@ -719,15 +717,15 @@ fn values_written(func: Node, field: &str, src: &str, after: usize) -> Vec<Strin
         if pair.start_byte() < after || in_catch(pair) {
             continue;
         }
-        let Some(key) = pair.child_by_field_name("key") else { continue };
+        let Some(key) = pair.field("key") else { continue };
         if text(key, src).trim_matches(['"', '\'']) != field {
             continue;
         }
         let filter = ast::ancestors(pair).take_while(|a| *a != func).any(|a| {
-            (a.kind() == "pair" && a.child_by_field_name("key").is_some_and(|k| text(k, src) == "where"))
+            (a.kind() == "pair" && a.field("key").is_some_and(|k| text(k, src) == "where"))
                 || (a.kind() == "call_expression" && crate::model::best_effort::is_read_call(a, src))
         });
-        if let Some(value) = pair.child_by_field_name("value").and_then(|v| literal(v, src))
+        if let Some(value) = pair.field("value").and_then(|v| literal(v, src))
             && !filter
         {
             out.push((pair.start_byte(), value));
@@ -761,9 +759,7 @@ fn literal(node: Node, src: &str) -> Option<String> {
     match node.kind() {
         "true" | "false" | "null" | "undefined" | "number" => Some(text(node, src).to_string()),
         "member_expression"
-            if node
-                .child_by_field_name("property")
-                .is_some_and(|p| text(p, src).starts_with(|c: char| c.is_ascii_uppercase())) =>
+            if node.field("property").is_some_and(|p| text(p, src).starts_with(|c: char| c.is_ascii_uppercase())) =>
         {
             Some(text(node, src).to_string())
         }
@@ -785,8 +781,8 @@ fn holds_for(cond: Node, func: Node, src: &str, before: usize, state: &dyn Fn(&s
             holds_for(cond.named_child(0)?, func, src, before, state).map(|v| !v)
         }
         "binary_expression" => {
-            let op = text(cond.child_by_field_name("operator")?, src);
-            let (left, right) = (cond.child_by_field_name("left")?, cond.child_by_field_name("right")?);
+            let op = text(cond.field("operator")?, src);
+            let (left, right) = (cond.field("left")?, cond.field("right")?);
             match op {
                 "&&" | "||" => {
                     let (l, r) =
@@ -826,8 +822,8 @@ fn runs_only_when_missing(call: Node, func: Node, src: &str) -> bool {
     let mut child = call;
     for anc in ast::ancestors(call).take_while(|a| *a != func) {
         if anc.kind() == "if_statement"
-            && anc.child_by_field_name("consequence").is_some_and(|c| ast::contains(c, child))
-            && let Some(cond) = anc.child_by_field_name("condition").map(ast::unwrap_expr)
+            && anc.field("consequence").is_some_and(|c| ast::contains(c, child))
+            && let Some(cond) = anc.field("condition").map(ast::unwrap_expr)
             && cond.kind() == "unary_expression"
             && cond.child(0).is_some_and(|op| op.kind() == "!")
             && cond.named_child(0).map(ast::unwrap_expr).is_some_and(|id| loaded_by_read(id, anc.start_byte()))
@@ -838,11 +834,11 @@ fn runs_only_when_missing(call: Node, func: Node, src: &str) -> bool {
             let returned_when_found = ast::named_children(anc)
                 .into_iter()
                 .take_while(|st| st.end_byte() <= child.start_byte())
-                .filter(|st| st.kind() == "if_statement" && st.child_by_field_name("alternative").is_none())
+                .filter(|st| st.kind() == "if_statement" && st.field("alternative").is_none())
                 .any(|st| {
-                    let cond = st.child_by_field_name("condition").map(ast::unwrap_expr);
+                    let cond = st.field("condition").map(ast::unwrap_expr);
                     let exits = st
-                        .child_by_field_name("consequence")
+                        .field("consequence")
                         .and_then(|c| if c.kind() == "statement_block" { ast::last_statement(c) } else { Some(c) })
                         .is_some_and(|last| last.kind() == "return_statement");
                     exits && cond.is_some_and(|c| loaded_by_read(c, st.start_byte()))
@@ -881,8 +877,8 @@ fn stored_field(side: Node, func: Node, src: &str, before: usize) -> Option<Stri
     for _ in 0..3 {
         match value.kind() {
             "identifier" => value = ast::unwrap_expr(ast::find_binding_init(func, text(value, src), src, before)?),
-            "binary_expression" if value.child_by_field_name("operator").is_some_and(|o| text(o, src) == "??") => {
-                value = ast::unwrap_expr(value.child_by_field_name("left")?)
+            "binary_expression" if value.field("operator").is_some_and(|o| text(o, src) == "??") => {
+                value = ast::unwrap_expr(value.field("left")?)
             }
             _ => break,
         }
@@ -890,8 +886,8 @@ fn stored_field(side: Node, func: Node, src: &str, before: usize) -> Option<Stri
     if value.kind() != "member_expression" {
         return None;
     }
-    let field = text(value.child_by_field_name("property")?, src).to_string();
-    let object = ast::unwrap_expr(value.child_by_field_name("object")?);
+    let field = text(value.field("property")?, src).to_string();
+    let object = ast::unwrap_expr(value.field("object")?);
     if object.kind() != "identifier" {
         return None;
     }
@@ -912,7 +908,7 @@ fn loaded_by_read(func: Node, name: &str, src: &str, before: usize) -> bool {
 fn writes_field(func: Node, field: &str, src: &str) -> bool {
     ast::descendants_of_kind(func, "shorthand_property_identifier")
         .into_iter()
-        .chain(ast::descendants_of_kind(func, "pair").into_iter().filter_map(|p| p.child_by_field_name("key")))
+        .chain(ast::descendants_of_kind(func, "pair").into_iter().filter_map(|p| p.field("key")))
         .any(|key| text(key, src).trim_matches(['"', '\'']) == field)
 }
 
@@ -945,7 +941,7 @@ fn asks_to_verify(call: Node, src: &str) -> bool {
 /// fail instead of duplicating.
 fn saves_new_document(call: Node, src: &str) -> bool {
     unique_writes::saved_document(call, src).is_some_and(|document| {
-        document.child_by_field_name("constructor").is_some_and(|c| {
+        document.field("constructor").is_some_and(|c| {
             text(c, src).rsplit('.').next().is_some_and(|l| l.starts_with(|ch: char| ch.is_ascii_uppercase()))
         }) && !crate::regex!(r#"(?:^|[\s{,'"])_id['"]?\s*:"#).is_match(text(document, src))
     })

@@ -340,6 +340,7 @@ fn names_operation(value: Node, src: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::syntax::ast::Fields as _;
 
     fn p(s: &str) -> Vec<String> {
         s.split('.').map(String::from).collect()
@@ -369,8 +370,7 @@ mod tests {
         let text = "const k = `${req.headers['X-GitHub-Hook-Id']}:${req.headers['x-github-delivery']}:${f(() => h.get('svix-timestamp'))}`;\n";
         for dialect in [crate::source::Dialect::TypeScript, crate::source::Dialect::Tsx] {
             let file = crate::source::SourceFile::new("a.ts".into(), text.into(), dialect).unwrap();
-            let value =
-                file.root().named_child(0).unwrap().named_child(0).unwrap().child_by_field_name("value").unwrap();
+            let value = file.root().named_child(0).unwrap().named_child(0).unwrap().field("value").unwrap();
             let found: Vec<&str> = strings_in(value, &file.text).iter().map(|s| ast::text(*s, &file.text)).collect();
             assert_eq!(found, ["'X-GitHub-Hook-Id'"], "{dialect:?}");
         }

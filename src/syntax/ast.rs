@@ -370,6 +370,17 @@ pub fn field<'t>(node: impl std::borrow::Borrow<Node<'t>>, name: &'static str) -
     node.child_by_field_id(id.get())
 }
 
+/// `node.field("name")`: `field` as a method, for the chains that read several fields.
+pub trait Fields<'t> {
+    fn field(&self, name: &'static str) -> Option<Node<'t>>;
+}
+
+impl<'t> Fields<'t> for Node<'t> {
+    fn field(&self, name: &'static str) -> Option<Node<'t>> {
+        field(*self, name)
+    }
+}
+
 pub fn contains(outer: Node, inner: Node) -> bool {
     outer.start_byte() <= inner.start_byte() && inner.end_byte() <= outer.end_byte()
 }
@@ -475,10 +486,7 @@ pub fn last_statement(branch: Node) -> Option<Node> {
 /// The object a method is called on: `orders` in `orders.add(x)`, the inner call in
 /// `db.insert(t).values(v)` (unwrapped: `(x as T).m()` gives `x`).
 pub fn method_receiver(call: Node) -> Option<Node> {
-    call.child_by_field_name("function")
-        .filter(|f| kind(*f) == "member_expression")
-        .and_then(|f| f.child_by_field_name("object"))
-        .map(unwrap_expr)
+    call.field("function").filter(|f| kind(*f) == "member_expression").and_then(|f| f.field("object")).map(unwrap_expr)
 }
 
 /// The guard clauses `node` runs after: each `if` without `else`, earlier in one of the blocks
@@ -492,8 +500,8 @@ pub fn guard_clauses_before<'t>(node: Node<'t>, func: Node<'t>) -> Vec<Node<'t>>
             out.extend(named_children(anc).into_iter().take_while(|st| st.end_byte() <= child.start_byte()).filter(
                 |st| {
                     kind(*st) == "if_statement"
-                        && st.child_by_field_name("alternative").is_none()
-                        && st.child_by_field_name("consequence").and_then(last_statement).is_some_and(|last| {
+                        && st.field("alternative").is_none()
+                        && st.field("consequence").and_then(last_statement).is_some_and(|last| {
                             matches!(kind(last), "return_statement" | "throw_statement" | "continue_statement")
                         })
                 },
@@ -656,19 +664,15 @@ pub fn pattern_path(pattern: Node, name: &str, src: &str) -> Option<Vec<String>>
                         return Some(vec![name.to_string()]);
                     }
                     "object_assignment_pattern" => {
-                        let left = prop.child_by_field_name("left")?;
+                        let left = prop.field("left")?;
                         if text(left, src) == name {
                             return Some(vec![name.to_string()]);
                         }
                     }
                     "pair_pattern" => {
-                        let key = prop.child_by_field_name("key")?;
-                        let value = prop.child_by_field_name("value")?;
-                        let value = if kind(value) == "assignment_pattern" {
-                            value.child_by_field_name("left")?
-                        } else {
-                            value
-                        };
+                        let key = prop.field("key")?;
+                        let value = prop.field("value")?;
+                        let value = if kind(value) == "assignment_pattern" { value.field("left")? } else { value };
                         if let Some(mut rest) = pattern_path(value, name, src) {
                             let k = string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
                             rest.insert(0, k);

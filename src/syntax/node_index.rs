@@ -2,9 +2,10 @@
 //! many times; iterating a vector costs a fraction of moving a tree cursor, which was the
 //! largest single cost of analysing a handler.
 //!
-//! A list is built for a tree on its third walk within one analysis (a file walked once or
-//! twice is cheaper to walk with a cursor) and dropped by `forget`, which the engine calls
-//! before and after analysing each file.
+//! A list is built for a tree on its first walk or climb within one analysis (building it
+//! costs about one cursor walk, and a tree under analysis is walked many times: waiting for
+//! the third walk left the first two, and every climb before them, to the cursor) and
+//! dropped by `forget`, which the engine calls before and after analysing each file.
 
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
@@ -12,9 +13,6 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::rc::Rc;
 use tree_sitter::{Node, Tree, ffi};
-
-/// Walks of one tree before its node list pays for itself.
-const WALKS_BEFORE_INDEXING: u32 = 2;
 
 pub struct NodeIndex {
     /// A reference-counted copy of the tree: it keeps every subtree the nodes point into
@@ -48,13 +46,35 @@ enum Step<'t> {
 }
 
 enum Entry {
-    Counting(u32),
     /// The list, and the identity (`tree_identity`) of the tree it was built for.
     Built(Rc<NodeIndex>, usize),
 }
 
+/// Hashes a tree's address with one multiplication: the map is asked on every climb and walk,
+/// and SipHash cost more than the rest of the lookup.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl std::hash::Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(26);
+    }
+}
+
+type ByAddress = HashMap<usize, Entry, std::hash::BuildHasherDefault<AddressHasher>>;
+
 thread_local! {
-    static INDEXES: RefCell<HashMap<usize, Entry>> = RefCell::new(HashMap::new());
+    static INDEXES: RefCell<ByAddress> = RefCell::new(ByAddress::default());
 }
 
 /// Drops every node list of this thread.
@@ -96,44 +116,39 @@ fn root_of(node: Node) -> *const std::ffi::c_void {
     unsafe { ffi::ts_tree_root_node(node.into_raw().tree) }.id
 }
 
-/// The node list of `node`'s tree, once that tree has been walked often enough.
+/// The node list of `node`'s tree, built on the first walk or climb of the tree.
 pub fn for_node(node: Node) -> Option<Rc<NodeIndex>> {
-    lookup(node, false)
+    Some(lookup(node))
 }
 
 /// The node list of `node`'s tree, built now if it is not yet: for a caller about to visit
 /// every node of the tree, which costs more with a cursor than building the list.
 pub fn built_for(node: Node) -> Rc<NodeIndex> {
-    lookup(node, true).expect("a forced lookup builds the list")
+    lookup(node)
 }
 
-fn lookup(node: Node, build_now: bool) -> Option<Rc<NodeIndex>> {
+fn lookup(node: Node) -> Rc<NodeIndex> {
     let tree = node.into_raw().tree;
     let root_id = tree_identity(tree);
     INDEXES.with(|m| {
         let mut map = m.borrow_mut();
-        let entry = map.entry(tree as usize).or_insert(Entry::Counting(0));
-        match entry {
-            // The index holds its own copy of the tree, so a freed tree's address reused by
-            // another tree shows as a different root subtree.
-            Entry::Built(index, built_for) if *built_for == root_id => return Some(index.clone()),
-            Entry::Built(..) => *entry = Entry::Counting(0),
-            Entry::Counting(n) if *n < WALKS_BEFORE_INDEXING && !build_now => {
-                *n += 1;
-                return None;
-            }
-            Entry::Counting(_) => {}
+        // The index holds its own copy of the tree, so a freed tree's address reused by
+        // another tree shows as a different root subtree.
+        if let Some(Entry::Built(index, built_for)) = map.get(&(tree as usize))
+            && *built_for == root_id
+        {
+            return index.clone();
         }
         // SAFETY: `tree` is live (see above); the copy is released when the index drops.
         let copy = unsafe { Tree::from_raw(ffi::ts_tree_copy(tree)) };
         let index = Rc::new(NodeIndex::build(copy));
         let copy_root = index.nodes[0].into_raw();
-        *entry = Entry::Built(index.clone(), root_id);
+        map.insert(tree as usize, Entry::Built(index.clone(), root_id));
         // Nodes handed out belong to the copy; walks and climbs starting from them find the
         // same list (before, they found the copy's other root id and rebuilt the list every
         // third call).
         map.insert(copy_root.tree as usize, Entry::Built(index.clone(), tree_identity(copy_root.tree)));
-        Some(index)
+        index
     })
 }
 
@@ -403,6 +418,30 @@ mod tests {
     use crate::source::{Dialect, SourceFile};
     use crate::syntax::ast;
 
+    /// The walk with a tree cursor only, as `ast::walk` does without a node list.
+    fn visited_by_cursor(file: &SourceFile, skip: &str) -> Vec<(usize, &'static str)> {
+        let mut out = Vec::new();
+        let mut cursor = file.root().walk();
+        loop {
+            let n = cursor.node();
+            out.push((n.id(), n.kind()));
+            if n.kind() != skip && cursor.goto_first_child() {
+                continue;
+            }
+            if cursor.goto_next_sibling() {
+                continue;
+            }
+            loop {
+                if !cursor.goto_parent() {
+                    return out;
+                }
+                if cursor.goto_next_sibling() {
+                    break;
+                }
+            }
+        }
+    }
+
     fn visited(file: &SourceFile, skip: &str) -> Vec<(usize, &'static str)> {
         let mut out = Vec::new();
         ast::walk(file.root(), &mut |n| {
@@ -417,9 +456,9 @@ mod tests {
         let text = "export async function POST(req: Request) {\n  const e = await req.json();\n  for (const x of e.items) { await db.insert(x); }\n  return new Response('ok');\n}\nclass A { m() { return () => 1; } }\n";
         let file = SourceFile::new("a.ts".into(), text.into(), Dialect::TypeScript).unwrap();
         super::forget();
-        let by_cursor = visited(&file, "statement_block");
-        // the third walk builds the index; later walks use it
-        for _ in 0..super::WALKS_BEFORE_INDEXING {
+        let by_cursor = visited_by_cursor(&file, "statement_block");
+        // the first walk builds the list; every walk uses it
+        for _ in 0..2 {
             assert_eq!(visited(&file, "statement_block"), by_cursor);
         }
         assert!(super::for_node(file.root()).is_some());

@@ -5,6 +5,7 @@ use super::{Column, assigned_name, pair_key};
 use crate::model::ast;
 use crate::project::Project;
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -91,7 +92,7 @@ fn table<'t>(call: Node<'t>, src: &str) -> Option<Table<'t>> {
     let mut nodes = Vec::new();
     let mut columns = Vec::new();
     for pair in ast::named_children(columns_node).into_iter().filter(|p| p.kind() == "pair") {
-        let (Some(key), Some(value)) = (pair_key(pair, src), pair.child_by_field_name("value")) else { continue };
+        let (Some(key), Some(value)) = (pair_key(pair, src), pair.field("value")) else { continue };
         if value.kind() != "call_expression" {
             continue;
         }
@@ -100,10 +101,8 @@ fn table<'t>(call: Node<'t>, src: &str) -> Option<Table<'t>> {
         let mut col_names = vec![key];
         // The base builder's database name: `text('event_id')`.
         let mut base = value;
-        while let Some(inner) = base
-            .child_by_field_name("function")
-            .and_then(|f| f.child_by_field_name("object"))
-            .filter(|o| o.kind() == "call_expression")
+        while let Some(inner) =
+            base.field("function").and_then(|f| f.field("object")).filter(|o| o.kind() == "call_expression")
         {
             base = inner;
         }
@@ -132,7 +131,7 @@ fn columns_object(arg: Node) -> Option<Node> {
         return Some(arg);
     }
     if ast::is_function(arg) {
-        let body = ast::unwrap_expr(arg.child_by_field_name("body")?);
+        let body = ast::unwrap_expr(arg.field("body")?);
         if body.kind() == "object" {
             return Some(body);
         }
@@ -150,7 +149,7 @@ fn columns_object(arg: Node) -> Option<Node> {
 fn column_of(n: Node, src: &str) -> Option<String> {
     let mut n = ast::unwrap_expr(n);
     while n.kind() == "call_expression" {
-        n = n.child_by_field_name("function")?.child_by_field_name("object")?;
+        n = n.field("function")?.field("object")?;
     }
     ast::member_path(n, src).pop()
 }
@@ -161,14 +160,14 @@ fn plain_indexes<'t>(extra: Node<'t>, src: &str) -> Vec<PlainIndex<'t>> {
     let mut out = Vec::new();
     for call in ast::descendants_of_kind(extra, "call_expression") {
         let Some(inner) = call
-            .child_by_field_name("function")
+            .field("function")
             .filter(|f| f.kind() == "member_expression")
-            .and_then(|f| f.child_by_field_name("object"))
+            .and_then(|f| f.field("object"))
             .filter(|o| o.kind() == "call_expression")
         else {
             continue;
         };
-        let Some(builder) = inner.child_by_field_name("function").filter(|f| f.kind() == "identifier") else {
+        let Some(builder) = inner.field("function").filter(|f| f.kind() == "identifier") else {
             continue;
         };
         if ast::text(builder, src) != "index" {

@@ -9,6 +9,7 @@ pub mod sql;
 
 use crate::model::ast::{self, text};
 use crate::model::guards::is_marker_name;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 // Which tables are dedupe markers and which column is their key.
@@ -221,7 +222,7 @@ fn is_outbound_log(columns: &[Column]) -> bool {
 
 /// The name of a pair's key (`eventId`, `'event_id'`).
 pub fn pair_key(pair: Node, src: &str) -> Option<String> {
-    let k = pair.child_by_field_name("key")?;
+    let k = pair.field("key")?;
     Some(ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()))
 }
 
@@ -232,8 +233,8 @@ pub fn assigned_name(node: Node, src: &str) -> Option<String> {
         cur = cur.parent()?;
     }
     match cur.kind() {
-        "variable_declarator" => cur.child_by_field_name("name").map(|n| text(n, src).to_string()),
-        "assignment_expression" => cur.child_by_field_name("left").and_then(|l| ast::member_path(l, src).pop()),
+        "variable_declarator" => cur.field("name").map(|n| text(n, src).to_string()),
+        "assignment_expression" => cur.field("left").and_then(|l| ast::member_path(l, src).pop()),
         _ => None,
     }
 }

@@ -4,6 +4,7 @@
 use super::{Column, assigned_name, pair_key};
 use crate::model::ast::{self, text};
 use crate::source::SourceFile;
+use crate::syntax::ast::Fields as _;
 use tree_sitter::Node;
 
 /// A schema: its names (model names first, then the schema variable), its fields with
@@ -26,12 +27,12 @@ pub fn schemas(file: &SourceFile) -> Vec<Schema<'_>> {
     let calls = ast::descendants_of_kind(root, "call_expression");
     let mut out = Vec::new();
     for new in news {
-        let ctor = ast::member_path(new.child_by_field_name("constructor").unwrap_or(new), src);
+        let ctor = ast::member_path(new.field("constructor").unwrap_or(new), src);
         if ctor.last().map(String::as_str) != Some("Schema") {
             continue;
         }
         let Some(fields) = new
-            .child_by_field_name("arguments")
+            .field("arguments")
             .and_then(|a| a.named_child(0))
             .map(ast::unwrap_expr)
             .filter(|o| o.kind() == "object")
@@ -74,7 +75,7 @@ pub fn schemas(file: &SourceFile) -> Vec<Schema<'_>> {
 fn schema<'t>(fields: Node<'t>, names: Vec<String>, sets: Vec<Vec<String>>, src: &str) -> Schema<'t> {
     let mut s = Schema { names, columns: Vec::new(), nodes: Vec::new(), sets, custom_id: false };
     for pair in ast::named_children(fields).into_iter().filter(|p| p.kind() == "pair") {
-        let (Some(key), Some(value)) = (pair_key(pair, src), pair.child_by_field_name("value")) else { continue };
+        let (Some(key), Some(value)) = (pair_key(pair, src), pair.field("value")) else { continue };
         if key == "_id" {
             if text(value, src) != "false" {
                 s.custom_id = true;
