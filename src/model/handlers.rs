@@ -792,6 +792,9 @@ impl<'a> Finder<'a> {
                 self.push(func, format!("action ({})", short_path(path)), Framework::Remix, path);
             } else if name == "handler"
                 || name.ends_with("Handler")
+                // SST's and Serverless' other conventional export (`handler: "functions/x.main"`)
+                || name == "main"
+                || lambda_wrapper(func, src)
                 || ast::parameter_type(ast::unwrap_expr(func), 0, src).is_some_and(|t| t.contains("SQSEvent"))
             {
                 self.lambda_candidate(func, &name, path);
@@ -1016,6 +1019,13 @@ impl<'a> Finder<'a> {
 
     fn lambda_candidate(&mut self, func: Node, name: &str, path: &str) {
         let mut func = ast::unwrap_expr(func);
+        // `export const main = handleMessage`: the module's own function under another name.
+        if func.kind() == "identifier"
+            && let Some(node) =
+                project::local_function(self.file, text(func, self.src())).and_then(|def| self.file.node_at(def.span))
+        {
+            func = node;
+        }
         // wrapped: `middy(fn).use(...)`, `withTelemetry(async (event: SQSEvent) => ...)`
         while func.kind() == "call_expression" {
             let args = ast::arguments(func);
@@ -1045,7 +1055,8 @@ impl<'a> Finder<'a> {
             return;
         }
         let src = self.src();
-        let typed = ast::parameter_type(func, 0, src).is_some_and(|t| t.contains("SQSEvent"));
+        let typed = ast::parameter_type(func, 0, src).is_some_and(|t| t.contains("SQSEvent"))
+            || jsdoc_above(func, src).is_some_and(|doc| doc.contains("SQSEvent"));
         let records = text(func, src).contains(".Records");
         if typed || records {
             self.push(func, format!("Lambda {name} ({})", short_path(path)), Framework::LambdaSqs, path);
@@ -1763,6 +1774,26 @@ fn wrapped_function<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
         return None;
     }
     ast::arguments(value).into_iter().rev().map(ast::unwrap_expr).find_map(|a| wrapped_function(a, src))
+}
+
+/// A Lambda wrapper around the exported handler: `Sentry.AWSLambda.wrapHandler(fn)`,
+/// `middy(fn)`, `withLambda...(fn)`.
+fn lambda_wrapper(value: Node, src: &str) -> bool {
+    let value = ast::unwrap_expr(value);
+    value.kind() == "call_expression"
+        && value
+            .field("function")
+            .is_some_and(|f| crate::regex!(r"(?i)awslambda|wraphandler|\bmiddy\b|lambda").is_match(text(f, src)))
+}
+
+/// The JSDoc comment right above a function's declaration (`/** @param {SQSEvent} event */`),
+/// the only type a JavaScript Lambda states.
+fn jsdoc_above<'s>(func: Node, src: &'s str) -> Option<&'s str> {
+    let declaration =
+        ast::ancestors(func).take_while(|a| !matches!(a.kind(), "program" | "statement_block")).last().unwrap_or(func);
+    let comment = declaration.prev_named_sibling().filter(|c| c.kind() == "comment")?;
+    let between = &src[comment.end_byte()..declaration.start_byte()];
+    (text(comment, src).starts_with("/**") && between.trim().is_empty()).then(|| text(comment, src))
 }
 
 /// An SQS client wrapper's receive function: the messages `call` receives are bound and handed

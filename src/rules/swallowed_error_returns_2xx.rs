@@ -23,6 +23,11 @@ A failure that the provider never hears about, so it never retries:
   SQS, Kafka, RabbitMQ, Pub/Sub, Inngest, Trigger.dev), a `catch` that does not rethrow, so the
   job or message completes as a success; also a `catch` in a function the handler calls
   that swallows the error and returns normally;
+- an SQS-triggered Lambda that answers a failure with a returned `{ statusCode: 5xx }` (an
+  `if (error) return { statusCode: 500 }` on a result-style helper, outside any `catch`): Lambda
+  reads nothing of the value but `batchItemFailures`, so the message is deleted; a returned 4xx
+  (a message that can never succeed) is not reported. Its fix is display-only (throw, or
+  report the record in `batchItemFailures`);
 - an error returned as a value and never checked before a 2xx: supabase-js
   (`const { error } = await supabase.from(t).insert(...)`, or the result not even read),
   Resend (`resend.emails.send` returns `{ data, error }` and never throws), a local wrapper
@@ -221,6 +226,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 .chain(body_only(&c, i, scope, func))
                 .chain(failed_fetch_returns(&c, i, scope, func))
                 .chain(promise_catch_logs_only(&c, scope, func))
+                .chain(lambda_returns_failure_status(&c, i, scope, func))
             {
                 if seen.insert((d.file.path.clone(), d.start, d.end)) {
                     out.push(d);
@@ -228,6 +234,43 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+/// An SQS-triggered Lambda that reports a failure by returning `{ statusCode: 500 }` (outside a
+/// `catch`, which `catches` judges): Lambda reads nothing of the value but `batchItemFailures`,
+/// so the invocation succeeds and SQS deletes the message. A 4xx drops a message that can never
+/// succeed, which is what deleting it does.
+fn lambda_returns_failure_status(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
+    if i != 0 || c.model.handler.framework != Framework::LambdaSqs {
+        return Vec::new();
+    }
+    let src = &scope.file().text;
+    let status = crate::regex!(r"\bstatusCode\s*:\s*5\d\d\b");
+    ast::descendants_of_kind(func, "return_statement")
+        .into_iter()
+        .filter(|ret| ast::enclosing_function(*ret) == Some(func) && !in_failure_path(*ret))
+        .filter(|ret| {
+            ret.named_child(0)
+                .map(ast::unwrap_expr)
+                .is_some_and(|v| v.kind() == "object" && status.is_match(text(v, src)))
+        })
+        .map(|ret| {
+            diag(
+                c,
+                scope,
+                ret,
+                "an SQS-triggered Lambda returns a 5xx status object: Lambda ignores it, the invocation succeeds and SQS \
+                 deletes the message, so the failed event is never retried"
+                    .to_string(),
+                || {
+                    Fix::display_only(
+                        "throw instead of returning a status",
+                        "throw the error (or report the record in `batchItemFailures`) so SQS redelivers it",
+                    )
+                },
+            )
+        })
+        .collect()
 }
 
 fn diag(c: &Cx, scope: &Scope, node: Node, msg: String, fix: impl FnOnce() -> Fix) -> Diagnostic {
