@@ -777,6 +777,9 @@ impl<'a> Finder<'a> {
             if self.firebase_on_request(func, &name, path) {
                 continue;
             }
+            if self.sdk_webhook_callbacks(func, path) {
+                continue;
+            }
             if let Some(action) = convex_http_action(func, src) {
                 let hint = format!("{name} {path}");
                 self.push(action, format!("httpAction {name} ({})", short_path(path)), Framework::ConvexHttp, &hint);
@@ -987,6 +990,54 @@ impl<'a> Finder<'a> {
             .map(|k| ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()))
             .unwrap_or_default();
         self.push(callback, format!("shopify webhook {topic}"), Framework::ShopifyWebhook, "");
+    }
+
+    /// Polar's framework adapters (`export const POST = Webhooks({ webhookSecret, onPayload,
+    /// onOrderPaid })` from `@polar-sh/nextjs`, `/sveltekit`, `/express`, ...): the adapter
+    /// verifies the delivery, calls each `on...` callback with the event, answers 200 when they
+    /// resolve and fails the request when one throws. Each callback is a handler.
+    fn sdk_webhook_callbacks(&mut self, value: Node, path: &str) -> bool {
+        let src = self.src();
+        let value = ast::unwrap_expr(value);
+        let polar = crate::regex!(r#"from\s+['"]@polar-sh/[\w-]+['"]|require\(\s*['"]@polar-sh/"#);
+        if value.kind() != "call_expression"
+            || ast::callee_name(value, src).as_deref() != Some("Webhooks")
+            || !polar.is_match(&self.file.text)
+        {
+            return false;
+        }
+        let Some(options) = ast::arguments(value).first().copied().filter(|a| a.kind() == "object") else {
+            return false;
+        };
+        let callbacks: Vec<(String, Node)> = ast::named_children(options)
+            .into_iter()
+            .filter_map(|p| {
+                let (key, value) = match p.kind() {
+                    "pair" => (text(p.field("key")?, src), ast::unwrap_expr(p.field("value")?)),
+                    "shorthand_property_identifier" => (text(p, src), p),
+                    "method_definition" => (text(p.field("name")?, src), p),
+                    _ => return None,
+                };
+                if !crate::regex!(r"^on[A-Z]").is_match(key) {
+                    return None;
+                }
+                let func = if ast::is_function(value) || value.kind() == "method_definition" {
+                    value
+                } else {
+                    let def = project::local_function(self.file, text(value, src))?;
+                    self.file.node_at(def.span)?
+                };
+                Some((key.to_string(), func))
+            })
+            .collect();
+        for (key, func) in callbacks {
+            let before = self.found.len();
+            self.push(func, format!("polar webhook {key} ({})", short_path(path)), Framework::EventListener, "polar");
+            for handler in &mut self.found[before..] {
+                handler.event_key = None;
+            }
+        }
+        true
     }
 
     /// A Lambda declared in the module and exported by name or as the default export.
