@@ -80,26 +80,17 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
         src: (usize, usize),
         wrappers: u64,
     }
-    let Some(index) = crate::syntax::node_index::existing(func) else { return find_once(func, src) };
-    let Some(at) = index.position_of(func) else { return find_once(func, src) };
-    let asked = KeysOf { at, src: (src.as_ptr() as usize, src.len()), wrappers: effects::wrappers_generation() };
-    if let Some(known) = index.recall::<KeysOf, Vec<(KeySite, u32, u32)>>(&asked) {
-        return known
-            .into_iter()
-            .map(|(site, call, value)| DedupeKey {
-                site,
-                call: index.node_at(call, func),
-                value: index.node_at(value, func),
-            })
-            .collect();
-    }
-    let found = find_once(func, src);
-    let positions: Option<Vec<(KeySite, u32, u32)>> =
-        found.iter().map(|k| Some((k.site, index.position_of(k.call)?, index.position_of(k.value)?))).collect();
-    if let Some(positions) = positions {
-        index.remember(asked, positions);
-    }
-    found
+    crate::syntax::node_index::NodeIndex::remembered(
+        func,
+        |at| KeysOf { at, src: (src.as_ptr() as usize, src.len()), wrappers: effects::wrappers_generation() },
+        || find_once(func, src),
+        |index, k| Some((k.site, index.position_of(k.call)?, index.position_of(k.value)?)),
+        |index, (site, call, value)| DedupeKey {
+            site,
+            call: index.node_at(call, func),
+            value: index.node_at(value, func),
+        },
+    )
 }
 
 fn find_once<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {

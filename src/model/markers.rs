@@ -545,25 +545,19 @@ pub fn steps<'t>(
         wrappers: u64,
     }
     let src: &'t str = &file.text;
-    let Some(index) = crate::syntax::node_index::existing(func) else { return steps_once(project, file, func, key) };
-    let Some(at) = index.position_of(func) else { return steps_once(project, file, func, key) };
-    let asked = StepsOf {
-        at,
-        src: (src.as_ptr() as usize, src.len()),
-        key: key.map(|k| (k.provider, k.template.clone())),
-        wrappers: effects::wrappers_generation(),
-    };
-    if let Some(known) = index.recall::<StepsOf, Vec<(Step, u32, bool)>>(&asked) {
-        let steps = known.into_iter().map(|(step, call, lease)| (step, index.node_at(call, func), lease)).collect();
-        return FunctionSteps { steps };
-    }
-    let found = steps_once(project, file, func, key);
-    let positions: Option<Vec<(Step, u32, bool)>> =
-        found.steps.iter().map(|(step, call, lease)| Some((*step, index.position_of(*call)?, *lease))).collect();
-    if let Some(positions) = positions {
-        index.remember(asked, positions);
-    }
-    found
+    let steps = crate::syntax::node_index::NodeIndex::remembered(
+        func,
+        |at| StepsOf {
+            at,
+            src: (src.as_ptr() as usize, src.len()),
+            key: key.map(|k| (k.provider, k.template.clone())),
+            wrappers: effects::wrappers_generation(),
+        },
+        || steps_once(project, file, func, key).steps,
+        |index, (step, call, lease)| Some((*step, index.position_of(*call)?, *lease)),
+        |index, (step, call, lease)| (step, index.node_at(call, func), lease),
+    );
+    FunctionSteps { steps }
 }
 
 fn steps_once<'t>(

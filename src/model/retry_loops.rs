@@ -59,26 +59,17 @@ pub fn find<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {
         at: u32,
         src: (usize, usize),
     }
-    let Some(index) = crate::syntax::node_index::existing(func) else { return find_once(func, src) };
-    let Some(at) = index.position_of(func) else { return find_once(func, src) };
-    let asked = LoopsOf { at, src: (src.as_ptr() as usize, src.len()) };
-    if let Some(known) = index.recall::<LoopsOf, Vec<(RetryKind, u32, u32)>>(&asked) {
-        return known
-            .into_iter()
-            .map(|(kind, node, body)| RetryLoop {
-                kind,
-                node: index.node_at(node, func),
-                body: index.node_at(body, func),
-            })
-            .collect();
-    }
-    let found = find_once(func, src);
-    let positions: Option<Vec<(RetryKind, u32, u32)>> =
-        found.iter().map(|l| Some((l.kind, index.position_of(l.node)?, index.position_of(l.body)?))).collect();
-    if let Some(positions) = positions {
-        index.remember(asked, positions);
-    }
-    found
+    crate::syntax::node_index::NodeIndex::remembered(
+        func,
+        |at| LoopsOf { at, src: (src.as_ptr() as usize, src.len()) },
+        || find_once(func, src),
+        |index, l| Some((l.kind, index.position_of(l.node)?, index.position_of(l.body)?)),
+        |index, (kind, node, body)| RetryLoop {
+            kind,
+            node: index.node_at(node, func),
+            body: index.node_at(body, func),
+        },
+    )
 }
 
 fn find_once<'t>(func: Node<'t>, src: &str) -> Vec<RetryLoop<'t>> {

@@ -275,6 +275,34 @@ impl NodeIndex {
         }
     }
 
+    /// What `find` answers about `func`, found once per analysis of its tree: the answer is
+    /// kept as positions in the node list (`store` turns one item's nodes into positions,
+    /// `load` turns them back), under the question `asked` builds from `func`'s position.
+    /// Without a node list the answer is found afresh.
+    pub fn remembered<'t, K, R, P>(
+        func: Node<'t>,
+        asked: impl FnOnce(u32) -> K,
+        find: impl FnOnce() -> Vec<R>,
+        store: impl Fn(&NodeIndex, &R) -> Option<P>,
+        load: impl Fn(&NodeIndex, P) -> R,
+    ) -> Vec<R>
+    where
+        K: Hash + Eq + 'static,
+        P: Clone + 'static,
+    {
+        let Some(index) = existing(func) else { return find() };
+        let Some(at) = index.position_of(func) else { return find() };
+        let asked = asked(at);
+        if let Some(known) = index.recall::<K, Vec<P>>(&asked) {
+            return known.into_iter().map(|p| load(&index, p)).collect();
+        }
+        let found = find();
+        if let Some(positions) = found.iter().map(|r| store(&index, r)).collect::<Option<Vec<P>>>() {
+            index.remember(asked, positions);
+        }
+        found
+    }
+
     /// `node`'s parent; None at the root, or when `node` is not in this tree.
     pub fn parent<'t>(&self, node: Node<'t>) -> Option<Option<Node<'t>>> {
         let at = self.position(node)?;
