@@ -1166,11 +1166,17 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         // is outside the catch (a `while` polls until it succeeds or gives up). A counted loop
         // over items (`for (let i = 0; i < n; i++)`) is not one: a caught failure there loses
         // that item.
+        // A consumer's polling loop (it receives the next messages itself) is no retry loop for
+        // a `try` around one message's work; a `try` around the receive itself polls again.
+        let receives = |n: Node| {
+            crate::regex!(r"ReceiveMessageCommand|\.receiveMessages?\(|\.getNextJob\(").is_match(text(n, src))
+        };
         let in_retry_loop = ast::ancestors(try_stmt).take_while(|a| !ast::is_function(*a)).any(|a| {
-            matches!(a.kind(), "while_statement" | "do_statement")
+            (matches!(a.kind(), "while_statement" | "do_statement")
                 || a.kind() == "for_statement"
                     && (a.field("condition").is_none_or(|c| text(c, src).trim() == ";")
-                        || crate::model::retry_loops::is_retry_loop(a, src))
+                        || crate::model::retry_loops::is_retry_loop(a, src)))
+                && (!receives(a) || receives(try_stmt))
         });
         if in_retry_loop {
             continue;
