@@ -1009,7 +1009,8 @@ impl<'a> Finder<'a> {
         let Some(options) = ast::arguments(value).first().copied().filter(|a| a.kind() == "object") else {
             return false;
         };
-        let callbacks: Vec<(String, Node)> = ast::named_children(options)
+        // Each callback as written in place, or the function its name binds (here or imported).
+        let callbacks: Vec<(String, Span, Arc<SourceFile>)> = ast::named_children(options)
             .into_iter()
             .filter_map(|p| {
                 let (key, value) = match p.kind() {
@@ -1021,18 +1022,17 @@ impl<'a> Finder<'a> {
                 if !crate::regex!(r"^on[A-Z]").is_match(key) {
                     return None;
                 }
-                let func = if ast::is_function(value) || value.kind() == "method_definition" {
-                    value
-                } else {
-                    let def = project::local_function(self.file, text(value, src))?;
-                    self.file.node_at(def.span)?
-                };
-                Some((key.to_string(), func))
+                if ast::is_function(value) || value.kind() == "method_definition" {
+                    return Some((key.to_string(), Span::of(value), self.file.clone()));
+                }
+                let def = self.resolve_function(text(value, src))?;
+                Some((key.to_string(), def.span, def.file))
             })
             .collect();
-        for (key, func) in callbacks {
+        for (key, span, file) in callbacks {
             let before = self.found.len();
-            self.push(func, format!("polar webhook {key} ({})", short_path(path)), Framework::EventListener, "polar");
+            let name = format!("polar webhook {key} ({})", short_path(path));
+            self.push_at(span, file, name, Framework::EventListener, "polar");
             for handler in &mut self.found[before..] {
                 handler.event_key = None;
             }
@@ -1069,11 +1069,14 @@ impl<'a> Finder<'a> {
     }
 
     fn lambda_candidate(&mut self, func: Node, name: &str, path: &str) {
+        let local_function = |name: Node| {
+            let def = project::local_function(self.file, text(name, self.src()))?;
+            self.file.node_at(def.span)
+        };
         let mut func = ast::unwrap_expr(func);
         // `export const main = handleMessage`: the module's own function under another name.
         if func.kind() == "identifier"
-            && let Some(node) =
-                project::local_function(self.file, text(func, self.src())).and_then(|def| self.file.node_at(def.span))
+            && let Some(node) = local_function(func)
         {
             func = node;
         }
@@ -1084,10 +1087,7 @@ impl<'a> Finder<'a> {
                 func = *f;
                 break;
             }
-            let local = args.iter().rev().filter(|a| a.kind() == "identifier").find_map(|a| {
-                let def = project::local_function(self.file, text(*a, self.src()))?;
-                self.file.node_at(def.span)
-            });
+            let local = args.iter().rev().filter(|a| a.kind() == "identifier").find_map(|a| local_function(*a));
             if let Some(node) = local {
                 func = node;
                 break;
@@ -1834,7 +1834,7 @@ fn lambda_wrapper(value: Node, src: &str) -> bool {
     value.kind() == "call_expression"
         && value
             .field("function")
-            .is_some_and(|f| crate::regex!(r"(?i)awslambda|wraphandler|\bmiddy\b|lambda").is_match(text(f, src)))
+            .is_some_and(|f| crate::regex!(r"(?i)lambda|wraphandler|\bmiddy\b").is_match(text(f, src)))
 }
 
 /// The JSDoc comment right above a function's declaration (`/** @param {SQSEvent} event */`),
@@ -1858,7 +1858,7 @@ fn returns_received_messages(call: Node, src: &str) -> bool {
         return false;
     };
     let mut names = Vec::new();
-    if let Some(pattern) = declarator.child_by_field_name("name") {
+    if let Some(pattern) = declarator.field("name") {
         ast::bound_names(pattern, src, &mut names);
     }
     !names.is_empty()

@@ -269,12 +269,12 @@ fn counts_attempts_only(chain: Node, src: &str) -> bool {
             let keys: Vec<&str> = ast::named_children(values)
                 .into_iter()
                 .filter(|p| p.kind() != "comment")
-                .map(|p| p.child_by_field_name("key").map_or_else(|| text(p, src), |k| text(k, src)))
+                .map(|p| p.field("key").map_or_else(|| text(p, src), |k| text(k, src)))
                 .collect();
             return !keys.is_empty()
                 && keys.iter().all(|k| crate::regex!(r"(?i)attempt|retr(?:y|ies)|tries").is_match(k));
         }
-        link = call.child_by_field_name("function").and_then(|f| f.child_by_field_name("object")).map(ast::unwrap_expr);
+        link = call.field("function").and_then(|f| f.field("object")).map(ast::unwrap_expr);
     }
     false
 }
