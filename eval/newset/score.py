@@ -68,7 +68,11 @@ and have no findings and no missed defect). Round fifteen (labels-round15.json),
 (2026-12-07), from the frozen build d6fff6d (the session's start, held out): courselit,
 classroomio, manifold, joplin; mobile-purchases, notifications-workers, w3infra, badges;
 kodus-ai, capgo, repo-automation-bots (wei/pull and spectrum were read and have no findings and
-no missed defect).
+no missed defect). Round sixteen (labels-round16.json), session 28 (2026-12-07), from the frozen
+build b8ac108 (the session's start, held out): next-forge, OpenPipe, lmnr, digitalhippo;
+nhs-notify-supplier-api, txma-ticf-integration, asset-bundle-registry, club-social; eng-pipes,
+dt-mergebot, pkg.pr.new, event_platform (padloc, cation and toriel were read and have no findings
+and no missed defect).
 
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """
