@@ -9,11 +9,11 @@
 ; Chain ends and context answers: res.status(400).json(x), res.sendStatus(500), reply.code(409).send(),
 ; c.json(x, 401), c.text('ok'), ctx.throw(400), NextResponse.json(x), Response.redirect(url)
 ((property_identifier) @callee_name
-  (#any-of? @callee_name "json" "send" "end" "sendStatus" "jsonp" "redirect" "text" "body" "html" "newResponse" "throw"))
+  (#any-of? @callee_name "json" "send" "end" "sendStatus" "jsonp" "redirect" "text" "body" "html" "newResponse" "throw" "callNotFound"))
 
 ; The same through a quoted member: res["json"]({ ok: true })
 ((string_fragment) @callee_name
-  (#any-of? @callee_name "json" "send" "end" "sendStatus" "jsonp" "redirect" "text" "body" "html" "newResponse" "throw"))
+  (#any-of? @callee_name "json" "send" "end" "sendStatus" "jsonp" "redirect" "text" "body" "html" "newResponse" "throw" "callNotFound"))
 
 ; Bare helpers: json(data, { status: 400 }) (Remix, SvelteKit), setResponseStatus(event, 409), sendNoContent(event)
 ((identifier) @callee_name

@@ -114,8 +114,11 @@ fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
             if ns.ends_with("()") {
                 return None;
             }
-            let (class_file, class) = instance_class(project, file, call, ns)?;
-            class_method(project, &class_file, &class, name)
+            match instance_class(project, file, call, ns) {
+                Some((class_file, class)) => class_method(project, &class_file, &class, name),
+                // `Invoice.create(...)`: a static method of a project class.
+                None => class_method(project, file, ns, name).or_else(|| object_method(project, file, call, ns, name)),
+            }
         }),
         _ => None,
     }
@@ -313,6 +316,82 @@ fn instance_class(
             let init = exported_binding_init(&target, &exported)?;
             initialized_class(project, &target, init, 0)
         }
+    }
+}
+
+/// `name.method` where `name` holds an object of functions: a module's object literal
+/// (`export const mailer = { send: async (...) => ... }`) or what a project factory returns
+/// (`export const jobs = createQueue()` with `createQueue` returning `{ enqueue, drain }`). Its
+/// method is the app's own code, followed like any other.
+fn object_method(project: &Project, file: &Arc<SourceFile>, call: Node, name: &str, method: &str) -> Option<FunctionDef> {
+    let src = &file.text;
+    let local = ast::ancestors(call)
+        .filter(|a| ast::is_function(*a) || ast::kind(a) == "program")
+        .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()));
+    let shown = format!("{name}.{method}");
+    match local {
+        Some(init) => member_function_of(project, file, init, method, &shown, 0),
+        None => {
+            let import = project::imports(file).iter().find(|i| i.local == name && i.imported != "*")?;
+            let target = project.resolve(&file.path, &import.source)?;
+            let target = project.load(&target).ok()?;
+            let init = exported_binding_init(&target, &import.imported)?;
+            member_function_of(project, &target, init, method, &shown, 0)
+        }
+    }
+}
+
+/// The function an object-valued expression holds under `method`: a property of an object
+/// literal (a function, a method, or a name bound to a function where the object is built), or
+/// of the object a project factory returns (two factories deep).
+fn member_function_of(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    value: Node,
+    method: &str,
+    shown: &str,
+    depth: usize,
+) -> Option<FunctionDef> {
+    let src = &file.text;
+    let value = ast::unwrap_expr(value);
+    let def = |node: Node| Some(FunctionDef { file: file.clone(), span: Span::of(node), name: shown.to_string() });
+    match ast::kind(value) {
+        "object" => {
+            let member = ast::named_children(value).into_iter().find(|m| match ast::kind(m) {
+                "pair" | "method_definition" => m
+                    .field(if ast::kind(m) == "pair" { "key" } else { "name" })
+                    .is_some_and(|k| text(k, src).trim_matches(['"', '\'']) == method),
+                "shorthand_property_identifier" => text(*m, src) == method,
+                _ => false,
+            })?;
+            let bound = match ast::kind(member) {
+                "method_definition" => return def(member),
+                "pair" => member.field("value").map(ast::unwrap_expr)?,
+                _ => member,
+            };
+            if ast::is_function(bound) {
+                return def(bound);
+            }
+            if !matches!(ast::kind(bound), "identifier" | "shorthand_property_identifier") {
+                return None;
+            }
+            let bound_name = text(bound, src);
+            let found = enclosing_scope_function(file, value, bound_name)
+                .or_else(|| project::local_function(file, bound_name))?;
+            Some(FunctionDef { name: shown.to_string(), ..found })
+        }
+        "call_expression" if depth < 2 => {
+            let factory = match ast::callee_path(value, src).as_slice() {
+                [name] => resolve_name(project, file, name),
+                [ns, name] => namespace_function(project, file, ns, name),
+                _ => None,
+            }?;
+            let node = factory.node()?;
+            returned_values(node)
+                .into_iter()
+                .find_map(|r| member_function_of(project, &factory.file, r, method, shown, depth + 1))
+        }
+        _ => None,
     }
 }
 

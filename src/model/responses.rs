@@ -218,7 +218,7 @@ const CHAIN_MIDDLE: &[&str] = &[
 ];
 /// Chain links that set the status.
 const CHAIN_STATUS: &[&str] = &["status", "code", "writeStatus", "writeHead"];
-const CHAIN_END: &[&str] = &["json", "send", "end", "sendStatus", "jsonp", "redirect"];
+const CHAIN_END: &[&str] = &["json", "send", "end", "sendStatus", "jsonp", "redirect", "callNotFound"];
 
 /// Recognises one answering node. `names` are the handler's own request/response names.
 pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Response<'t>> {
@@ -413,6 +413,8 @@ fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Respon
     match last {
         "redirect" => return Some(Response { node: call, status_node: None, status: None, style: Style::Redirect }),
         "sendStatus" => status_node = args.first().copied(),
+        // Fastify runs its not-found handler, which answers 404.
+        "callNotFound" => return Some(Response { node: call, status_node: None, status: Some(404), style: Style::Chain }),
         // A fetch `response.json()` read has no argument and no status.
         "json" if args.is_empty() && status_node.is_none() => return None,
         _ => {}
@@ -604,6 +606,7 @@ mod tests {
         assert_eq!(statuses("res.status(400).json({ a: 1 })"), vec![(Some(400), Style::Chain)]);
         assert_eq!(statuses("res.json({ ok: true })"), vec![(Some(200), Style::Chain)]);
         assert_eq!(statuses("res.sendStatus(500)"), vec![(Some(500), Style::Chain)]);
+        assert_eq!(statuses("reply.callNotFound()"), vec![(Some(404), Style::Chain)]);
         assert_eq!(statuses("reply.code(409).send()"), vec![(Some(409), Style::Chain)]);
         assert_eq!(statuses("const d = await response.json()"), vec![]);
         assert_eq!(statuses("return c.json({ ok: 1 }, 401)"), vec![(Some(401), Style::Hono)]);

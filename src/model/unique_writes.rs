@@ -48,21 +48,34 @@ pub fn insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node)
 fn mongoose_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
     let src = file.text.as_str();
     let Some((model, row)) = mongoose_model_and_row(call, src) else { return false };
-    let fields = row_fields(row, src);
-    let sets_unique = |schema: &mongoose::Schema| {
+    let fields = if row.kind() == "object" { row_fields(row, src) } else { Vec::new() };
+    // `User.create(user)`, `Order.create({ ...order, buyer })`: the fields are not all written
+    // here, but a field the schema requires is set on every document Mongoose accepts.
+    let opaque = row.kind() != "object" || ast::named_children(row).iter().any(|c| c.kind() == "spread_element");
+    let required = |definition: Node, schema_src: &str| {
+        ast::object_property(definition, "required", schema_src)
+            .is_some_and(|v| text(v, schema_src) == "true" || text(v, schema_src).starts_with("[true"))
+    };
+    let sets_unique = |schema: &mongoose::Schema, schema_src: &str| {
         schema.columns.iter().any(|c| c.unique && c.names.iter().any(|n| fields.contains(n)))
             || schema.sets.iter().any(|set| !set.is_empty() && set.iter().all(|f| fields.contains(f)))
+            || opaque
+                && schema
+                    .columns
+                    .iter()
+                    .zip(&schema.nodes)
+                    .any(|(c, (_, definition))| c.unique && required(*definition, schema_src))
     };
     let named = |schema: &mongoose::Schema| schema.names.iter().any(|n| n.eq_ignore_ascii_case(&model));
     let local = mongoose::schemas(file);
     if let Some(schema) = local.iter().find(|s| named(s)) {
-        return sets_unique(schema);
+        return sets_unique(schema, src);
     }
     let Some((_, module)) = project.imported_module(file, &model) else { return false };
     let schemas = mongoose::schemas(&module);
     match schemas.as_slice() {
-        [only] => sets_unique(only),
-        many => many.iter().find(|s| named(s)).is_some_and(sets_unique),
+        [only] => sets_unique(only, &module.text),
+        many => many.iter().find(|s| named(s)).is_some_and(|s| sets_unique(s, &module.text)),
     }
 }
 
@@ -80,20 +93,21 @@ pub fn saved_document<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     (document.kind() == "new_expression").then_some(document)
 }
 
-/// The model a Mongoose insert writes and the document it writes: `Model.create({...})`, or a
-/// `save()` of `new Model({...})`, written in place or bound to a variable first.
+/// The model a Mongoose insert writes and the document it writes (an object literal or any
+/// other value): `Model.create({...})`, or a `save()` of `new Model({...})`, written in place
+/// or bound to a variable first.
 fn mongoose_model_and_row<'t>(call: Node<'t>, src: &str) -> Option<(String, Node<'t>)> {
     let path = ast::callee_path(call, src);
     let constructed = |n: Node<'t>| {
         let n = ast::unwrap_expr(n);
         let ctor = n.field("constructor").filter(|_| n.kind() == "new_expression")?;
-        let row = ast::arguments(n).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")?;
+        let row = ast::arguments(n).first().map(|a| ast::unwrap_expr(*a))?;
         Some((text(ctor, src).rsplit('.').next()?.to_string(), row))
     };
     match path.last().map(|l| l.trim_end_matches("()")) {
         Some("save") => saved_document(call, src).and_then(constructed),
         Some("create") if path.len() == 2 => {
-            let row = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")?;
+            let row = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a))?;
             Some((path[0].trim_end_matches("()").to_string(), row))
         }
         _ => None,

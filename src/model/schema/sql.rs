@@ -276,6 +276,13 @@ pub fn replay(files: &[(PathBuf, String)]) -> Vec<Table> {
                 let name = unquote(&raw);
                 let open = c.get(0).unwrap().end() - 1;
                 let Some(close) = close_paren(stmt, open) else { continue };
+                // A ClickHouse table (`ENGINE = MergeTree ...`) has no unique constraints: it is
+                // an analytics store, never a dedupe marker.
+                if crate::regex!(r"(?i)^\s*engine\s*=?\s*\w*(?:MergeTree|Log|Memory|Distributed|Kafka|Buffer)\b")
+                    .is_match(&stmt[close + 1..])
+                {
+                    continue;
+                }
                 let body = &stmt[open + 1..close];
                 let mut table =
                     Table { raw, name: name.clone(), columns: Vec::new(), sets: Vec::new(), foreign: Vec::new() };
@@ -544,6 +551,18 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].0.name, "stripe_events");
         assert_eq!(found[0].1.column.names[0], "id");
+    }
+
+    #[test]
+    fn clickhouse_tables_hold_no_markers() {
+        let files = vec![(
+            "0000_init.sql".into(),
+            "CREATE TABLE IF NOT EXISTS default.events (\n  `id` UUID,\n  `name` String\n)\nENGINE MergeTree\nORDER BY (name, id);\nCREATE TABLE webhook_events (id String) ENGINE = ReplacingMergeTree ORDER BY id;\nCREATE TABLE stripe_events (id text) ENGINE=InnoDB;".to_string(),
+        )];
+        let tables = replay(&files);
+        let found = findings(&tables);
+        assert_eq!(found.len(), 1, "only the MySQL table: {found:?}");
+        assert_eq!(found[0].0.name, "stripe_events");
     }
 
     #[test]
