@@ -511,6 +511,9 @@ pub fn says_best_effort(block: Node, src: &str) -> Option<&'static str> {
         "non-blocking",
         // "error sending the notification": a message beside the event's work, not the work
         "notification",
+        // "websocket broadcast failed": a push to the clients connected now, kept nowhere
+        "websocket",
+        "realtime",
         // "error logging the transaction", "failed to write the audit row": the failed write is
         // the log itself
         "error logging",

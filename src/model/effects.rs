@@ -1135,9 +1135,11 @@ fn relative_prisma(data: &str) -> bool {
     ["increment:", "decrement:", "multiply:", "divide:"].iter().any(|k| data.contains(k))
 }
 
+/// A Drizzle/Kysely `set` whose `sql` template adds to a column (`` sql`${t.credits} + ${n}` ``,
+/// `` sql`balance - 5` ``); arithmetic outside the templates (a comment's dash) is not SQL.
 fn relative_sql_set(text: &str) -> bool {
-    let re = crate::regex!(r"(?i)\b(\w+)\W*\s*\}?\s*[+\-]\s*");
-    (text.contains("sql`") && re.is_match(text) && (text.contains(" + ") || text.contains(" - ")))
+    let arithmetic = crate::regex!(r"(?:\w|\}|\]|\x22)\s*[+\-]\s*(?:[\w$(]|\$\{)");
+    crate::regex!(r"\bsql\s*`([^`]*)`").captures_iter(text).any(|c| arithmetic.is_match(&c[1]))
         || text.contains("increment(")
 }
 
@@ -1376,6 +1378,11 @@ mod real_calls {
             ("await supabase.rpc('get_user', { id })", None),
             ("await knex('users').where({ id }).update({ plan: 'pro' })", Some(DbUpdate)),
             ("await knex('users').where({ id }).increment('credits', 5)", Some(DbIncrement)),
+            ("await db.update(users).set({ credits: sql`${users.credits} + ${n}` }).where(eq(users.id, id))", Some(DbIncrement)),
+            (
+                "await db.update(ws).set({\n  // - only on a tier change\n  tierId: sql`CASE WHEN ${c} THEN 1 ELSE (SELECT id FROM tiers WHERE p = ${p}) END`,\n}).where(eq(ws.id, id))",
+                Some(DbUpdate),
+            ),
             ("await db.insert(users).values({ id: 1 }).onConflictDoNothing()", Some(DbUpsert)),
             ("await db.insertInto('orders').values(v).execute()", Some(DbInsert)),
             ("await prisma.order.create({ data: { total: 1 } })", Some(DbInsert)),

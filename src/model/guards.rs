@@ -34,6 +34,11 @@ pub fn guard_call_kind(call: Node, src: &str) -> Option<GuardKind> {
     if (last == "run" || last == "once" || last == "execute" || last == "process") && is_guard_object {
         return Some(GuardKind::Guard);
     }
+    // AWS Lambda Powertools `makeIdempotent(fn, { persistenceStore })`: the function runs once
+    // per payload key, recorded in-progress then completed by a conditional write.
+    if last == "makeidempotent" {
+        return Some(GuardKind::Guard);
+    }
     // Inngest `step.run(id, fn)`: a step's result is memoised, so a retried function does not
     // repeat a step that completed, and duplicate events are dropped by event id.
     if last == "run" && lower.len() >= 2 && lower[lower.len() - 2] == "step" {

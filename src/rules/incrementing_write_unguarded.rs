@@ -205,6 +205,23 @@ fn computed_from_loaded_field<'t>(
         })
 }
 
+/// `sequence.sentEmailIds.push(email.emailId)`: a list of ids used as a set. A replay adds an
+/// id already there, which changes no membership test; a list of amounts or entries differs.
+fn records_membership(push: Node, path: &[String], src: &str) -> bool {
+    let names_ids = |name: &str| {
+        let words = crate::model::best_effort::words(name);
+        words.last().is_some_and(|w| matches!(w.as_str(), "ids" | "id"))
+    };
+    let list = &path[path.len() - 2];
+    let args = ast::arguments(push);
+    names_ids(list)
+        && !args.is_empty()
+        && args.iter().all(|a| {
+            let a = ast::unwrap_expr(*a);
+            matches!(a.kind(), "identifier" | "member_expression") && names_ids(text(a, src).rsplit('.').next().unwrap_or(""))
+        })
+}
+
 /// The array a `for...of` loop around `at` takes `name` from: `for (const row of rows)` → `rows`.
 fn loop_source(func: Node, name: &str, at: usize, src: &str) -> Option<String> {
     ast::descendants_of_kind(func, "for_in_statement").into_iter().find_map(|lp| {
@@ -264,6 +281,7 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                 let path = ast::callee_path(n, src);
                 if path.len() >= 3
                     && matches!(path.last().map(String::as_str), Some("push" | "unshift"))
+                    && !records_membership(n, &path, src)
                     && let Some(load) = loaded(&path[0], n.start_byte())
                     && saved_after(&path[0], n.end_byte())
                 {

@@ -1178,7 +1178,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                         || crate::model::retry_loops::is_retry_loop(a, src)))
                 && (!receives(a) || receives(try_stmt))
         });
-        if in_retry_loop {
+        if in_retry_loop || only_parses_message(&exposed, src) {
             continue;
         }
         // Cleanup inside another catch (`catch (e) { try { markFailed() } catch {} ... }`) runs on
@@ -1441,6 +1441,20 @@ fn settled_by_all_settled(call: Node, within: Node, src: &str) -> bool {
         .any(|a| a.kind() == "call_expression" && ast::callee_path(a, src) == ["Promise", "allSettled"])
 }
 
+/// `Promise.allSettled(keys.map((k) => cache.del(k)))`, `... => invalidateProjectCache(p.id)`:
+/// every task it awaits works on a cache, which the next read rebuilds; a failed eviction is no
+/// lost event.
+fn settles_cache_work(call: Node, src: &str) -> bool {
+    let cache_word = |s: &str| best_effort::words(s).iter().any(|w| w == "cache" || w == "caches");
+    let tasks: Vec<Node> = ast::arguments(call)
+        .into_iter()
+        .flat_map(|a| ast::calls_in(a, false))
+        .filter(|c| ast::is_awaited_call(*c) || ast::parent(*c).is_some_and(ast::is_function))
+        .collect();
+    !tasks.is_empty()
+        && tasks.iter().all(|task| ast::callee_path(*task, src).iter().any(|segment| cache_word(segment)))
+}
+
 /// `Promise.allSettled(items.map(async (item) => { try { ... } catch { ... } }))`: every
 /// awaited call or effect of the mapped task sits in a `try` with a catch.
 fn tasks_catch_their_failures(call: Node, src: &str) -> bool {
@@ -1497,6 +1511,21 @@ fn returns_failure_outcome(ret: Node, src: &str) -> bool {
         }),
         _ => ast::string_value(value, src).is_some_and(|s| failure_word(&s)),
     }
+}
+
+/// A `try` whose work is parsing the message (`JSON.parse(body)`, `schema.parse(data)`), with at
+/// most the drop of a message found invalid (`removeMessage(handle)`, `ack`): a parse failure
+/// is permanent, so a catch that drops the message handles it as it must.
+fn only_parses_message(exposed: &[Node], src: &str) -> bool {
+    let parses = |call: &Node| ast::callee_name(*call, src).is_some_and(|n| n == "parse");
+    let drops = |call: &Node| {
+        ast::callee_name(*call, src).is_some_and(|n| {
+            let words = best_effort::words(&n);
+            words.first().is_some_and(|w| matches!(w.as_str(), "remove" | "delete" | "ack" | "discard" | "drop"))
+        })
+    };
+    exposed.iter().any(parses)
+        && exposed.iter().all(|call| parses(call) || drops(call) || !ast::is_awaited_call(*call) && !does_work(*call, src))
 }
 
 /// An explicit acknowledgement: `channel.ack(msg)`, `message.ack()`, an SQS `DeleteMessage`.
@@ -2155,7 +2184,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         let all_settled = path.len() == 2 && path[0] == "Promise" && path[1] == "allSettled";
         // Tasks that catch their own failures never reject: there is nothing to inspect, and
         // each task's catch is where a failure is (or is not) swallowed.
-        if all_settled && tasks_catch_their_failures(call, src) {
+        if all_settled && (tasks_catch_their_failures(call, src) || settles_cache_work(call, src)) {
             continue;
         }
         let direct = if all_settled { Some("Promise.allSettled") } else { error_returning(call, src) };

@@ -438,8 +438,20 @@ fn wrapper(scope: &Scope) -> bool {
 /// Inside a `catch` clause or a `.catch(...)` callback: failure handling (a dead-letter send,
 /// a requeue for retry, a failure notice), not the delivery's own work.
 fn in_failure_path(call: Node, func: Node, src: &str) -> bool {
+    // `if (!result.ok) { requeue(...) }`, `if (error) { ... }`: the branch of a failed step.
+    let failure_branch = |branch: Node| {
+        let Some(stmt) = branch.parent().filter(|p| p.kind() == "if_statement") else { return false };
+        stmt.field("consequence") == Some(branch)
+            && stmt.field("condition").is_some_and(|c| {
+                crate::regex!(
+                    r"^\(\s*(?:![\w$.?]+\.(?:ok|success|succeeded)|(?:[\w$.?]+\.)?(?:error|err|failed|failure)|[\w$.?]+\.isErr\(\))\s*\)$"
+                )
+                .is_match(text(c, src))
+            })
+    };
     ast::ancestors(call).take_while(|a| *a != func).any(|a| {
-        a.kind() == "catch_clause"
+        failure_branch(a)
+            || a.kind() == "catch_clause"
             || (ast::is_function(a)
                 && a.parent()
                     .filter(|p| p.kind() == "arguments")
