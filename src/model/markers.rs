@@ -244,8 +244,11 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
         });
     }
     let op = match last.as_str() {
-        "findunique" | "finduniqueorthrow" | "findfirst" | "findone" | "findbyid" | "findbypk" | "count" | "exists"
-        | "findoneby" => MarkerOp::Check,
+        // `findUniqueOrThrow` asserts the row exists: it reads data, while a dedupe check
+        // expects a miss for every new event.
+        "findunique" | "findfirst" | "findone" | "findbyid" | "findbypk" | "count" | "exists" | "findoneby" => {
+            MarkerOp::Check
+        }
         "create" | "insert" | "insertone" | "createmany" | "save" => {
             let handled = call_text.contains("skipDuplicates") || call_text.contains("orIgnore");
             insert_op(call, src, handled)
@@ -349,7 +352,21 @@ fn supabase_chain<'t>(
 }
 
 fn is_marker_table(name: &str, call: Node, src: &str, func: Node, key: Option<&EventKey>) -> bool {
-    guards::is_processed_marker_name(name) || (guards::is_marker_name(name) && mentions_key(call, src, func, key))
+    if guards::is_processed_marker_name(name) {
+        return true;
+    }
+    if !guards::is_marker_name(name) {
+        return false;
+    }
+    // A bare `event` table is often the app's own (tracked events, a calendar): it holds
+    // deliveries only where a column names the event id, or the query uses the delivery's own
+    // key, not a value merely called `eventId`.
+    if matches!(name.to_ascii_lowercase().as_str(), "event" | "events") {
+        let t = text(call, src);
+        return crate::regex!(r"(?i)\bevent_?id['\x22]?\s*:").is_match(t)
+            || key.is_some_and(|k| key_exprs(k).iter().any(|e| normalise(t).contains(e.as_str())));
+    }
+    mentions_key(call, src, func, key)
 }
 
 /// An insert is a claim when the handler learns whether it was new: a caught unique
@@ -650,12 +667,27 @@ pub fn call_step(
     } else if ops.contains(&MarkerOp::Write) {
         Some(Step::Marker(MarkerOp::Write))
     } else if ops.contains(&MarkerOp::Check) {
-        Some(Step::Marker(MarkerOp::Check))
+        // A helper that looks a row up is a dedupe check only where its answer decides whether
+        // to go on (`if (await wasProcessed(id)) return`): a lookup whose rows are then used
+        // (`for (const action of await actionsOf(event.id))`) reads data.
+        decides(call, src).then_some(Step::Marker(MarkerOp::Check))
     } else if ops.contains(&MarkerOp::Release) {
         Some(Step::Marker(MarkerOp::Release))
     } else {
         classify_by_name(name).map(Step::Marker)
     }
+}
+
+/// The value of `call` decides the way on: it is (part of) a condition, or bound to a name the
+/// next statements test and leave on.
+fn decides(call: Node, src: &str) -> bool {
+    let in_condition = ast::ancestors(call).take_while(|a| !ast::is_function(*a)).any(|a| {
+        ast::parent(a).is_some_and(|p| {
+            matches!(ast::kind(p), "if_statement" | "while_statement" | "ternary_expression")
+                && p.field("condition") == Some(a)
+        })
+    });
+    in_condition || super::stmts::result_tested_then_leaves(call, src)
 }
 
 /// Effects that are work to protect (every classified effect: reads are never classified).

@@ -40,6 +40,10 @@ pub struct Scope {
     pub ruled_out: Vec<Span>,
     /// Parameters every call reaching this function binds to the same literal.
     pub known: super::ruled_out::Known,
+    /// Parameters the call reaching this function binds to a project function
+    /// (`handleRoute(webpackWebhook, req, reply)` binds `handler` to `webpackWebhook`), so a
+    /// call of the parameter (`await handler(req, reply)`) reaches that function.
+    pub function_params: Vec<(String, FunctionDef)>,
 }
 
 impl Scope {
@@ -122,6 +126,51 @@ fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
         }),
         _ => None,
     }
+}
+
+/// `handler(req, reply)` where `handler` is a parameter the call reaching `scope` bound to a
+/// project function.
+fn passed_function(scope: &Scope, call: Node, src: &str) -> Option<FunctionDef> {
+    if scope.function_params.is_empty() {
+        return None;
+    }
+    let callee = call.field("function").map(ast::unwrap_expr).filter(|c| ast::kind(c) == "identifier")?;
+    let name = text(callee, src);
+    scope.function_params.iter().find(|(param, _)| param == name).map(|(_, def)| def.clone())
+}
+
+/// The parameters of `callee` that `call` (in `scope`, in `file`) binds to project functions:
+/// an argument naming a function of the project (declared, imported, or a parameter `scope`
+/// itself was given one for).
+fn functions_bound_to_params(
+    project: &Project,
+    scope: &Scope,
+    file: &Arc<SourceFile>,
+    call: Node,
+    callee: Node,
+    callee_src: &str,
+) -> Vec<(String, FunctionDef)> {
+    let src = &file.text;
+    let mut out = Vec::new();
+    for (at, arg) in ast::arguments(call).into_iter().enumerate() {
+        let arg = ast::unwrap_expr(arg);
+        if ast::kind(arg) != "identifier" {
+            continue;
+        }
+        let Some(param) = ast::parameter(callee, at).filter(|p| ast::kind(p) == "identifier") else { continue };
+        let name = text(arg, src);
+        let passed = scope
+            .function_params
+            .iter()
+            .find(|(p, _)| p == name)
+            .map(|(_, def)| def.clone())
+            .or_else(|| resolve_name(project, file, name))
+            .or_else(|| enclosing_scope_function(file, call, name));
+        if let Some(def) = passed {
+            out.push((text(param, callee_src).to_string(), def));
+        }
+    }
+    out
 }
 
 /// A function bound in a scope enclosing the call rather than at the module's top level:
@@ -441,7 +490,7 @@ fn initialized_class(
 
 /// What a function returns: an arrow's expression body, else the values of its own `return`
 /// statements (not those of functions nested in it).
-fn returned_values(func: Node) -> Vec<Node> {
+pub fn returned_values(func: Node) -> Vec<Node> {
     let Some(body) = func.field("body") else { return Vec::new() };
     if ast::kind(body) != "statement_block" {
         return vec![body];
@@ -561,6 +610,7 @@ fn scopes_from_with(
         registered,
         ruled_out,
         known: Vec::new(),
+        function_params: Vec::new(),
     };
     let mut out = vec![root];
     let mut next = 0;
@@ -578,7 +628,10 @@ fn scopes_from_with(
             }
             let defs = match resolve_call(project, &file, call) {
                 Some(def) => vec![def],
-                None => dispatch_targets(project, &file, call),
+                None => match passed_function(&scope, call, &file.text) {
+                    Some(def) => vec![def],
+                    None => dispatch_targets(project, &file, call),
+                },
             };
             for def in defs {
                 let seen =
@@ -605,7 +658,12 @@ fn scopes_from_with(
                 let event_key = scope.event_key.as_ref().and_then(|key| rebind_key(key, call, &file.text, &def));
                 let mut chain = scope.chain.clone();
                 chain.push(def.name.clone());
+                let function_params = def
+                    .node()
+                    .map(|callee| functions_bound_to_params(project, &scope, &file, call, callee, &def.file.text))
+                    .unwrap_or_default();
                 out.push(Scope {
+                    function_params,
                     guarded: scope.guard_at(call),
                     registered: handed_back_in(project, &def),
                     ruled_out,

@@ -118,9 +118,22 @@ impl Cx<'_> {
         }
         let def = reach::resolve_call(self.project, self.file, call);
         if let Some(def) = &def {
-            return def.node().is_some_and(|n| is_async(n, &def.file.text) && !only_connects(n, &def.file.text));
+            return def.node().is_some_and(|n| {
+                (is_async(n, &def.file.text) || self.returns_async_call(&def.file, n))
+                    && !only_connects(n, &def.file.text)
+            });
         }
         effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
+    }
+
+    /// `function insertAssetSize(row) { return insert(row, target) }`: a plain function that
+    /// hands back the promise of an async project function.
+    fn returns_async_call(&self, file: &Arc<SourceFile>, func: Node) -> bool {
+        reach::returned_values(func).into_iter().map(ast::unwrap_expr).any(|value| {
+            value.kind() == "call_expression"
+                && reach::resolve_call(self.project, file, value)
+                    .is_some_and(|def| def.node().is_some_and(|n| is_async(n, &def.file.text)))
+        })
     }
 
     /// A call of a function the consumer was handed as a parameter (`processMessage(data)` in a

@@ -1529,6 +1529,8 @@ struct WrittenRecords {
     created: Vec<(String, Site)>,
     /// Columns set to a value, by table, with where.
     columns: Vec<(String, String, Site)>,
+    /// The files of those writes.
+    files: Vec<std::sync::Arc<crate::source::SourceFile>>,
 }
 
 /// Where a write sits: its scope's index in the handler model and its byte range.
@@ -1547,6 +1549,9 @@ impl WrittenRecords {
                 }
                 let Some(table) = table_named(call, src) else { continue };
                 let site = (i, call.byte_range());
+                if !written.files.iter().any(|f| std::sync::Arc::ptr_eq(f, scope.file())) {
+                    written.files.push(scope.file().clone());
+                }
                 if effect.kind != EffectKind::DbUpdate {
                     written.created.push((table.clone(), site.clone()));
                 }
@@ -1668,7 +1673,8 @@ fn looks_up_written_record(
     let init = ast::unwrap_expr(init);
     if let Some(table) = table_named(init, &file.text) {
         let filter = columns_named(init, &file.text);
-        return written.makes(&table, &filter, already_ran) && !app_links_customers(&[file], &filter);
+        let files: Vec<_> = std::iter::once(file).chain(&written.files).collect();
+        return written.makes(&table, &filter, already_ran) && !app_links_customers(&files, &filter);
     }
     let Some(def) = reach::resolve_call(cx.project, file, init) else { return false };
     let Some(body) = def.node() else { return false };
@@ -1683,36 +1689,50 @@ fn looks_up_written_record(
     // event names its record itself, and the query is a fallback for events that do not; a
     // miss there means the event is not about this application's data.
     !returns_parameter_value_before(body, query, src)
-        && !app_links_customers(&[file, &def.file], &columns_named(query, src))
+        && !app_links_customers(
+            &[file, &def.file].into_iter().chain(&written.files).collect::<Vec<_>>(),
+            &columns_named(query, src),
+        )
 }
 
-/// Whether one of `files` creates the provider's customer itself and stores its id in a column
-/// the lookup filters on (`const customer = await stripe.customers.create(...)`, then
-/// `update({ data: { stripeCustomerId: customer.id } })`): the link exists before any event
-/// about that customer can, so a miss means a customer this application did not make.
+/// Whether one of `files` has the provider make the object itself and stores the id it hands
+/// back in a column the lookup filters on (`const customer = await stripe.customers.create(...)`,
+/// then `update({ data: { stripeCustomerId: customer.id } })`; `const { messageId } = await
+/// mailer.send(...)`, then `create({ data: { messageId } })`): the link exists before any event
+/// about that object can, so a miss means an object this application did not make.
 fn app_links_customers(files: &[&std::sync::Arc<crate::source::SourceFile>], filter: &[String]) -> bool {
     files.iter().any(|file| {
         let src = &file.text;
-        if !src.contains("customers.create(") {
-            return false;
-        }
         let root = file.root();
         ast::calls_in(root, false).into_iter().any(|call| {
             let path = ast::callee_path(call, src);
-            let creates = path.len() >= 2 && path[path.len() - 2] == "customers" && path[path.len() - 1] == "create";
-            let bound = ast::ancestors(call)
+            // `customers.create`, `mailer.send`, `deliverEmail`: the call makes the object.
+            let made = path.last().is_some_and(|last| {
+                crate::model::best_effort::words(last.trim_end_matches("()"))
+                    .first()
+                    .is_some_and(|w| matches!(w.as_str(), "create" | "send" | "deliver" | "post" | "publish"))
+            });
+            let pattern = ast::ancestors(call)
+                .take_while(|a| !ast::is_function(*a))
                 .find(|a| a.kind() == "variable_declarator")
-                .and_then(|d| d.field("name"))
-                .filter(|n| n.kind() == "identifier")
-                .map(|n| text(n, src));
+                .and_then(|d| d.field("name"));
             let body = ast::enclosing_function(call).and_then(|f| f.field("body"));
-            let (true, Some(customer), Some(body)) = (creates, bound, body) else {
+            let (true, Some(pattern), Some(body)) = (made, pattern, body) else {
                 return false;
             };
-            let id = format!("{customer}.id");
+            // `customer` → `customer.id`; `{ messageId }` → `messageId`.
+            let ids: Vec<String> = match pattern.kind() {
+                "identifier" => vec![format!("{}.id", text(pattern, src))],
+                "object_pattern" => {
+                    let mut names = Vec::new();
+                    ast::bound_names(pattern, src, &mut names);
+                    names.into_iter().filter(|n| n.to_ascii_lowercase().ends_with("id")).collect()
+                }
+                _ => Vec::new(),
+            };
             let mut stored = false;
             written_pairs(body, src, true, &mut |_, key, value| {
-                stored |= text(value, src) == id && filter.contains(&name_key(&key));
+                stored |= ids.iter().any(|id| text(value, src) == id) && filter.contains(&name_key(&key));
             });
             stored
         })
