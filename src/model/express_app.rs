@@ -187,8 +187,9 @@ pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &
         for candidate in project.files_in(here).iter() {
             let name = candidate.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let stem = name.split('.').next().unwrap_or("");
-            if candidate == &file.path
+            if !may_name_app_file(stem)
                 || !app_file.is_match(stem)
+                || candidate == &file.path
                 || crate::source::Dialect::for_path(candidate).is_none()
             {
                 continue;
@@ -204,6 +205,19 @@ pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &
         dir = here.parent();
     }
     false
+}
+
+/// Whether `stem` can match the app-file pattern of `mounted_behind`: every router asks about
+/// each file of up to three directories, where the regex cost more than the rest.
+fn may_name_app_file(stem: &str) -> bool {
+    const ENDINGS: [&str; 8] = ["app", "server", "index", "main", "route", "routes", "router", "api"];
+    // The pattern folds case by Unicode rules (`ſ` matches `s`): a stem that is not ASCII is
+    // left to it.
+    !stem.is_ascii()
+        || ENDINGS.iter().any(|ending| {
+            stem.len() >= ending.len()
+                && stem.as_bytes()[stem.len() - ending.len()..].eq_ignore_ascii_case(ending.as_bytes())
+        })
 }
 
 fn mounts_behind(

@@ -178,34 +178,57 @@ pub fn wraps(parent: Node, child: Node) -> bool {
 /// "create"]; `this.svc.run` → ["this", "svc", "run"]. Calls in the chain keep their callee's
 /// name followed by `()` (`db.insert(t).values` → ["db", "insert()", "values"]).
 pub fn member_path(node: Node, src: &str) -> Vec<String> {
+    // Every rule and model reads the paths of the same callees, and building one costs a few
+    // field lookups and an allocation per segment: each is built once per analysis of a tree
+    // (when its node list is built) and copied out after.
+    let Some(index) = super::node_index::existing(node) else { return member_path_of(node, src) };
+    let Some(at) = index.position_of(node) else { return member_path_of(node, src) };
+    let asked = MemberPathAt { at, src: (src.as_ptr() as usize, src.len()) };
+    if let Some(known) = index.recall::<MemberPathAt, Vec<String>>(&asked) {
+        return known;
+    }
+    let path = member_path_of(node, src);
+    index.remember(asked, path.clone());
+    path
+}
+
+/// What a remembered member path is looked up by: the node's position in its tree's node
+/// list and the text it was read from.
+#[derive(Hash, PartialEq, Eq)]
+struct MemberPathAt {
+    at: u32,
+    src: (usize, usize),
+}
+
+fn member_path_of(node: Node, src: &str) -> Vec<String> {
     let node = unwrap_expr(node);
     match kind(node) {
         "identifier" | "this" | "property_identifier" | "private_property_identifier" | "super" => {
             vec![text(node, src).to_string()]
         }
         "member_expression" => {
-            let mut path = field(node, "object").map(|o| member_path(o, src)).unwrap_or_default();
+            let mut path = field(node, "object").map(|o| member_path_of(o, src)).unwrap_or_default();
             if let Some(p) = field(node, "property") {
                 path.push(text(p, src).to_string());
             }
             path
         }
         "subscript_expression" => {
-            let mut path = field(node, "object").map(|o| member_path(o, src)).unwrap_or_default();
+            let mut path = field(node, "object").map(|o| member_path_of(o, src)).unwrap_or_default();
             if let Some(index) = field(node, "index") {
                 path.push(string_value(index, src).unwrap_or_else(|| "[]".into()));
             }
             path
         }
         "call_expression" => {
-            let mut path = field(node, "function").map(|f| member_path(f, src)).unwrap_or_default();
+            let mut path = field(node, "function").map(|f| member_path_of(f, src)).unwrap_or_default();
             if let Some(last) = path.last_mut() {
                 last.push_str("()");
             }
             path
         }
         "new_expression" => {
-            let mut path = field(node, "constructor").map(|f| member_path(f, src)).unwrap_or_default();
+            let mut path = field(node, "constructor").map(|f| member_path_of(f, src)).unwrap_or_default();
             if let Some(last) = path.last_mut() {
                 last.push_str("()");
             }
