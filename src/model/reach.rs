@@ -13,6 +13,7 @@ use super::providers::EventKey;
 use crate::project::{self, ClassDef, FunctionDef, Project};
 use crate::source::{SourceFile, Span};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -337,13 +338,13 @@ fn initialized_class(
         return returned_values(callee).into_iter().find_map(|r| initialized_class(project, file, r, depth + 1));
     }
     // `(...).register(A, B)`: a fluent method of the receiver's class that returns `this`.
-    if callee.kind() == "member_expression"
-        && let Some(receiver) = callee.field("object").filter(|o| o.kind() != "identifier")
+    if callee.kind_name() == "member_expression"
+        && let Some(receiver) = callee.field("object").filter(|o| o.kind_name() != "identifier")
         && let Some(method) = callee.field("property").map(|p| text(p, &file.text).to_string())
         && let Some((class_file, class)) = initialized_class(project, file, receiver, depth)
     {
         let fluent = class_method(project, &class_file, &class, &method).is_some_and(|def| {
-            def.node().is_some_and(|m| returned_values(m).iter().all(|r| ast::unwrap_expr(*r).kind() == "this"))
+            def.node().is_some_and(|m| returned_values(m).iter().all(|r| ast::unwrap_expr(*r).kind_name() == "this"))
         });
         return fluent.then_some((class_file, class));
     }

@@ -53,6 +53,18 @@ pub(crate) fn kind_of_id(node: Node, kind_id: u16) -> &'static str {
         .unwrap_or_else(|| node.kind())
 }
 
+/// `kind` as a method, for the chains that read a kind last: tree-sitter's own `Node::kind`
+/// pays the lookup and validation `kind` avoids.
+pub trait KindName {
+    fn kind_name(&self) -> &'static str;
+}
+
+impl KindName for Node<'_> {
+    fn kind_name(&self) -> &'static str {
+        kind(*self)
+    }
+}
+
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
     &src[node.byte_range()]
 }
