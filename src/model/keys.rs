@@ -301,35 +301,36 @@ fn shopify_webhook_id(func: Node, src: &str) -> Option<String> {
 
 /// `const { id: eventId, type } = <call containing marker>` → the local name bound to `field`.
 fn destructured_field(func: Node, src: &str, marker: &str, field: &str) -> Option<String> {
-    let mut found = None;
-    ast::walk(func, &mut |n| {
-        if found.is_none()
-            && n.kind_name() == "variable_declarator"
-            && let (Some(name), Some(value)) = (n.field("name"), n.field("value"))
-            && name.kind_name() == "object_pattern"
-            && text(value, src).contains(marker)
-        {
-            for prop in ast::named_children(name) {
-                match prop.kind_name() {
-                    "shorthand_property_identifier_pattern" if text(prop, src) == field => {
-                        found = Some(field.to_string());
-                    }
-                    "object_assignment_pattern" if prop.field("left").is_some_and(|l| text(l, src) == field) => {
-                        found = Some(field.to_string());
-                    }
-                    "pair_pattern"
-                        if prop.field("key").is_some_and(|k| text(k, src) == field)
-                            && prop.field("value").is_some_and(|v| v.kind_name() == "identifier") =>
-                    {
-                        found = prop.field("value").map(|v| text(v, src).to_string());
-                    }
-                    _ => {}
+    // Only declarators matter: listing them by kind from the node list costs less than a walk
+    // that builds and asks every node.
+    for declarator in ast::descendants_of_kind(func, "variable_declarator") {
+        let (Some(name), Some(value)) = (declarator.field("name"), declarator.field("value")) else { continue };
+        if name.kind_name() != "object_pattern" || !text(value, src).contains(marker) {
+            continue;
+        }
+        let mut found = None;
+        for prop in ast::named_children(name) {
+            match prop.kind_name() {
+                "shorthand_property_identifier_pattern" if text(prop, src) == field => {
+                    found = Some(field.to_string());
                 }
+                "object_assignment_pattern" if prop.field("left").is_some_and(|l| text(l, src) == field) => {
+                    found = Some(field.to_string());
+                }
+                "pair_pattern"
+                    if prop.field("key").is_some_and(|k| text(k, src) == field)
+                        && prop.field("value").is_some_and(|v| v.kind_name() == "identifier") =>
+                {
+                    found = prop.field("value").map(|v| text(v, src).to_string());
+                }
+                _ => {}
             }
         }
-        found.is_none()
-    });
-    found
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
 }
 
 /// `const svixId = headerPayload.get("svix-id")` declared directly in the handler's body →
