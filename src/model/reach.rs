@@ -562,14 +562,16 @@ fn handed_back_in(project: &Project, def: &FunctionDef) -> Vec<Span> {
 /// A call into the project is followed instead, and Effect's constructors describe work that
 /// runs when the returned effect does.
 pub fn registered_callbacks(project: &Project, file: &Arc<SourceFile>, func: Node) -> Vec<Span> {
-    let mut out = Vec::new();
-    ast::walk(func, &mut |n| {
-        if n != func && ast::is_function(n) && handed_back(project, file, func, n) {
+    // The functions from the node list rather than a walk that builds and asks every node.
+    // What a handed-back callback holds is not looked into: in pre-order it follows the
+    // callback, the last one kept.
+    let mut out: Vec<Span> = Vec::new();
+    for n in ast::functions_in(func) {
+        let inside_kept = out.last().is_some_and(|kept| kept.start <= n.start_byte() && n.end_byte() <= kept.end);
+        if n != func && !inside_kept && handed_back(project, file, func, n) {
             out.push(Span::of(n));
-            return false;
         }
-        true
-    });
+    }
     out
 }
 

@@ -139,13 +139,44 @@ pub fn descendants_of_kind<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
     out
 }
 
+/// The functions under `node` (inclusive), in pre-order.
+pub fn functions_in(node: Node) -> Vec<Node> {
+    if let Some(found) =
+        super::node_index::for_node(node).and_then(|index| index.of_kinds(node, is_function_kind, |_| false))
+    {
+        return found;
+    }
+    let mut out = Vec::new();
+    walk_by_cursor(node, &mut |n| {
+        if is_function(n) {
+            out.push(n);
+        }
+        true
+    });
+    out
+}
+
 /// Call expressions under `node`, not descending into nested functions other than `node`
 /// itself when `same_function` is set.
 pub fn calls_in<'t>(node: Node<'t>, same_function: bool) -> Vec<Node<'t>> {
-    if let Some(found) = super::node_index::for_node(node)
-        .and_then(|index| index.of_kinds(node, |k| k == "call_expression", |k| same_function && is_function_kind(k)))
+    // Every rule and model lists the calls of the same handler scopes: each list is made
+    // once per analysis of a tree and remembered in its node list as positions.
+    if let Some(index) = super::node_index::for_node(node)
+        && let Some(at) = index.position_of(node)
     {
-        return found;
+        let asked = CallsIn { at, same_function };
+        let positions = match index.recall::<CallsIn, std::rc::Rc<[u32]>>(&asked) {
+            Some(known) => known,
+            None => {
+                let found: std::rc::Rc<[u32]> = index
+                    .positions_of_kinds(at, |k| k == "call_expression", |k| same_function && is_function_kind(k))
+                    .into();
+                index.remember(asked, found.clone());
+                found
+            }
+        };
+        // `node` itself rather than the list's copy of it, as `walk` hands out.
+        return positions.iter().map(|p| if *p == at { node } else { index.node_at(*p, node) }).collect();
     }
     let mut out = Vec::new();
     walk_by_cursor(node, &mut |n| {
@@ -158,6 +189,14 @@ pub fn calls_in<'t>(node: Node<'t>, same_function: bool) -> Vec<Node<'t>> {
         true
     });
     out
+}
+
+/// What a remembered list of calls is looked up by: the scope's position in its tree's node
+/// list, and whether nested functions were left out.
+#[derive(Hash, PartialEq, Eq)]
+struct CallsIn {
+    at: u32,
+    same_function: bool,
 }
 
 /// Wrappers that do not change what an expression denotes.

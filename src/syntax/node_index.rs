@@ -452,7 +452,20 @@ impl NodeIndex {
         keep: impl Fn(&'static str) -> bool,
         prune: impl Fn(&'static str) -> bool,
     ) -> Option<Vec<Node<'t>>> {
-        let at = self.position(node)?;
+        let at = self.position(node)? as u32;
+        let found = self.positions_of_kinds(at, keep, prune);
+        // `node` itself rather than the list's copy of it, as `walk` hands out.
+        Some(found.into_iter().map(|i| if i == at { node } else { self.home(i, node) }).collect())
+    }
+
+    /// `of_kinds` as positions in the list, below the node at position `at`.
+    pub fn positions_of_kinds(
+        &self,
+        at: u32,
+        keep: impl Fn(&'static str) -> bool,
+        prune: impl Fn(&'static str) -> bool,
+    ) -> Vec<u32> {
+        let at = at as usize;
         let end = self.ends[at] as usize;
         let mut out = Vec::new();
         let mut i = at;
@@ -464,12 +477,11 @@ impl NodeIndex {
                 continue;
             }
             if keep(kind) {
-                // `node` itself rather than the list's copy of it, as `walk` hands out.
-                out.push(if i == at { node } else { self.home(i as u32, node) });
+                out.push(i as u32);
             }
             i += 1;
         }
-        Some(out)
+        out
     }
 
     /// Pre-order walk of `node`'s subtree; `visit` returns false to skip a node's children.
