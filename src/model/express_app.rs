@@ -7,6 +7,7 @@ use crate::project::Project;
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
 use crate::syntax::ast::KindName;
+use std::path::Path;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -186,10 +187,12 @@ pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &
     for _ in 0..3 {
         let Some(here) = dir else { break };
         for candidate in project.files_in(here).iter() {
+            if !may_name_app_file(candidate) {
+                continue;
+            }
             let name = candidate.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let stem = name.split('.').next().unwrap_or("");
-            if !may_name_app_file(stem)
-                || !app_file.is_match(stem)
+            if !app_file.is_match(stem)
                 || candidate == &file.path
                 || crate::source::Dialect::for_path(candidate).is_none()
             {
@@ -208,17 +211,22 @@ pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &
     false
 }
 
-/// Whether `stem` can match the app-file pattern of `mounted_behind`: every router asks about
-/// each file of up to three directories, where the regex cost more than the rest.
-fn may_name_app_file(stem: &str) -> bool {
-    const ENDINGS: [&str; 8] = ["app", "server", "index", "main", "route", "routes", "router", "api"];
-    // The pattern folds case by Unicode rules (`ſ` matches `s`): a stem that is not ASCII is
-    // left to it.
-    !stem.is_ascii()
-        || ENDINGS.iter().any(|ending| {
-            stem.len() >= ending.len()
-                && stem.as_bytes()[stem.len() - ending.len()..].eq_ignore_ascii_case(ending.as_bytes())
-        })
+/// Whether `path`'s file name can match the app-file pattern of `mounted_behind`, read from
+/// the path's bytes: every router asks about each file of up to three directories, where
+/// the regex, and parsing each path into components for its name, cost more than the rest.
+fn may_name_app_file(path: &Path) -> bool {
+    const ENDINGS: [&[u8]; 8] = [b"app", b"server", b"index", b"main", b"route", b"routes", b"router", b"api"];
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let name = bytes.rsplit(|b| *b == b'/' || *b == std::path::MAIN_SEPARATOR as u8).next().unwrap_or(bytes);
+    // A name the components would read otherwise (`dir/.`), or one the pattern folds by
+    // Unicode rules (`ſ` matches `s`), is left to the full test.
+    if matches!(name, b"" | b"." | b"..") || !name.is_ascii() {
+        return true;
+    }
+    let stem = name.split(|b| *b == b'.').next().unwrap_or(name);
+    ENDINGS
+        .iter()
+        .any(|ending| stem.len() >= ending.len() && stem[stem.len() - ending.len()..].eq_ignore_ascii_case(ending))
 }
 
 fn mounts_behind(

@@ -232,22 +232,28 @@ pub fn member_path(node: Node, src: &str) -> Vec<String> {
     // Every rule and model reads the paths of the same callees, and building one costs a few
     // field lookups and an allocation per segment: each is built once per analysis of a tree
     // (when its node list is built) and copied out after.
-    let Some(index) = super::node_index::existing(node) else { return member_path_of(node, src) };
-    let Some(at) = index.position_of(node) else { return member_path_of(node, src) };
-    let asked = MemberPathAt { at, src: (src.as_ptr() as usize, src.len()) };
-    if let Some(known) = index.recall::<MemberPathAt, Vec<String>>(&asked) {
+    remembered_path(node, src, false, || member_path_of(node, src))
+}
+
+/// The path of `node` (of its callee when `of_callee`), remembered in the node list of its
+/// tree by the node's position and the text it was read from.
+fn remembered_path(node: Node, src: &str, of_callee: bool, build: impl FnOnce() -> Vec<String>) -> Vec<String> {
+    let Some(index) = super::node_index::existing(node) else { return build() };
+    let Some(at) = index.position_of(node) else { return build() };
+    let asked = PathAt { at, of_callee, src: (src.as_ptr() as usize, src.len()) };
+    if let Some(known) = index.recall::<PathAt, Vec<String>>(&asked) {
         return known;
     }
-    let path = member_path_of(node, src);
+    let path = build();
     index.remember(asked, path.clone());
     path
 }
 
-/// What a remembered member path is looked up by: the node's position in its tree's node
-/// list and the text it was read from.
+/// What a remembered member or callee path is looked up by (see `remembered_path`).
 #[derive(Hash, PartialEq, Eq)]
-struct MemberPathAt {
+struct PathAt {
     at: u32,
+    of_callee: bool,
     src: (usize, usize),
 }
 
@@ -291,7 +297,9 @@ fn member_path_of(node: Node, src: &str) -> Vec<String> {
 
 /// The callee path of a call expression (see `member_path`).
 pub fn callee_path(call: Node, src: &str) -> Vec<String> {
-    field(call, "function").map(|f| member_path(f, src)).unwrap_or_default()
+    // Remembered by the call as well: most asks come with the call, and finding its callee
+    // costs a field lookup.
+    remembered_path(call, src, true, || field(call, "function").map(|f| member_path(f, src)).unwrap_or_default())
 }
 
 /// Whether `call` is awaited where it stands: `await f(x)`, or `await f<T>(x)`, which the
