@@ -113,7 +113,7 @@ pub fn in_named_guard_run(node: Node, src: &str, spec: Option<&GuardSpec>) -> bo
             && anc
                 .parent()
                 .filter(|p| p.kind_name() == "arguments")
-                .and_then(|a| ast::parent(a))
+                .and_then(ast::parent)
                 .filter(|c| c.kind_name() == "call_expression")
                 .is_some_and(|call| {
                     let path = ast::callee_path(call, src);
@@ -200,7 +200,7 @@ fn plan(
     // `records.forEach(async (record) => { work })`: nothing awaits the callback, so the guard's
     // in-progress failure thrown there would be an unhandled rejection, not a retry.
     if let Some(cb) = ast::enclosing_function(container).filter(|f| f.id() != func.id())
-        && let Some(call) = ast::parent(cb).filter(|a| a.kind_name() == "arguments").and_then(|a| ast::parent(a))
+        && let Some(call) = ast::parent(cb).filter(|a| a.kind_name() == "arguments").and_then(ast::parent)
         && ast::callee_name(call, src).is_some_and(|n| n == "forEach")
     {
         return Err("the work runs in a `forEach` callback nobody awaits: turn it into `for (const ... of ...)` \

@@ -599,7 +599,7 @@ fn dropped_promise<'t>(c: &Cx, scope: &Scope, stmt: Node<'t>) -> Option<Node<'t>
 /// the promise does, and whoever awaits the promise awaits it.
 fn settles_its_promise(call: Node, src: &str) -> bool {
     let Some(executor) = ast::enclosing_function(call) else { return false };
-    let is_executor = ast::parent(executor).and_then(|args| ast::parent(args)).is_some_and(|n| {
+    let is_executor = ast::parent(executor).and_then(ast::parent).is_some_and(|n| {
         n.kind_name() == "new_expression" && n.field("constructor").is_some_and(|c| text(c, src) == "Promise")
     });
     is_executor && ast::parameter_names(executor, src).iter().any(|p| ast::mentions_identifier(call, src, p))

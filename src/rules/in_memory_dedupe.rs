@@ -362,7 +362,7 @@ fn unused_declaration(file: &crate::source::SourceFile, name: &str, uses: &[Node
         if n.kind_name() == "identifier" && text(n, src) == name {
             let parent = ast::parent(n);
             if parent.is_some_and(|p| p.kind_name() == "variable_declarator" && p.field("name") == Some(n)) {
-                decl = parent.and_then(|p| ast::parent(p));
+                decl = parent.and_then(ast::parent);
             } else if !uses.iter().any(|u| ast::contains(*u, n)) {
                 others += 1;
             }

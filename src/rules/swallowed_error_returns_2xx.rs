@@ -719,7 +719,7 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
             .chain(ast::ancestors(at))
             .take_while(|a| a.id() != func.id())
             .find(|a| a.kind_name() == "catch_clause")
-            .and_then(|clause| ast::parent(clause))
+            .and_then(ast::parent)
         else {
             continue;
         };
@@ -2607,7 +2607,7 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         // The try only reads and verifies the request: what fails there is a bad delivery,
         // not work a retry would finish.
         let checks_only = responses::in_catch(resp.node, func)
-            .and_then(|cl| ast::parent(cl))
+            .and_then(ast::parent)
             .and_then(|t| t.field("body"))
             .is_some_and(|b| only_checks(b, src, c.cx.project, file));
         if checks_only {
@@ -2637,7 +2637,7 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         // The same catch answers a bad signature: a 500 there would be retried forever
         // (permanent-error-returns-5xx), so the verification has to be split out by hand.
         let catches_verify = responses::in_catch(resp.node, func)
-            .and_then(|cl| ast::parent(cl))
+            .and_then(ast::parent)
             .and_then(|t| t.field("body"))
             .is_some_and(|b| ast::calls_in(b, false).into_iter().any(|call| is_verify(call, src)));
         let status_from_variable = ["status", "statusCode"].iter().any(|k| status_variable(body, k, src).is_some());

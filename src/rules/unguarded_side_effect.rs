@@ -444,7 +444,7 @@ fn in_failure_path(call: Node, func: Node, src: &str) -> bool {
             || (ast::is_function(a)
                 && ast::parent(a)
                     .filter(|p| p.kind_name() == "arguments")
-                    .and_then(|p| ast::parent(p))
+                    .and_then(ast::parent)
                     .filter(|c| c.kind_name() == "call_expression")
                     .is_some_and(|c| ast::callee_name(c, src).as_deref() == Some("catch")))
     })
