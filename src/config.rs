@@ -5,7 +5,7 @@
 //! `retrysafe.schema.json`.
 
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -249,11 +249,12 @@ impl GuardSpec {
     }
 }
 
-/// Finds and caches the nearest config for each directory.
+/// Finds and caches the nearest config for each directory (hashed: ordered path keys compare
+/// component by component, and every file asks twice).
 pub struct ConfigResolver {
     explicit: Option<Arc<Config>>,
     check_rule: CheckRule,
-    cache: Mutex<BTreeMap<PathBuf, Arc<Config>>>,
+    cache: Mutex<HashMap<PathBuf, Arc<Config>>>,
 }
 
 impl ConfigResolver {

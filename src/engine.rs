@@ -11,7 +11,7 @@ use crate::source::{Dialect, SourceFile};
 use crate::syntax::budget;
 use crate::{suppress, workspace};
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -197,7 +197,24 @@ impl Engine {
 
     /// Dedupes findings reached from several handlers and applies suppressions per file.
     fn finish(&self, mut diags: Vec<Diagnostic>) -> Vec<Diagnostic> {
-        diags.sort_by(|a, b| (&a.file.path, a.start, a.rule, a.end).cmp(&(&b.file.path, b.start, b.rule, b.end)));
+        // Files with suppressions but no findings still report unused suppressions. The
+        // prefilter lets every file with a suppression through, so all of them are loaded.
+        let with_suppressions: Vec<Arc<SourceFile>> =
+            self.project.loaded_files().into_iter().filter(|file| file.text.contains("retrysafe-ignore")).collect();
+        // Paths compare component by component, which cost more than the rest of finishing
+        // when every finding was sorted and grouped by its path: each file's place in path
+        // order is found once, and the findings are sorted and grouped by it.
+        let mut paths: Vec<&Path> = diags
+            .iter()
+            .map(|d| d.file.path.as_path())
+            .chain(with_suppressions.iter().map(|file| file.path.as_path()))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        paths.sort();
+        let place: HashMap<PathBuf, usize> =
+            paths.iter().enumerate().map(|(i, path)| (path.to_path_buf(), i)).collect();
+        diags.sort_by_cached_key(|d| (place[&d.file.path], d.start, d.rule, d.end));
         let mut merged: Vec<Diagnostic> = Vec::new();
         for d in diags {
             if let Some(last) = merged.last_mut()
@@ -216,23 +233,19 @@ impl Engine {
             }
             merged.push(d);
         }
-        let mut by_file: BTreeMap<PathBuf, (Arc<SourceFile>, Vec<Diagnostic>)> = BTreeMap::new();
+        let mut by_file: Vec<Option<(Arc<SourceFile>, Vec<Diagnostic>)>> = (0..place.len()).map(|_| None).collect();
         for d in merged {
-            by_file.entry(d.file.path.clone()).or_insert_with(|| (d.file.clone(), Vec::new())).1.push(d);
+            by_file[place[&d.file.path]].get_or_insert_with(|| (d.file.clone(), Vec::new())).1.push(d);
         }
-        // Files with suppressions but no findings still report unused suppressions. The
-        // prefilter lets every file with a suppression through, so all of them are loaded.
-        for file in self.project.loaded_files() {
-            if file.text.contains("retrysafe-ignore") {
-                by_file.entry(file.path.clone()).or_insert_with(|| (file.clone(), Vec::new()));
-            }
+        for file in with_suppressions {
+            by_file[place[&file.path]].get_or_insert_with(|| (file.clone(), Vec::new()));
         }
         // Checking a few files alone, a finding in a callee appears only when its handler's
         // file is among them; elsewhere "suppresses nothing" cannot be known.
         let partial = self.options.stdin.is_some() || self.options.paths.iter().all(|p| p.is_file());
         let reached = self.reached.lock().unwrap();
         let mut out = Vec::new();
-        for (_, (file, mut diags)) in by_file {
+        for (file, mut diags) in by_file.into_iter().flatten() {
             let config = self.configs.for_file(&file.path).unwrap_or_default();
             suppress::apply(&file, &mut diags, &|id| self.rule_enabled(&config, id));
             rules::arbitrate(&mut diags);

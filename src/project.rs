@@ -4,6 +4,7 @@
 
 use crate::source::{Dialect, SourceFile, Span, TextChange};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use crate::syntax::ast::{self, text};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -528,10 +529,10 @@ impl Project {
         let root = file.root();
         let mut local_name = name.to_string();
         for stmt in ast::named_children(root) {
-            match stmt.kind() {
+            match stmt.kind_name() {
                 "export_statement" => {
                     let is_default =
-                        (0..stmt.child_count()).filter_map(|i| stmt.child(i)).any(|c| c.kind() == "default");
+                        (0..stmt.child_count()).filter_map(|i| stmt.child(i)).any(|c| c.kind_name() == "default");
                     if let Some(decl) = stmt.field("declaration") {
                         if (name == "default" && is_default) || declared_name(decl, src).as_deref() == Some(name) {
                             if let Some(def) = function_of_declaration(file, decl, name) {
@@ -544,13 +545,13 @@ impl Project {
                             if ast::is_function(value) {
                                 return Some(def(file, value, "default"));
                             }
-                            if value.kind() == "identifier" {
+                            if value.kind_name() == "identifier" {
                                 local_name = text(value, src).to_string();
                             }
                         }
                     }
                     let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
-                    for clause in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "export_clause") {
+                    for clause in ast::named_children(stmt).into_iter().filter(|c| c.kind_name() == "export_clause") {
                         for spec in ast::named_children(clause) {
                             let orig = spec.field("name").map(|n| text(n, src).to_string());
                             let alias = spec.field("alias").map(|n| text(n, src).to_string());
@@ -569,7 +570,7 @@ impl Project {
                         }
                     }
                     if let Some(module) = &source
-                        && !ast::named_children(stmt).iter().any(|c| c.kind() == "export_clause")
+                        && !ast::named_children(stmt).iter().any(|c| c.kind_name() == "export_clause")
                         && let Some(target) = self.resolve(&file.path, module)
                         && let Ok(target) = self.load(&target)
                         && let Some(found) = self.exported_function(&target, name, depth + 1)
@@ -579,7 +580,7 @@ impl Project {
                 }
                 "expression_statement" => {
                     // CommonJS: module.exports = fn | { a, b: c }; exports.a = fn
-                    if let Some(assign) = stmt.named_child(0).filter(|n| n.kind() == "assignment_expression") {
+                    if let Some(assign) = stmt.named_child(0).filter(|n| n.kind_name() == "assignment_expression") {
                         let left = assign.field("left").map(|l| ast::member_path(l, src));
                         let right = assign.field("right").map(ast::unwrap_expr);
                         if let (Some(left), Some(right)) = (left, right) {
@@ -593,10 +594,10 @@ impl Project {
                                 if ast::is_function(right) {
                                     return Some(def(file, right, name));
                                 }
-                                if right.kind() == "identifier" {
+                                if right.kind_name() == "identifier" {
                                     local_name = text(right, src).to_string();
                                 }
-                            } else if target == Some("default") && right.kind() == "object" {
+                            } else if target == Some("default") && right.kind_name() == "object" {
                                 if let Some(value) = ast::object_property(right, name, src) {
                                     if ast::is_function(value) {
                                         return Some(def(file, value, name));
@@ -639,10 +640,10 @@ impl Project {
         }
         let src = &file.text;
         let mut local_name = name.to_string();
-        for stmt in ast::named_children(file.root()).into_iter().filter(|s| s.kind() == "export_statement") {
-            let is_default = (0..stmt.child_count()).filter_map(|i| stmt.child(i)).any(|c| c.kind() == "default");
+        for stmt in ast::named_children(file.root()).into_iter().filter(|s| s.kind_name() == "export_statement") {
+            let is_default = (0..stmt.child_count()).filter_map(|i| stmt.child(i)).any(|c| c.kind_name() == "default");
             if let Some(decl) = stmt.field("declaration") {
-                if CLASS_KINDS.contains(&decl.kind())
+                if CLASS_KINDS.contains(&decl.kind_name())
                     && ((name == "default" && is_default) || declared_name(decl, src).as_deref() == Some(name))
                 {
                     let declared = declared_name(decl, src).unwrap_or_else(|| name.to_string());
@@ -652,16 +653,16 @@ impl Project {
                 && name == "default"
                 && let Some(value) = stmt.field("value").map(ast::unwrap_expr)
             {
-                if value.kind() == "class" {
+                if value.kind_name() == "class" {
                     return Some(ClassDef { file: file.clone(), span: Span::of(value), name: "default".into() });
                 }
-                if value.kind() == "identifier" {
+                if value.kind_name() == "identifier" {
                     local_name = text(value, src).to_string();
                 }
             }
             let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
             let clauses: Vec<Node> =
-                ast::named_children(stmt).into_iter().filter(|c| c.kind() == "export_clause").collect();
+                ast::named_children(stmt).into_iter().filter(|c| c.kind_name() == "export_clause").collect();
             for spec in clauses.iter().flat_map(|c| ast::named_children(*c)) {
                 let orig = spec.field("name").map(|n| text(n, src).to_string());
                 let alias = spec.field("alias").map(|n| text(n, src).to_string());
@@ -695,8 +696,8 @@ pub fn local_class(file: &Arc<SourceFile>, name: &str) -> Option<ClassDef> {
     let src = &file.text;
     ast::named_children(file.root())
         .into_iter()
-        .filter_map(|stmt| if stmt.kind() == "export_statement" { stmt.field("declaration") } else { Some(stmt) })
-        .find(|decl| CLASS_KINDS.contains(&decl.kind()) && declared_name(*decl, src).as_deref() == Some(name))
+        .filter_map(|stmt| if stmt.kind_name() == "export_statement" { stmt.field("declaration") } else { Some(stmt) })
+        .find(|decl| CLASS_KINDS.contains(&decl.kind_name()) && declared_name(*decl, src).as_deref() == Some(name))
         .map(|decl| ClassDef { file: file.clone(), span: Span::of(decl), name: name.to_string() })
 }
 
@@ -708,8 +709,8 @@ fn declared_name(decl: Node, src: &str) -> Option<String> {
     if let Some(n) = decl.field("name") {
         return Some(text(n, src).to_string());
     }
-    if matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
-        let d = ast::named_children(decl).into_iter().find(|c| c.kind() == "variable_declarator")?;
+    if matches!(decl.kind_name(), "lexical_declaration" | "variable_declaration") {
+        let d = ast::named_children(decl).into_iter().find(|c| c.kind_name() == "variable_declarator")?;
         return d.field("name").map(|n| text(n, src).to_string());
     }
     None
@@ -719,13 +720,13 @@ fn function_of_declaration(file: &Arc<SourceFile>, decl: Node, name: &str) -> Op
     if ast::is_function(decl) {
         return Some(def(file, decl, name));
     }
-    for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
+    for d in ast::named_children(decl).into_iter().filter(|c| c.kind_name() == "variable_declarator") {
         let value = ast::unwrap_expr(d.field("value")?);
         if ast::is_function(value) {
             return Some(def(file, value, name));
         }
         // export const handler = wrap(async (req) => ...)
-        if value.kind() == "call_expression"
+        if value.kind_name() == "call_expression"
             && let Some(f) = ast::arguments(value).into_iter().rev().find(|a| ast::is_function(*a))
         {
             return Some(def(file, f, name));
@@ -745,7 +746,7 @@ pub fn local_function(file: &Arc<SourceFile>, name: &str) -> Option<FunctionDef>
 fn top_level_declarations(file: &SourceFile) -> std::collections::HashMap<String, Vec<Span>> {
     let mut out: std::collections::HashMap<String, Vec<Span>> = std::collections::HashMap::new();
     for stmt in ast::named_children(file.root()) {
-        let decl = if stmt.kind() == "export_statement" {
+        let decl = if stmt.kind_name() == "export_statement" {
             match stmt.field("declaration") {
                 Some(d) => d,
                 None => continue,
@@ -769,14 +770,14 @@ fn read_imports(file: &SourceFile) -> Vec<Import> {
     let src = &file.text;
     let mut out = Vec::new();
     for stmt in ast::named_children(file.root()) {
-        match stmt.kind() {
+        match stmt.kind_name() {
             "import_statement" => {
                 let Some(source) = stmt.field("source").and_then(|s| ast::string_value(s, src)) else {
                     continue;
                 };
-                for clause in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "import_clause") {
+                for clause in ast::named_children(stmt).into_iter().filter(|c| c.kind_name() == "import_clause") {
                     for part in ast::named_children(clause) {
-                        match part.kind() {
+                        match part.kind_name() {
                             "identifier" => out.push(Import {
                                 local: text(part, src).into(),
                                 source: source.clone(),
@@ -810,7 +811,7 @@ fn read_imports(file: &SourceFile) -> Vec<Import> {
                 }
             }
             "lexical_declaration" | "variable_declaration" => {
-                for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
+                for d in ast::named_children(stmt).into_iter().filter(|c| c.kind_name() == "variable_declarator") {
                     declarator_import(d, src, require_source, &mut out);
                 }
             }
@@ -824,7 +825,7 @@ fn read_imports(file: &SourceFile) -> Vec<Import> {
         let root = file.root();
         ast::walk(root, &mut |n| {
             // top-level declarators were read above
-            if n.kind() == "variable_declarator" && n.parent().and_then(|p| p.parent()) != Some(root) {
+            if n.kind_name() == "variable_declarator" && n.parent().and_then(|p| p.parent()) != Some(root) {
                 declarator_import(
                     n,
                     src,
@@ -846,11 +847,11 @@ fn declarator_import(d: Node, src: &str, source: impl Fn(Node, &str) -> Option<S
     let Some(source) = source(value, src) else {
         return;
     };
-    match name.kind() {
+    match name.kind_name() {
         "identifier" => out.push(Import { local: text(name, src).into(), source, imported: "*".into() }),
         "object_pattern" => {
             for prop in ast::named_children(name) {
-                let (imported, local) = match prop.kind() {
+                let (imported, local) = match prop.kind_name() {
                     "shorthand_property_identifier_pattern" => {
                         (text(prop, src).to_string(), text(prop, src).to_string())
                     }
@@ -872,7 +873,7 @@ fn declarator_import(d: Node, src: &str, source: impl Fn(Node, &str) -> Option<S
 /// `await import("x")` → "x".
 fn dynamic_import_source(value: Node, src: &str) -> Option<String> {
     let call = ast::unwrap_expr(value);
-    if call.kind() != "call_expression" || call.field("function")?.kind() != "import" {
+    if call.kind_name() != "call_expression" || call.field("function")?.kind_name() != "import" {
         return None;
     }
     ast::string_value(*ast::arguments(call).first()?, src)
@@ -881,8 +882,8 @@ fn dynamic_import_source(value: Node, src: &str) -> Option<String> {
 /// `require("x")` or `require("x").y` → "x".
 fn require_source(value: Node, src: &str) -> Option<String> {
     let value = ast::unwrap_expr(value);
-    let call = if value.kind() == "member_expression" { value.field("object")? } else { value };
-    if call.kind() != "call_expression" || ast::callee_path(call, src) != ["require"] {
+    let call = if value.kind_name() == "member_expression" { value.field("object")? } else { value };
+    if call.kind_name() != "call_expression" || ast::callee_path(call, src) != ["require"] {
         return None;
     }
     ast::string_value(*ast::arguments(call).first()?, src)

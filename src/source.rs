@@ -1,5 +1,6 @@
 //! A source file as the rules see it: text, parse tree, line index and the file's own style.
 
+use crate::syntax::ast::KindName;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tree_sitter::{Language, Node, Parser, Tree};
@@ -250,9 +251,29 @@ impl SourceFile {
 
     /// Re-finds a node from a stored span: the outermost node of `kind` with exactly that range.
     pub fn node_at(&self, span: Span) -> Option<Node<'_>> {
+        // Each rule re-finds its handler from the handler's span, and the descent from the root
+        // and the climbs cost more than the rest of a small rule: the answer is found once per
+        // analysis of the tree (when its node list is built).
+        let root = self.root();
+        let Some(index) = crate::syntax::node_index::existing(root) else { return self.find_node_at(span) };
+        if let Some(known) = index.recall::<Span, Option<u32>>(&span) {
+            return known.map(|at| index.node_at(at, root));
+        }
+        let found = self.find_node_at(span);
+        let position = match found {
+            None => Some(None),
+            Some(node) => index.position_of(node).map(Some),
+        };
+        if let Some(position) = position {
+            index.remember(span, position);
+        }
+        found
+    }
+
+    fn find_node_at(&self, span: Span) -> Option<Node<'_>> {
         let mut node = self.root().descendant_for_byte_range(span.start, span.end)?;
         loop {
-            if node.kind() == span.kind && node.start_byte() == span.start && node.end_byte() == span.end {
+            if node.kind_name() == span.kind && node.start_byte() == span.start && node.end_byte() == span.end {
                 return Some(node);
             }
             let parent = node.parent()?;
@@ -329,7 +350,7 @@ pub struct Span {
 
 impl Span {
     pub fn of(node: Node) -> Span {
-        Span { start: node.start_byte(), end: node.end_byte(), kind: node.kind() }
+        Span { start: node.start_byte(), end: node.end_byte(), kind: node.kind_name() }
     }
 }
 
@@ -514,7 +535,7 @@ mod tests {
         let mut cursor = file.root().walk();
         'walk: loop {
             let n = cursor.node();
-            out.push((n.kind(), n.start_byte(), n.end_byte(), n.start_position(), n.end_position()));
+            out.push((n.kind_name(), n.start_byte(), n.end_byte(), n.start_position(), n.end_position()));
             if cursor.goto_first_child() {
                 continue;
             }

@@ -10,6 +10,7 @@ use crate::model::{Handler, Scope};
 use crate::project::Project;
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -210,10 +211,10 @@ pub fn in_loop(call: Node, scope: &Scope) -> bool {
         return false;
     };
     ast::ancestors(call).take_while(|a| *a != func).any(|a| {
-        matches!(a.kind(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
-            || (a.kind() == "arguments"
+        matches!(a.kind_name(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
+            || (a.kind_name() == "arguments"
                 && a.parent().is_some_and(|c| {
-                    c.kind() == "call_expression"
+                    c.kind_name() == "call_expression"
                         && c.field("function").is_some_and(|f| {
                             let t = f.utf8_text(scope.file().text.as_bytes()).unwrap_or("");
                             t.ends_with(".map") || t.ends_with(".forEach") || t.ends_with(".flatMap")

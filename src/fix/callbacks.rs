@@ -5,6 +5,7 @@
 
 use crate::model::ast::{self, text};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const NAMES: &[&str] = &["done", "cb", "callback"];
@@ -23,8 +24,8 @@ pub fn lambda_callback(func: Node, src: &str) -> Option<String> {
 /// `func`'s parameter at `index`, when it is named as a completion callback.
 fn callback_parameter(func: Node, src: &str, index: usize) -> Option<String> {
     let params = func.field("parameters")?;
-    let param = ast::named_children(params).into_iter().filter(|p| p.kind() != "comment").nth(index)?;
-    let name = match param.kind() {
+    let param = ast::named_children(params).into_iter().filter(|p| p.kind_name() != "comment").nth(index)?;
+    let name = match param.kind_name() {
         "identifier" => param,
         // TypeScript: `done: DoneCallback`
         "required_parameter" | "optional_parameter" => param.field("pattern")?,
@@ -38,6 +39,6 @@ fn callback_parameter(func: Node, src: &str, index: usize) -> Option<String> {
 pub fn done_calls<'t>(node: Node<'t>, src: &str, done: &str) -> Vec<Node<'t>> {
     ast::calls_in(node, true)
         .into_iter()
-        .filter(|c| c.field("function").is_some_and(|f| f.kind() == "identifier" && text(f, src) == done))
+        .filter(|c| c.field("function").is_some_and(|f| f.kind_name() == "identifier" && text(f, src) == done))
         .collect()
 }

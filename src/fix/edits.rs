@@ -7,6 +7,7 @@ use crate::model::dedupe_keys;
 use crate::model::providers::EventKey;
 use crate::model::responses::{self, Response, Style};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 /// The edit that makes `resp` answer `status`, keeping its body and headers.
@@ -34,7 +35,7 @@ pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<
             match args.as_slice() {
                 [] => Some(Edit::insert(args_node.end_byte() - 1, format!("null, {{ status: {status} }}"))),
                 [body] => Some(Edit::insert(body.end_byte(), format!(", {{ status: {status} }}"))),
-                [_, init, ..] if ast::unwrap_expr(*init).kind() == "object" => {
+                [_, init, ..] if ast::unwrap_expr(*init).kind_name() == "object" => {
                     Some(merge_property(ast::unwrap_expr(*init), "status", &status.to_string(), src))
                 }
                 _ => None,
@@ -43,14 +44,14 @@ pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<
         // h3: `setResponseStatus(event, n)` before the return (Nest cannot: it throws instead).
         Style::Returned => {
             let func = ast::enclosing_function(resp.node)?;
-            if func.kind() == "method_definition"
+            if func.kind_name() == "method_definition"
                 || (src.contains("from 'h3'") || src.contains("from \"h3\"")) && !src.contains("setResponseStatus")
             {
                 return None;
             }
             let params = func.field("parameters").map(ast::named_children).unwrap_or_default();
             let event = params.first().and_then(|p| p.field("pattern").or(Some(*p)))?;
-            if event.kind() != "identifier" {
+            if event.kind_name() != "identifier" {
                 return None;
             }
             let line = src[..resp.node.start_byte()].rfind('\n').map_or(0, |i| i + 1);
@@ -85,7 +86,7 @@ pub fn set_status(resp: &Response, status: u16, src: &str, eol: &str) -> Option<
 /// (`` `refund:${session.id}` `` → `` `refund:${event.id}` ``); elsewhere a single-substitution
 /// key is written as its bare expression, a composite one as a template literal.
 pub fn key_replacement(node: Node, key: &EventKey) -> Edit {
-    if let Some(sub) = node.parent().filter(|p| p.kind() == "template_substitution")
+    if let Some(sub) = node.parent().filter(|p| p.kind_name() == "template_substitution")
         && sub.named_child_count() == 1
     {
         return Edit::replace(sub.start_byte(), sub.end_byte(), key.template.clone());
@@ -96,7 +97,7 @@ pub fn key_replacement(node: Node, key: &EventKey) -> Edit {
 /// Inserts `prop: value` as the first property of an object literal, in its layout.
 pub fn merge_property(object: Node, prop: &str, value: &str, src: &str) -> Edit {
     let open = object.start_byte() + 1;
-    let first = ast::named_children(object).into_iter().find(|c| c.kind() != "comment");
+    let first = ast::named_children(object).into_iter().find(|c| c.kind_name() != "comment");
     match first {
         None => Edit::replace(object.start_byte(), object.end_byte(), format!("{{ {prop}: {value} }}")),
         Some(first) => {

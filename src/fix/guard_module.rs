@@ -12,6 +12,7 @@ use crate::model::effects::{self, EffectKind};
 use crate::project::{self, Project};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::path::{Path, PathBuf};
 use tree_sitter::Node;
 
@@ -179,9 +180,9 @@ fn module_declared(file: &SourceFile) -> Vec<String> {
     let src = file.text.as_str();
     ast::named_children(file.root())
         .into_iter()
-        .filter(|s| matches!(s.kind(), "lexical_declaration" | "variable_declaration"))
+        .filter(|s| matches!(s.kind_name(), "lexical_declaration" | "variable_declaration"))
         .flat_map(ast::named_children)
-        .filter_map(|d| d.field("name").filter(|n| n.kind() == "identifier").map(|n| text(n, src).to_string()))
+        .filter_map(|d| d.field("name").filter(|n| n.kind_name() == "identifier").map(|n| text(n, src).to_string()))
         .collect()
 }
 
@@ -227,7 +228,7 @@ fn describe_client(project: &Project, file: &SourceFile, name: &str) -> Option<C
     // `const prisma = new PrismaClient()` at module level.
     let declarator = ast::named_children(file.root())
         .into_iter()
-        .filter(|s| matches!(s.kind(), "lexical_declaration" | "variable_declaration"))
+        .filter(|s| matches!(s.kind_name(), "lexical_declaration" | "variable_declaration"))
         .flat_map(ast::named_children)
         .find(|d| d.field("name").is_some_and(|n| text(n, src) == name))?;
     let init = declarator.field("value")?;
@@ -239,9 +240,9 @@ fn describe_client(project: &Project, file: &SourceFile, name: &str) -> Option<C
     })?;
     // Only configuration from the environment can be copied: anything else is the handler's.
     let mut packages = Vec::new();
-    let mut ok = init.kind() == "new_expression" || init.kind() == "call_expression";
+    let mut ok = init.kind_name() == "new_expression" || init.kind_name() == "call_expression";
     ast::walk(init, &mut |n| {
-        if n.kind() == "identifier" {
+        if n.kind_name() == "identifier" {
             let id = text(n, src);
             if id == "process" || id == "undefined" {
                 return true;
@@ -275,7 +276,7 @@ fn describe_client(project: &Project, file: &SourceFile, name: &str) -> Option<C
 }
 
 fn uses_commonjs(file: &SourceFile) -> bool {
-    let kinds: Vec<&str> = ast::named_children(file.root()).into_iter().map(|n| n.kind()).collect();
+    let kinds: Vec<&str> = ast::named_children(file.root()).into_iter().map(|n| n.kind_name()).collect();
     !kinds.contains(&"import_statement")
         && !kinds.contains(&"export_statement")
         && (file.text.contains("require(") || file.text.contains("module.exports"))

@@ -5,6 +5,7 @@ use super::{Edit, GuardSpec};
 use crate::model::ast::{self, text};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 
 /// The edit that makes `spec` importable in `file`, or None when it already is.
 pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
@@ -16,7 +17,7 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
     // import where it is, before any other import of the module is extended: a second
     // binding of the same name would not compile.
     if spec.export != "default" {
-        for stmt in ast::named_children(root).into_iter().filter(|s| s.kind() == "import_statement") {
+        for stmt in ast::named_children(root).into_iter().filter(|s| s.kind_name() == "import_statement") {
             let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
             if source.as_deref() != Some(spec.module.as_str()) {
                 continue;
@@ -41,24 +42,24 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
     let mut last_import_end = None;
     let mut uses_require = false;
     for stmt in ast::named_children(root) {
-        match stmt.kind() {
+        match stmt.kind_name() {
             "import_statement" => {
                 last_import_end = Some(stmt.end_byte());
                 let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
                 if source.as_deref() != Some(spec.module.as_str()) {
                     continue;
                 }
-                let clause = ast::named_children(stmt).into_iter().find(|c| c.kind() == "import_clause");
+                let clause = ast::named_children(stmt).into_iter().find(|c| c.kind_name() == "import_clause");
                 let Some(clause) = clause else { continue };
                 let parts = ast::named_children(clause);
                 if spec.export == "default" {
                     // An existing default import of the guard module is reused as it is.
-                    if parts.iter().any(|p| p.kind() == "identifier") {
+                    if parts.iter().any(|p| p.kind_name() == "identifier") {
                         return None;
                     }
                     continue;
                 }
-                if let Some(named) = parts.iter().find(|p| p.kind() == "named_imports") {
+                if let Some(named) = parts.iter().find(|p| p.kind_name() == "named_imports") {
                     let specs = ast::named_children(*named);
                     let type_only = is_type_only(stmt, src);
                     let existing = specs.iter().find(|s| s.field("name").is_some_and(|n| text(n, src) == spec.export));
@@ -92,7 +93,7 @@ pub fn ensure_import(file: &SourceFile, spec: &GuardSpec) -> Option<Edit> {
             _ => {}
         }
     }
-    if ast::named_children(root).iter().any(|s| s.kind() == "import_statement") {
+    if ast::named_children(root).iter().any(|s| s.kind_name() == "import_statement") {
         uses_require = false;
     }
     let is_cjs = file.path.extension().is_some_and(|e| e == "cjs") || uses_require;
@@ -128,14 +129,14 @@ fn is_type_only(stmt: tree_sitter::Node, src: &str) -> bool {
 fn value_import(stmt: tree_sitter::Node, named: tree_sitter::Node, wanted: tree_sitter::Node, src: &str) -> Edit {
     let specs: Vec<String> = ast::named_children(named)
         .into_iter()
-        .filter(|s| s.kind() == "import_specifier")
+        .filter(|s| s.kind_name() == "import_specifier")
         .map(|s| if s.id() == wanted.id() { text(s, src).to_string() } else { format!("type {}", text(s, src)) })
         .collect();
     Edit::replace(stmt.start_byte(), named.end_byte(), format!("import {{ {} }}", specs.join(", ")))
 }
 
 fn is_directive(stmt: tree_sitter::Node, src: &str) -> bool {
-    stmt.kind() == "expression_statement" && stmt.named_child(0).is_some_and(|c| c.kind() == "string") && {
+    stmt.kind_name() == "expression_statement" && stmt.named_child(0).is_some_and(|c| c.kind_name() == "string") && {
         let t = text(stmt, src);
         t.contains("use server") || t.contains("use client") || t.contains("use strict")
     }

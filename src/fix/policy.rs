@@ -6,6 +6,7 @@
 use super::{Applicability, Edit, Fix};
 use crate::model::ast;
 use crate::source::{Dialect, SourceFile};
+use crate::syntax::ast::KindName;
 
 /// Downgrades a safe fix to review when it does something only a reviewer may accept; the
 /// reason goes into the fix's note (the dry run's hunk header shows it).
@@ -130,7 +131,7 @@ fn is_import(file: &SourceFile, e: &Edit) -> bool {
     }
     let added = e.replacement.trim_start();
     (e.start == e.end && (added.starts_with("import ") || added.contains("require(")))
-        || lineage.iter().any(|n| n.kind() == "import_statement")
+        || lineage.iter().any(|n| n.kind_name() == "import_statement")
 }
 
 /// A deleted statement whose text is inserted elsewhere, and that verifies a signature.

@@ -4,17 +4,18 @@
 use super::Edit;
 use crate::model::ast;
 use crate::source::SourceFile;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 /// Byte ranges of multi-line string-like nodes, whose inner lines must never be re-indented.
 fn verbatim_ranges(within: Node) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     ast::walk(within, &mut |n| {
-        if matches!(n.kind(), "template_string" | "string" | "comment" | "jsx_text")
+        if matches!(n.kind_name(), "template_string" | "string" | "comment" | "jsx_text")
             && n.start_position().row != n.end_position().row
         {
             // A block comment's continuation lines move with the code; strings do not.
-            if n.kind() != "comment" {
+            if n.kind_name() != "comment" {
                 out.push((n.start_byte(), n.end_byte()));
             }
             return false;

@@ -16,6 +16,7 @@ use crate::model::{EventKey, Framework, Scope};
 use crate::model::{providers, reach};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -53,9 +54,10 @@ fn merge_deletions(file: &SourceFile, mut deletes: Vec<Edit>) -> Vec<Edit> {
 /// holds a value.
 fn tests_presence(condition: Node, src: &str, name: &str) -> bool {
     let condition = ast::unwrap_expr(condition);
-    let is_name =
-        |n: Option<Node>| n.map(ast::unwrap_expr).is_some_and(|n| n.kind() == "identifier" && text(n, src) == name);
-    match condition.kind() {
+    let is_name = |n: Option<Node>| {
+        n.map(ast::unwrap_expr).is_some_and(|n| n.kind_name() == "identifier" && text(n, src) == name)
+    };
+    match condition.kind_name() {
         "identifier" => text(condition, src) == name,
         "binary_expression" => {
             let operator = condition.field("operator").map(|o| text(o, src));
@@ -110,9 +112,9 @@ pub fn in_named_guard_run(node: Node, src: &str, spec: Option<&GuardSpec>) -> bo
         ast::is_function(anc)
             && anc
                 .parent()
-                .filter(|p| p.kind() == "arguments")
-                .and_then(|a| a.parent())
-                .filter(|c| c.kind() == "call_expression")
+                .filter(|p| p.kind_name() == "arguments")
+                .and_then(ast::parent)
+                .filter(|c| c.kind_name() == "call_expression")
                 .is_some_and(|call| {
                     let path = ast::callee_path(call, src);
                     guards::guard_call_kind(call, src) == Some(GuardKind::Guard)
@@ -171,7 +173,7 @@ fn plan(
         ));
     }
     let body = ast::function_body(func)
-        .filter(|b| b.kind() == "statement_block")
+        .filter(|b| b.kind_name() == "statement_block")
         .ok_or("the handler has an expression body: give it a block body, then wrap its work in the guard")?;
     if !is_async(func) {
         return Err("the handler is not async: make it async, then wrap its work in `await guard.run(...)`".into());
@@ -198,7 +200,7 @@ fn plan(
     // `records.forEach(async (record) => { work })`: nothing awaits the callback, so the guard's
     // in-progress failure thrown there would be an unhandled rejection, not a retry.
     if let Some(cb) = ast::enclosing_function(container).filter(|f| f.id() != func.id())
-        && let Some(call) = cb.parent().filter(|a| a.kind() == "arguments").and_then(|a| a.parent())
+        && let Some(call) = ast::parent(cb).filter(|a| a.kind_name() == "arguments").and_then(ast::parent)
         && ast::callee_name(call, src).is_some_and(|n| n == "forEach")
     {
         return Err("the work runs in a `forEach` callback nobody awaits: turn it into `for (const ... of ...)` \
@@ -209,7 +211,7 @@ fn plan(
         // `try { verify; work } catch { answer 400 }`: the work is inside the try that verifies.
         let stmts = statements(container);
         if let Some(v) = stmts.iter().rev().find(|s| verifies(cx, file, **s)).copied()
-            && v.kind() == "try_statement"
+            && v.kind_name() == "try_statement"
             && let Some(inner) = v.field("body")
             && statements(inner).iter().any(|s| verifies(cx, file, *s))
             && statements(inner).iter().any(|s| markers::contains_work(cx.project, file, *s, func, key_fn))
@@ -222,8 +224,8 @@ fn plan(
         }
         // `if (req.method === "POST") { verify; work } else { answer 405 }`: the same, one level down.
         if let Some(v) = stmts.iter().rev().find(|s| verifies(cx, file, **s)).copied()
-            && v.kind() == "if_statement"
-            && let Some(inner) = v.field("consequence").filter(|c| c.kind() == "statement_block")
+            && v.kind_name() == "if_statement"
+            && let Some(inner) = v.field("consequence").filter(|c| c.kind_name() == "statement_block")
             && statements(inner).iter().any(|s| verifies(cx, file, *s))
             && statements(inner).iter().any(|s| markers::contains_work(cx.project, file, *s, func, key_fn))
             && v.field("alternative").is_none_or(|a| !markers::contains_work(cx.project, file, a, func, key_fn))
@@ -252,7 +254,7 @@ fn plan(
             return Err("no work to wrap was found in the handler body".into());
         };
         if first.id() == last.id()
-            && first.kind() == "try_statement"
+            && first.kind_name() == "try_statement"
             && let Some(inner) = first.field("body")
         {
             container = inner;
@@ -262,8 +264,8 @@ fn plan(
         // { work } else { answer }`: the work is the branch; the other deliveries do nothing worth
         // recording (and an answer of theirs inside the guard would be recorded as processed).
         if first.id() == last.id()
-            && first.kind() == "if_statement"
-            && let Some(branch) = first.field("consequence").filter(|c| c.kind() == "statement_block")
+            && first.kind_name() == "if_statement"
+            && let Some(branch) = first.field("consequence").filter(|c| c.kind_name() == "statement_block")
             && let Some(other) = first.field("alternative")
             && !markers::contains_work(cx.project, file, other, func, key_fn)
             && first.field("condition").is_none_or(|c| !markers::contains_work(cx.project, file, c, func, key_fn))
@@ -274,9 +276,9 @@ fn plan(
         // `if (msg !== null) { work }`: the key reads what the condition tests, so computing
         // it before the check would throw on the value the check excludes.
         if first.id() == last.id()
-            && first.kind() == "if_statement"
+            && first.kind_name() == "if_statement"
             && first.field("alternative").is_none()
-            && let Some(branch) = first.field("consequence").filter(|c| c.kind() == "statement_block")
+            && let Some(branch) = first.field("consequence").filter(|c| c.kind_name() == "statement_block")
             && let Some(condition) = first.field("condition")
             && !markers::contains_work(cx.project, file, condition, func, key_fn)
             && key.roots().iter().any(|r| tests_presence(condition, src, r))
@@ -315,7 +317,7 @@ fn plan(
             .flat_map(|s| ack_calls(*s))
             .count();
         let last_is_ack =
-            last.kind() == "expression_statement" && ack_calls(last).len() == 1 && first.id() != last.id();
+            last.kind_name() == "expression_statement" && ack_calls(last).len() == 1 && first.id() != last.id();
         if region_acks > 0 {
             if region_acks == 1 && last_is_ack {
                 let at = siblings.iter().position(|s| s.id() == last.id()).unwrap_or(0);
@@ -510,7 +512,7 @@ fn plan(
     let answered = statements(body)
         .into_iter()
         .take_while(|s| s.start_byte() < first.start_byte())
-        .any(|s| s.kind() == "expression_statement" && is_response(s, src));
+        .any(|s| s.kind_name() == "expression_statement" && is_response(s, src));
     let (open, close) = if answered {
         (open.replacen(&format!("const {result_name} = "), "", 1), format!("}}){semi}"))
     } else {
@@ -589,19 +591,19 @@ fn nest_conflict(file: &SourceFile, func: Node) -> Option<(String, Option<Edit>)
     let root = file.root();
     let mut named: Option<Node> = None;
     let mut imported = false;
-    for stmt in ast::named_children(root).into_iter().filter(|s| s.kind() == "import_statement") {
+    for stmt in ast::named_children(root).into_iter().filter(|s| s.kind_name() == "import_statement") {
         let source = stmt.field("source").and_then(|s| ast::string_value(s, src));
         if source.as_deref() != Some("@nestjs/common") || text(stmt, src).starts_with("import type") {
             continue;
         }
         imported = true;
-        let Some(clause) = ast::named_children(stmt).into_iter().find(|c| c.kind() == "import_clause") else {
+        let Some(clause) = ast::named_children(stmt).into_iter().find(|c| c.kind_name() == "import_clause") else {
             continue;
         };
         for part in ast::named_children(clause) {
-            match part.kind() {
+            match part.kind_name() {
                 "namespace_import" => {
-                    let ns = ast::named_children(part).into_iter().find(|n| n.kind() == "identifier")?;
+                    let ns = ast::named_children(part).into_iter().find(|n| n.kind_name() == "identifier")?;
                     return Some((format!("{}.{EXCEPTION}", text(ns, src)), None));
                 }
                 "named_imports" => {
@@ -669,11 +671,11 @@ fn is_check(cx: &Context, file: &Arc<SourceFile>, call: Node, func: Node, key: O
 }
 
 fn is_async(func: Node) -> bool {
-    (0..func.child_count()).filter_map(|i| func.child(i)).any(|c| c.kind() == "async")
+    (0..func.child_count()).filter_map(|i| func.child(i)).any(|c| c.kind_name() == "async")
 }
 
 fn statements(block: Node) -> Vec<Node> {
-    ast::named_children(block).into_iter().filter(|c| c.kind() != "comment").collect()
+    ast::named_children(block).into_iter().filter(|c| c.kind_name() != "comment").collect()
 }
 
 /// The loop or callback body that binds the key's root when it is not visible in the
@@ -689,16 +691,16 @@ fn key_container<'t>(func: Node<'t>, src: &str, key: &EventKey) -> Option<Node<'
             if found.is_some() {
                 return false;
             }
-            if n.kind() == "for_in_statement"
+            if n.kind_name() == "for_in_statement"
                 && let Some(left) = n.field("left")
             {
                 let mut names = Vec::new();
                 ast::bound_names(left, src, &mut names);
                 if names.contains(&root) {
-                    found = n.field("body").filter(|b| b.kind() == "statement_block");
+                    found = n.field("body").filter(|b| b.kind_name() == "statement_block");
                 }
             } else if n != func && ast::is_function(n) && ast::parameter_names(n, src).contains(&root) {
-                found = ast::function_body(n).filter(|b| b.kind() == "statement_block");
+                found = ast::function_body(n).filter(|b| b.kind_name() == "statement_block");
             }
             true
         });
@@ -713,9 +715,9 @@ fn key_container<'t>(func: Node<'t>, src: &str, key: &EventKey) -> Option<Node<'
 fn declared_names(stmts: &[Node], src: &str) -> Vec<String> {
     let mut out = Vec::new();
     for s in stmts {
-        match s.kind() {
+        match s.kind_name() {
             "lexical_declaration" | "variable_declaration" => {
-                for d in ast::named_children(*s).into_iter().filter(|d| d.kind() == "variable_declarator") {
+                for d in ast::named_children(*s).into_iter().filter(|d| d.kind_name() == "variable_declarator") {
                     if let Some(n) = d.field("name") {
                         ast::bound_names(n, src, &mut out);
                     }
@@ -739,7 +741,7 @@ fn has_return(stmt: Node) -> bool {
         if found || (n != stmt && ast::is_function(n)) {
             return false;
         }
-        if n.kind() == "return_statement" {
+        if n.kind_name() == "return_statement" {
             found = true;
         }
         true
@@ -801,9 +803,9 @@ fn control_flow_ok(
         if problem.is_some() || (n != stmt && ast::is_function(n)) {
             return false;
         }
-        match n.kind() {
+        match n.kind_name() {
             "return_statement" => {
-                let bare = n.named_child(0).is_none_or(|c| c.kind() == "comment");
+                let bare = n.named_child(0).is_none_or(|c| c.kind_name() == "comment");
                 let expr = n.named_child(0).map(|c| text(c, src)).unwrap_or("");
                 let carriable = match mode {
                     EarlyReturn::Forbidden => false,
@@ -831,12 +833,14 @@ fn control_flow_ok(
                 }
             }
             "break_statement" | "continue_statement" => {
-                let labelled = n.named_child(0).is_some_and(|c| c.kind() == "statement_identifier");
-                let is_break = n.kind() == "break_statement";
+                let labelled = n.named_child(0).is_some_and(|c| c.kind_name() == "statement_identifier");
+                let is_break = n.kind_name() == "break_statement";
                 let target_inside =
                     ast::ancestors(n).take_while(|a| a.id() != stmt.id()).chain(std::iter::once(stmt)).any(|a| {
-                        matches!(a.kind(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
-                            || (is_break && a.kind() == "switch_statement")
+                        matches!(
+                            a.kind_name(),
+                            "for_statement" | "for_in_statement" | "while_statement" | "do_statement"
+                        ) || (is_break && a.kind_name() == "switch_statement")
                     });
                 if labelled || !target_inside {
                     problem = Some(format!("`{}` would leave the guard callback", text(n, src)));
@@ -857,7 +861,7 @@ fn first_line(s: &str) -> &str {
 /// `await conn.beginTransaction()` / `await client.query("BEGIN")` (`begin`), or the matching
 /// `await conn.commit()` / `await client.query("COMMIT")`, as a statement of its own.
 fn manual_tx_statement(stmt: Node, src: &str, begin: bool) -> bool {
-    if stmt.kind() != "expression_statement" {
+    if stmt.kind_name() != "expression_statement" {
         return false;
     }
     let t = text(stmt, src);
@@ -874,13 +878,13 @@ fn manual_tx_statement(stmt: Node, src: &str, begin: bool) -> bool {
 /// exists only for the marker write (its catch tolerates the duplicate-key error), so it goes
 /// with it rather than leaving an empty `try {}` and a catch about a write that is gone.
 fn sole_statement_try(stmt: Node) -> Option<Node> {
-    let block = stmt.parent().filter(|b| b.kind() == "statement_block")?;
-    let try_stmt = block.parent().filter(|t| t.kind() == "try_statement")?;
+    let block = ast::parent(stmt).filter(|b| b.kind_name() == "statement_block")?;
+    let try_stmt = ast::parent(block).filter(|t| t.kind_name() == "try_statement")?;
     let only = ast::named_children(block).into_iter().all(|n| n.id() == stmt.id());
     (only
         && try_stmt.field("body").is_some_and(|b| b.id() == block.id())
         && try_stmt.field("finalizer").is_none()
-        && try_stmt.parent().is_some_and(|p| p.kind() == "statement_block"))
+        && ast::parent(try_stmt).is_some_and(|p| p.kind_name() == "statement_block"))
     .then_some(try_stmt)
 }
 
@@ -895,10 +899,10 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
         }
         let Some(call) = func.descendant_for_byte_range(start, end) else { continue };
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
-        if stmt.parent().is_none_or(|p| p.kind() != "statement_block") || !ast::contains(func, stmt) {
+        if ast::parent(stmt).is_none_or(|p| p.kind_name() != "statement_block") || !ast::contains(func, stmt) {
             continue;
         }
-        match stmt.kind() {
+        match stmt.kind_name() {
             "if_statement"
                 if stmt.field("alternative").is_none()
                     && stmt.field("condition").is_some_and(|c| ast::contains(c, call))
@@ -916,7 +920,7 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
             }
             "lexical_declaration" | "variable_declaration" => {
                 let decls: Vec<Node> =
-                    ast::named_children(stmt).into_iter().filter(|d| d.kind() == "variable_declarator").collect();
+                    ast::named_children(stmt).into_iter().filter(|d| d.kind_name() == "variable_declarator").collect();
                 let [decl] = decls.as_slice() else { continue };
                 let Some(pattern) = decl.field("name") else { continue };
                 let mut names = Vec::new();
@@ -924,9 +928,9 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
                 if names.is_empty() {
                     continue;
                 }
-                let next = stmt.next_named_sibling().filter(|n| n.kind() != "comment");
+                let next = stmt.next_named_sibling().filter(|n| n.kind_name() != "comment");
                 let gate = next.filter(|n| {
-                    n.kind() == "if_statement"
+                    n.kind_name() == "if_statement"
                         && n.field("alternative").is_none()
                         && n.field("condition")
                             .is_some_and(|c| names.iter().any(|name| ast::mentions_identifier(c, src, name)))
@@ -951,16 +955,16 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
     let mut extra = Vec::new();
     for decl in ast::descendants_of_kind(func, "lexical_declaration") {
         let decls: Vec<Node> =
-            ast::named_children(decl).into_iter().filter(|d| d.kind() == "variable_declarator").collect();
-        let ([d], Some(parent)) = (decls.as_slice(), decl.parent()) else { continue };
-        if parent.kind() != "statement_block" || out.iter().any(|o| o.id() == decl.id()) {
+            ast::named_children(decl).into_iter().filter(|d| d.kind_name() == "variable_declarator").collect();
+        let ([d], Some(parent)) = (decls.as_slice(), ast::parent(decl)) else { continue };
+        if parent.kind_name() != "statement_block" || out.iter().any(|o| o.id() == decl.id()) {
             continue;
         }
         let (Some(name), Some(init)) = (d.field("name"), d.field("value")) else {
             continue;
         };
         let init_text = text(init, src);
-        let pure = name.kind() == "identifier"
+        let pure = name.kind_name() == "identifier"
             && !init_text.contains("await")
             && ast::calls_in(init, false)
                 .iter()
@@ -984,10 +988,10 @@ fn removal_statements<'t>(func: Node<'t>, src: &str, remove: &[(usize, usize)]) 
         .into_iter()
         .filter(|t| {
             t.field("finalizer").is_none()
-                && t.parent().is_some_and(|p| p.kind() == "statement_block")
+                && ast::parent(t).is_some_and(|p| p.kind_name() == "statement_block")
                 && t.field("body").is_some_and(|b| {
                     let stmts: Vec<Node> =
-                        ast::named_children(b).into_iter().filter(|n| n.kind() != "comment").collect();
+                        ast::named_children(b).into_iter().filter(|n| n.kind_name() != "comment").collect();
                     !stmts.is_empty() && stmts.iter().all(|st| out.iter().any(|o| o.id() == st.id()))
                 })
         })
@@ -1033,9 +1037,11 @@ fn marker_row_reused<'t>(
 fn exits_only(stmt: Node, src: &str) -> bool {
     let Some(cons) = stmt.field("consequence") else { return false };
     let inner = statements(cons);
-    let stmts = if cons.kind() == "statement_block" { inner } else { vec![cons] };
-    stmts.last().is_some_and(|s| s.kind() == "return_statement")
-        && stmts.iter().all(|s| s.kind() == "return_statement" || is_response(*s, src) || text(*s, src).contains("log"))
+    let stmts = if cons.kind_name() == "statement_block" { inner } else { vec![cons] };
+    stmts.last().is_some_and(|s| s.kind_name() == "return_statement")
+        && stmts
+            .iter()
+            .all(|s| s.kind_name() == "return_statement" || is_response(*s, src) || text(*s, src).contains("log"))
 }
 
 /// Deletes a statement with its line(s) when it stands alone on them.
@@ -1050,7 +1056,7 @@ fn deletion(file: &SourceFile, stmt: Node) -> Edit {
         let mut start = line_start;
         // The block of line comments directly above describes the statement: it goes with it.
         let mut above = stmt.prev_sibling();
-        while let Some(prev) = above.filter(|p| p.kind() == "comment" && text(*p, src).starts_with("//"))
+        while let Some(prev) = above.filter(|p| p.kind_name() == "comment" && text(*p, src).starts_with("//"))
             && prev.end_byte() <= start
             && file.line_col(prev.start_byte()).0 + 1 == file.line_col(start).0
             && src[file.line_start(prev.start_byte())..prev.start_byte()].trim().is_empty()
@@ -1219,10 +1225,10 @@ fn db_rewrites(
     let mut edits = Vec::new();
     for stmt in region {
         ast::walk(*stmt, &mut |n| {
-            if n.kind() != "identifier" || !roots.iter().any(|r| r == text(n, src)) {
+            if n.kind_name() != "identifier" || !roots.iter().any(|r| r == text(n, src)) {
                 return true;
             }
-            let Some(member) = n.parent().filter(|p| p.kind() == "member_expression") else { return true };
+            let Some(member) = ast::parent(n).filter(|p| p.kind_name() == "member_expression") else { return true };
             if member.field("object").is_none_or(|o| o.id() != n.id()) {
                 return true;
             }
@@ -1230,7 +1236,8 @@ fn db_rewrites(
             let ok = match flavor {
                 GuardFlavor::Prisma => {
                     (!prop.starts_with('$') || prop.starts_with("$executeRaw") || prop.starts_with("$queryRaw"))
-                        && member.parent().is_some_and(|g| matches!(g.kind(), "member_expression" | "call_expression"))
+                        && ast::parent(member)
+                            .is_some_and(|g| matches!(g.kind_name(), "member_expression" | "call_expression"))
                 }
                 GuardFlavor::Drizzle => {
                     matches!(prop, "insert" | "update" | "delete" | "select" | "selectDistinct" | "query" | "execute")

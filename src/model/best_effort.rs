@@ -12,6 +12,7 @@ use super::reach;
 use crate::project::Project;
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::collections::HashSet;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -195,7 +196,7 @@ fn category_in(
     let path = ast::callee_path(call, src);
     if path.is_empty() {
         // `await import("pkg")` loads code; anything else unnamed is unknown work.
-        let dynamic_import = call.field("function").is_some_and(|f| f.kind() == "import");
+        let dynamic_import = call.field("function").is_some_and(|f| f.kind_name() == "import");
         return if dynamic_import { Category::Read } else { Category::Work };
     }
     if transparent(&path) {
@@ -265,7 +266,7 @@ fn mints_credential(path: &[String]) -> bool {
 /// telemetry counts, since a notification endpoint may be the event's own work.
 fn endpoint_category(call: Node, src: &str) -> Option<Category> {
     let url = ast::unwrap_expr(*ast::arguments(call).first()?);
-    let name = match url.kind() {
+    let name = match url.kind_name() {
         "identifier" => text(url, src),
         "member_expression" => text(url.field("property")?, src),
         _ => return None,
@@ -293,7 +294,7 @@ fn awaited(call: Node, src: &str) -> bool {
         return true;
     }
     for a in ast::ancestors(call) {
-        let kind = a.kind();
+        let kind = a.kind_name();
         if kind.ends_with("statement") || kind.ends_with("declaration") {
             return false;
         }
@@ -301,7 +302,7 @@ fn awaited(call: Node, src: &str) -> bool {
             return true;
         }
         if kind == "arguments"
-            && let Some(outer) = ast::parent(a).filter(|p| p.kind() == "call_expression")
+            && let Some(outer) = ast::parent(a).filter(|p| p.kind_name() == "call_expression")
             && !transparent(&ast::callee_path(outer, src))
         {
             return false;
@@ -324,7 +325,7 @@ fn summarise(
     let mut found = Vec::new();
     for inner in ast::calls_in(body, false) {
         if ast::callee_path(inner, &file.text).len() > 1
-            && ast::parent(inner).is_some_and(|p| p.kind() == "member_expression")
+            && ast::parent(inner).is_some_and(|p| p.kind_name() == "member_expression")
         {
             continue; // only the outermost call of a chain
         }
@@ -364,7 +365,7 @@ pub fn block_category(project: &Project, file: &Arc<SourceFile>, node: Node) -> 
     let src = &file.text;
     let calls = ast::calls_in(node, false)
         .into_iter()
-        .filter(|c| ast::parent(c).is_none_or(|p| p.kind() != "member_expression"))
+        .filter(|c| ast::parent(c).is_none_or(|p| p.kind_name() != "member_expression"))
         .filter(|c| ast::callee_path(*c, src).first().is_none_or(|r| r != "console"));
     combine(calls.map(|c| call_category(project, file, c, 3)))
 }

@@ -6,6 +6,7 @@
 use super::ast::{self, text};
 use super::guards;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -36,7 +37,7 @@ pub enum NxKind {
 /// Whether `cond` compares something with a literal matching `re`: Some(true) for `===`/`==`
 /// or a `case` value, Some(false) for `!==`/`!=`.
 pub fn literal_test(cond: Node, re: &Regex, src: &str) -> Option<bool> {
-    if matches!(cond.kind(), "string" | "template_string") && re.is_match(text(cond, src)) {
+    if matches!(cond.kind_name(), "string" | "template_string") && re.is_match(text(cond, src)) {
         return Some(true);
     }
     let mut found = None;
@@ -44,7 +45,7 @@ pub fn literal_test(cond: Node, re: &Regex, src: &str) -> Option<bool> {
         if found.is_some() {
             return false;
         }
-        if n.kind() == "binary_expression"
+        if n.kind_name() == "binary_expression"
             && let (Some(l), Some(r), Some(op)) = (n.field("left"), n.field("right"), n.field("operator"))
         {
             let lit = [l, r].into_iter().any(|s| re.is_match(text(s, src)));
@@ -63,7 +64,7 @@ pub fn literal_test(cond: Node, re: &Regex, src: &str) -> Option<bool> {
 
 fn strip(node: Node) -> Node {
     let mut n = node;
-    while matches!(n.kind(), "parenthesized_expression" | "await_expression" | "non_null_expression") {
+    while matches!(n.kind_name(), "parenthesized_expression" | "await_expression" | "non_null_expression") {
         match n.named_child(0) {
             Some(c) => n = c,
             None => break,
@@ -75,7 +76,7 @@ fn strip(node: Node) -> Node {
 /// The `SET NX` call whose failure (null) takes this branch, if any.
 pub fn nx_failed<'t>(cond: Node<'t>, positive: bool, func: Node<'t>, src: &str) -> Option<Node<'t>> {
     let cond = strip(cond);
-    let subject = match cond.kind() {
+    let subject = match cond.kind_name() {
         "unary_expression" if positive && cond.child(0).is_some_and(|o| text(o, src) == "!") => {
             strip(cond.field("argument")?)
         }
@@ -94,19 +95,19 @@ pub fn nx_failed<'t>(cond: Node<'t>, positive: bool, func: Node<'t>, src: &str) 
         "identifier" | "call_expression" if !positive => cond,
         _ => return None,
     };
-    let call = match subject.kind() {
+    let call = match subject.kind_name() {
         "identifier" => {
             let init = ast::find_binding_init(func, text(subject, src), src, cond.start_byte())?;
             strip(init)
         }
         _ => subject,
     };
-    (call.kind() == "call_expression" && guards::is_set_nx(call, src)).then_some(call)
+    (call.kind_name() == "call_expression" && guards::is_set_nx(call, src)).then_some(call)
 }
 
 fn eval_number(node: Node, src: &str) -> Option<u64> {
     let node = strip(node);
-    match node.kind() {
+    match node.kind_name() {
         "number" => text(node, src).replace('_', "").parse().ok(),
         "binary_expression" => {
             let l = eval_number(node.field("left")?, src)?;
@@ -130,14 +131,14 @@ fn nx_ttl(call: Node, src: &str) -> Option<u64> {
             let n = eval_number(args[i + 1], src)?;
             return Some(if t == "PX" { n / 1000 } else { n });
         }
-        if a.kind() == "object" {
+        if a.kind_name() == "object" {
             for key in ["EX", "ex", "PX", "px"] {
                 if let Some(v) = ast::object_property(*a, key, src) {
                     let n = eval_number(v, src)?;
                     return Some(if key.eq_ignore_ascii_case("px") { n / 1000 } else { n });
                 }
             }
-            if let Some(exp) = ast::object_property(*a, "expiration", src).filter(|e| e.kind() == "object") {
+            if let Some(exp) = ast::object_property(*a, "expiration", src).filter(|e| e.kind_name() == "object") {
                 let n = eval_number(ast::object_property(exp, "value", src)?, src)?;
                 let px = ast::object_property(exp, "type", src).is_some_and(|t| text(t, src).contains("PX"));
                 return Some(if px { n / 1000 } else { n });

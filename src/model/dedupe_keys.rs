@@ -7,6 +7,7 @@ use super::ast::{self, text};
 use super::effects::{self, Sdk};
 use super::guards::{self, GuardKind};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +54,7 @@ pub struct DedupeKey<'t> {
 /// The task id of `client.taskPath(project, location, queue, taskId)`, the Cloud Tasks client's
 /// builder of a task's full name (a method call with exactly those four parts).
 fn cloud_task_id<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Node<'t>> {
-    let method = call.field("function").filter(|f| f.kind() == "member_expression")?;
+    let method = call.field("function").filter(|f| f.kind_name() == "member_expression")?;
     let name = method.field("property").map(|p| text(p, src))?;
     (name == "taskPath" && args.len() == 4).then(|| args[3])
 }
@@ -135,29 +136,29 @@ fn find_once<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
             }
             // `idempotencyKey` of `{ idempotencyKey: k }`, the fragment of `{ "Idempotency-Key": k }`
             let name = m.get("key_name")?;
-            let key = if name.kind() == "string_fragment" { ast::parent(name)? } else { name };
-            ast::parent(key).filter(|p| p.kind() == "pair" && p.field("key") == Some(key))
+            let key = if name.kind_name() == "string_fragment" { ast::parent(name)? } else { name };
+            ast::parent(key).filter(|p| p.kind_name() == "pair" && p.field("key") == Some(key))
         })
         .collect();
     super::queries::tree_order(&mut properties);
     for n in properties {
-        let (key, value) = match n.kind() {
+        let (key, value) = match n.kind_name() {
             "pair" => (n.field("key"), n.field("value")),
             _ => (Some(n), Some(n)),
         };
         let (Some(key), Some(value)) = (key, value) else { continue };
         let name = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
         let site = if name == "id"
-            && ast::parent(n)
-                .and_then(ast::parent)
-                .is_some_and(|p| p.kind() == "pair" && p.field("key").is_some_and(|k| text(k, src) == "deduplication"))
-        {
+            && ast::parent(n).and_then(ast::parent).is_some_and(|p| {
+                p.kind_name() == "pair" && p.field("key").is_some_and(|k| text(k, src) == "deduplication")
+            }) {
             Some(KeySite::JobId)
         } else {
             pair_site(&name)
         };
         let Some(site) = site else { continue };
-        let Some(call) = ast::ancestors(n).find(|a| a.kind() == "call_expression" || a.kind() == "new_expression")
+        let Some(call) =
+            ast::ancestors(n).find(|a| a.kind_name() == "call_expression" || a.kind_name() == "new_expression")
         else {
             continue;
         };
@@ -190,11 +191,14 @@ fn find_once<'t>(func: Node<'t>, src: &str) -> Vec<DedupeKey<'t>> {
 /// or file name (`uploads/${id}.png`, `s3` object keys) and not a cache or UI key of another shape.
 fn is_namespaced_key(value: Node, src: &str) -> bool {
     let value = ast::unwrap_expr(value);
-    if value.kind() != "template_string" {
+    if value.kind_name() != "template_string" {
         return false;
     }
-    let literal: String =
-        ast::named_children(value).iter().filter(|c| c.kind() == "string_fragment").map(|c| text(*c, src)).collect();
+    let literal: String = ast::named_children(value)
+        .iter()
+        .filter(|c| c.kind_name() == "string_fragment")
+        .map(|c| text(*c, src))
+        .collect();
     let head = literal.split(':').next().unwrap_or("");
     literal.contains(':')
         && !head.is_empty()
@@ -205,7 +209,7 @@ fn is_namespaced_key(value: Node, src: &str) -> bool {
 
 /// A `key` of an object inside an array literal (`[{ key: ... }]`): list items, not a call's key.
 fn in_object_of_array(property: Node) -> bool {
-    ast::parent(property).and_then(ast::parent).is_some_and(|p| p.kind() == "array")
+    ast::parent(property).and_then(ast::parent).is_some_and(|p| p.kind_name() == "array")
 }
 
 fn is_queue_call(call: Node, src: &str) -> bool {
@@ -248,7 +252,7 @@ pub fn marker_id<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
             .unwrap_or_default();
         let index =
             columns.iter().enumerate().filter_map(|(i, c)| marker_rank(c).map(|r| (r, i))).min().map(|(_, i)| i)?;
-        let params = args.get(1).map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "array")?;
+        let params = args.get(1).map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind_name() == "array")?;
         return ast::named_children(params).get(index).copied();
     }
     // ORMs: the first object literal that names a key column.
@@ -257,9 +261,9 @@ pub fn marker_id<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
         if ast::is_function(n) {
             return false;
         }
-        if n.kind() == "object" {
+        if n.kind_name() == "object" {
             for prop in ast::named_children(n) {
-                let (name, value) = match prop.kind() {
+                let (name, value) = match prop.kind_name() {
                     "pair" => match (prop.field("key"), prop.field("value")) {
                         (Some(k), Some(v)) => {
                             (ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()), v)
@@ -270,7 +274,7 @@ pub fn marker_id<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
                     _ => continue,
                 };
                 if let Some(rank) = marker_rank(&name)
-                    && value.kind() != "object"
+                    && value.kind_name() != "object"
                     && best.is_none_or(|(r, _)| rank < r)
                 {
                     best = Some((rank, value));
@@ -298,7 +302,7 @@ fn lookup<'t>(at: Node<'t>, name: &str, src: &str) -> Option<(Node<'t>, Vec<Stri
 /// The initializer of a plain `const name = <init>` binding an identifier or shorthand refers to.
 pub fn initializer<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
     let node = ast::unwrap_expr(node);
-    if !matches!(node.kind(), "identifier" | "shorthand_property_identifier") {
+    if !matches!(node.kind_name(), "identifier" | "shorthand_property_identifier") {
         return None;
     }
     lookup(node, text(node, src), src).filter(|(_, path)| path.is_empty()).map(|(init, _)| init)
@@ -339,8 +343,8 @@ fn expand_inner<'t>(node: Node<'t>, src: &str, stop_at_delivery: bool) -> Vec<No
             if ast::is_function(n) {
                 return false;
             }
-            if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
-                && ast::parent(n).is_none_or(|p| p.kind() != "member_expression" || p.field("object") == Some(n))
+            if matches!(n.kind_name(), "identifier" | "shorthand_property_identifier")
+                && ast::parent(n).is_none_or(|p| p.kind_name() != "member_expression" || p.field("object") == Some(n))
             {
                 ids.push(n);
             }
@@ -368,7 +372,7 @@ pub fn event_path(node: Node, src: &str) -> Vec<String> {
 
 fn event_path_depth(node: Node, src: &str, depth: usize) -> Vec<String> {
     let node = ast::unwrap_expr(node);
-    match node.kind() {
+    match node.kind_name() {
         "identifier" | "shorthand_property_identifier" => {
             let name = text(node, src);
             if depth < 5
@@ -455,7 +459,7 @@ pub fn paths_in<'t>(node: Node<'t>, src: &str) -> Vec<(Node<'t>, Vec<String>)> {
         if ast::is_function(n) {
             return false;
         }
-        match n.kind() {
+        match n.kind_name() {
             "member_expression" | "subscript_expression" => {
                 let path = event_path(n, src);
                 if !path.is_empty() {
@@ -490,7 +494,7 @@ pub fn nondeterministic_call<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> 
 }
 
 pub fn is_nondeterministic(n: Node, src: &str) -> bool {
-    match n.kind() {
+    match n.kind_name() {
         "call_expression" => {
             let path = ast::callee_path(n, src);
             let joined = path.join(".");
@@ -573,10 +577,10 @@ pub fn reads_event_key(node: Node, key: &super::providers::EventKey, src: &str) 
 /// The loop (or per-item callback) between `node` and `func`, if any.
 pub fn enclosing_loop<'t>(node: Node<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
     ast::ancestors(node).take_while(|a| *a != func).find(|a| {
-        matches!(a.kind(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
+        matches!(a.kind_name(), "for_statement" | "for_in_statement" | "while_statement" | "do_statement")
             || (ast::is_function(*a)
                 && ast::parent(a).and_then(ast::parent).is_some_and(|c| {
-                    c.kind() == "call_expression"
+                    c.kind_name() == "call_expression"
                         && ast::callee_name(c, src)
                             .is_some_and(|n| matches!(n.as_str(), "map" | "forEach" | "flatMap" | "all"))
                 }))
@@ -599,7 +603,7 @@ pub fn items_loop<'t>(
             continue;
         }
         let mut bound = Vec::new();
-        if lp.kind() == "for_in_statement" {
+        if lp.kind_name() == "for_in_statement" {
             if let Some(left) = lp.field("left") {
                 ast::bound_names(left, src, &mut bound);
             }

@@ -6,6 +6,7 @@
 
 use super::ast::{self, text};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use serde::Serialize;
 use tree_sitter::Node;
 
@@ -149,7 +150,7 @@ fn adyen_options_index(last_lower: &str) -> usize {
 pub fn trigger_options_index(call: Node, src: &str) -> usize {
     let path = ast::callee_path(call, src);
     let by_id = path.first().is_some_and(|p| p == "tasks")
-        || ast::arguments(call).first().is_some_and(|a| matches!(a.kind(), "string" | "template_string"));
+        || ast::arguments(call).first().is_some_and(|a| matches!(a.kind_name(), "string" | "template_string"));
     if by_id { 2 } else { 1 }
 }
 
@@ -203,7 +204,7 @@ impl Effect<'_> {
 pub fn is_stripe_options(node: Node, src: &str) -> bool {
     const KEYS: &[&str] =
         &["idempotencyKey", "stripeAccount", "apiVersion", "maxNetworkRetries", "timeout", "apiKey", "stripeContext"];
-    node.kind() == "object"
+    node.kind_name() == "object"
         && ast::named_children(node).iter().all(|p| {
             let key = p.field("key").map(|k| text(k, src)).unwrap_or_else(|| text(*p, src));
             KEYS.contains(&key)
@@ -348,15 +349,15 @@ fn passed_idempotency_key<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
 /// options (`enqueue(job, options = {})`) are not: its callers are followed, and show them.
 fn options_handed_in<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     let func =
-        ast::enclosing_function(call).filter(|f| matches!(f.kind(), "arrow_function" | "function_expression"))?;
+        ast::enclosing_function(call).filter(|f| matches!(f.kind_name(), "arrow_function" | "function_expression"))?;
     let params = func.field("parameters")?;
     let handed: Vec<&str> = ast::named_children(params)
         .into_iter()
         .filter(|p| p.field("value").is_none())
-        .filter_map(|p| p.field("pattern").filter(|n| n.kind() == "identifier").map(|n| text(n, src)))
+        .filter_map(|p| p.field("pattern").filter(|n| n.kind_name() == "identifier").map(|n| text(n, src)))
         .collect();
     ast::arguments(call).into_iter().skip(1).find(|a| {
-        a.kind() == "identifier" && {
+        a.kind_name() == "identifier" && {
             let name = text(*a, src);
             handed.contains(&name) && crate::regex!(r"(?i)^(?:\w*options|opts)$").is_match(name)
         }
@@ -468,7 +469,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     // Pusher's `pusher.trigger(channel, event, data)`, a DOM/emitter `trigger("click")` or a
     // service class's own method.
     let task_handle = lower.len() == 2
-        && !args.first().is_some_and(|a| matches!(a.kind(), "string" | "template_string"))
+        && !args.first().is_some_and(|a| matches!(a.kind_name(), "string" | "template_string"))
         && !["pusher", "this", "$", "jquery", "emitter", "events", "socket", "io", "channel"].contains(&root.as_str());
     // the app's own classes (`ActionService.trigger(contact, event)`) are not task handles:
     // what their method does is known by its name only
@@ -496,7 +497,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     }
     // AWS SDK v3: client.send(new SendMessageCommand({...}))
     if last == "send"
-        && let Some(cmd) = args.first().filter(|a| a.kind() == "new_expression")
+        && let Some(cmd) = args.first().filter(|a| a.kind_name() == "new_expression")
     {
         let ctor = cmd.field("constructor").map(|c| text(c, src)).unwrap_or("");
         let input = cmd.field("arguments").and_then(|a| a.named_child(0));
@@ -513,11 +514,11 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     }
     // `const cmd = new PutCommand({...}); await ddb.send(cmd)`
     if last == "send"
-        && let Some(var) = args.first().filter(|a| a.kind() == "identifier")
+        && let Some(var) = args.first().filter(|a| a.kind_name() == "identifier")
         && let Some(init) = ast::enclosing_function(call)
             .and_then(|f| ast::find_binding_init(f, text(*var, src), src, call.start_byte()))
             .map(ast::unwrap_expr)
-            .filter(|i| i.kind() == "new_expression")
+            .filter(|i| i.kind_name() == "new_expression")
     {
         let ctor = init.field("constructor").map(|c| text(c, src)).unwrap_or("");
         let input = init.field("arguments").and_then(|a| a.named_child(0));
@@ -530,7 +531,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     }
     // `const command = new ReceiveMessageCommand(...); await sqs.send(command)`
     if last == "send"
-        && let Some(var) = args.first().filter(|a| a.kind() == "identifier")
+        && let Some(var) = args.first().filter(|a| a.kind_name() == "identifier")
         && let Some(f) = ast::enclosing_function(call)
         && crate::regex!(r"\b(\w+)\s*=\s*new (ReceiveMessage|DeleteMessage|Get)\w*Command\b")
             .captures_iter(text(f, src))
@@ -759,13 +760,13 @@ fn constructed_by<'s>(call: Node, path: &[String], src: &'s str) -> Option<&'s s
     let init = local.or_else(|| ast::module_declaration_init(call, root, src, call.start_byte()))?;
     let mut init = ast::unwrap_expr(init);
     // `key ? new Resend(key) : null`: the client is what the branch that builds one builds.
-    if init.kind() == "ternary_expression" {
+    if init.kind_name() == "ternary_expression" {
         init = ["consequence", "alternative"]
             .iter()
             .filter_map(|f| init.child_by_field_name(f).map(ast::unwrap_expr))
-            .find(|b| matches!(b.kind(), "new_expression" | "call_expression"))?;
+            .find(|b| matches!(b.kind_name(), "new_expression" | "call_expression"))?;
     }
-    let callee = match init.kind() {
+    let callee = match init.kind_name() {
         "new_expression" => init.field("constructor")?,
         "call_expression" => init.field("function")?,
         _ => return None,
@@ -909,10 +910,10 @@ fn chain_end(call: Node, src: &str) -> bool {
     let Some(parent) = ast::parent(call) else {
         return true;
     };
-    if parent.kind() != "member_expression" {
+    if parent.kind_name() != "member_expression" {
         return true;
     }
-    if ast::parent(parent).is_none_or(|g| g.kind() != "call_expression") {
+    if ast::parent(parent).is_none_or(|g| g.kind_name() != "call_expression") {
         return true;
     }
     let prop = parent.field("property").map(|p| text(p, src)).unwrap_or("");
@@ -1071,7 +1072,7 @@ fn classify_db(
     if path.len() == 2
         && matches!(last, "update" | "updateMany" | "upsert")
         && let [only] = args
-        && only.kind() == "object"
+        && only.kind_name() == "object"
     {
         let keys: Vec<&str> =
             ast::named_children(*only).into_iter().filter_map(|p| p.field("key").map(|k| text(k, src))).collect();
@@ -1162,7 +1163,7 @@ pub fn sql_text(call: Node, args: &[Node], src: &str) -> Option<String> {
             | "unsafe"
     ) && let Some(first) = args.first()
     {
-        let t = match first.kind() {
+        let t = match first.kind_name() {
             "string" | "template_string" => text(*first, src).to_string(),
             "object" => ast::object_property(*first, "text", src).map(|v| text(v, src).to_string())?,
             "identifier" => {
@@ -1183,14 +1184,14 @@ pub fn sql_text(call: Node, args: &[Node], src: &str) -> Option<String> {
         && let Some(prepare) = prepare_call(call, src)
         && let Some(first) = ast::arguments(prepare).first()
     {
-        let t = match first.kind() {
+        let t = match first.kind_name() {
             "string" | "template_string" => text(*first, src).to_string(),
             _ => return None,
         };
         return looks_like_sql(&t).then_some(t);
     }
     // tagged templates: sql`...`, prisma.$executeRaw`...`
-    if let Some(tpl) = call.field("arguments").filter(|a| a.kind() == "template_string") {
+    if let Some(tpl) = call.field("arguments").filter(|a| a.kind_name() == "template_string") {
         let t = text(tpl, src).to_string();
         return looks_like_sql(&t).then_some(t);
     }
@@ -1203,14 +1204,14 @@ fn prepare_call<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     let mut current = call;
     for _ in 0..3 {
         let callee = current.field("function")?;
-        if callee.kind() != "member_expression" {
+        if callee.kind_name() != "member_expression" {
             return None;
         }
         let name = callee.field("property").map(|p| text(p, src)).unwrap_or("");
         if name == "prepare" {
             return Some(current);
         }
-        current = callee.field("object").filter(|o| o.kind() == "call_expression")?;
+        current = callee.field("object").filter(|o| o.kind_name() == "call_expression")?;
     }
     None
 }
@@ -1251,13 +1252,13 @@ pub fn classify_sql(sql: &str) -> Option<EffectKind> {
 fn object_prop<'t>(node: Node<'t>, key: &str, src: &str) -> Option<Node<'t>> {
     let node = ast::unwrap_expr(node);
     // Options passed only when a key is at hand: `key ? { idempotencyKey: key } : undefined`.
-    if node.kind() == "ternary_expression" {
+    if node.kind_name() == "ternary_expression" {
         return ["consequence", "alternative"]
             .into_iter()
             .filter_map(|f| node.child_by_field_name(f))
             .find_map(|branch| object_prop(branch, key, src));
     }
-    if node.kind() != "object" {
+    if node.kind_name() != "object" {
         return None;
     }
     ast::object_property(node, key, src)
@@ -1378,7 +1379,10 @@ mod real_calls {
             ("await supabase.rpc('get_user', { id })", None),
             ("await knex('users').where({ id }).update({ plan: 'pro' })", Some(DbUpdate)),
             ("await knex('users').where({ id }).increment('credits', 5)", Some(DbIncrement)),
-            ("await db.update(users).set({ credits: sql`${users.credits} + ${n}` }).where(eq(users.id, id))", Some(DbIncrement)),
+            (
+                "await db.update(users).set({ credits: sql`${users.credits} + ${n}` }).where(eq(users.id, id))",
+                Some(DbIncrement),
+            ),
             (
                 "await db.update(ws).set({\n  // - only on a tier change\n  tierId: sql`CASE WHEN ${c} THEN 1 ELSE (SELECT id FROM tiers WHERE p = ${p}) END`,\n}).where(eq(ws.id, id))",
                 Some(DbUpdate),
@@ -1476,7 +1480,7 @@ fn redis_pub_sub(call: Node, name: &str, src: &str) -> bool {
         return false;
     }
     let Some(receiver) = ast::method_receiver(call) else { return false };
-    let init = match receiver.kind() {
+    let init = match receiver.kind_name() {
         "identifier" => ast::enclosing_function(call)
             .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
             .or_else(|| ast::module_declaration_init(call, text(receiver, src), src, call.start_byte()))
@@ -1486,7 +1490,7 @@ fn redis_pub_sub(call: Node, name: &str, src: &str) -> bool {
     };
     init.is_some_and(|i| {
         let written = text(i, src).to_ascii_lowercase();
-        written.contains("redis") || (written.contains("pubsub") && receiver.kind() != "call_expression")
+        written.contains("redis") || (written.contains("pubsub") && receiver.kind_name() != "call_expression")
     })
 }
 
@@ -1506,15 +1510,15 @@ pub fn realtime_broadcast(call: Node, src: &str) -> bool {
 /// `seen.add(id)` where `seen` is a local `new Set()`/`new Map()` (or an array): a collection in
 /// memory, whatever its name says (`completedWorkflows`), not a queue.
 fn in_memory_collection(call: Node, src: &str) -> bool {
-    let Some(receiver) = ast::method_receiver(call).filter(|o| o.kind() == "identifier") else {
+    let Some(receiver) = ast::method_receiver(call).filter(|o| o.kind_name() == "identifier") else {
         return false;
     };
     ast::enclosing_function(call)
         .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
         .map(ast::unwrap_expr)
         .is_some_and(|init| {
-            init.kind() == "array"
-                || (init.kind() == "new_expression"
+            init.kind_name() == "array"
+                || (init.kind_name() == "new_expression"
                     && init
                         .field("constructor")
                         .is_some_and(|c| matches!(text(c, src), "Set" | "Map" | "WeakSet" | "WeakMap" | "Array")))

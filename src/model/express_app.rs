@@ -6,6 +6,8 @@ use super::queries;
 use crate::project::Project;
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
+use std::path::Path;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -32,7 +34,7 @@ impl<'t> JsonMount<'t> {
     pub fn keeps_raw(&self, src: &str) -> bool {
         ast::arguments(self.parser)
             .first()
-            .is_some_and(|o| o.kind() == "object" && ast::object_property(*o, "verify", src).is_some())
+            .is_some_and(|o| o.kind_name() == "object" && ast::object_property(*o, "verify", src).is_some())
     }
 }
 
@@ -54,7 +56,7 @@ pub fn is_json_parser(call: Node, src: &str) -> bool {
 /// Raw body middleware on a route: `express.raw(...)`, `bodyParser.raw(...)`, `express.text(...)`.
 pub fn is_raw_parser(node: Node, src: &str) -> bool {
     let node = ast::unwrap_expr(node);
-    node.kind() == "call_expression"
+    node.kind_name() == "call_expression"
         && ast::callee_name(node, src).is_some_and(|n| n == "raw" || n == "text")
         && ast::callee_path(node, src).len() <= 2
 }
@@ -98,7 +100,7 @@ fn find_json_mounts<'t>(root: Node<'t>, src: &str) -> Vec<JsonMount<'t>> {
         }
         for arg in ast::arguments(call) {
             let arg = ast::unwrap_expr(arg);
-            if arg.kind() == "call_expression" && is_json_parser(arg, src) {
+            if arg.kind_name() == "call_expression" && is_json_parser(arg, src) {
                 out.push(JsonMount { use_call: call, parser: arg });
             }
         }
@@ -113,7 +115,7 @@ fn calls<'t>(root: Node<'t>, src: &str) -> Vec<Node<'t>> {
         .located(root, src, |_, name| queries::call_of_name(name))
         .into_iter()
         .map(|l| l.node)
-        .filter(|c| c.kind() == "call_expression")
+        .filter(|c| c.kind_name() == "call_expression")
         .collect()
 }
 
@@ -121,7 +123,7 @@ fn calls<'t>(root: Node<'t>, src: &str) -> Vec<Node<'t>> {
 /// the call `func` is an argument of, or by the function's name.
 pub fn registration<'t>(root: Node<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
     for anc in ast::ancestors(func) {
-        if anc.kind() == "call_expression" && is_route_call(anc, src) {
+        if anc.kind_name() == "call_expression" && is_route_call(anc, src) {
             return Some(anc);
         }
         if ast::is_function(anc) {
@@ -131,7 +133,7 @@ pub fn registration<'t>(root: Node<'t>, func: Node<'t>, src: &str) -> Option<Nod
     let name = function_name(func, src)?;
     calls(root, src).into_iter().find(|c| {
         is_route_call(*c, src)
-            && ast::arguments(*c).last().is_some_and(|a| a.kind() == "identifier" && text(*a, src) == name)
+            && ast::arguments(*c).last().is_some_and(|a| a.kind_name() == "identifier" && text(*a, src) == name)
     })
 }
 
@@ -142,7 +144,7 @@ fn is_route_call(call: Node, src: &str) -> bool {
         && ROUTE_METHODS.contains(&path[1].to_ascii_lowercase().as_str())
         && path[1] != "use"
         && args.len() >= 2
-        && args.first().is_some_and(|a| a.kind() == "string" || a.kind() == "template_string")
+        && args.first().is_some_and(|a| a.kind_name() == "string" || a.kind_name() == "template_string")
 }
 
 /// The name a function is bound to: `function f`, `const f = () => ...`.
@@ -151,7 +153,7 @@ pub fn function_name(func: Node, src: &str) -> Option<String> {
         return Some(text(n, src).to_string());
     }
     let parent = func.parent()?;
-    if parent.kind() == "variable_declarator" {
+    if parent.kind_name() == "variable_declarator" {
         return parent.field("name").map(|n| text(n, src).to_string());
     }
     None
@@ -168,7 +170,7 @@ pub fn router_mount<'t>(root: Node<'t>, router: &str, src: &str) -> Option<Node<
         let path = ast::callee_path(*c, src);
         path.len() == 2
             && path[1] == "use"
-            && ast::arguments(*c).iter().any(|a| a.kind() == "identifier" && text(*a, src) == router)
+            && ast::arguments(*c).iter().any(|a| a.kind_name() == "identifier" && text(*a, src) == router)
     })
 }
 
@@ -185,10 +187,13 @@ pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &
     for _ in 0..3 {
         let Some(here) = dir else { break };
         for candidate in project.files_in(here).iter() {
+            if !may_name_app_file(candidate) {
+                continue;
+            }
             let name = candidate.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let stem = name.split('.').next().unwrap_or("");
-            if candidate == &file.path
-                || !app_file.is_match(stem)
+            if !app_file.is_match(stem)
+                || candidate == &file.path
                 || crate::source::Dialect::for_path(candidate).is_none()
             {
                 continue;
@@ -204,6 +209,24 @@ pub fn mounted_behind(project: &Project, file: &Arc<SourceFile>, guards_users: &
         dir = here.parent();
     }
     false
+}
+
+/// Whether `path`'s file name can match the app-file pattern of `mounted_behind`, read from
+/// the path's bytes: every router asks about each file of up to three directories, where
+/// the regex, and parsing each path into components for its name, cost more than the rest.
+fn may_name_app_file(path: &Path) -> bool {
+    const ENDINGS: [&[u8]; 8] = [b"app", b"server", b"index", b"main", b"route", b"routes", b"router", b"api"];
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let name = bytes.rsplit(|b| *b == b'/' || *b == std::path::MAIN_SEPARATOR as u8).next().unwrap_or(bytes);
+    // A name the components would read otherwise (`dir/.`), or one the pattern folds by
+    // Unicode rules (`ſ` matches `s`), is left to the full test.
+    if matches!(name, b"" | b"." | b"..") || !name.is_ascii() {
+        return true;
+    }
+    let stem = name.split(|b| *b == b'.').next().unwrap_or(name);
+    ENDINGS
+        .iter()
+        .any(|ending| stem.len() >= ending.len() && stem[stem.len() - ending.len()..].eq_ignore_ascii_case(ending))
 }
 
 fn mounts_behind(
@@ -242,9 +265,9 @@ fn mounts_behind(
         path.len() == 2
             && path[1] == "use"
             && args.last().is_some_and(|a| {
-                matches!(a.kind(), "identifier" | "member_expression") && locals.iter().any(|l| l == text(*a, src))
+                matches!(a.kind_name(), "identifier" | "member_expression") && locals.iter().any(|l| l == text(*a, src))
             })
-            && args[..args.len() - 1].iter().any(|m| m.kind() != "string" && guards_users(text(*m, src)))
+            && args[..args.len() - 1].iter().any(|m| m.kind_name() != "string" && guards_users(text(*m, src)))
     })
 }
 

@@ -4,6 +4,7 @@
 
 use super::ast::{self, text};
 use super::effects::{self, EffectKind};
+use crate::syntax::ast::KindName;
 use serde::Serialize;
 use tree_sitter::Node;
 
@@ -59,8 +60,8 @@ pub fn guard_call_kind(call: Node, src: &str) -> Option<GuardKind> {
 pub fn guard_at(node: Node, src: &str) -> Option<GuardKind> {
     for anc in ast::ancestors(node) {
         if ast::is_function(anc)
-            && let Some(args) = ast::parent(anc).filter(|p| p.kind() == "arguments")
-            && let Some(call) = ast::parent(args).filter(|c| c.kind() == "call_expression")
+            && let Some(args) = ast::parent(anc).filter(|p| p.kind_name() == "arguments")
+            && let Some(call) = ast::parent(args).filter(|c| c.kind_name() == "call_expression")
             && let Some(kind) = guard_call_kind(call, src)
         {
             return Some(kind);
@@ -100,13 +101,13 @@ pub fn guard_at(node: Node, src: &str) -> Option<GuardKind> {
 /// not end the transaction for the code after that branch.
 fn in_exit_branch(call: Node, func: Node) -> bool {
     ast::ancestors(call).take_while(|a| a.id() != func.id()).any(|a| {
-        a.kind() == "catch_clause"
-            || (a.kind() == "statement_block"
+        a.kind_name() == "catch_clause"
+            || (a.kind_name() == "statement_block"
                 && ast::parent(a).is_some_and(|p| !ast::is_function(p))
                 && a.named_children(&mut a.walk())
-                    .filter(|c| c.kind() != "comment")
+                    .filter(|c| c.kind_name() != "comment")
                     .last()
-                    .is_some_and(|l| matches!(l.kind(), "return_statement" | "throw_statement")))
+                    .is_some_and(|l| matches!(l.kind_name(), "return_statement" | "throw_statement")))
     })
 }
 
@@ -199,16 +200,16 @@ pub fn caches_data(call: Node, src: &str) -> bool {
         _ => return false,
     };
     let Some(value) = ast::arguments(call).get(at).map(|v| ast::unwrap_expr(*v)) else { return false };
-    let value = match value.kind() {
+    let value = match value.kind_name() {
         "identifier" => ast::enclosing_function(call)
             .and_then(|f| ast::find_binding_init(f, text(value, src), src, call.start_byte()))
             .map(ast::unwrap_expr)
             .unwrap_or(value),
         _ => value,
     };
-    value.kind() == "call_expression"
+    value.kind_name() == "call_expression"
         && ast::callee_path(value, src).join(".") == "JSON.stringify"
-        && ast::arguments(value).first().is_some_and(|a| ast::unwrap_expr(*a).kind() != "object")
+        && ast::arguments(value).first().is_some_and(|a| ast::unwrap_expr(*a).kind_name() != "object")
 }
 
 /// The key is the same for every event: a literal without substitutions, or a name bound
@@ -218,7 +219,7 @@ fn constant_key(key: Node, src: &str) -> bool {
     if ast::string_value(key, src).is_some() {
         return true;
     }
-    if key.kind() != "identifier" {
+    if key.kind_name() != "identifier" {
         return false;
     }
     let name = text(key, src);

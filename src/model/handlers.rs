@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::project::{self, Project};
 use crate::source::{SourceFile, Span};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use serde::Serialize;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -177,7 +178,7 @@ const WEBHOOK_WORDS: &[&str] = &["webhook", "hook", "callback", "events", "ipn"]
 pub fn called_by_nearby_code(project: &Project, func: Node, file: &SourceFile) -> bool {
     let declared = func
         .parent()
-        .filter(|p| p.kind() == "variable_declarator")
+        .filter(|p| p.kind_name() == "variable_declarator")
         .and_then(|p| p.field("name"))
         .or_else(|| func.field("name"))
         .map(|n| text(n, &file.text).to_string());
@@ -314,7 +315,7 @@ impl<'a> Finder<'a> {
         let func = ast::unwrap_expr(func);
         let (func, file) = if ast::is_function(func) {
             (Span::of(func), self.file.clone())
-        } else if func.kind() == "identifier" {
+        } else if func.kind_name() == "identifier" {
             match self.resolve_function(text(func, self.src())) {
                 Some(def) => (def.span, def.file),
                 // a handler declared in the enclosing function:
@@ -327,7 +328,7 @@ impl<'a> Finder<'a> {
                 {
                     Some(f) if ast::is_function(f) => (Span::of(f), self.file.clone()),
                     // `const wrapped = exposeError(handler); router.post(path, wrapped)`
-                    Some(call) if call.kind() == "call_expression" && !ast::contains(call, func) => {
+                    Some(call) if call.kind_name() == "call_expression" && !ast::contains(call, func) => {
                         return self.push(call, name, framework, route_hint);
                     }
                     Some(_) => return,
@@ -345,15 +346,15 @@ impl<'a> Finder<'a> {
                     }
                 },
             }
-        } else if func.kind() == "member_expression" {
+        } else if func.kind_name() == "member_expression" {
             // controller.handleWebhook, this.handleMessage (a method of the enclosing class)
             match self.this_method(func).or_else(|| self.resolve_method(func)) {
                 Some(def) => (def.span, def.file),
                 None => return,
             }
-        } else if func.kind() == "call_expression" {
+        } else if func.kind_name() == "call_expression" {
             // controller.handleWebhook.bind(controller)
-            if let Some(callee) = func.field("function").filter(|f| f.kind() == "member_expression")
+            if let Some(callee) = func.field("function").filter(|f| f.kind_name() == "member_expression")
                 && callee.field("property").is_some_and(|p| text(p, self.src()) == "bind")
                 && let Some(object) = callee.field("object")
             {
@@ -369,7 +370,7 @@ impl<'a> Finder<'a> {
             // `createRouteHandler({ request: schema, handler: async (req) => ... })`: an options
             // object names the handler.
             let in_options = args.iter().find_map(|a| {
-                (a.kind() == "object")
+                (a.kind_name() == "object")
                     .then(|| ast::object_property(*a, "handler", self.src()))
                     .flatten()
                     .map(ast::unwrap_expr)
@@ -378,10 +379,10 @@ impl<'a> Finder<'a> {
             let wrapped = args
                 .iter()
                 .rev()
-                .find(|a| ast::is_function(**a) || ast::unwrap_expr(**a).kind() == "call_expression")
+                .find(|a| ast::is_function(**a) || ast::unwrap_expr(**a).kind_name() == "call_expression")
                 .or(in_options.as_ref());
             let named = || {
-                let names = args.iter().rev().filter(|a| a.kind() == "identifier");
+                let names = args.iter().rev().filter(|a| a.kind_name() == "identifier");
                 names
                     .clone()
                     .find(|a| self.resolve_function(text(**a, self.src())).is_some())
@@ -539,7 +540,7 @@ impl<'a> Finder<'a> {
             return true;
         }
         let name = ast::unwrap_expr(middleware);
-        name.kind() == "identifier"
+        name.kind_name() == "identifier"
             && ast::find_binding_init(self.file.root(), text(name, src), src, middleware.start_byte())
                 .is_some_and(|init| gates(text(init, src)))
     }
@@ -549,7 +550,7 @@ impl<'a> Finder<'a> {
     /// `router.use(requireAuth).post(...)`.
     fn receiver_gates_people(&self, route_call: Node) -> bool {
         let mut receiver = route_call.field("function").and_then(|f| f.field("object"));
-        while let Some(call) = receiver.filter(|r| r.kind() == "call_expression") {
+        while let Some(call) = receiver.filter(|r| r.kind_name() == "call_expression") {
             if ast::arguments(call).into_iter().any(|arg| self.gates_people(arg)) {
                 return true;
             }
@@ -567,7 +568,7 @@ impl<'a> Finder<'a> {
 
     /// `call`'s callee is a project function whose body returns a function (a handler factory).
     fn returns_a_function(&self, call: Node) -> bool {
-        let Some(callee) = call.field("function").filter(|f| f.kind() == "identifier") else {
+        let Some(callee) = call.field("function").filter(|f| f.kind_name() == "identifier") else {
             return false;
         };
         let Some(def) = self.resolve_function(text(callee, self.src())) else { return false };
@@ -577,7 +578,8 @@ impl<'a> Finder<'a> {
             return true;
         }
         ast::named_children(body).into_iter().any(|stmt| {
-            stmt.kind() == "return_statement" && stmt.named_child(0).map(ast::unwrap_expr).is_some_and(ast::is_function)
+            stmt.kind_name() == "return_statement"
+                && stmt.named_child(0).map(ast::unwrap_expr).is_some_and(ast::is_function)
         })
     }
 
@@ -602,12 +604,12 @@ impl<'a> Finder<'a> {
     /// a method, or a field holding a function, of the class the registration is written in.
     fn this_method(&self, member: Node) -> Option<project::FunctionDef> {
         let src = self.src();
-        member.field("object").filter(|o| o.kind() == "this")?;
+        member.field("object").filter(|o| o.kind_name() == "this")?;
         let name = text(member.field("property")?, src);
-        let class = ast::ancestors(member).find(|a| matches!(a.kind(), "class_declaration" | "class"))?;
+        let class = ast::ancestors(member).find(|a| matches!(a.kind_name(), "class_declaration" | "class"))?;
         let body = class.field("body")?;
         ast::named_children(body).into_iter().find_map(|m| {
-            let (key, func) = match m.kind() {
+            let (key, func) = match m.kind_name() {
                 "method_definition" => (m.field("name")?, m),
                 "public_field_definition" | "field_definition" => {
                     (m.field("name")?, ast::unwrap_expr(m.field("value")?))
@@ -626,15 +628,15 @@ impl<'a> Finder<'a> {
     /// (here or in the module it is imported from), or a function that module exports.
     fn resolve_method(&self, member: Node) -> Option<project::FunctionDef> {
         let src = self.src();
-        let object = member.field("object").filter(|o| o.kind() == "identifier")?;
+        let object = member.field("object").filter(|o| o.kind_name() == "identifier")?;
         let method = text(member.field("property")?, src);
         let object = text(object, src);
         // `const controller = new WebhookController()` with the class imported: look in its module
         let class = ast::find_binding_init(self.file.root(), object, src, member.start_byte())
             .map(ast::unwrap_expr)
-            .filter(|init| init.kind() == "new_expression")
+            .filter(|init| init.kind_name() == "new_expression")
             .and_then(|init| init.field("constructor"))
-            .filter(|c| c.kind() == "identifier")
+            .filter(|c| c.kind_name() == "identifier")
             .map(|c| text(c, src));
         let imports = project::imports(self.file);
         let import = imports
@@ -655,11 +657,11 @@ impl<'a> Finder<'a> {
         let mut found = None;
         ast::walk(file.root(), &mut |n| {
             if found.is_none()
-                && matches!(n.kind(), "method_definition" | "pair")
-                && n.child_by_field_name(if n.kind() == "pair" { "key" } else { "name" })
+                && matches!(n.kind_name(), "method_definition" | "pair")
+                && n.child_by_field_name(if n.kind_name() == "pair" { "key" } else { "name" })
                     .is_some_and(|k| text(k, &file.text) == method)
             {
-                let f = if n.kind() == "pair" {
+                let f = if n.kind_name() == "pair" {
                     n.field("value").and_then(|v| wrapped_function(ast::unwrap_expr(v), &file.text))
                 } else {
                     Some(n)
@@ -676,7 +678,7 @@ impl<'a> Finder<'a> {
 
     fn export(&mut self, node: Node, path: &str, is_route_file: bool, is_pages_api: bool) {
         let src = self.src();
-        let is_default = (0..node.child_count()).filter_map(|i| node.child(i)).any(|c| c.kind() == "default");
+        let is_default = (0..node.child_count()).filter_map(|i| node.child(i)).any(|c| c.kind_name() == "default");
         if is_pages_api && is_default {
             let func = node.field("declaration").or_else(|| node.field("value"));
             if let Some(func) = func {
@@ -695,7 +697,7 @@ impl<'a> Finder<'a> {
         if is_default && (path.contains("/api/") || path.starts_with("api/") || path.contains("netlify/functions/")) {
             let func = node.field("declaration").or_else(|| node.field("value"));
             // `const handler = async (req, res) => {...}; export default handler`
-            let func = func.map(ast::unwrap_expr).and_then(|f| match f.kind() {
+            let func = func.map(ast::unwrap_expr).and_then(|f| match f.kind_name() {
                 "identifier" => {
                     project::local_function(self.file, text(f, src)).and_then(|d| self.file.node_at(d.span))
                 }
@@ -725,11 +727,11 @@ impl<'a> Finder<'a> {
                 return;
             }
             // `const handler: SQSHandler = ...` ... `export default handler`
-            if is_default && let Some(local) = node.field("value").filter(|v| v.kind() == "identifier") {
+            if is_default && let Some(local) = node.field("value").filter(|v| v.kind_name() == "identifier") {
                 self.exported_local_lambda(text(local, src), "default", path);
             }
             // `async function POST(...) {}` ... `export { POST }` (or `export { handler as POST }`)
-            for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
+            for clause in ast::named_children(node).into_iter().filter(|c| c.kind_name() == "export_clause") {
                 for spec in ast::named_children(clause) {
                     let Some(local) = spec.field("name") else { continue };
                     let exported = text(spec.field("alias").unwrap_or(local), src);
@@ -753,7 +755,7 @@ impl<'a> Finder<'a> {
                 candidates.push((text(n, src).to_string(), decl));
             }
         } else {
-            for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
+            for d in ast::named_children(decl).into_iter().filter(|c| c.kind_name() == "variable_declarator") {
                 if let (Some(n), Some(v)) = (d.field("name"), d.field("value")) {
                     candidates.push((text(n, src).to_string(), v));
                     let declared_type = d.field("type").map(|t| text(t, src)).unwrap_or("");
@@ -813,10 +815,10 @@ impl<'a> Finder<'a> {
         let src = self.src();
         let Some(decl) = node.field("declaration") else { return };
         let mut named: Vec<(String, Node)> = Vec::new();
-        if decl.kind() == "function_declaration" {
+        if decl.kind_name() == "function_declaration" {
             named.extend(decl.field("name").map(|n| (text(n, src).to_string(), decl)));
         } else {
-            for d in ast::named_children(decl).into_iter().filter(|c| c.kind() == "variable_declarator") {
+            for d in ast::named_children(decl).into_iter().filter(|c| c.kind_name() == "variable_declarator") {
                 if let (Some(n), Some(v)) = (d.field("name"), d.field("value")) {
                     named.push((text(n, src).to_string(), ast::unwrap_expr(v)));
                 }
@@ -846,8 +848,8 @@ impl<'a> Finder<'a> {
     fn firebase_on_request(&mut self, value: Node, name: &str, path: &str) -> bool {
         let src = self.src();
         let call = ast::unwrap_expr(value);
-        let on_request = call.kind() == "call_expression"
-            && call.field("function").is_some_and(|f| match f.kind() {
+        let on_request = call.kind_name() == "call_expression"
+            && call.field("function").is_some_and(|f| match f.kind_name() {
                 "identifier" => text(f, src) == "onRequest",
                 "member_expression" => f.field("property").is_some_and(|p| text(p, src) == "onRequest"),
                 _ => false,
@@ -856,7 +858,7 @@ impl<'a> Finder<'a> {
             return false;
         }
         if let Some(func) =
-            ast::arguments(call).into_iter().rev().find(|a| ast::is_function(*a) || a.kind() == "identifier")
+            ast::arguments(call).into_iter().rev().find(|a| ast::is_function(*a) || a.kind_name() == "identifier")
         {
             let hint = format!("{name} {path}");
             self.push(func, format!("firebase function {name} ({})", short_path(path)), Framework::Express, &hint);
@@ -890,7 +892,7 @@ impl<'a> Finder<'a> {
         let Some(subscription) = pair.field("value").and_then(|v| ast::string_value(v, src)) else {
             return;
         };
-        let Some(object) = pair.parent().filter(|p| p.kind() == "object") else { return };
+        let Some(object) = pair.parent().filter(|p| p.kind_name() == "object") else { return };
         let Some(handler) = ast::object_property(object, "handler", src).map(ast::unwrap_expr) else { return };
         if !ast::is_function(handler) || ast::parameter_names(handler, src).is_empty() {
             return;
@@ -911,9 +913,9 @@ impl<'a> Finder<'a> {
         let src = self.src();
         let Some(job) = ast::ancestors(call)
             .take_while(|a| !ast::is_function(*a))
-            .find(|a| a.kind() == "variable_declarator")
+            .find(|a| a.kind_name() == "variable_declarator")
             .and_then(|d| d.field("name"))
-            .filter(|n| n.kind() == "identifier")
+            .filter(|n| n.kind_name() == "identifier")
             .map(|n| text(n, src))
         else {
             return;
@@ -923,7 +925,7 @@ impl<'a> Finder<'a> {
         let name = format!("worker loop ({})", short_path(&self.path.clone()));
         // the parameter the job is handed to: `await processor(token, job)`
         let processor = ast::calls_in(func, true).into_iter().find_map(|c| {
-            let callee = c.field("function").filter(|f| f.kind() == "identifier")?;
+            let callee = c.field("function").filter(|f| f.kind_name() == "identifier")?;
             let index = params.iter().position(|p| p == text(callee, src))?;
             let job_index = ast::arguments(c).iter().position(|a| text(*a, src) == job)?;
             Some((index, job_index))
@@ -933,13 +935,13 @@ impl<'a> Finder<'a> {
         };
         let loop_name = func
             .field("name")
-            .or_else(|| func.parent().filter(|p| p.kind() == "variable_declarator")?.field("name"))
+            .or_else(|| func.parent().filter(|p| p.kind_name() == "variable_declarator")?.field("name"))
             .map(|n| text(n, src).to_string());
         let Some(loop_name) = loop_name else { return };
         let mut processors = Vec::new();
         ast::walk(self.file.root(), &mut |n| {
-            if n.kind() == "call_expression"
-                && n.field("function").is_some_and(|f| f.kind() == "identifier" && text(f, src) == loop_name)
+            if n.kind_name() == "call_expression"
+                && n.field("function").is_some_and(|f| f.kind_name() == "identifier" && text(f, src) == loop_name)
                 && let Some(arg) = ast::arguments(n).get(index)
             {
                 processors.push(*arg);
@@ -955,7 +957,7 @@ impl<'a> Finder<'a> {
                 handler.event_key = file
                     .node_at(handler.function)
                     .and_then(|f| ast::parameter(f, job_index))
-                    .filter(|p| p.kind() == "identifier")
+                    .filter(|p| p.kind_name() == "identifier")
                     .map(|p| EventKey::new(Provider::Bullmq, format!("${{{}.id}}", text(p, &file.text))));
             }
         }
@@ -965,9 +967,9 @@ impl<'a> Finder<'a> {
     /// `new Runner(queue, { run })`. Only `run` handles the job; the callbacks report its outcome.
     fn job_runner(&mut self, args: &[Node]) {
         let src = self.src();
-        let Some(opts) = args.get(1).filter(|a| a.kind() == "object") else { return };
+        let Some(opts) = args.get(1).filter(|a| a.kind_name() == "object") else { return };
         let Some(run) = ast::object_property(*opts, "run", src) else { return };
-        let run = if run.kind() == "method_definition" { run } else { ast::unwrap_expr(run) };
+        let run = if run.kind_name() == "method_definition" { run } else { ast::unwrap_expr(run) };
         let queue = text(args[0], src);
         self.push(run, format!("job runner {queue} ({})", short_path(&self.path.clone())), Framework::JobRunner, "");
     }
@@ -977,7 +979,7 @@ impl<'a> Finder<'a> {
     /// also names a `deliveryMethod`.
     fn shopify_webhook_callback(&mut self, pair: Node) {
         let src = self.src();
-        let Some(object) = pair.parent().filter(|o| o.kind() == "object") else { return };
+        let Some(object) = pair.parent().filter(|o| o.kind_name() == "object") else { return };
         if ast::object_property(object, "deliveryMethod", src).is_none() {
             return;
         }
@@ -985,7 +987,7 @@ impl<'a> Finder<'a> {
         // the topic is the key the handler object is filed under: `ORDERS_CREATE: { ... }`
         let topic = object
             .parent()
-            .filter(|p| p.kind() == "pair")
+            .filter(|p| p.kind_name() == "pair")
             .and_then(|p| p.field("key"))
             .map(|k| ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()))
             .unwrap_or_default();
@@ -1000,20 +1002,20 @@ impl<'a> Finder<'a> {
         let src = self.src();
         let value = ast::unwrap_expr(value);
         let polar = crate::regex!(r#"from\s+['"]@polar-sh/[\w-]+['"]|require\(\s*['"]@polar-sh/"#);
-        if value.kind() != "call_expression"
+        if value.kind_name() != "call_expression"
             || ast::callee_name(value, src).as_deref() != Some("Webhooks")
             || !polar.is_match(&self.file.text)
         {
             return false;
         }
-        let Some(options) = ast::arguments(value).first().copied().filter(|a| a.kind() == "object") else {
+        let Some(options) = ast::arguments(value).first().copied().filter(|a| a.kind_name() == "object") else {
             return false;
         };
         // Each callback as written in place, or the function its name binds (here or imported).
         let callbacks: Vec<(String, Span, Arc<SourceFile>)> = ast::named_children(options)
             .into_iter()
             .filter_map(|p| {
-                let (key, value) = match p.kind() {
+                let (key, value) = match p.kind_name() {
                     "pair" => (text(p.field("key")?, src), ast::unwrap_expr(p.field("value")?)),
                     "shorthand_property_identifier" => (text(p, src), p),
                     "method_definition" => (text(p.field("name")?, src), p),
@@ -1022,7 +1024,7 @@ impl<'a> Finder<'a> {
                 if !crate::regex!(r"^on[A-Z]").is_match(key) {
                     return None;
                 }
-                if ast::is_function(value) || value.kind() == "method_definition" {
+                if ast::is_function(value) || value.kind_name() == "method_definition" {
                     return Some((key.to_string(), Span::of(value), self.file.clone()));
                 }
                 let def = self.resolve_function(text(value, src))?;
@@ -1045,12 +1047,14 @@ impl<'a> Finder<'a> {
         let src = self.src();
         let root = self.file.root();
         for statement in ast::named_children(root) {
-            match statement.kind() {
+            match statement.kind_name() {
                 "function_declaration" if statement.field("name").is_some_and(|n| text(n, src) == local) => {
                     return self.lambda_candidate(statement, exported, path);
                 }
                 "lexical_declaration" | "variable_declaration" => {
-                    for d in ast::named_children(statement).into_iter().filter(|c| c.kind() == "variable_declarator") {
+                    for d in
+                        ast::named_children(statement).into_iter().filter(|c| c.kind_name() == "variable_declarator")
+                    {
                         if d.field("name").is_none_or(|n| text(n, src) != local) {
                             continue;
                         }
@@ -1075,28 +1079,28 @@ impl<'a> Finder<'a> {
         };
         let mut func = ast::unwrap_expr(func);
         // `export const main = handleMessage`: the module's own function under another name.
-        if func.kind() == "identifier"
+        if func.kind_name() == "identifier"
             && let Some(node) = local_function(func)
         {
             func = node;
         }
         // wrapped: `middy(fn).use(...)`, `withTelemetry(async (event: SQSEvent) => ...)`
-        while func.kind() == "call_expression" {
+        while func.kind_name() == "call_expression" {
             let args = ast::arguments(func);
             if let Some(f) = args.iter().rev().find(|a| ast::is_function(**a)) {
                 func = *f;
                 break;
             }
-            let local = args.iter().rev().filter(|a| a.kind() == "identifier").find_map(|a| local_function(*a));
+            let local = args.iter().rev().filter(|a| a.kind_name() == "identifier").find_map(|a| local_function(*a));
             if let Some(node) = local {
                 func = node;
                 break;
             }
             match func
                 .field("function")
-                .filter(|f| f.kind() == "member_expression")
+                .filter(|f| f.kind_name() == "member_expression")
                 .and_then(|f| f.field("object"))
-                .filter(|o| o.kind() == "call_expression")
+                .filter(|o| o.kind_name() == "call_expression")
             {
                 Some(inner) => func = inner,
                 None => break,
@@ -1117,7 +1121,7 @@ impl<'a> Finder<'a> {
     /// A route module that re-exports its handler from another module.
     fn reexport(&mut self, node: Node, source: &str, path: &str, is_route: bool, is_pages_api: bool) {
         let src = self.src();
-        for clause in ast::named_children(node).into_iter().filter(|c| c.kind() == "export_clause") {
+        for clause in ast::named_children(node).into_iter().filter(|c| c.kind_name() == "export_clause") {
             for spec in ast::named_children(clause) {
                 let Some(imported) = spec.field("name") else { continue };
                 let exported = text(spec.field("alias").unwrap_or(imported), src);
@@ -1149,7 +1153,7 @@ impl<'a> Finder<'a> {
             return false;
         }
         let value = ast::unwrap_expr(value);
-        let (func, typed) = match value.kind() {
+        let (func, typed) = match value.kind_name() {
             "identifier" => {
                 let name = text(value, src);
                 let typed = ast::descendants_of_kind(self.file.root(), "variable_declarator").into_iter().any(|d| {
@@ -1175,7 +1179,7 @@ impl<'a> Finder<'a> {
     /// a Vercel `api/` file), and Lambdas: `exports.handler = async (event) => ...`.
     fn commonjs_export(&mut self, node: Node, path: &str, is_pages_api: bool, is_function_dir: bool) {
         let src = self.src();
-        let Some(assign) = node.named_child(0).filter(|n| n.kind() == "assignment_expression") else {
+        let Some(assign) = node.named_child(0).filter(|n| n.kind_name() == "assignment_expression") else {
             return;
         };
         let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
@@ -1218,11 +1222,11 @@ impl<'a> Finder<'a> {
             let chained = chained_route(call, src);
             let route = match ast::string_value(args[0], src) {
                 Some(r) => r,
-                None if args[0].kind() == "template_string" => text(args[0], src).to_string(),
+                None if args[0].kind_name() == "template_string" => text(args[0], src).to_string(),
                 None => match chained.clone() {
                     Some(r) => r,
                     // app.post(WEBHOOK_PATH, handler), app.post(paths.stripeHook, handler)
-                    None if matches!(args[0].kind(), "identifier" | "member_expression")
+                    None if matches!(args[0].kind_name(), "identifier" | "member_expression")
                         && path_constant(text(args[0], src)) =>
                     {
                         text(args[0], src).to_string()
@@ -1237,7 +1241,7 @@ impl<'a> Finder<'a> {
             let mut framework = self.http_framework();
             let mut handler = *args.last().unwrap();
             // fastify.post(path, { config, handler }): only Fastify takes its handler in options
-            if handler.kind() == "object"
+            if handler.kind_name() == "object"
                 && let Some(h) = ast::object_property(handler, "handler", src)
             {
                 handler = h;
@@ -1260,7 +1264,7 @@ impl<'a> Finder<'a> {
                 let hint = format!("{route} {file_path}");
                 self.push(args[0], format!("{} {route}", method.to_ascii_uppercase()), framework, &hint);
             } else if (file_path.contains("/pages/api/") || file_path.starts_with("pages/api/"))
-                && (ast::is_function(args[0]) || args[0].kind() == "identifier")
+                && (ast::is_function(args[0]) || args[0].kind_name() == "identifier")
             {
                 // next-connect: nc().use(mw).post(handler), router.post(handler) in pages/api
                 let name = format!("{} ({})", method.to_ascii_uppercase(), short_path(&file_path));
@@ -1271,7 +1275,7 @@ impl<'a> Finder<'a> {
         match (method.as_str(), path.len()) {
             // fastify.route({ method: 'POST', url, handler })
             ("route", n) if n >= 2 => {
-                if let Some(opts) = args.first().filter(|a| a.kind() == "object")
+                if let Some(opts) = args.first().filter(|a| a.kind_name() == "object")
                     && let Some(h) = ast::object_property(*opts, "handler", src)
                 {
                     let url = ast::object_property(*opts, "url", src)
@@ -1307,10 +1311,10 @@ impl<'a> Finder<'a> {
                 }
             }
             ("run", n) if n >= 2 => {
-                if let Some(opts) = args.first().filter(|a| a.kind() == "object") {
+                if let Some(opts) = args.first().filter(|a| a.kind_name() == "object") {
                     for key in ["eachMessage", "eachBatch"] {
                         if let Some(f) = ast::object_property(*opts, key, src) {
-                            let f = if f.kind() == "method_definition" { f } else { ast::unwrap_expr(f) };
+                            let f = if f.kind_name() == "method_definition" { f } else { ast::unwrap_expr(f) };
                             self.push(f, format!("kafka {key} ({})", short_path(&file_path)), Framework::Kafka, "");
                         }
                     }
@@ -1319,10 +1323,10 @@ impl<'a> Finder<'a> {
             // sqs-consumer: `Consumer.create({ queueUrl, handleMessage })` deletes the message
             // when the handler resolves; a throw leaves it to come back after the visibility timeout.
             ("create", 2) if path[0] == "Consumer" && self.file.text.contains("sqs-consumer") => {
-                if let Some(opts) = args.first().filter(|a| a.kind() == "object") {
+                if let Some(opts) = args.first().filter(|a| a.kind_name() == "object") {
                     for key in ["handleMessage", "handleMessageBatch"] {
                         if let Some(f) = ast::object_property(*opts, key, src) {
-                            let f = if f.kind() == "method_definition" { f } else { ast::unwrap_expr(f) };
+                            let f = if f.kind_name() == "method_definition" { f } else { ast::unwrap_expr(f) };
                             let name = format!("sqs-consumer {key} ({})", short_path(&file_path));
                             self.push(f, name, Framework::SqsPolling, "");
                         }
@@ -1363,7 +1367,7 @@ impl<'a> Finder<'a> {
                 if let Some(f) = args.last() {
                     let id = args
                         .first()
-                        .filter(|a| a.kind() == "object")
+                        .filter(|a| a.kind_name() == "object")
                         .and_then(|o| ast::object_property(*o, "id", src))
                         .and_then(|v| ast::string_value(v, src))
                         .unwrap_or_default();
@@ -1371,13 +1375,13 @@ impl<'a> Finder<'a> {
                 }
             }
             ("task" | "schematask", _) if self.file.text.contains("@trigger.dev") => {
-                if let Some(opts) = args.first().filter(|a| a.kind() == "object")
+                if let Some(opts) = args.first().filter(|a| a.kind_name() == "object")
                     && let Some(run) = ast::object_property(*opts, "run", src)
                 {
                     let id = ast::object_property(*opts, "id", src)
                         .and_then(|v| ast::string_value(v, src))
                         .unwrap_or_default();
-                    let run = if run.kind() == "method_definition" { run } else { ast::unwrap_expr(run) };
+                    let run = if run.kind_name() == "method_definition" { run } else { ast::unwrap_expr(run) };
                     self.push(run, format!("trigger.dev task {id}"), Framework::TriggerDev, "");
                 }
             }
@@ -1392,7 +1396,7 @@ impl<'a> Finder<'a> {
                 // also through a variable: `const cmd = new ReceiveMessageCommand(...); sqs.send(cmd)`
                 let receive = |a: &Node| {
                     text(*a, src).contains("ReceiveMessageCommand")
-                        || a.kind() == "identifier"
+                        || a.kind_name() == "identifier"
                             && ast::enclosing_function(call).is_some_and(|f| {
                                 let decl = format!("{} = new ReceiveMessageCommand", text(*a, src));
                                 text(f, src).contains(&decl)
@@ -1426,7 +1430,7 @@ impl<'a> Finder<'a> {
     fn openapi_route(&mut self, definition: Node, func: Node, file_path: &str) {
         let src = self.src();
         let definition = match ast::unwrap_expr(definition) {
-            d if d.kind() == "identifier" => {
+            d if d.kind_name() == "identifier" => {
                 match ast::find_binding_init(self.file.root(), text(d, src), src, usize::MAX) {
                     Some(init) => ast::unwrap_expr(init),
                     None => return,
@@ -1434,10 +1438,10 @@ impl<'a> Finder<'a> {
             }
             d => d,
         };
-        let Some(options) = (definition.kind() == "call_expression")
+        let Some(options) = (definition.kind_name() == "call_expression")
             .then(|| ast::arguments(definition).into_iter().next())
             .flatten()
-            .filter(|o| o.kind() == "object")
+            .filter(|o| o.kind_name() == "object")
         else {
             return;
         };
@@ -1459,10 +1463,10 @@ impl<'a> Finder<'a> {
         let src = self.src();
         let mut object = call.field("function").and_then(|f| f.field("object"));
         let mut route = None;
-        while let Some(link) = object.filter(|o| o.kind() == "call_expression") {
-            let callee = link.field("function").filter(|f| f.kind() == "member_expression");
+        while let Some(link) = object.filter(|o| o.kind_name() == "call_expression") {
+            let callee = link.field("function").filter(|f| f.kind_name() == "member_expression");
             if route.is_none() && callee.and_then(|c| c.field("property")).is_some_and(|p| text(p, src) == "route") {
-                route = ast::arguments(link).first().copied().filter(|a| a.kind() == "object");
+                route = ast::arguments(link).first().copied().filter(|a| a.kind_name() == "object");
             }
             object = callee.and_then(|c| c.field("object"));
         }
@@ -1503,7 +1507,7 @@ impl<'a> Finder<'a> {
         }) else {
             return;
         };
-        if !ast::ancestors(call).any(|a| a.kind() == "export_statement") {
+        if !ast::ancestors(call).any(|a| a.kind_name() == "export_statement") {
             return;
         }
         // strip the extension, then the method suffix
@@ -1521,9 +1525,9 @@ impl<'a> Finder<'a> {
         let Some(mut func) = ast::arguments(call).first().copied().map(ast::unwrap_expr) else {
             return;
         };
-        if func.kind() == "object" {
+        if func.kind_name() == "object" {
             match ast::object_property(func, "handler", src) {
-                Some(h) => func = if h.kind() == "method_definition" { h } else { ast::unwrap_expr(h) },
+                Some(h) => func = if h.kind_name() == "method_definition" { h } else { ast::unwrap_expr(h) },
                 None => return,
             }
         }
@@ -1557,13 +1561,13 @@ impl<'a> Finder<'a> {
         let src = self.src();
         method
             .parent()
-            .filter(|o| o.kind() == "object")
+            .filter(|o| o.kind_name() == "object")
             .and_then(|o| {
                 ast::ancestors(o).find(|a| {
-                    !matches!(a.kind(), "satisfies_expression" | "as_expression" | "parenthesized_expression")
+                    !matches!(a.kind_name(), "satisfies_expression" | "as_expression" | "parenthesized_expression")
                 })
             })
-            .is_some_and(|e| e.kind() == "export_statement" && text(e, src).starts_with("export default"))
+            .is_some_and(|e| e.kind_name() == "export_statement" && text(e, src).starts_with("export default"))
     }
 
     fn new_expr(&mut self, node: Node) {
@@ -1604,7 +1608,7 @@ impl<'a> Finder<'a> {
     fn passed_in(&self, param: Node) -> Vec<(Span, Arc<SourceFile>, Option<String>)> {
         let src = self.src();
         let param = ast::unwrap_expr(param);
-        if param.kind() != "identifier" {
+        if param.kind_name() != "identifier" {
             return Vec::new();
         }
         let Some(factory) = ast::enclosing_function(param) else { return Vec::new() };
@@ -1634,7 +1638,7 @@ impl<'a> Finder<'a> {
                 let label = args.iter().find_map(|a| ast::string_value(*a, caller_src));
                 if ast::is_function(arg) {
                     found.push((Span::of(arg), file.clone(), label));
-                } else if arg.kind() == "identifier"
+                } else if arg.kind_name() == "identifier"
                     && let Some(def) = self.resolve_function_in(&file, text(arg, caller_src))
                 {
                     found.push((def.span, def.file, label));
@@ -1649,12 +1653,12 @@ impl<'a> Finder<'a> {
     fn sandboxed_processor(&self, arg: Node) -> Option<project::FunctionDef> {
         let src = self.src();
         let mut value = ast::unwrap_expr(arg);
-        if value.kind() == "identifier" {
+        if value.kind_name() == "identifier" {
             let name = text(value, src);
             let mut found = None;
             ast::walk(self.file.root(), &mut |n| {
                 if found.is_none()
-                    && n.kind() == "variable_declarator"
+                    && n.kind_name() == "variable_declarator"
                     && n.field("name").is_some_and(|x| text(x, src) == name)
                 {
                     found = n.field("value");
@@ -1663,7 +1667,7 @@ impl<'a> Finder<'a> {
             });
             value = ast::unwrap_expr(found?);
         }
-        if ast::is_function(value) || value.kind() == "identifier" {
+        if ast::is_function(value) || value.kind_name() == "identifier" {
             return None;
         }
         let mut last = None;
@@ -1710,7 +1714,7 @@ impl<'a> Finder<'a> {
             }
             return;
         }
-        let class = ast::ancestors(method).find(|a| matches!(a.kind(), "class_declaration" | "class"));
+        let class = ast::ancestors(method).find(|a| matches!(a.kind_name(), "class_declaration" | "class"));
         let class_decorators: Vec<String> =
             class.map(|c| decorators_of(c).into_iter().map(|d| text(d, src).to_string()).collect()).unwrap_or_default();
         if let Some(post) = decorators.iter().find(|d| d.starts_with("@Post")) {
@@ -1817,7 +1821,7 @@ fn wrapped_function<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
     if ast::is_function(value) {
         return Some(value);
     }
-    if value.kind() != "call_expression" {
+    if value.kind_name() != "call_expression" {
         return None;
     }
     let wrapper = value.field("function").map(|f| text(f, src)).unwrap_or("");
@@ -1831,7 +1835,7 @@ fn wrapped_function<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
 /// `middy(fn)`, `withLambda...(fn)`.
 fn lambda_wrapper(value: Node, src: &str) -> bool {
     let value = ast::unwrap_expr(value);
-    value.kind() == "call_expression"
+    value.kind_name() == "call_expression"
         && value
             .field("function")
             .is_some_and(|f| crate::regex!(r"(?i)lambda|wraphandler|\bmiddy\b").is_match(text(f, src)))
@@ -1840,9 +1844,11 @@ fn lambda_wrapper(value: Node, src: &str) -> bool {
 /// The JSDoc comment right above a function's declaration (`/** @param {SQSEvent} event */`),
 /// the only type a JavaScript Lambda states.
 fn jsdoc_above<'s>(func: Node, src: &'s str) -> Option<&'s str> {
-    let declaration =
-        ast::ancestors(func).take_while(|a| !matches!(a.kind(), "program" | "statement_block")).last().unwrap_or(func);
-    let comment = declaration.prev_named_sibling().filter(|c| c.kind() == "comment")?;
+    let declaration = ast::ancestors(func)
+        .take_while(|a| !matches!(a.kind_name(), "program" | "statement_block"))
+        .last()
+        .unwrap_or(func);
+    let comment = declaration.prev_named_sibling().filter(|c| c.kind_name() == "comment")?;
     let between = &src[comment.end_byte()..declaration.start_byte()];
     (text(comment, src).starts_with("/**") && between.trim().is_empty()).then(|| text(comment, src))
 }
@@ -1853,7 +1859,7 @@ fn jsdoc_above<'s>(func: Node, src: &'s str) -> Option<&'s str> {
 fn returns_received_messages(call: Node, src: &str) -> bool {
     let Some(func) = ast::enclosing_function(call) else { return false };
     let Some(declarator) =
-        ast::ancestors(call).take_while(|a| a.id() != func.id()).find(|a| a.kind() == "variable_declarator")
+        ast::ancestors(call).take_while(|a| a.id() != func.id()).find(|a| a.kind_name() == "variable_declarator")
     else {
         return false;
     };
@@ -1901,7 +1907,7 @@ fn checks_signed_in_user(func: Node, file: &Arc<SourceFile>) -> bool {
     gate(text(func, src))
         || ast::calls_in(func, false).into_iter().any(|call| {
             call.field("function")
-                .filter(|f| f.kind() == "identifier")
+                .filter(|f| f.kind_name() == "identifier")
                 .and_then(|f| project::local_function(file, text(f, src)))
                 .is_some_and(|def| def.node().is_some_and(|helper| gate(text(helper, src))))
         })
@@ -2006,15 +2012,15 @@ pub fn short_path(path: &str) -> String {
 }
 
 pub(crate) fn decorators_of(node: Node) -> Vec<Node> {
-    let mut out: Vec<Node> = ast::named_children(node).into_iter().filter(|c| c.kind() == "decorator").collect();
+    let mut out: Vec<Node> = ast::named_children(node).into_iter().filter(|c| c.kind_name() == "decorator").collect();
     // Decorators may also precede the member as siblings.
     let mut prev = node.prev_named_sibling();
-    while let Some(p) = prev.filter(|p| p.kind() == "decorator") {
+    while let Some(p) = prev.filter(|p| p.kind_name() == "decorator") {
         out.push(p);
         prev = p.prev_named_sibling();
     }
-    if let Some(parent) = node.parent().filter(|p| p.kind() == "export_statement") {
-        out.extend(ast::named_children(parent).into_iter().filter(|c| c.kind() == "decorator"));
+    if let Some(parent) = node.parent().filter(|p| p.kind_name() == "export_statement") {
+        out.extend(ast::named_children(parent).into_iter().filter(|c| c.kind_name() == "decorator"));
     }
     out
 }
@@ -2025,7 +2031,7 @@ fn built_by_chain(call: Node, src: &str) -> bool {
     let Some(receiver) = call.field("function").and_then(|f| f.field("object")).map(ast::unwrap_expr) else {
         return false;
     };
-    receiver.kind() == "call_expression"
+    receiver.kind_name() == "call_expression"
         && receiver
             .field("function")
             .and_then(|f| f.field("property"))
@@ -2047,20 +2053,21 @@ fn path_constant(name: &str) -> bool {
 /// a constant naming one (`QUEUE_NAME`, `JobType.SendEmail`, `queueName`, `concurrency`). A
 /// variable holding data (`ids`, `batch`) is no such option.
 fn queue_option_arg(arg: Node, src: &str) -> bool {
-    match arg.kind() {
+    match arg.kind_name() {
         "string" | "template_string" | "number" => true,
         "identifier" | "member_expression" => {
             let name = text(arg, src);
             let last = name.rsplit('.').next().unwrap_or(name).trim();
             let constant = last.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
             // an enum member: `JobType.SendEmail`
-            let enum_member = arg.kind() == "member_expression" && name.starts_with(|c: char| c.is_ascii_uppercase());
+            let enum_member =
+                arg.kind_name() == "member_expression" && name.starts_with(|c: char| c.is_ascii_uppercase());
             let lower = last.to_ascii_lowercase();
             constant
                 || enum_member
                 || lower.ends_with("name")
                 || lower.contains("concurren")
-                || (arg.kind() == "identifier" && bound_to_count_or_name(arg, src))
+                || (arg.kind_name() == "identifier" && bound_to_count_or_name(arg, src))
         }
         _ => false,
     }
@@ -2076,12 +2083,12 @@ fn bound_to_count_or_name(name: Node, src: &str) -> bool {
     let Some(init) = ast::find_binding_init(root, text(name, src), src, name.start_byte()) else { return false };
     let literal_or_parsed = |n: Node| {
         let n = ast::unwrap_expr(n);
-        matches!(n.kind(), "number" | "string" | "template_string")
-            || (n.kind() == "call_expression"
+        matches!(n.kind_name(), "number" | "string" | "template_string")
+            || (n.kind_name() == "call_expression"
                 && matches!(ast::callee_name(n, src).as_deref(), Some("Number" | "parseInt" | "parseFloat")))
     };
     let init = ast::unwrap_expr(init);
-    match init.kind() {
+    match init.kind_name() {
         "binary_expression" => ast::named_children(init).into_iter().all(literal_or_parsed),
         _ => literal_or_parsed(init),
     }
@@ -2092,8 +2099,10 @@ fn chained_route(call: Node, src: &str) -> Option<String> {
     // `router.route(path).get(h).post(h)`: past the other methods of the chain
     let mut route_call = call;
     loop {
-        route_call =
-            route_call.field("function").and_then(|f| f.field("object")).filter(|o| o.kind() == "call_expression")?;
+        route_call = route_call
+            .field("function")
+            .and_then(|f| f.field("object"))
+            .filter(|o| o.kind_name() == "call_expression")?;
         match ast::callee_name(route_call, src).as_deref() {
             Some("route") => break,
             Some("get" | "post" | "put" | "patch" | "delete" | "all" | "head" | "options") => continue,
@@ -2102,7 +2111,7 @@ fn chained_route(call: Node, src: &str) -> Option<String> {
     }
     // `router.route(path)` in a route helper: the path is the helper's parameter
     ast::arguments(route_call).first().and_then(|a| {
-        ast::string_value(*a, src).or_else(|| (a.kind() == "identifier").then(|| text(*a, src).to_string()))
+        ast::string_value(*a, src).or_else(|| (a.kind_name() == "identifier").then(|| text(*a, src).to_string()))
     })
 }
 
@@ -2111,8 +2120,8 @@ fn bound_name(func: Node, src: &str) -> Option<String> {
     if let Some(name) = func.field("name") {
         return Some(text(name, src).to_string());
     }
-    let declarator = ast::parent(func).filter(|p| p.kind() == "variable_declarator")?;
-    let name = declarator.field("name").filter(|n| n.kind() == "identifier")?;
+    let declarator = ast::parent(func).filter(|p| p.kind_name() == "variable_declarator")?;
+    let name = declarator.field("name").filter(|n| n.kind_name() == "identifier")?;
     Some(text(name, src).to_string())
 }
 
@@ -2173,14 +2182,15 @@ fn request_response(
     params: &[String],
 ) -> (Option<String>, Option<String>) {
     let first = ast::parameter(func, 0);
-    let first_name = first.filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string());
+    let first_name = first.filter(|p| p.kind_name() == "identifier").map(|p| text(p, src).to_string());
     match framework {
-        Framework::Express | Framework::NextPagesApi | Framework::Fastify => {
-            (first_name, ast::parameter(func, 1).filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string()))
-        }
+        Framework::Express | Framework::NextPagesApi | Framework::Fastify => (
+            first_name,
+            ast::parameter(func, 1).filter(|p| p.kind_name() == "identifier").map(|p| text(p, src).to_string()),
+        ),
         Framework::Koa => (first_name.clone(), first_name),
         Framework::ConvexHttp => {
-            (ast::parameter(func, 1).filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string()), None)
+            (ast::parameter(func, 1).filter(|p| p.kind_name() == "identifier").map(|p| text(p, src).to_string()), None)
         }
         Framework::Hono => (first_name, None),
         Framework::SvelteKit | Framework::Remix => {
@@ -2201,16 +2211,16 @@ fn request_response(
 /// `httpAction(async (ctx, request) => ...)` (Convex): the function it wraps.
 fn convex_http_action<'t>(value: Node<'t>, src: &str) -> Option<Node<'t>> {
     let call = ast::unwrap_expr(value);
-    (call.kind() == "call_expression")
+    (call.kind_name() == "call_expression")
         .then_some(())
         .and_then(|_| call.field("function"))
-        .filter(|f| f.kind() == "identifier" && text(*f, src) == "httpAction")?;
+        .filter(|f| f.kind_name() == "identifier" && text(*f, src) == "httpAction")?;
     ast::arguments(call).into_iter().find(|a| ast::is_function(*a))
 }
 
 /// `"push"`, `"pull_request.closed"` or a list of them: GitHub event names as Probot takes them.
 fn github_event_names(arg: Node, src: &str) -> bool {
-    let names: Vec<Node> = if arg.kind() == "array" { ast::named_children(arg) } else { vec![arg] };
+    let names: Vec<Node> = if arg.kind_name() == "array" { ast::named_children(arg) } else { vec![arg] };
     !names.is_empty()
         && names
             .iter()

@@ -5,6 +5,7 @@ use super::handlers::{Framework, Handler};
 use super::providers::{EventKey, Provider};
 use crate::config::Config;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 /// The event key of a handler, or None where it cannot be determined (the fix then asks for a
@@ -20,18 +21,19 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
         let body = event_variable(func, src, handler)?;
         return Some(EventKey::new(provider, format!("${{{body}.{field}}}")));
     }
-    let first_param = || ast::parameter(func, 0).filter(|p| p.kind() == "identifier").map(|p| text(p, src).to_string());
+    let first_param =
+        || ast::parameter(func, 0).filter(|p| p.kind_name() == "identifier").map(|p| text(p, src).to_string());
     let template = match provider {
         // Octokit passes `{ id, name, payload }`: `id` is the x-github-delivery header.
         Provider::Github if handler.framework == Framework::Octokit => match ast::parameter(func, 0)? {
-            p if p.kind() == "object_pattern" => {
+            p if p.kind_name() == "object_pattern" => {
                 ast::parameter_names(func, src).iter().any(|n| n == "id").then(|| "${id}".to_string())?
             }
             _ => format!("${{{}.id}}", first_param()?),
         },
         // `callback: async (topic, shop, body, webhookId)`: the X-Shopify-Webhook-Id
         Provider::Shopify if handler.framework == Framework::ShopifyWebhook => {
-            let id = ast::parameter(func, 3).filter(|p| p.kind() == "identifier")?;
+            let id = ast::parameter(func, 3).filter(|p| p.kind_name() == "identifier")?;
             format!("${{{}}}", text(id, src))
         }
         Provider::Github
@@ -105,7 +107,7 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
         }
         Provider::Kafka => {
             let p = ast::parameter(func, 0)?;
-            if p.kind() == "object_pattern" {
+            if p.kind_name() == "object_pattern" {
                 let names = ast::parameter_names(func, src);
                 let has = |n: &str| names.iter().any(|x| x == n);
                 if !(has("topic") && has("partition") && has("message")) {
@@ -132,7 +134,7 @@ pub fn event_key(handler: &Handler, func: Node, config: &Config) -> Option<Event
             if ast::parameter_names(func, src).iter().any(|n| n == "ctx") {
                 "${ctx.run.id}".to_string()
             } else {
-                let second = ast::parameter(func, 1).filter(|p| p.kind() == "identifier")?;
+                let second = ast::parameter(func, 1).filter(|p| p.kind_name() == "identifier")?;
                 format!("${{{}.ctx.run.id}}", text(second, src))
             }
         }
@@ -151,7 +153,7 @@ pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String
         }
     };
     ast::walk(func, &mut |n| {
-        let (name, value) = match n.kind() {
+        let (name, value) = match n.kind_name() {
             "variable_declarator" => (n.field("name"), n.field("value")),
             "assignment_expression" => (n.field("left"), n.field("right")),
             _ => return true,
@@ -159,7 +161,7 @@ pub fn event_variable(func: Node, src: &str, handler: &Handler) -> Option<String
         let (Some(name), Some(value)) = (name, value) else {
             return true;
         };
-        if name.kind() != "identifier" {
+        if name.kind_name() != "identifier" {
             return true;
         }
         let value_text = text(ast::unwrap_expr(value), src);
@@ -214,33 +216,33 @@ fn loop_variable(func: Node, src: &str, collections: &[&str]) -> Option<String> 
         if found.is_some() {
             return false;
         }
-        if n.kind() == "for_in_statement"
+        if n.kind_name() == "for_in_statement"
             && let (Some(left), Some(right)) = (n.field("left"), n.field("right"))
             && collections.iter().any(|c| text(right, src).ends_with(c))
         {
             let mut names = Vec::new();
             ast::bound_names(left, src, &mut names);
-            if left.kind() == "identifier" || names.len() == 1 {
+            if left.kind_name() == "identifier" || names.len() == 1 {
                 found = names.into_iter().next();
             }
         }
-        if n.kind() == "call_expression"
+        if n.kind_name() == "call_expression"
             && let Some(f) = n.field("function")
-            && f.kind() == "member_expression"
+            && f.kind_name() == "member_expression"
             && f.field("object").is_some_and(|o| collections.iter().any(|c| text(o, src).ends_with(c)))
             && let Some(cb) = ast::arguments(n).into_iter().find(|a| ast::is_function(*a))
-            && let Some(p) = ast::parameter(cb, 0).filter(|p| p.kind() == "identifier")
+            && let Some(p) = ast::parameter(cb, 0).filter(|p| p.kind_name() == "identifier")
         {
             found = Some(text(p, src).to_string());
         }
         // `const records = event.Records || []; ... const record = records[i]`
-        if n.kind() == "variable_declarator"
+        if n.kind_name() == "variable_declarator"
             && let (Some(name), Some(value)) = (n.field("name"), n.field("value"))
-            && name.kind() == "identifier"
-            && value.kind() == "subscript_expression"
+            && name.kind_name() == "identifier"
+            && value.kind_name() == "subscript_expression"
             && let Some(obj) = value.field("object")
             && (collections.iter().any(|c| text(obj, src).ends_with(c))
-                || obj.kind() == "identifier" && {
+                || obj.kind_name() == "identifier" && {
                     let decl = format!("{} = ", text(obj, src));
                     text(func, src).split(&decl).skip(1).any(|rest| {
                         let line = rest.lines().next().unwrap_or("");
@@ -259,10 +261,10 @@ fn loop_variable(func: Node, src: &str, collections: &[&str]) -> Option<String> 
 fn nest_header_param(func: Node, src: &str, header: &str) -> Option<String> {
     let params = func.field("parameters")?;
     for param in ast::named_children(params) {
-        let Some(decorator) = ast::named_children(param).into_iter().find(|c| c.kind() == "decorator") else {
+        let Some(decorator) = ast::named_children(param).into_iter().find(|c| c.kind_name() == "decorator") else {
             continue;
         };
-        let Some(call) = decorator.named_child(0).filter(|c| c.kind() == "call_expression") else { continue };
+        let Some(call) = decorator.named_child(0).filter(|c| c.kind_name() == "call_expression") else { continue };
         if ast::callee_path(call, src) != ["Headers"] {
             continue;
         }
@@ -285,9 +287,9 @@ fn shopify_webhook_id(func: Node, src: &str) -> Option<String> {
     let mut found = None;
     ast::walk(func, &mut |n| {
         if found.is_none()
-            && n.kind() == "variable_declarator"
+            && n.kind_name() == "variable_declarator"
             && let (Some(name), Some(value)) = (n.field("name"), n.field("value"))
-            && name.kind() == "identifier"
+            && name.kind_name() == "identifier"
             && text(value, src).contains("authenticate.webhook(")
         {
             found = Some(format!("{}.webhookId", text(name, src)));
@@ -299,51 +301,52 @@ fn shopify_webhook_id(func: Node, src: &str) -> Option<String> {
 
 /// `const { id: eventId, type } = <call containing marker>` → the local name bound to `field`.
 fn destructured_field(func: Node, src: &str, marker: &str, field: &str) -> Option<String> {
-    let mut found = None;
-    ast::walk(func, &mut |n| {
-        if found.is_none()
-            && n.kind() == "variable_declarator"
-            && let (Some(name), Some(value)) = (n.field("name"), n.field("value"))
-            && name.kind() == "object_pattern"
-            && text(value, src).contains(marker)
-        {
-            for prop in ast::named_children(name) {
-                match prop.kind() {
-                    "shorthand_property_identifier_pattern" if text(prop, src) == field => {
-                        found = Some(field.to_string());
-                    }
-                    "object_assignment_pattern" if prop.field("left").is_some_and(|l| text(l, src) == field) => {
-                        found = Some(field.to_string());
-                    }
-                    "pair_pattern"
-                        if prop.field("key").is_some_and(|k| text(k, src) == field)
-                            && prop.field("value").is_some_and(|v| v.kind() == "identifier") =>
-                    {
-                        found = prop.field("value").map(|v| text(v, src).to_string());
-                    }
-                    _ => {}
+    // Only declarators matter: listing them by kind from the node list costs less than a walk
+    // that builds and asks every node.
+    for declarator in ast::descendants_of_kind(func, "variable_declarator") {
+        let (Some(name), Some(value)) = (declarator.field("name"), declarator.field("value")) else { continue };
+        if name.kind_name() != "object_pattern" || !text(value, src).contains(marker) {
+            continue;
+        }
+        let mut found = None;
+        for prop in ast::named_children(name) {
+            match prop.kind_name() {
+                "shorthand_property_identifier_pattern" if text(prop, src) == field => {
+                    found = Some(field.to_string());
                 }
+                "object_assignment_pattern" if prop.field("left").is_some_and(|l| text(l, src) == field) => {
+                    found = Some(field.to_string());
+                }
+                "pair_pattern"
+                    if prop.field("key").is_some_and(|k| text(k, src) == field)
+                        && prop.field("value").is_some_and(|v| v.kind_name() == "identifier") =>
+                {
+                    found = prop.field("value").map(|v| text(v, src).to_string());
+                }
+                _ => {}
             }
         }
-        found.is_none()
-    });
-    found
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
 }
 
 /// `const svixId = headerPayload.get("svix-id")` declared directly in the handler's body →
 /// `svixId` (the name the handler already has; a declaration in a nested block is out of scope).
 fn header_variable(func: Node, src: &str, header: &str) -> Option<String> {
-    let body = func.field("body").filter(|b| b.kind() == "statement_block")?;
+    let body = func.field("body").filter(|b| b.kind_name() == "statement_block")?;
     for stmt in ast::named_children(body) {
-        if !matches!(stmt.kind(), "lexical_declaration" | "variable_declaration") {
+        if !matches!(stmt.kind_name(), "lexical_declaration" | "variable_declaration") {
             continue;
         }
-        for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
+        for d in ast::named_children(stmt).into_iter().filter(|c| c.kind_name() == "variable_declarator") {
             let (Some(name), Some(value)) = (d.field("name"), d.field("value")) else {
                 continue;
             };
             let value = ast::unwrap_expr(value);
-            let reads = match value.kind() {
+            let reads = match value.kind_name() {
                 "call_expression" => {
                     let path = ast::callee_path(value, src);
                     let args = ast::arguments(value);
@@ -361,7 +364,7 @@ fn header_variable(func: Node, src: &str, header: &str) -> Option<String> {
                     .is_some_and(|h| h.eq_ignore_ascii_case(header)),
                 _ => false,
             };
-            if reads && name.kind() == "identifier" && kept_by_handler(body, text(name, src), src) {
+            if reads && name.kind_name() == "identifier" && kept_by_handler(body, text(name, src), src) {
                 return Some(text(name, src).to_string());
             }
         }
@@ -377,8 +380,8 @@ fn kept_by_handler(body: Node, name: &str, src: &str) -> bool {
         if kept {
             return false;
         }
-        if n.kind() == "identifier" && text(n, src) == name {
-            kept = ast::ancestors(n).take_while(|a| *a != body).any(|a| match a.kind() {
+        if n.kind_name() == "identifier" && text(n, src) == name {
+            kept = ast::ancestors(n).take_while(|a| *a != body).any(|a| match a.kind_name() {
                 "if_statement" => a.field("condition").is_some_and(|c| ast::contains(c, n)),
                 "call_expression" => {
                     a.field("function").is_some_and(|f| text(f, src).to_ascii_lowercase().contains("verify"))

@@ -12,6 +12,7 @@ use super::unique_writes;
 use crate::project::Project;
 use crate::source::{SourceFile, Span};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::collections::HashSet;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -81,7 +82,7 @@ pub fn mentions_key(node: Node, src: &str, func: Node, key: Option<&EventKey>) -
         if found {
             return false;
         }
-        if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
+        if matches!(n.kind_name(), "identifier" | "shorthand_property_identifier")
             && let Some(init) = ast::find_binding_init(func, text(n, src), src, node.start_byte())
         {
             let it = normalise(text(init, src));
@@ -134,8 +135,8 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
             "sadd" if first_mentions() || args.iter().any(|a| mentions_key(*a, src, func, key)) => {
                 // `if (await redis.sadd(...) === 0) return` is an atomic claim.
                 let used = ast::ancestors(call)
-                    .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
-                    .any(|a| matches!(a.kind(), "variable_declarator" | "if_statement" | "binary_expression"));
+                    .take_while(|a| !ast::is_function(*a) && a.kind_name() != "expression_statement")
+                    .any(|a| matches!(a.kind_name(), "variable_declarator" | "if_statement" | "binary_expression"));
                 marker(if used { MarkerOp::Claim } else { MarkerOp::Write }, false)
             }
             "get" | "exists" | "sismember" | "hexists" | "hget" | "smismember" | "getdel"
@@ -230,7 +231,8 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
     let mut model = path[path.len() - 2].trim_end_matches("()").to_string();
     if path[path.len() - 2].ends_with("()") {
         // Knex: knex("processed_events").insert(...) names the table in the inner call.
-        let inner = call.field("function").and_then(|f| f.field("object")).filter(|o| o.kind() == "call_expression");
+        let inner =
+            call.field("function").and_then(|f| f.field("object")).filter(|o| o.kind_name() == "call_expression");
         if let Some(table) = inner.and_then(|i| ast::arguments(i).first().and_then(|a| ast::string_value(*a, src))) {
             model = table;
         }
@@ -264,14 +266,14 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
 /// `last_attempt_at`): the row's completion is written elsewhere.
 fn counts_attempts_only(chain: Node, src: &str) -> bool {
     let mut link = Some(chain);
-    while let Some(call) = link.filter(|c| c.kind() == "call_expression") {
+    while let Some(call) = link.filter(|c| c.kind_name() == "call_expression") {
         if ast::callee_name(call, src).as_deref() == Some("update") {
-            let Some(values) = ast::arguments(call).first().copied().filter(|a| a.kind() == "object") else {
+            let Some(values) = ast::arguments(call).first().copied().filter(|a| a.kind_name() == "object") else {
                 return false;
             };
             let keys: Vec<&str> = ast::named_children(values)
                 .into_iter()
-                .filter(|p| p.kind() != "comment")
+                .filter(|p| p.kind_name() != "comment")
                 .map(|p| p.field("key").map_or_else(|| text(p, src), |k| text(k, src)))
                 .collect();
             return !keys.is_empty()
@@ -305,7 +307,7 @@ fn supabase_chain<'t>(
         .iter()
         .map(|p| p.trim_end_matches("()"))
         .find(|p| matches!(*p, "select" | "insert" | "upsert" | "update" | "delete"))?;
-    if call.parent().is_some_and(|p| p.kind() == "member_expression") {
+    if ast::parent(call).is_some_and(|p| p.kind_name() == "member_expression") {
         return Some(None);
     }
     // The `from("table")` call inside the chain.
@@ -313,7 +315,7 @@ fn supabase_chain<'t>(
     let table = loop {
         let object = inner.field("function").and_then(|f| f.field("object"))?;
         let object = ast::unwrap_expr(object);
-        if object.kind() != "call_expression" {
+        if object.kind_name() != "call_expression" {
             return None;
         }
         if ast::callee_name(object, src).as_deref() == Some("from") {
@@ -338,8 +340,8 @@ fn supabase_chain<'t>(
             // the unique violation is read back, so the insert is the claim.
             let after = &src[call.end_byte()..func.end_byte().max(call.end_byte())];
             let reads_violation = ast::ancestors(call)
-                .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
-                .any(|a| a.kind() == "variable_declarator")
+                .take_while(|a| !ast::is_function(*a) && a.kind_name() != "expression_statement")
+                .any(|a| a.kind_name() == "variable_declarator")
                 && crate::regex!(r#"23505|duplicate|unique"#)
                     .is_match(after.get(..after.len().min(600)).unwrap_or(after));
             if reads_violation { MarkerOp::Claim } else { insert_op(call, src, false) }
@@ -373,7 +375,7 @@ fn is_marker_table(name: &str, call: Node, src: &str, func: Node, key: Option<&E
 /// violation, or a conflict-ignoring insert whose result is read.
 fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
     let caught = ast::ancestors(call).take_while(|a| !ast::is_function(*a)).any(|a| {
-        a.kind() == "try_statement"
+        a.kind_name() == "try_statement"
             && a.field("handler").is_some_and(|h| {
                 let t = text(h, src);
                 ["P2002", "23505", "11000", "unique", "Unique", "duplicate", "Duplicate", "ER_DUP"]
@@ -382,8 +384,10 @@ fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
             })
     }) || is_followed_by_catch(call, src);
     let used = ast::ancestors(call)
-        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
-        .any(|a| matches!(a.kind(), "variable_declarator" | "if_statement" | "binary_expression" | "return_statement"));
+        .take_while(|a| !ast::is_function(*a) && a.kind_name() != "expression_statement")
+        .any(|a| {
+            matches!(a.kind_name(), "variable_declarator" | "if_statement" | "binary_expression" | "return_statement")
+        });
     if caught || (conflict_ignored && used) { MarkerOp::Claim } else { MarkerOp::Write }
 }
 
@@ -417,11 +421,11 @@ fn enclosing_catches(call: Node, callbacks: usize) -> impl Iterator<Item = Node>
         .take_while(move |a| {
             if ast::is_function(*a) {
                 crossed += 1;
-                return crossed <= callbacks && a.parent().is_some_and(|p| p.kind() == "arguments");
+                return crossed <= callbacks && ast::parent(a).is_some_and(|p| p.kind_name() == "arguments");
             }
             true
         })
-        .filter(move |a| a.kind() == "try_statement" && a.field("body").is_some_and(|b| ast::contains(b, call)))
+        .filter(move |a| a.kind_name() == "try_statement" && a.field("body").is_some_and(|b| ast::contains(b, call)))
         .filter_map(|t| t.field("handler"))
 }
 
@@ -443,12 +447,12 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
     // An `if` on the violation whose branch leaves the function.
     let leaves = |n: Node| {
         let ifs = std::iter::once(n)
-            .filter(|n| n.kind() == "if_statement")
+            .filter(|n| n.kind_name() == "if_statement")
             .chain(ast::descendants_of_kind(n, "if_statement"));
         ifs.into_iter().any(|i| {
             i.field("condition").is_some_and(|c| violation.is_match(text(c, src)))
                 && i.field("consequence").is_some_and(|b| {
-                    (matches!(b.kind(), "return_statement" | "continue_statement")
+                    (matches!(b.kind_name(), "return_statement" | "continue_statement")
                         || !ast::descendants_of_kind(b, "return_statement").is_empty()
                         || !ast::descendants_of_kind(b, "continue_statement").is_empty())
                         && !returns_row_read_back(b, src)
@@ -460,14 +464,14 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
     }
     // `.catch((e) => ...)` on the insert's promise.
     let caught = ast::parent(call)
-        .filter(|p| p.kind() == "member_expression")
+        .filter(|p| p.kind_name() == "member_expression")
         .and_then(ast::parent)
-        .filter(|g| g.kind() == "call_expression" && ast::callee_name(*g, src).as_deref() == Some("catch"));
+        .filter(|g| g.kind_name() == "call_expression" && ast::callee_name(*g, src).as_deref() == Some("catch"));
     if let Some(c) = caught {
         return leaves(c);
     }
     // `const { error } = await insert(...); if (error) { if (error.code === "23505") return ... }`
-    super::stmts::bound_and_read_next(call, |n| n.kind() == "if_statement" && leaves(n))
+    super::stmts::bound_and_read_next(call, |n| n.kind_name() == "if_statement" && leaves(n))
 }
 
 /// A violation branch that reads back the row which won the race and returns it (`const winner =
@@ -476,17 +480,18 @@ fn claims_by_violation(call: Node, src: &str) -> bool {
 fn returns_row_read_back(branch: Node, src: &str) -> bool {
     let awaited_call = |n: Node| {
         let n = ast::unwrap_expr(n);
-        let n = if n.kind() == "await_expression" { n.named_child(0).map(ast::unwrap_expr).unwrap_or(n) } else { n };
-        n.kind() == "call_expression"
+        let n =
+            if n.kind_name() == "await_expression" { n.named_child(0).map(ast::unwrap_expr).unwrap_or(n) } else { n };
+        n.kind_name() == "call_expression"
     };
     let returns: Vec<Node> = std::iter::once(branch)
-        .filter(|b| b.kind() == "return_statement")
+        .filter(|b| b.kind_name() == "return_statement")
         .chain(ast::descendants_of_kind(branch, "return_statement"))
         .collect();
     !returns.is_empty()
         && returns.iter().all(|r| {
             let Some(value) = r.named_child(0).map(ast::unwrap_expr) else { return false };
-            value.kind() == "identifier"
+            value.kind_name() == "identifier"
                 && ast::find_binding_init(branch, text(value, src), src, r.start_byte()).is_some_and(awaited_call)
         })
 }
@@ -494,17 +499,17 @@ fn returns_row_read_back(branch: Node, src: &str) -> bool {
 /// The call is the last link of its chain: no method is called on its result.
 fn is_outermost_link(call: Node) -> bool {
     ast::parent(call)
-        .filter(|p| p.kind() == "member_expression")
+        .filter(|p| p.kind_name() == "member_expression")
         .and_then(ast::parent)
-        .is_none_or(|g| g.kind() != "call_expression")
+        .is_none_or(|g| g.kind_name() != "call_expression")
 }
 
 /// `.catch((e) => { if (e.code === 'P2002') ... })` on the insert's promise.
 fn is_followed_by_catch(call: Node, src: &str) -> bool {
     ast::parent(call)
-        .filter(|p| p.kind() == "member_expression")
+        .filter(|p| p.kind_name() == "member_expression")
         .and_then(ast::parent)
-        .filter(|g| g.kind() == "call_expression")
+        .filter(|g| g.kind_name() == "call_expression")
         .is_some_and(|g| {
             let t = text(g, src);
             t.contains(".catch(") && ["P2002", "23505", "11000", "unique", "duplicate"].iter().any(|c| t.contains(c))
@@ -770,9 +775,9 @@ fn transaction_callback<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
         ast::is_function(*anc)
             && anc
                 .parent()
-                .filter(|p| p.kind() == "arguments")
+                .filter(|p| p.kind_name() == "arguments")
                 .and_then(ast::parent)
-                .is_some_and(|c| c.kind() == "call_expression" && guards::guard_call_kind(c, src).is_some())
+                .is_some_and(|c| c.kind_name() == "call_expression" && guards::guard_call_kind(c, src).is_some())
     })
 }
 
@@ -784,10 +789,10 @@ fn releases_on_failure(steps: &FunctionSteps, src: &str) -> bool {
         *step == Step::Marker(MarkerOp::Release)
             && (ast::enclosing_statement(*call).is_some_and(ast::followed_by_throw)
                 || ast::ancestors(*call).any(|a| {
-                    matches!(a.kind(), "catch_clause" | "finally_clause")
-                        || (a.kind() == "arguments"
+                    matches!(a.kind_name(), "catch_clause" | "finally_clause")
+                        || (a.kind_name() == "arguments"
                             && ast::parent(a).is_some_and(|c| {
-                                c.kind() == "call_expression"
+                                c.kind_name() == "call_expression"
                                     && ast::callee_name(c, src).is_some_and(|n| n == "catch" || n == "finally")
                             }))
                 }))
@@ -804,7 +809,8 @@ fn records_unfinished(marker: Node, src: &str) -> bool {
 
 /// The `if` that tests what the check read (`if (existing?.processed) return ...`).
 fn skip_decision<'t>(check: Node<'t>, func: Node<'t>, src: &str) -> Option<Node<'t>> {
-    let declarator = ast::ancestors(check).take_while(|a| *a != func).find(|a| a.kind() == "variable_declarator")?;
+    let declarator =
+        ast::ancestors(check).take_while(|a| *a != func).find(|a| a.kind_name() == "variable_declarator")?;
     let mut names = Vec::new();
     ast::bound_names(declarator.field("name")?, src, &mut names);
     ast::descendants_of_kind(func, "if_statement").into_iter().find(|i| {
@@ -977,15 +983,16 @@ fn upserted_then_first_time_work<'t>(
                 continue;
             };
             let cond = ast::unwrap_expr(cond);
-            let negated = (cond.kind() == "unary_expression" && cond.child(0).is_some_and(|o| text(o, src) == "!"))
-                .then(|| cond.field("argument"))
-                .flatten()
-                .filter(|a| a.kind() == "identifier");
+            let negated = (cond.kind_name() == "unary_expression"
+                && cond.child(0).is_some_and(|o| text(o, src) == "!"))
+            .then(|| cond.field("argument"))
+            .flatten()
+            .filter(|a| a.kind_name() == "identifier");
             let Some(subject) = negated else { continue };
             let Some(lookup) = ast::find_binding_init(func, text(subject, src), src, upsert.start_byte())
                 .map(ast::unwrap_expr)
-                .map(|i| if i.kind() == "await_expression" { i.named_child(0).unwrap_or(i) } else { i })
-                .filter(|i| i.kind() == "call_expression")
+                .map(|i| if i.kind_name() == "await_expression" { i.named_child(0).unwrap_or(i) } else { i })
+                .filter(|i| i.kind_name() == "call_expression")
             else {
                 continue;
             };
@@ -1073,7 +1080,7 @@ fn existence_checked_insert<'t>(
                 }
                 let init = ast::find_binding_init(func, name, src, stmt.start_byte())
                     .or_else(|| ast::find_destructured_init(func, name, src, stmt.start_byte()));
-                let init = init.map(ast::unwrap_expr).filter(|i| i.kind() == "call_expression")?;
+                let init = init.map(ast::unwrap_expr).filter(|i| i.kind_name() == "call_expression")?;
                 if let Some(resource) = table.strip_prefix(API_RESOURCE) {
                     return api_lookup(func, init, resource, src, stmt.start_byte());
                 }
@@ -1128,10 +1135,10 @@ fn unique_lookup_then_bare_insert(lookup: Node, insert: Node, by_unique_key: boo
 fn looks_up_by(lookup: Node, set: &[String], src: &str) -> bool {
     let Some(filter) = ast::arguments(lookup)
         .first()
-        .filter(|a| a.kind() == "object")
+        .filter(|a| a.kind_name() == "object")
         .and_then(|o| ast::object_property(*o, "where", src))
         .map(ast::unwrap_expr)
-        .filter(|w| w.kind() == "object")
+        .filter(|w| w.kind_name() == "object")
     else {
         return false;
     };
@@ -1145,7 +1152,7 @@ fn looks_up_by(lookup: Node, set: &[String], src: &str) -> bool {
 fn looks_up_a_fixed_row(lookup: Node, src: &str) -> bool {
     let mut filters = Vec::new();
     let mut cur = Some(lookup);
-    while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
+    while let Some(c) = cur.filter(|c| c.kind_name() == "call_expression") {
         let name = ast::callee_name(c, src).unwrap_or_default();
         let args = ast::arguments(c);
         if !matches!(name.as_str(), "from" | "table" | "select" | "selectFrom" | "limit" | "take" | "orderBy" | "order")
@@ -1153,18 +1160,18 @@ fn looks_up_a_fixed_row(lookup: Node, src: &str) -> bool {
             filters.extend(args);
         }
         let callee = c.field("function");
-        cur = callee.filter(|f| f.kind() == "member_expression").and_then(|f| f.field("object"));
+        cur = callee.filter(|f| f.kind_name() == "member_expression").and_then(|f| f.field("object"));
     }
     filters.into_iter().map(ast::unwrap_expr).all(|arg| {
-        let filter = if arg.kind() == "object" { ast::object_property(arg, "where", src) } else { None };
-        filter.map(ast::unwrap_expr).is_some_and(|w| w.kind() == "object" && only_constants(w))
+        let filter = if arg.kind_name() == "object" { ast::object_property(arg, "where", src) } else { None };
+        filter.map(ast::unwrap_expr).is_some_and(|w| w.kind_name() == "object" && only_constants(w))
     })
 }
 
 /// Whether every value in an object (nested objects included) is a literal.
 fn only_constants(object: Node) -> bool {
-    ast::named_children(object).into_iter().all(|pair| match pair.kind() {
-        "pair" => pair.field("value").map(ast::unwrap_expr).is_some_and(|v| match v.kind() {
+    ast::named_children(object).into_iter().all(|pair| match pair.kind_name() {
+        "pair" => pair.field("value").map(ast::unwrap_expr).is_some_and(|v| match v.kind_name() {
             "string" | "number" | "true" | "false" | "null" => true,
             "object" => only_constants(v),
             _ => false,
@@ -1178,7 +1185,7 @@ fn only_constants(object: Node) -> bool {
 /// names the row's primary key, the value the lookup looked for.
 fn same_primary_key(lookup: Node, insert: Node, src: &str) -> bool {
     let field = |call: Node, options: &str| {
-        let arg = ast::arguments(call).into_iter().next().filter(|a| a.kind() == "object")?;
+        let arg = ast::arguments(call).into_iter().next().filter(|a| a.kind_name() == "object")?;
         let id = ast::object_property(ast::object_property(arg, options, src)?, "id", src)?;
         Some(text(id, src).split_whitespace().collect::<String>())
     };
@@ -1188,7 +1195,7 @@ fn same_primary_key(lookup: Node, insert: Node, src: &str) -> bool {
 /// Whether a branch ends by leaving: its last statement returns, throws or continues.
 fn exits(branch: Node) -> bool {
     ast::last_statement(branch)
-        .is_some_and(|n| matches!(n.kind(), "return_statement" | "throw_statement" | "continue_statement"))
+        .is_some_and(|n| matches!(n.kind_name(), "return_statement" | "throw_statement" | "continue_statement"))
 }
 
 /// What a status test followed by a write of the same status field amounts to.
@@ -1262,8 +1269,8 @@ fn is_status_field(field: &str) -> bool {
 fn status_write(write: Node, field: &str, src: &str) -> Option<(String, bool)> {
     let in_where = |n: Node| {
         ast::ancestors(n).take_while(|a| a.id() != write.id()).any(|a| {
-            (a.kind() == "pair" && a.field("key").is_some_and(|k| text(k, src) == "where"))
-                || (a.kind() == "arguments"
+            (a.kind_name() == "pair" && a.field("key").is_some_and(|k| text(k, src) == "where"))
+                || (a.kind_name() == "arguments"
                     && ast::parent(a).is_some_and(|c| ast::callee_name(c, src).as_deref() == Some("where")))
         })
     };
@@ -1341,10 +1348,10 @@ fn status_markers<'t>(project: &Project, file: &Arc<SourceFile>, func: Node<'t>,
         let released = writes.iter().any(|w| {
             w.start_byte() > write.end_byte()
                 && status_write(*w, &test.field, src).is_some()
-                && ast::ancestors(*w).any(|a| matches!(a.kind(), "catch_clause" | "finally_clause"))
+                && ast::ancestors(*w).any(|a| matches!(a.kind_name(), "catch_clause" | "finally_clause"))
         });
         if work_after && !released {
-            let at = tx.and_then(|t| ast::ancestors(t).find(|a| a.kind() == "call_expression")).unwrap_or(write);
+            let at = tx.and_then(|t| ast::ancestors(t).find(|a| a.kind_name() == "call_expression")).unwrap_or(write);
             out.push(StatusMarker::RecordFirst { at });
         }
     }
@@ -1385,7 +1392,7 @@ fn api_lookup<'t>(func: Node<'t>, init: Node<'t>, resource: &str, src: &str, bef
     if matches!(ast::callee_name(init, src).as_deref(), Some("find" | "some" | "filter")) {
         let root = ast::callee_path(init, src).first()?.clone();
         let source = ast::find_binding_init(func, &root, src, before).map(ast::unwrap_expr)?;
-        return (source.kind() == "call_expression" && is_lookup(source)).then_some(init);
+        return (source.kind_name() == "call_expression" && is_lookup(source)).then_some(init);
     }
     None
 }
@@ -1402,7 +1409,7 @@ fn is_row_lookup(call: Node, src: &str) -> bool {
 /// `table`/`insertInto` in the chain, or the model of `client.model.op(...)`.
 pub fn table_of(call: Node, src: &str) -> Option<String> {
     let mut cur = Some(call);
-    while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
+    while let Some(c) = cur.filter(|c| c.kind_name() == "call_expression") {
         let callee = c.field("function")?;
         let name = ast::callee_name(c, src).unwrap_or_default();
         if matches!(name.as_str(), "from" | "insert" | "into" | "table" | "insertInto" | "insertOnUpdate")
@@ -1410,7 +1417,7 @@ pub fn table_of(call: Node, src: &str) -> Option<String> {
         {
             return Some(ast::string_value(*arg, src).unwrap_or_else(|| text(*arg, src).to_string()));
         }
-        cur = (callee.kind() == "member_expression").then(|| callee.field("object")).flatten();
+        cur = (callee.kind_name() == "member_expression").then(|| callee.field("object")).flatten();
     }
     let path = ast::callee_path(call, src);
     (path.len() >= 3 && path.iter().all(|p| !p.ends_with("()")))
@@ -1496,12 +1503,12 @@ fn constants_in(node: Node, src: &str) -> Vec<String> {
 fn marker_constant(node: Node, src: &str) -> Option<String> {
     let screaming =
         |s: &str| s.len() >= 3 && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-    match node.kind() {
+    match node.kind_name() {
         "member_expression" => {
             node.field("property").filter(|p| screaming(text(*p, src))).map(|_| text(node, src).to_string())
         }
         "identifier"
-            if screaming(text(node, src)) && ast::parent(node).is_none_or(|p| p.kind() != "member_expression") =>
+            if screaming(text(node, src)) && ast::parent(node).is_none_or(|p| p.kind_name() != "member_expression") =>
         {
             Some(text(node, src).to_string())
         }

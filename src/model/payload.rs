@@ -12,6 +12,7 @@ use super::ast::{self, text};
 use super::dedupe_keys;
 use super::effects::{self, Effect, EffectKind, Sdk};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 /// A value in an effect's payload that is new on every attempt.
@@ -114,10 +115,10 @@ fn find_in<'t>(
             found = Some(PerAttempt { shown: text(n, src).to_string(), why: "which is new on every call".into() });
             return false;
         }
-        match n.kind() {
+        match n.kind_name() {
             "member_expression" | "subscript_expression" => {
                 let root = chain_root(n);
-                if root.kind() != "identifier" {
+                if root.kind_name() != "identifier" {
                     return true;
                 }
                 let path = ast::member_path(n, src);
@@ -142,7 +143,7 @@ fn find_in<'t>(
 
 /// The object a member chain starts from: `order` in `order.items[0].name`.
 fn chain_root(mut n: Node) -> Node {
-    while matches!(n.kind(), "member_expression" | "subscript_expression" | "non_null_expression") {
+    while matches!(n.kind_name(), "member_expression" | "subscript_expression" | "non_null_expression") {
         match n.field("object").or_else(|| n.named_child(0)) {
             Some(o) => n = ast::unwrap_expr(o),
             None => break,
@@ -153,7 +154,7 @@ fn chain_root(mut n: Node) -> Node {
 
 /// The part of the chain `n` that ends at property `field`: `order.id` in `order.id.toString`.
 fn chain_prefix<'t>(mut n: Node<'t>, field: &str, src: &str) -> Option<Node<'t>> {
-    while matches!(n.kind(), "member_expression" | "subscript_expression") {
+    while matches!(n.kind_name(), "member_expression" | "subscript_expression") {
         if ast::member_path(n, src).last().is_some_and(|l| l == field) {
             return Some(n);
         }
@@ -201,7 +202,7 @@ struct Row<'t> {
 }
 
 fn inserted_row<'t>(init: Node<'t>, src: &str) -> Option<Row<'t>> {
-    if init.kind() != "call_expression" {
+    if init.kind_name() != "call_expression" {
         return None;
     }
     let effect = effects::classify(init, src, false)?;
@@ -210,7 +211,7 @@ fn inserted_row<'t>(init: Node<'t>, src: &str) -> Option<Row<'t>> {
     }
     let path = ast::callee_path(init, src);
     let last = path.last().map(|l| l.trim_end_matches("()")).unwrap_or("");
-    let first_object = ast::arguments(init).first().copied().filter(|a| a.kind() == "object");
+    let first_object = ast::arguments(init).first().copied().filter(|a| a.kind_name() == "object");
     let (written, wrapped) = match last {
         // Prisma (`data`; an upsert's `create` is what a first attempt inserts), or Mongoose and
         // Sequelize (`Model.create({ ... })`).
@@ -230,11 +231,11 @@ fn inserted_row<'t>(init: Node<'t>, src: &str) -> Option<Row<'t>> {
     };
     let selection = chain_call(init, &["returning"], src)
         .and_then(|c| ast::arguments(c).first().copied())
-        .filter(|a| a.kind() == "object")
+        .filter(|a| a.kind_name() == "object")
         .map(|o| {
             ast::named_children(o)
                 .into_iter()
-                .filter(|p| p.kind() == "pair")
+                .filter(|p| p.kind_name() == "pair")
                 .filter_map(|p| {
                     let key = p.field("key")?;
                     let column = ast::member_path(p.field("value")?, src).pop()?;
@@ -292,14 +293,14 @@ impl<'t> Row<'t> {
 fn chain_call<'t>(call: Node<'t>, names: &[&str], src: &str) -> Option<Node<'t>> {
     let mut cur = call;
     loop {
-        if cur.kind() == "call_expression" {
+        if cur.kind_name() == "call_expression" {
             let function = cur.field("function")?;
             let name = function.field("property").map(|p| text(p, src));
             if name.is_some_and(|n| names.contains(&n)) {
                 return Some(cur);
             }
             cur = function.field("object").map(ast::unwrap_expr)?;
-        } else if cur.kind() == "member_expression" {
+        } else if cur.kind_name() == "member_expression" {
             cur = cur.field("object").map(ast::unwrap_expr)?;
         } else {
             return None;
@@ -311,12 +312,12 @@ fn chain_call<'t>(call: Node<'t>, names: &[&str], src: &str) -> Option<Node<'t>>
 /// literal) leaves them unknown.
 fn object_fields<'t>(object: Node<'t>, src: &str) -> Option<Vec<(String, Node<'t>)>> {
     let object = ast::unwrap_expr(object);
-    if object.kind() != "object" {
+    if object.kind_name() != "object" {
         return None;
     }
     let mut out = Vec::new();
     for child in ast::named_children(object) {
-        match child.kind() {
+        match child.kind_name() {
             "pair" => {
                 let key = child.field("key")?;
                 let name = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());

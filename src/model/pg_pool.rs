@@ -5,6 +5,7 @@ use super::ast::{self, text};
 use crate::project::{self, Project};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -22,7 +23,7 @@ pub enum Receiver {
 pub fn receiver_kind(project: &Project, file: &Arc<SourceFile>, receiver: Node) -> Receiver {
     let src = &file.text;
     let receiver = ast::unwrap_expr(receiver);
-    match receiver.kind() {
+    match receiver.kind_name() {
         "identifier" => identifier_kind(project, file, receiver, text(receiver, src), 0),
         "member_expression" => {
             // this.pool / deps.db.pool: only the name is known.
@@ -47,7 +48,7 @@ fn by_name(name: &str) -> Receiver {
 /// What an initializer creates.
 fn init_kind(init: Node, src: &str) -> Receiver {
     let init = ast::unwrap_expr(init);
-    match init.kind() {
+    match init.kind_name() {
         "new_expression" => {
             let ctor = init.field("constructor").map(|c| text(c, src)).unwrap_or("");
             if ctor == "Pool" || ctor.ends_with(".Pool") {
@@ -105,10 +106,10 @@ fn identifier_kind(project: &Project, file: &Arc<SourceFile>, at: Node, name: &s
 fn exported_kind(project: &Project, file: &Arc<SourceFile>, name: &str, depth: usize) -> Receiver {
     let src = &file.text;
     for stmt in ast::named_children(file.root()) {
-        if stmt.kind() == "export_statement" && name == "default" {
+        if stmt.kind_name() == "export_statement" && name == "default" {
             if let Some(value) = stmt.field("value") {
                 let value = ast::unwrap_expr(value);
-                return if value.kind() == "identifier" {
+                return if value.kind_name() == "identifier" {
                     identifier_kind(project, file, value, text(value, src), depth)
                 } else {
                     value_kind(project, file, value, depth)
@@ -116,8 +117,8 @@ fn exported_kind(project: &Project, file: &Arc<SourceFile>, name: &str, depth: u
             }
         }
         // module.exports = { pool } / module.exports.pool = pool / exports.pool = new Pool()
-        if stmt.kind() == "expression_statement"
-            && let Some(assign) = stmt.named_child(0).filter(|n| n.kind() == "assignment_expression")
+        if stmt.kind_name() == "expression_statement"
+            && let Some(assign) = stmt.named_child(0).filter(|n| n.kind_name() == "assignment_expression")
             && let (Some(left), Some(right)) = (assign.field("left"), assign.field("right"))
         {
             let path = ast::member_path(left, src);
@@ -128,18 +129,18 @@ fn exported_kind(project: &Project, file: &Arc<SourceFile>, name: &str, depth: u
             }
             if path.last().is_some_and(|p| p == name) && path.last().is_some_and(|p| p != "exports") {
                 let right = ast::unwrap_expr(right);
-                return if right.kind() == "identifier" {
+                return if right.kind_name() == "identifier" {
                     identifier_kind(project, file, right, text(right, src), depth)
                 } else {
                     value_kind(project, file, right, depth)
                 };
             }
-            if right.kind() == "object"
+            if right.kind_name() == "object"
                 && name != "*"
                 && name != "default"
                 && let Some(v) = ast::object_property(right, name, src)
             {
-                return if matches!(v.kind(), "identifier" | "shorthand_property_identifier") {
+                return if matches!(v.kind_name(), "identifier" | "shorthand_property_identifier") {
                     identifier_kind(project, file, v, text(v, src), depth)
                 } else {
                     init_kind(v, src)
@@ -168,11 +169,11 @@ fn exported_kind(project: &Project, file: &Arc<SourceFile>, name: &str, depth: u
 fn value_kind(project: &Project, file: &Arc<SourceFile>, value: Node, depth: usize) -> Receiver {
     let src = &file.text;
     let value = ast::unwrap_expr(value);
-    if value.kind() == "object"
+    if value.kind_name() == "object"
         && let Some(query) = ast::object_property(value, "query", src)
     {
         let query = ast::unwrap_expr(query);
-        if query.kind() == "shorthand_property_identifier" {
+        if query.kind_name() == "shorthand_property_identifier" {
             return match project::local_function(file, text(query, src)) {
                 Some(def) if def.node().is_some_and(|f| wraps_pool(project, file, f, depth)) => Receiver::PoolWrapper,
                 _ => Receiver::Unknown,
@@ -191,12 +192,12 @@ pub fn wraps_pool(project: &Project, file: &Arc<SourceFile>, func: Node, depth: 
     let src = &file.text;
     depth < 4
         && ast::calls_in(func, true).into_iter().any(|c| {
-            let Some(f) = c.field("function").filter(|f| f.kind() == "member_expression") else {
+            let Some(f) = c.field("function").filter(|f| f.kind_name() == "member_expression") else {
                 return false;
             };
             f.field("property").is_some_and(|p| text(p, src) == "query")
                 && f.field("object").is_some_and(|o| {
-                    o.kind() == "identifier"
+                    o.kind_name() == "identifier"
                         && identifier_kind(project, file, o, text(o, src), depth + 1) == Receiver::Pool
                 })
         })

@@ -173,8 +173,16 @@ const MARKERS: &[(&str, Provider)] = &[
 
 /// The provider whose markers appear first in `text` (the handler body, then the file).
 pub fn detect(text: &str) -> Option<Provider> {
-    let lower = text.to_ascii_lowercase();
-    MARKERS.iter().filter_map(|(marker, p)| lower.find(marker).map(|i| (i, *p))).min_by_key(|(i, _)| *i).map(|(_, p)| p)
+    // One search for all markers instead of one per marker. Leftmost-first matching picks
+    // the earliest match and, among markers matching there, the one listed first: the
+    // earliest marker, ties to the first listed.
+    static ANY_MARKER: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let any_marker = ANY_MARKER.get_or_init(|| {
+        let alternatives: Vec<String> = MARKERS.iter().map(|(marker, _)| regex::escape(marker)).collect();
+        crate::ascii_regex(&format!("(?i){}", alternatives.join("|")))
+    });
+    let found = any_marker.find(text)?.as_str().to_ascii_lowercase();
+    MARKERS.iter().find(|(marker, _)| *marker == found).map(|(_, p)| *p)
 }
 
 /// Signature verification calls and headers: their presence makes a route a webhook.

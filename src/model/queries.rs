@@ -10,6 +10,7 @@
 
 use crate::model::ast;
 use crate::source::{Dialect, SourceFile};
+use crate::syntax::ast::KindName;
 use std::sync::OnceLock;
 use tree_sitter::{Language, Node, Query, QueryCursor, StreamingIterator};
 
@@ -553,11 +554,11 @@ pub fn reached_outside_functions(n: Node, from: Node) -> bool {
 /// almost nothing, so the climb to the call is done here.
 pub fn call_of_callee_name(name: Node) -> Option<Node> {
     let mut callee = name;
-    if name.kind() == "string_fragment" {
-        let string = ast::parent(name).filter(|p| p.kind() == "string")?;
+    if name.kind_name() == "string_fragment" {
+        let string = ast::parent(name).filter(|p| p.kind_name() == "string")?;
         callee = ast::parent(string)
-            .filter(|p| p.kind() == "subscript_expression" && ast::field(p, "index") == Some(string))?;
-    } else if let Some(member) = ast::parent(name).filter(|p| p.kind() == "member_expression") {
+            .filter(|p| p.kind_name() == "subscript_expression" && ast::field(p, "index") == Some(string))?;
+    } else if let Some(member) = ast::parent(name).filter(|p| p.kind_name() == "member_expression") {
         if ast::field(member, "property") != Some(name) {
             return None;
         }
@@ -569,9 +570,9 @@ pub fn call_of_callee_name(name: Node) -> Option<Node> {
 /// `call_of_callee_name`, also through a template index: res[`json`](x) (`callee_path`
 /// reads a template without substitutions as a name).
 pub fn call_of_name(name: Node) -> Option<Node> {
-    if let Some(template) = ast::parent(name).filter(|p| p.kind() == "template_string") {
+    if let Some(template) = ast::parent(name).filter(|p| p.kind_name() == "template_string") {
         let subscript = ast::parent(template)
-            .filter(|p| p.kind() == "subscript_expression" && ast::field(p, "index") == Some(template))?;
+            .filter(|p| p.kind_name() == "subscript_expression" && ast::field(p, "index") == Some(template))?;
         return call_of_callee(subscript);
     }
     call_of_callee_name(name)
@@ -582,7 +583,7 @@ pub fn call_of_name(name: Node) -> Option<Node> {
 pub fn call_of_callee(mut callee: Node) -> Option<Node> {
     loop {
         let parent = ast::parent(callee)?;
-        match parent.kind() {
+        match parent.kind_name() {
             _ if ast::wraps(parent, callee) => callee = parent,
             "call_expression" if ast::field(parent, "function") == Some(callee) => return Some(parent),
             "new_expression" if ast::field(parent, "constructor") == Some(callee) => return Some(parent),
@@ -924,7 +925,8 @@ pub mod tests {
                 // Within a subtree, as the rules ask: every function, block and statement.
                 let mut scopes = Vec::new();
                 ast::walk(file.root(), &mut |n| {
-                    if ast::is_function(n) || n.kind().ends_with("statement") || n.kind() == "statement_block" {
+                    if ast::is_function(n) || n.kind_name().ends_with("statement") || n.kind_name() == "statement_block"
+                    {
                         scopes.push(n);
                     }
                     true
@@ -941,7 +943,7 @@ pub mod tests {
                         shape(family.matches_by_cursor(within, &file.text)),
                         "{} within {} at {} of {}",
                         family.name,
-                        within.kind(),
+                        within.kind_name(),
                         within.start_byte(),
                         file.path.display()
                     );
@@ -969,7 +971,7 @@ pub mod tests {
         let file = SourceFile::new("a.ts".into(), text.into(), Dialect::TypeScript).unwrap();
         let mut calls = Vec::new();
         crate::model::ast::walk(file.root(), &mut |n| {
-            if matches!(n.kind(), "property_identifier" | "string_fragment" | "identifier")
+            if matches!(n.kind_name(), "property_identifier" | "string_fragment" | "identifier")
                 && let Some(call) = call_of_callee_name(n)
             {
                 calls.push(&file.text[call.byte_range()]);

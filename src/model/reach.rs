@@ -13,6 +13,7 @@ use super::providers::EventKey;
 use crate::project::{self, ClassDef, FunctionDef, Project};
 use crate::source::{SourceFile, Span};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -372,7 +373,13 @@ fn instance_class(
 /// (`export const mailer = { send: async (...) => ... }`) or what a project factory returns
 /// (`export const jobs = createQueue()` with `createQueue` returning `{ enqueue, drain }`). Its
 /// method is the app's own code, followed like any other.
-fn object_method(project: &Project, file: &Arc<SourceFile>, call: Node, name: &str, method: &str) -> Option<FunctionDef> {
+fn object_method(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    call: Node,
+    name: &str,
+    method: &str,
+) -> Option<FunctionDef> {
     let src = &file.text;
     let local = ast::ancestors(call)
         .filter(|a| ast::is_function(*a) || ast::kind(a) == "program")
@@ -465,13 +472,13 @@ fn initialized_class(
         return returned_values(callee).into_iter().find_map(|r| initialized_class(project, file, r, depth + 1));
     }
     // `(...).register(A, B)`: a fluent method of the receiver's class that returns `this`.
-    if callee.kind() == "member_expression"
-        && let Some(receiver) = callee.field("object").filter(|o| o.kind() != "identifier")
+    if callee.kind_name() == "member_expression"
+        && let Some(receiver) = callee.field("object").filter(|o| o.kind_name() != "identifier")
         && let Some(method) = callee.field("property").map(|p| text(p, &file.text).to_string())
         && let Some((class_file, class)) = initialized_class(project, file, receiver, depth)
     {
         let fluent = class_method(project, &class_file, &class, &method).is_some_and(|def| {
-            def.node().is_some_and(|m| returned_values(m).iter().all(|r| ast::unwrap_expr(*r).kind() == "this"))
+            def.node().is_some_and(|m| returned_values(m).iter().all(|r| ast::unwrap_expr(*r).kind_name() == "this"))
         });
         return fluent.then_some((class_file, class));
     }
@@ -698,14 +705,16 @@ fn handed_back_in(project: &Project, def: &FunctionDef) -> Vec<Span> {
 /// A call into the project is followed instead, and Effect's constructors describe work that
 /// runs when the returned effect does.
 pub fn registered_callbacks(project: &Project, file: &Arc<SourceFile>, func: Node) -> Vec<Span> {
-    let mut out = Vec::new();
-    ast::walk(func, &mut |n| {
-        if n != func && ast::is_function(n) && handed_back(project, file, func, n) {
+    // The functions from the node list rather than a walk that builds and asks every node.
+    // What a handed-back callback holds is not looked into: in pre-order it follows the
+    // callback, the last one kept.
+    let mut out: Vec<Span> = Vec::new();
+    for n in ast::functions_in(func) {
+        let inside_kept = out.last().is_some_and(|kept| kept.start <= n.start_byte() && n.end_byte() <= kept.end);
+        if n != func && !inside_kept && handed_back(project, file, func, n) {
             out.push(Span::of(n));
-            return false;
         }
-        true
-    });
+    }
     out
 }
 

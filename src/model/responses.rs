@@ -9,6 +9,7 @@
 use super::ast::{self, text};
 use super::queries;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 /// Names a response object usually has when the handler's own name is not known (callees).
@@ -62,7 +63,7 @@ impl Response<'_> {
     /// The body argument, when the response carries one.
     pub fn body(&self) -> Option<Node<'_>> {
         match self.style {
-            Style::Chain | Style::Hono | Style::Fetch if self.node.kind() != "assignment_expression" => {
+            Style::Chain | Style::Hono | Style::Fetch if self.node.kind_name() != "assignment_expression" => {
                 let args = ast::arguments(self.node);
                 let args = if args.is_empty() {
                     self.node.field("arguments").map(ast::named_children).unwrap_or_default()
@@ -105,7 +106,7 @@ fn named_status(name: &str) -> Option<u16> {
 /// The numeric value of a status expression.
 pub fn status_value(node: Node, src: &str) -> Option<u16> {
     let node = ast::unwrap_expr(node);
-    match node.kind() {
+    match node.kind_name() {
         "number" => text(node, src).parse().ok(),
         "member_expression" => {
             let prop = node.field("property")?;
@@ -143,9 +144,9 @@ fn nest_exception(name: &str) -> Option<u16> {
 /// `@HttpCode(n)` on a Nest method, else 201 for `@Post` (Nest's default) and 200 otherwise.
 pub fn nest_default_status(method: Node, src: &str) -> u16 {
     let mut decorators: Vec<Node> =
-        ast::named_children(method).into_iter().filter(|c| c.kind() == "decorator").collect();
+        ast::named_children(method).into_iter().filter(|c| c.kind_name() == "decorator").collect();
     let mut prev = method.prev_named_sibling();
-    while let Some(p) = prev.filter(|p| p.kind() == "decorator") {
+    while let Some(p) = prev.filter(|p| p.kind_name() == "decorator") {
         decorators.push(p);
         prev = p.prev_named_sibling();
     }
@@ -170,10 +171,10 @@ pub fn chain(call: Node) -> Option<(Node, Vec<(Node, Node)>)> {
     let mut links = Vec::new();
     let mut cur = call;
     loop {
-        match cur.kind() {
+        match cur.kind_name() {
             "call_expression" => {
                 let f = cur.field("function")?;
-                if f.kind() != "member_expression" {
+                if f.kind_name() != "member_expression" {
                     return None;
                 }
                 let prop = f.field("property")?;
@@ -193,7 +194,7 @@ pub fn chain(call: Node) -> Option<(Node, Vec<(Node, Node)>)> {
 }
 
 fn root_name<'a>(root: Node, src: &'a str) -> &'a str {
-    match root.kind() {
+    match root.kind_name() {
         "member_expression" => root.field("property").map_or("", |p| text(p, src)),
         _ => text(root, src),
     }
@@ -222,7 +223,7 @@ const CHAIN_END: &[&str] = &["json", "send", "end", "sendStatus", "jsonp", "redi
 
 /// Recognises one answering node. `names` are the handler's own request/response names.
 pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Response<'t>> {
-    match node.kind() {
+    match node.kind_name() {
         "call_expression" => call_response(node, src, names),
         "new_expression" => {
             let ctor = node.field("constructor")?;
@@ -272,7 +273,7 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
         "throw_statement" => {
             let value = ast::unwrap_expr(node.named_child(0)?);
             // http-errors `createError(400)`, SvelteKit `error(400, ...)`
-            if value.kind() == "call_expression" {
+            if value.kind_name() == "call_expression" {
                 let name = ast::callee_name(value, src)?;
                 if !matches!(name.as_str(), "createError" | "createHttpError" | "error" | "httpError") {
                     return None;
@@ -280,7 +281,7 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
                 let s = ast::arguments(value).first().copied()?;
                 // h3 `createError({ statusCode: 400 })`
                 let s = match ast::unwrap_expr(s) {
-                    o if o.kind() == "object" => {
+                    o if o.kind_name() == "object" => {
                         ast::object_property(o, "statusCode", src).or_else(|| ast::object_property(o, "status", src))?
                     }
                     _ => s,
@@ -288,7 +289,7 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
                 let status = status_value(s, src)?;
                 return Some(Response { node, status_node: Some(s), status: Some(status), style: Style::NestThrow });
             }
-            if value.kind() != "new_expression" {
+            if value.kind_name() != "new_expression" {
                 return None;
             }
             let ctor = text(value.field("constructor")?, src);
@@ -322,13 +323,13 @@ pub fn response_at<'t>(node: Node<'t>, src: &str, names: &[&str]) -> Option<Resp
 fn fetch_response<'t>(node: Node<'t>, init: Option<Node<'t>>, src: &str) -> Response<'t> {
     let init = init.map(ast::unwrap_expr);
     let status_node = match init {
-        Some(i) if i.kind() == "object" => ast::object_property(i, "status", src),
+        Some(i) if i.kind_name() == "object" => ast::object_property(i, "status", src),
         Some(i) => Some(i),
         None => None,
     };
     let status = match (init, status_node) {
         (_, Some(s)) => status_value(s, src),
-        (Some(i), None) if i.kind() != "object" => None,
+        (Some(i), None) if i.kind_name() != "object" => None,
         _ => Some(200),
     };
     Response { node, status_node, status, style: Style::Fetch }
@@ -355,7 +356,7 @@ fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Respon
     // `sendNoContent(event, 204)`
     if let ([f], [e, rest @ ..]) = (path.as_slice(), args.as_slice())
         && matches!(f.as_str(), "setResponseStatus" | "sendNoContent")
-        && e.kind() == "identifier"
+        && e.kind_name() == "identifier"
         && (names.contains(&text(*e, src)) || text(*e, src) == "event")
     {
         let s = rest.first().copied();
@@ -414,7 +415,9 @@ fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Respon
         "redirect" => return Some(Response { node: call, status_node: None, status: None, style: Style::Redirect }),
         "sendStatus" => status_node = args.first().copied(),
         // Fastify runs its not-found handler, which answers 404.
-        "callNotFound" => return Some(Response { node: call, status_node: None, status: Some(404), style: Style::Chain }),
+        "callNotFound" => {
+            return Some(Response { node: call, status_node: None, status: Some(404), style: Style::Chain });
+        }
         // A fetch `response.json()` read has no argument and no status.
         "json" if args.is_empty() && status_node.is_none() => return None,
         _ => {}
@@ -439,14 +442,14 @@ pub fn returned_values<'t>(func: Node<'t>, src: &str, names: &[&str], nest: bool
         if located.capture != "return" || located.function != Some(func) {
             continue;
         }
-        let value = ret.named_child(0).filter(|v| v.kind() != "comment").map(ast::unwrap_expr);
+        let value = ret.named_child(0).filter(|v| v.kind_name() != "comment").map(ast::unwrap_expr);
         if value.is_some_and(|v| !responses_in(v, src, names, false).is_empty()) {
             continue;
         }
         let mut prev = ret.prev_named_sibling();
         let mut status_set = false;
         while let Some(p) = prev {
-            if p.kind() == "expression_statement" && !responses_in(p, src, names, true).is_empty() {
+            if p.kind_name() == "expression_statement" && !responses_in(p, src, names, true).is_empty() {
                 status_set = true;
                 break;
             }
@@ -455,7 +458,7 @@ pub fn returned_values<'t>(func: Node<'t>, src: &str, names: &[&str], nest: bool
         if status_set {
             continue;
         }
-        let status = match value.map(|v| v.kind()) {
+        let status = match value.map(|v| v.kind_name()) {
             _ if nest => Some(default),
             None => Some(204),
             Some("object" | "array" | "string" | "template_string" | "number" | "true" | "false") => Some(default),
@@ -474,7 +477,7 @@ fn concatenates_string(expr: Node, src: &str) -> bool {
     expr.field("operator").is_some_and(|o| text(o, src) == "+")
         && ["left", "right"].iter().any(|side| {
             expr.child_by_field_name(side).map(ast::unwrap_expr).is_some_and(|operand| {
-                matches!(operand.kind(), "string" | "template_string") || concatenates_string(operand, src)
+                matches!(operand.kind_name(), "string" | "template_string") || concatenates_string(operand, src)
             })
         })
 }
@@ -517,7 +520,7 @@ fn climb<'t>(capture: &'static str, n: Node<'t>) -> Option<Node<'t>> {
     match capture {
         "callee_name" => queries::call_of_name(n),
         "constructor" => {
-            ast::parent(n).filter(|p| p.kind() == "new_expression" && ast::field(p, "constructor") == Some(n))
+            ast::parent(n).filter(|p| p.kind_name() == "new_expression" && ast::field(p, "constructor") == Some(n))
         }
         "field" => assignment_of_field(n),
         _ => Some(n),
@@ -526,16 +529,18 @@ fn climb<'t>(capture: &'static str, n: Node<'t>) -> Option<Node<'t>> {
 
 /// `ctx.status = n` of a matched `status` / `body`, through the wrappers `member_path` sees through.
 fn assignment_of_field(field: Node) -> Option<Node> {
-    let mut left = if field.kind() == "string_fragment" {
+    let mut left = if field.kind_name() == "string_fragment" {
         // ctx['status'] = 400
-        let index = ast::parent(field).filter(|p| matches!(p.kind(), "string" | "template_string"))?;
-        ast::parent(index).filter(|p| p.kind() == "subscript_expression" && ast::field(p, "index") == Some(index))?
+        let index = ast::parent(field).filter(|p| matches!(p.kind_name(), "string" | "template_string"))?;
+        ast::parent(index)
+            .filter(|p| p.kind_name() == "subscript_expression" && ast::field(p, "index") == Some(index))?
     } else {
-        ast::parent(field).filter(|p| p.kind() == "member_expression" && ast::field(p, "property") == Some(field))?
+        ast::parent(field)
+            .filter(|p| p.kind_name() == "member_expression" && ast::field(p, "property") == Some(field))?
     };
     loop {
         let parent = ast::parent(left)?;
-        match parent.kind() {
+        match parent.kind_name() {
             _ if ast::wraps(parent, left) => left = parent,
             "assignment_expression" if ast::field(parent, "left") == Some(left) => return Some(parent),
             _ => return None,
@@ -545,7 +550,7 @@ fn assignment_of_field(field: Node) -> Option<Node> {
 
 /// Whether `node` is inside a `catch` clause (within `func`).
 pub fn in_catch<'t>(node: Node<'t>, func: Node<'t>) -> Option<Node<'t>> {
-    ast::ancestors(node).take_while(|a| *a != func).find(|a| a.kind() == "catch_clause")
+    ast::ancestors(node).take_while(|a| *a != func).find(|a| a.kind_name() == "catch_clause")
 }
 
 /// The names a handler's own scope answers through (its request and response parameters).
@@ -563,7 +568,7 @@ pub fn branch_conditions<'t>(node: Node<'t>, func: Node<'t>) -> Vec<(Node<'t>, b
         if anc == func {
             break;
         }
-        match anc.kind() {
+        match anc.kind_name() {
             "if_statement" => {
                 if let Some(cond) = anc.field("condition") {
                     if anc.field("consequence").is_some_and(|c| ast::contains(c, child)) {
@@ -667,7 +672,7 @@ mod tests {
             let path = &file.path;
             let mut scopes = vec![file.root()];
             ast::walk(file.root(), &mut |n| {
-                if ast::is_function(n) || n.kind() == "statement_block" {
+                if ast::is_function(n) || n.kind_name() == "statement_block" {
                     scopes.push(n);
                 }
                 true

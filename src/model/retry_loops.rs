@@ -4,6 +4,7 @@
 
 use super::ast::{self, text};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,7 +167,7 @@ fn retry_helper_name(name: &str) -> bool {
 /// A loop (not `for...of` over items) whose body catches a failure and goes round again
 /// until an attempt succeeds.
 pub fn is_retry_loop(node: Node, src: &str) -> bool {
-    if !matches!(node.kind(), "for_statement" | "while_statement" | "do_statement") {
+    if !matches!(node.kind_name(), "for_statement" | "while_statement" | "do_statement") {
         return false;
     }
     let Some(body) = node.field("body") else { return false };
@@ -179,8 +180,8 @@ pub fn is_retry_loop(node: Node, src: &str) -> bool {
         let continues = handler.field("body").is_none_or(|b| {
             ast::named_children(b)
                 .into_iter()
-                .rfind(|s| s.kind() != "comment")
-                .is_none_or(|s| !matches!(s.kind(), "throw_statement" | "break_statement" | "return_statement"))
+                .rfind(|s| s.kind_name() != "comment")
+                .is_none_or(|s| !matches!(s.kind_name(), "throw_statement" | "break_statement" | "return_statement"))
         });
         let exits = !own_descendants(block, "return_statement").is_empty()
             || !own_descendants(block, "break_statement").is_empty()
@@ -204,14 +205,14 @@ fn assigns_condition_flag(block: Node, lp: Node, src: &str) -> bool {
     let Some(cond) = lp.field("condition") else { return false };
     let mut names = Vec::new();
     ast::walk(cond, &mut |n| {
-        if n.kind() == "identifier" {
+        if n.kind_name() == "identifier" {
             names.push(text(n, src).to_string());
         }
         true
     });
     let mut found = false;
     ast::walk(block, &mut |n| {
-        if n.kind() == "assignment_expression"
+        if n.kind_name() == "assignment_expression"
             && n.field("left").is_some_and(|l| names.iter().any(|x| x == text(l, src)))
         {
             found = true;
@@ -242,13 +243,13 @@ fn own_descendants<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
             && (ast::is_function(n)
                 || (matches!(kind, "break_statement" | "try_statement")
                     && matches!(
-                        n.kind(),
+                        n.kind_name(),
                         "for_statement" | "for_in_statement" | "while_statement" | "do_statement" | "switch_statement"
                     )))
         {
             return false;
         }
-        if n.kind() == kind {
+        if n.kind_name() == kind {
             out.push(n);
         }
         true
@@ -260,8 +261,8 @@ fn function_name(func: Node, src: &str) -> Option<String> {
     if let Some(n) = func.field("name") {
         return Some(text(n, src).to_string());
     }
-    let decl = func.parent().filter(|p| p.kind() == "variable_declarator")?;
-    decl.field("name").filter(|n| n.kind() == "identifier").map(|n| text(n, src).to_string())
+    let decl = ast::parent(func).filter(|p| p.kind_name() == "variable_declarator")?;
+    decl.field("name").filter(|n| n.kind_name() == "identifier").map(|n| text(n, src).to_string())
 }
 
 /// The function calls itself from a `catch` clause or a `.catch(...)` callback.
@@ -271,12 +272,12 @@ fn recurses_on_failure(func: Node, name: &str, src: &str) -> bool {
         if found {
             return false;
         }
-        let failure_path = n.kind() == "catch_clause"
-            || (n.kind() == "call_expression"
+        let failure_path = n.kind_name() == "catch_clause"
+            || (n.kind_name() == "call_expression"
                 && ast::callee_name(n, src).is_some_and(|c| c == "catch")
-                && n.field("function").is_some_and(|f| f.kind() == "member_expression"));
+                && n.field("function").is_some_and(|f| f.kind_name() == "member_expression"));
         if failure_path {
-            let scan = if n.kind() == "catch_clause" { n } else { n.field("arguments").unwrap_or(n) };
+            let scan = if n.kind_name() == "catch_clause" { n } else { n.field("arguments").unwrap_or(n) };
             found = ast::calls_in(scan, false).into_iter().any(|c| {
                 let path = ast::callee_path(c, src);
                 (path.len() == 1 && path[0] == name || path.len() == 2 && path[0] == "this" && path[1] == name)
@@ -297,22 +298,22 @@ fn falls_back_to_fixed_input(call: Node, within: Node, src: &str) -> bool {
     let literals: Vec<&str> = ast::arguments(call)
         .into_iter()
         .map(ast::unwrap_expr)
-        .filter(|a| matches!(a.kind(), "string" | "number"))
+        .filter(|a| matches!(a.kind_name(), "string" | "number"))
         .map(|a| text(a, src))
         .collect();
     let under_test = |matches: &dyn Fn(&str) -> bool| {
         ast::ancestors(call)
             .take_while(|a| a.id() != within.id())
-            .any(|a| a.kind() == "if_statement" && a.field("condition").is_some_and(|c| matches(text(c, src))))
+            .any(|a| a.kind_name() == "if_statement" && a.field("condition").is_some_and(|c| matches(text(c, src))))
     };
     if !literals.is_empty() && under_test(&|cond| literals.iter().any(|l| cond.contains(l))) {
         return true;
     }
     let built_afresh = ast::arguments(call).into_iter().map(ast::unwrap_expr).any(|a| {
-        a.kind() == "identifier"
+        a.kind_name() == "identifier"
             && ast::find_binding_init(within, text(a, src), src, call.start_byte())
                 .map(ast::unwrap_expr)
-                .is_some_and(|init| matches!(init.kind(), "string" | "template_string"))
+                .is_some_and(|init| matches!(init.kind_name(), "string" | "template_string"))
     });
     built_afresh && under_test(&|_| true)
 }
@@ -361,16 +362,16 @@ fn body_checks_count(body: Node, src: &str) -> bool {
 /// body, the flag's initializer: that is where the attempt count is compared.
 fn flag_value<'s>(cond: Node, body: Node, src: &'s str) -> &'s str {
     let mut inner = ast::unwrap_expr(cond);
-    while inner.kind() == "parenthesized_expression" || inner.kind() == "unary_expression" {
+    while inner.kind_name() == "parenthesized_expression" || inner.kind_name() == "unary_expression" {
         match inner.named_child(0) {
             Some(n) => inner = ast::unwrap_expr(n),
             None => break,
         }
     }
-    if inner.kind() == "identifier" {
+    if inner.kind_name() == "identifier" {
         let name = text(inner, src);
         let init = ast::descendants_of_kind(body, "variable_declarator").into_iter().find_map(|d| {
-            d.field("name").filter(|n| n.kind() == "identifier" && text(*n, src) == name).and(d.field("value"))
+            d.field("name").filter(|n| n.kind_name() == "identifier" && text(*n, src) == name).and(d.field("value"))
         });
         if let Some(init) = init {
             return text(init, src);
@@ -389,19 +390,19 @@ pub fn has_backoff(lp: &RetryLoop, src: &str) -> bool {
         if found {
             return false;
         }
-        if n.kind() == "await_expression" || n.kind() == "call_expression" {
+        if n.kind_name() == "await_expression" || n.kind_name() == "call_expression" {
             let t = text(n, src);
             let inner = ast::unwrap_expr(n);
-            let name = if inner.kind() == "call_expression" {
+            let name = if inner.kind_name() == "call_expression" {
                 ast::callee_name(inner, src).unwrap_or_default().to_ascii_lowercase()
             } else {
                 String::new()
             };
             // A call handed to another call or set as a property (`signal: AbortSignal.timeout(ms)`)
             // bounds a request; only a call that is itself waited on pauses between attempts.
-            let pauses = inner.kind() == "call_expression"
-                && ast::parent(inner).is_none_or(|p| !matches!(p.kind(), "arguments" | "pair"));
-            if (n.kind() == "await_expression" && t.contains("setTimeout"))
+            let pauses = inner.kind_name() == "call_expression"
+                && ast::parent(inner).is_none_or(|p| !matches!(p.kind_name(), "arguments" | "pair"));
+            if (n.kind_name() == "await_expression" && t.contains("setTimeout"))
                 || pauses
                     && ["sleep", "delay", "wait", "backoff", "pause", "timeout"].iter().any(|w| name.contains(w))
                     && !name.starts_with("waitfor")

@@ -5,6 +5,7 @@
 use super::ast::{self, text};
 use crate::source::Span;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 /// A literal argument's value, as far as a branch test can compare it.
@@ -28,12 +29,12 @@ impl Value {
     /// A literal, or a name the caller itself knows the value of (`submitUsage` passed on).
     fn given(node: Node, src: &str, caller: &[(String, Value)]) -> Option<Value> {
         let node = ast::unwrap_expr(node);
-        match node.kind() {
+        match node.kind_name() {
             "identifier" | "shorthand_property_identifier" => {
                 caller.iter().find(|(k, _)| k == text(node, src)).map(|(_, v)| v.clone())
             }
             "string" => ast::string_value(node, src).map(Value::Text),
-            "template_string" if ast::named_children(node).iter().all(|c| c.kind() == "string_fragment") => {
+            "template_string" if ast::named_children(node).iter().all(|c| c.kind_name() == "string_fragment") => {
                 ast::string_value(node, src).map(Value::Text)
             }
             "number" => Some(Value::Number(text(node, src).to_string())),
@@ -68,16 +69,16 @@ pub fn ruled_out(
     let mut known: Vec<(String, Value)> = Vec::new();
     for (index, arg) in args.iter().enumerate() {
         let Some(param) = ast::parameter(callee, index) else { break };
-        match param.kind() {
+        match param.kind_name() {
             "identifier" => {
                 let name = text(param, callee_src);
                 // `const data = { action: "create", ... }; receive(subdomain, data)`
                 let object = match ast::unwrap_expr(*arg) {
-                    a if a.kind() == "identifier" => ast::enclosing_function(call)
+                    a if a.kind_name() == "identifier" => ast::enclosing_function(call)
                         .and_then(|scope| ast::find_binding_init(scope, text(a, call_src), call_src, call.start_byte()))
                         .map(ast::unwrap_expr)
-                        .filter(|init| init.kind() == "object"),
-                    a => Some(a).filter(|a| a.kind() == "object"),
+                        .filter(|init| init.kind_name() == "object"),
+                    a => Some(a).filter(|a| a.kind_name() == "object"),
                 };
                 if let Some(v) = Value::given(*arg, call_src, caller) {
                     known.push((name.to_string(), v));
@@ -93,24 +94,25 @@ pub fn ruled_out(
                 }
             }
             // `({ submitUsage }) => ...` called with `{ submitUsage: false }`
-            "object_pattern" if ast::unwrap_expr(*arg).kind() == "object" => {
+            "object_pattern" if ast::unwrap_expr(*arg).kind_name() == "object" => {
                 let passed = literal_fields(ast::unwrap_expr(*arg), call_src, caller);
                 let written: Vec<String> = ast::named_children(ast::unwrap_expr(*arg))
                     .into_iter()
-                    .filter_map(|p| match p.kind() {
+                    .filter_map(|p| match p.kind_name() {
                         "pair" => p.field("key").map(|k| text(k, call_src).to_string()),
                         "shorthand_property_identifier" => Some(text(p, call_src).to_string()),
                         _ => None,
                     })
                     .collect();
-                let spread = ast::named_children(ast::unwrap_expr(*arg)).iter().any(|p| p.kind() == "spread_element");
+                let spread =
+                    ast::named_children(ast::unwrap_expr(*arg)).iter().any(|p| p.kind_name() == "spread_element");
                 for field in ast::named_children(param) {
                     // `{ submitUsage }`, or `{ submitUsage = true }` whose default applies when
                     // the call leaves the field out
-                    let (name, default) = match field.kind() {
+                    let (name, default) = match field.kind_name() {
                         "shorthand_property_identifier_pattern" => (text(field, callee_src), None),
                         "object_assignment_pattern" => match field.field("left") {
-                            Some(left) if left.kind() == "shorthand_property_identifier_pattern" => {
+                            Some(left) if left.kind_name() == "shorthand_property_identifier_pattern" => {
                                 (text(left, callee_src), field.field("right"))
                             }
                             _ => continue,
@@ -143,7 +145,7 @@ pub fn ruled_out(
         if ast::is_function(n) {
             return false;
         }
-        match n.kind() {
+        match n.kind_name() {
             "if_statement" => {
                 let decided = n.field("condition").and_then(|c| decide(c, &known, callee_src));
                 match decided {
@@ -164,7 +166,7 @@ pub fn ruled_out(
 fn literal_fields(object: Node, src: &str, caller: &[(String, Value)]) -> Vec<(String, Value)> {
     ast::named_children(object)
         .into_iter()
-        .filter_map(|p| match p.kind() {
+        .filter_map(|p| match p.kind_name() {
             "pair" => {
                 let key = p.field("key")?;
                 let key = ast::string_value(key, src).unwrap_or_else(|| text(key, src).to_string());
@@ -181,14 +183,14 @@ fn literal_fields(object: Node, src: &str, caller: &[(String, Value)]) -> Vec<(S
 /// (`const { action, payload } = data;`) at its top level.
 fn destructured_from(func: Node, param: &str, field: &str, src: &str) -> bool {
     let Some(body) = func.field("body") else { return false };
-    ast::named_children(body).into_iter().filter(|s| s.kind() == "lexical_declaration").any(|decl| {
+    ast::named_children(body).into_iter().filter(|s| s.kind_name() == "lexical_declaration").any(|decl| {
         ast::named_children(decl).into_iter().any(|d| {
-            d.field("value").is_some_and(|v| v.kind() == "identifier" && text(v, src) == param)
+            d.field("value").is_some_and(|v| v.kind_name() == "identifier" && text(v, src) == param)
                 && d.field("name").is_some_and(|pattern| {
-                    pattern.kind() == "object_pattern"
+                    pattern.kind_name() == "object_pattern"
                         && ast::named_children(pattern)
                             .into_iter()
-                            .any(|f| f.kind() == "shorthand_property_identifier_pattern" && text(f, src) == field)
+                            .any(|f| f.kind_name() == "shorthand_property_identifier_pattern" && text(f, src) == field)
                 })
         })
     })
@@ -198,7 +200,7 @@ fn destructured_from(func: Node, param: &str, field: &str, src: &str) -> bool {
 fn assigned(body: Node, name: &str, src: &str) -> bool {
     let mut found = false;
     ast::walk(body, &mut |n| {
-        if matches!(n.kind(), "assignment_expression" | "augmented_assignment_expression")
+        if matches!(n.kind_name(), "assignment_expression" | "augmented_assignment_expression")
             && n.field("left").is_some_and(|l| text(l, src) == name)
         {
             found = true;
@@ -214,13 +216,13 @@ fn decide(cond: Node, known: &[(String, Value)], src: &str) -> Option<bool> {
     let cond = ast::unwrap_expr(cond);
     let value_of = |n: Node| {
         let n = ast::unwrap_expr(n);
-        matches!(n.kind(), "identifier" | "member_expression")
+        matches!(n.kind_name(), "identifier" | "member_expression")
             .then(|| known.iter().find(|(k, _)| k == text(n, src)).map(|(_, v)| v))
             .flatten()
     };
-    match cond.kind() {
+    match cond.kind_name() {
         "identifier" | "member_expression" => value_of(cond).map(Value::truthy),
-        "unary_expression" if cond.child(0).is_some_and(|o| o.kind() == "!") => {
+        "unary_expression" if cond.child(0).is_some_and(|o| o.kind_name() == "!") => {
             decide(cond.field("argument")?, known, src).map(|b| !b)
         }
         "binary_expression" => {
@@ -264,10 +266,10 @@ fn switch_cases(switch: Node, known: &[(String, Value)], src: &str, out: &mut Ve
     let Some(body) = switch.field("body") else { return };
     let entries = ast::named_children(body);
     // a `default:` that another case follows can fall into it
-    if entries.iter().rev().skip(1).any(|c| c.kind() == "switch_default") {
+    if entries.iter().rev().skip(1).any(|c| c.kind_name() == "switch_default") {
         return;
     }
-    let cases: Vec<Node> = entries.into_iter().filter(|c| c.kind() == "switch_case").collect();
+    let cases: Vec<Node> = entries.into_iter().filter(|c| c.kind_name() == "switch_case").collect();
     // A case value that is not a literal (a constant) leaves the switch undecided.
     let mut values = Vec::new();
     for case in &cases {
@@ -285,7 +287,7 @@ fn switch_cases(switch: Node, known: &[(String, Value)], src: &str, out: &mut Ve
         let mut cursor = case.walk();
         let statements: Vec<Node> = case.children_by_field_name("body", &mut cursor).collect();
         let exits = statements.last().is_some_and(|s| {
-            matches!(s.kind(), "break_statement" | "return_statement" | "throw_statement" | "continue_statement")
+            matches!(s.kind_name(), "break_statement" | "return_statement" | "throw_statement" | "continue_statement")
         });
         open = entered && !exits;
     }
@@ -302,7 +304,7 @@ pub fn other_method_branches(func: Node, src: &str) -> Vec<Span> {
     };
     let reads_method = |n: Node| {
         let n = ast::unwrap_expr(n);
-        n.kind() == "member_expression" && n.field("property").is_some_and(|p| text(p, src) == "method")
+        n.kind_name() == "member_expression" && n.field("property").is_some_and(|p| text(p, src) == "method")
     };
     let mut out = Vec::new();
     // Both shapes read a `.method` property: a function whose text never says it has neither.
@@ -314,7 +316,7 @@ pub fn other_method_branches(func: Node, src: &str) -> Vec<Span> {
             continue;
         };
         let cond = ast::unwrap_expr(cond);
-        let equals = cond.kind() == "binary_expression"
+        let equals = cond.kind_name() == "binary_expression"
             && cond.field("operator").is_some_and(|o| matches!(text(o, src), "===" | "=="));
         let (Some(left), Some(right)) = (cond.field("left"), cond.field("right")) else {
             continue;
@@ -328,7 +330,7 @@ pub fn other_method_branches(func: Node, src: &str) -> Vec<Span> {
             continue;
         }
         let Some(body) = switch.field("body") else { continue };
-        for case in ast::named_children(body).into_iter().filter(|c| c.kind() == "switch_case") {
+        for case in ast::named_children(body).into_iter().filter(|c| c.kind_name() == "switch_case") {
             if case.field("value").is_some_and(other_method) {
                 out.push(Span::of(case));
             }

@@ -5,14 +5,15 @@
 use super::ast::{self, text};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 /// Names a statement declares at its own level (`const a = ...`, `let { b } = ...`, functions).
 pub fn declared_names(stmt: Node, src: &str) -> Vec<String> {
     let mut out = Vec::new();
-    match stmt.kind() {
+    match stmt.kind_name() {
         "lexical_declaration" | "variable_declaration" => {
-            for d in ast::named_children(stmt).into_iter().filter(|c| c.kind() == "variable_declarator") {
+            for d in ast::named_children(stmt).into_iter().filter(|c| c.kind_name() == "variable_declarator") {
                 if let Some(name) = d.field("name") {
                     ast::bound_names(name, src, &mut out);
                 }
@@ -37,7 +38,7 @@ pub fn mentions_any(node: Node, src: &str, names: &[String]) -> bool {
 pub fn all_declared_names(node: Node, src: &str) -> Vec<String> {
     let mut out = Vec::new();
     ast::walk(node, &mut |n| {
-        if n.kind() == "variable_declarator"
+        if n.kind_name() == "variable_declarator"
             && let Some(name) = n.field("name")
         {
             ast::bound_names(name, src, &mut out);
@@ -45,7 +46,7 @@ pub fn all_declared_names(node: Node, src: &str) -> Vec<String> {
         if ast::is_function(n) {
             out.extend(ast::parameter_names(n, src));
         }
-        if n.kind() == "catch_clause"
+        if n.kind_name() == "catch_clause"
             && let Some(p) = n.field("parameter")
         {
             ast::bound_names(p, src, &mut out);
@@ -117,15 +118,15 @@ pub fn code_without_comments(node: Node, src: &str) -> String {
 pub fn bound_and_read_next(call: Node, reads: impl Fn(Node) -> bool) -> bool {
     bound_name(call).is_some()
         && ast::enclosing_statement(call).is_some_and(|stmt| {
-            ast::following_siblings(stmt).into_iter().filter(|n| n.kind() != "comment").take(2).any(reads)
+            ast::following_siblings(stmt).into_iter().filter(|n| n.kind_name() != "comment").take(2).any(reads)
         })
 }
 
 /// The name (or pattern) the value of `call` is bound to, within its statement.
 fn bound_name(call: Node) -> Option<Node> {
     ast::ancestors(call)
-        .take_while(|a| !ast::is_function(*a) && a.kind() != "expression_statement")
-        .find(|a| a.kind() == "variable_declarator")
+        .take_while(|a| !ast::is_function(*a) && a.kind_name() != "expression_statement")
+        .find(|a| a.kind_name() == "variable_declarator")
         .and_then(|d| d.field("name"))
 }
 
@@ -136,14 +137,18 @@ pub fn result_tested_then_leaves(call: Node, src: &str) -> bool {
     let Some(name) = bound_name(call) else { return false };
     let mut bound = Vec::new();
     ast::bound_names(name, src, &mut bound);
-    let leaves = |n: Node| matches!(n.kind(), "return_statement" | "continue_statement" | "throw_statement");
+    let leaves = |n: Node| matches!(n.kind_name(), "return_statement" | "continue_statement" | "throw_statement");
     bound_and_read_next(call, |n| {
-        n.kind() == "if_statement"
+        n.kind_name() == "if_statement"
             && n.field("condition").is_some_and(|c| mentions_any(c, src, &bound))
             && n.field("consequence").is_some_and(|b| {
                 leaves(b)
-                    || (b.kind() == "statement_block"
-                        && ast::named_children(b).into_iter().rev().find(|s| s.kind() != "comment").is_some_and(leaves))
+                    || (b.kind_name() == "statement_block"
+                        && ast::named_children(b)
+                            .into_iter()
+                            .rev()
+                            .find(|s| s.kind_name() != "comment")
+                            .is_some_and(leaves))
             })
     })
 }

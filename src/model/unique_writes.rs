@@ -7,6 +7,7 @@ use super::schema::{drizzle, mongoose, prisma, sql};
 use crate::project::Project;
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::path::Path;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -21,7 +22,7 @@ pub fn generated(value: &str) -> bool {
 pub fn row_fields(row: Node, src: &str) -> Vec<String> {
     ast::named_children(row)
         .into_iter()
-        .filter_map(|p| match p.kind() {
+        .filter_map(|p| match p.kind_name() {
             // A generated value (`id: crypto.randomUUID()`) is new on every delivery: it makes
             // no replay collide.
             "pair" if p.field("value").is_some_and(|v| generated(text(v, src))) => None,
@@ -48,10 +49,11 @@ pub fn insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node)
 fn mongoose_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: Node) -> bool {
     let src = file.text.as_str();
     let Some((model, row)) = mongoose_model_and_row(call, src) else { return false };
-    let fields = if row.kind() == "object" { row_fields(row, src) } else { Vec::new() };
+    let fields = if row.kind_name() == "object" { row_fields(row, src) } else { Vec::new() };
     // `User.create(user)`, `Order.create({ ...order, buyer })`: the fields are not all written
     // here, but a field the schema requires is set on every document Mongoose accepts.
-    let opaque = row.kind() != "object" || ast::named_children(row).iter().any(|c| c.kind() == "spread_element");
+    let opaque =
+        row.kind_name() != "object" || ast::named_children(row).iter().any(|c| c.kind_name() == "spread_element");
     let required = |definition: Node, schema_src: &str| {
         ast::object_property(definition, "required", schema_src)
             .is_some_and(|v| text(v, schema_src) == "true" || text(v, schema_src).starts_with("[true"))
@@ -83,14 +85,14 @@ fn mongoose_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, call: 
 /// or `const doc = new Model({...}); ...; doc.save()`.
 pub fn saved_document<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     let receiver = ast::method_receiver(call)?;
-    let document = match receiver.kind() {
+    let document = match receiver.kind_name() {
         "new_expression" => receiver,
         "identifier" => ast::enclosing_function(call)
             .and_then(|f| ast::find_binding_init(f, text(receiver, src), src, call.start_byte()))
             .map(ast::unwrap_expr)?,
         _ => return None,
     };
-    (document.kind() == "new_expression").then_some(document)
+    (document.kind_name() == "new_expression").then_some(document)
 }
 
 /// The model a Mongoose insert writes and the document it writes (an object literal or any
@@ -100,7 +102,7 @@ fn mongoose_model_and_row<'t>(call: Node<'t>, src: &str) -> Option<(String, Node
     let path = ast::callee_path(call, src);
     let constructed = |n: Node<'t>| {
         let n = ast::unwrap_expr(n);
-        let ctor = n.field("constructor").filter(|_| n.kind() == "new_expression")?;
+        let ctor = n.field("constructor").filter(|_| n.kind_name() == "new_expression")?;
         let row = ast::arguments(n).first().map(|a| ast::unwrap_expr(*a))?;
         Some((text(ctor, src).rsplit('.').next()?.to_string(), row))
     };
@@ -122,16 +124,17 @@ fn supabase_insert_sets_unique(project: &Project, file: &SourceFile, call: Node)
     if ast::callee_name(call, src).as_deref() != Some("insert") {
         return false;
     }
-    let Some(from) = ast::method_receiver(call).filter(|r| r.kind() == "call_expression") else { return false };
+    let Some(from) = ast::method_receiver(call).filter(|r| r.kind_name() == "call_expression") else { return false };
     if ast::callee_name(from, src).as_deref() != Some("from") {
         return false;
     }
     let Some(table) = ast::arguments(from).first().and_then(|a| ast::string_value(*a, src)) else { return false };
-    let row = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).and_then(|a| match a.kind() {
+    let row = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).and_then(|a| match a.kind_name() {
         "object" => Some(a),
-        "array" => {
-            ast::named_children(a).into_iter().find(|e| e.kind() == "object").filter(|_| a.named_child_count() == 1)
-        }
+        "array" => ast::named_children(a)
+            .into_iter()
+            .find(|e| e.kind_name() == "object")
+            .filter(|_| a.named_child_count() == 1),
         _ => None,
     });
     let Some(row) = row else { return false };
@@ -171,9 +174,9 @@ pub fn prisma_unique_sets_set(project: &Project, file: &SourceFile, call: Node) 
     let model = callee[callee.len() - 2].as_str();
     let Some(data) = ast::arguments(call)
         .first()
-        .filter(|a| a.kind() == "object")
+        .filter(|a| a.kind_name() == "object")
         .and_then(|o| ast::object_property(*o, "data", src))
-        .filter(|d| d.kind() == "object")
+        .filter(|d| d.kind_name() == "object")
     else {
         return Vec::new();
     };
@@ -195,10 +198,10 @@ pub fn drizzle_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, cal
         match ast::callee_name(c, src).as_deref() {
             Some("values") => values = ast::arguments(c).first().map(|a| ast::unwrap_expr(*a)),
             Some("insert") => {
-                let Some(table) = ast::arguments(c).first().copied().filter(|a| a.kind() == "identifier") else {
+                let Some(table) = ast::arguments(c).first().copied().filter(|a| a.kind_name() == "identifier") else {
                     return false;
                 };
-                let Some(row) = values.filter(|v| v.kind() == "object") else { return false };
+                let Some(row) = values.filter(|v| v.kind_name() == "object") else { return false };
                 let fields = row_fields(row, src);
                 return drizzle::unique_sets_of(project, file, text(table, src))
                     .iter()
@@ -206,7 +209,7 @@ pub fn drizzle_insert_sets_unique(project: &Project, file: &Arc<SourceFile>, cal
             }
             _ => {}
         }
-        link = ast::method_receiver(c).filter(|o| o.kind() == "call_expression");
+        link = ast::method_receiver(c).filter(|o| o.kind_name() == "call_expression");
     }
     false
 }

@@ -3,6 +3,7 @@
 
 use super::ast::{self, text};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 /// Whether `call` verifies (or computes, for an HMAC) a webhook signature.
@@ -50,17 +51,17 @@ pub fn payload_arguments<'t>(call: Node<'t>, src: &str) -> Vec<Node<'t>> {
 /// `createHmac(...).update(x)` calls: `x` is the signed payload.
 pub fn hmac_update_payload<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     let func = call.field("function")?;
-    if func.kind() != "member_expression" || func.field("property").map(|p| text(p, src)) != Some("update") {
+    if func.kind_name() != "member_expression" || func.field("property").map(|p| text(p, src)) != Some("update") {
         return None;
     }
     let object = func.field("object")?;
     let mut inner = ast::unwrap_expr(object);
     // createHmac(...) directly, or a `const hmac = createHmac(...)` binding
-    if inner.kind() == "identifier" {
+    if inner.kind_name() == "identifier" {
         let scope = ast::enclosing_function(call).unwrap_or(call);
         inner = ast::find_binding_init(scope, text(inner, src), src, call.start_byte()).map(ast::unwrap_expr)?;
     }
-    if inner.kind() != "call_expression" || ast::callee_name(inner, src).is_none_or(|n| n != "createHmac") {
+    if inner.kind_name() != "call_expression" || ast::callee_name(inner, src).is_none_or(|n| n != "createHmac") {
         return None;
     }
     ast::arguments(call).into_iter().next()

@@ -10,6 +10,7 @@ use crate::model::{EffectKind, Framework, effects};
 use crate::project::Project;
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -109,7 +110,7 @@ impl Cx<'_> {
                 .field("function")
                 .and_then(|f| f.field("object"))
                 .map(ast::unwrap_expr)
-                .filter(|o| o.kind() == "call_expression");
+                .filter(|o| o.kind_name() == "call_expression");
             return inner.is_some_and(|i| self.promise_work(i) || self.handed_in(i));
         }
         // `emitAsync` runs the listeners and resolves when they are done: its promise is their work.
@@ -130,7 +131,7 @@ impl Cx<'_> {
     /// hands back the promise of an async project function.
     fn returns_async_call(&self, file: &Arc<SourceFile>, func: Node) -> bool {
         reach::returned_values(func).into_iter().map(ast::unwrap_expr).any(|value| {
-            value.kind() == "call_expression"
+            value.kind_name() == "call_expression"
                 && reach::resolve_call(self.project, file, value)
                     .is_some_and(|def| def.node().is_some_and(|n| is_async(n, &def.file.text)))
         })
@@ -140,7 +141,7 @@ impl Cx<'_> {
     /// shared consumer's `eachMessage`): the processor is the message's work.
     fn handed_in(&self, call: Node) -> bool {
         let src = self.src();
-        let Some(callee) = call.field("function").filter(|f| f.kind() == "identifier") else {
+        let Some(callee) = call.field("function").filter(|f| f.kind_name() == "identifier") else {
             return false;
         };
         let name = text(callee, src);
@@ -182,7 +183,7 @@ impl Cx<'_> {
                 .field("function")
                 .and_then(|f| f.field("object"))
                 .map(ast::unwrap_expr)
-                .filter(|o| o.kind() == "call_expression")
+                .filter(|o| o.kind_name() == "call_expression")
             {
                 Some(inner) => call = inner,
                 None => break,
@@ -248,14 +249,15 @@ fn acks_in_continuation(call: Node, src: &str) -> bool {
     ast::calls_in(call, false).into_iter().any(|c| {
         matches!(ast::callee_name(c, src).as_deref(), Some("ack" | "acknowledge"))
             && ast::ancestors(c).take_while(|a| a.id() != call.id()).chain(std::iter::once(call)).any(|a| {
-                a.kind() == "call_expression" && matches!(ast::callee_name(a, src).as_deref(), Some("then" | "finally"))
+                a.kind_name() == "call_expression"
+                    && matches!(ast::callee_name(a, src).as_deref(), Some("then" | "finally"))
             })
     })
 }
 
 fn is_async(func: Node, src: &str) -> bool {
-    let func = if func.kind() == "method_definition" || ast::is_function(func) { func } else { return false };
-    (0..func.child_count()).filter_map(|i| func.child(i)).any(|c| c.kind() == "async")
+    let func = if func.kind_name() == "method_definition" || ast::is_function(func) { func } else { return false };
+    (0..func.child_count()).filter_map(|i| func.child(i)).any(|c| c.kind_name() == "async")
         || text(func, src).starts_with("async")
 }
 
@@ -337,12 +339,12 @@ fn detached_processes(cx: &Context, model: &HandlerModel, scope: &Scope, func: N
             }
             _ => false,
         };
-        if !starts || ast::ancestors(call).take_while(|a| *a != func).any(|a| a.kind() == "await_expression") {
+        if !starts || ast::ancestors(call).take_while(|a| *a != func).any(|a| a.kind_name() == "await_expression") {
             continue;
         }
-        let in_promise = ast::ancestors(call)
-            .take_while(|a| *a != func)
-            .any(|a| a.kind() == "new_expression" && a.field("constructor").is_some_and(|c| text(c, src) == "Promise"));
+        let in_promise = ast::ancestors(call).take_while(|a| *a != func).any(|a| {
+            a.kind_name() == "new_expression" && a.field("constructor").is_some_and(|c| text(c, src) == "Promise")
+        });
         if in_promise {
             continue;
         }
@@ -385,7 +387,7 @@ fn respond_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, ou
         if resp.style == responses::Style::Koa {
             continue;
         }
-        let Some(stmt) = ast::enclosing_statement(resp.node).filter(|s| s.kind() == "expression_statement") else {
+        let Some(stmt) = ast::enclosing_statement(resp.node).filter(|s| s.kind_name() == "expression_statement") else {
             continue;
         };
         if ast::enclosing_function(resp.node) != Some(func) {
@@ -404,12 +406,12 @@ fn respond_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, ou
             continue;
         }
         let movable = following.iter().all(|s| {
-            s.kind() == "comment"
+            s.kind_name() == "comment"
                 || (ast::descendants_of_kind(*s, "return_statement").is_empty()
                     && ast::descendants_of_kind(*s, "throw_statement").is_empty()
                     && responses::responses_in(*s, src, &names, false).is_empty())
         });
-        let fix = || match (movable, following.iter().rev().find(|s| s.kind() != "comment")) {
+        let fix = || match (movable, following.iter().rev().find(|s| s.kind_name() != "comment")) {
             (true, Some(last)) => move_after(c.file, stmt, *last)
                 .map(|edits| Fix::unsafe_("send the response after the work", edits))
                 .unwrap_or_else(|| {
@@ -443,7 +445,7 @@ fn ack_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &
         if !is_ack {
             continue;
         }
-        let Some(stmt) = ast::enclosing_statement(call).filter(|s| s.kind() == "expression_statement") else {
+        let Some(stmt) = ast::enclosing_statement(call).filter(|s| s.kind_name() == "expression_statement") else {
             continue;
         };
         let following = ast::following_siblings(stmt);
@@ -451,13 +453,13 @@ fn ack_then_work(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &
             continue;
         }
         let movable = following.iter().all(|s| {
-            s.kind() == "comment"
+            s.kind_name() == "comment"
                 || (ast::descendants_of_kind(*s, "return_statement").is_empty()
                     && ast::descendants_of_kind(*s, "throw_statement").is_empty()
                     && ast::descendants_of_kind(*s, "continue_statement").is_empty()
                     && ast::descendants_of_kind(*s, "break_statement").is_empty())
         });
-        let fix = || match (movable, following.iter().rev().find(|s| s.kind() != "comment")) {
+        let fix = || match (movable, following.iter().rev().find(|s| s.kind_name() != "comment")) {
             (true, Some(last)) => move_after(c.file, stmt, *last)
                 .map(|edits| Fix::unsafe_("acknowledge after the work", edits))
                 .unwrap_or_else(|| Fix::display_only("acknowledge after the work", "the statement shares its line")),
@@ -500,7 +502,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
         if deferred.iter().any(|d| ast::contains(*d, n)) {
             return false;
         }
-        match n.kind() {
+        match n.kind_name() {
             "call_expression" => {
                 // Deferred telemetry (`after(() => reporter.reportProblem(...))`, a request
                 // log) loses only itself; a deferred customer email is still the event's work.
@@ -537,7 +539,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
             }
             "unary_expression" if n.child(0).is_some_and(|o| text(o, src) == "void") => {
                 if let Some(arg) = n.field("argument").map(ast::unwrap_expr)
-                    && arg.kind() == "call_expression"
+                    && arg.kind_name() == "call_expression"
                     && c.promise_work(arg)
                     && !c.best_effort(arg)
                     && !sends_notification(scope)
@@ -591,7 +593,7 @@ fn statements(c: &Cx, model: &HandlerModel, scope: &Scope, func: Node, out: &mut
 /// answering or acking in its continuation, not best-effort.
 fn dropped_promise<'t>(c: &Cx, scope: &Scope, stmt: Node<'t>) -> Option<Node<'t>> {
     let src = c.src();
-    let call = stmt.named_child(0).filter(|e| e.kind() == "call_expression")?;
+    let call = stmt.named_child(0).filter(|e| e.kind_name() == "call_expression")?;
     (!ast::is_awaited_call(call)
         && ast::callee_name(call, src).as_deref() != Some("forEach")
         // A chain that answers (or acks its message) in its continuation
@@ -610,8 +612,8 @@ fn dropped_promise<'t>(c: &Cx, scope: &Scope, stmt: Node<'t>) -> Option<Node<'t>
 /// the promise does, and whoever awaits the promise awaits it.
 fn settles_its_promise(call: Node, src: &str) -> bool {
     let Some(executor) = ast::enclosing_function(call) else { return false };
-    let is_executor = executor.parent().and_then(|args| args.parent()).is_some_and(|n| {
-        n.kind() == "new_expression" && n.field("constructor").is_some_and(|c| text(c, src) == "Promise")
+    let is_executor = ast::parent(executor).and_then(ast::parent).is_some_and(|n| {
+        n.kind_name() == "new_expression" && n.field("constructor").is_some_and(|c| text(c, src) == "Promise")
     });
     is_executor && ast::parameter_names(executor, src).iter().any(|p| ast::mentions_identifier(call, src, p))
 }
@@ -621,13 +623,13 @@ fn for_of_fix(file: &SourceFile, call: Node, cb: Node) -> Fix {
     let src = &file.text;
     let display = |why: &str| Fix::display_only("use `for (const item of items)` with await", why);
     let mut stmt_node = call;
-    if let Some(p) = call.parent().filter(|p| p.kind() == "await_expression") {
+    if let Some(p) = ast::parent(call).filter(|p| p.kind_name() == "await_expression") {
         stmt_node = p;
     }
-    let Some(stmt) = stmt_node.parent().filter(|p| p.kind() == "expression_statement") else {
+    let Some(stmt) = ast::parent(stmt_node).filter(|p| p.kind_name() == "expression_statement") else {
         return display("the forEach is part of a larger expression");
     };
-    let Some(body) = cb.field("body").filter(|b| b.kind() == "statement_block") else {
+    let Some(body) = cb.field("body").filter(|b| b.kind_name() == "statement_block") else {
         return display("the callback has no block body");
     };
     let params = ast::parameter_names(cb, src);
@@ -642,7 +644,7 @@ fn for_of_fix(file: &SourceFile, call: Node, cb: Node) -> Fix {
         if n != body && ast::is_function(n) {
             return false;
         }
-        if n.kind() == "return_statement" || (n.kind() == "this" && cb.kind() != "arrow_function") {
+        if n.kind_name() == "return_statement" || (n.kind_name() == "this" && cb.kind_name() != "arrow_function") {
             returns = true;
         }
         true

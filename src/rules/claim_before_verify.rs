@@ -7,6 +7,7 @@ use crate::model::guards::{self, GuardKind};
 use crate::model::{reach, stmts, verify};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -142,12 +143,12 @@ fn exits_only(if_stmt: Node) -> bool {
         return false;
     }
     let Some(cons) = if_stmt.field("consequence") else { return false };
-    let inner: Vec<Node> = if cons.kind() == "statement_block" {
-        ast::named_children(cons).into_iter().filter(|c| c.kind() != "comment").collect()
+    let inner: Vec<Node> = if cons.kind_name() == "statement_block" {
+        ast::named_children(cons).into_iter().filter(|c| c.kind_name() != "comment").collect()
     } else {
         vec![cons]
     };
-    inner.last().is_some_and(|l| matches!(l.kind(), "return_statement" | "throw_statement"))
+    inner.last().is_some_and(|l| matches!(l.kind_name(), "return_statement" | "throw_statement"))
 }
 
 fn short(s: &str) -> String {
@@ -167,7 +168,7 @@ fn fix(file: &SourceFile, func: Node, claim: Node, verification: Node) -> Fix {
     let src = &file.text;
     let Some(block) = ast::ancestors(claim)
         .take_while(|a| *a != func)
-        .find(|a| a.kind() == "statement_block" && ast::contains(*a, verification))
+        .find(|a| a.kind_name() == "statement_block" && ast::contains(*a, verification))
         .or_else(|| ast::function_body(func).filter(|b| ast::contains(*b, verification) && ast::contains(*b, claim)))
     else {
         return manual("the claim and the verification are not in one block");
@@ -197,7 +198,7 @@ fn fix(file: &SourceFile, func: Node, claim: Node, verification: Node) -> Fix {
     if staying.iter().any(|s| stmts::mentions_any(*s, src, &moved_names)) {
         return manual("the verification uses values the claim declares: move the claim after it by hand");
     }
-    if moved.iter().any(|s| !stmts::owns_its_lines(file, *s) || s.kind() == "comment")
+    if moved.iter().any(|s| !stmts::owns_its_lines(file, *s) || s.kind_name() == "comment")
         || !stmts::owns_its_lines(file, sv)
     {
         return manual("statements share lines");
@@ -211,7 +212,7 @@ fn fix(file: &SourceFile, func: Node, claim: Node, verification: Node) -> Fix {
         if names.is_empty() || !stmts::mentions_any(next, src, &names) {
             break;
         }
-        match next.kind() {
+        match next.kind_name() {
             "lexical_declaration" | "variable_declaration" => names.extend(stmts::declared_names(next, src)),
             "if_statement" if exits_only(next) => gate_end = next,
             _ => break,

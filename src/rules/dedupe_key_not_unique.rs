@@ -6,6 +6,7 @@ use crate::model::ast::{self, text};
 use crate::model::schema::{self, drizzle, mongoose, prisma, sql};
 use crate::source::{Dialect, SourceFile};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -313,7 +314,7 @@ fn check_drizzle(cx: &Context, file: &Arc<SourceFile>, out: &mut Vec<Diagnostic>
 fn import_unique_index(file: &SourceFile) -> Option<Edit> {
     let src = file.text.as_str();
     let mut index_specifier = None;
-    for import in ast::named_children(file.root()).into_iter().filter(|n| n.kind() == "import_statement") {
+    for import in ast::named_children(file.root()).into_iter().filter(|n| n.kind_name() == "import_statement") {
         let from_drizzle = import
             .field("source")
             .and_then(|s| ast::string_value(s, src))
@@ -347,7 +348,7 @@ fn check_mongoose(cx: &Context, file: &Arc<SourceFile>, out: &mut Vec<Diagnostic
         }
         let (pair, value) = s.nodes[i];
         let key = &s.columns[i].names[0];
-        let edit = match value.kind() {
+        let edit = match value.kind_name() {
             "object" => match ast::object_property(value, "unique", src) {
                 Some(v) => Edit::replace(v.start_byte(), v.end_byte(), "true"),
                 None => append_property(value, "unique: true", src),
@@ -370,7 +371,7 @@ fn check_mongoose(cx: &Context, file: &Arc<SourceFile>, out: &mut Vec<Diagnostic
 
 /// Adds `prop` as the last property of an object literal, in its layout.
 fn append_property(object: Node, prop: &str, src: &str) -> Edit {
-    let props: Vec<Node> = ast::named_children(object).into_iter().filter(|c| c.kind() != "comment").collect();
+    let props: Vec<Node> = ast::named_children(object).into_iter().filter(|c| c.kind_name() != "comment").collect();
     let Some(last) = props.last() else {
         return Edit::replace(object.start_byte(), object.end_byte(), format!("{{ {prop} }}"));
     };

@@ -6,6 +6,7 @@ use crate::model::ast::{self, text};
 use crate::model::dedupe_keys;
 use crate::model::guards;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -218,9 +219,9 @@ fn ttl_of<'t>(call: Node<'t>, src: &str) -> Option<Ttl<'t>> {
                 return Some(Ttl { call, key, ttl: *n, millis: false, claim, positional: true });
             }
             // node-redis / Upstash options object
-            let opts = args.get(2).map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")?;
+            let opts = args.get(2).map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind_name() == "object")?;
             for prop in ast::named_children(opts) {
-                if prop.kind() != "pair" {
+                if prop.kind_name() != "pair" {
                     continue;
                 }
                 let (Some(k), Some(v)) = (prop.field("key"), prop.field("value")) else {
@@ -231,7 +232,7 @@ fn ttl_of<'t>(call: Node<'t>, src: &str) -> Option<Ttl<'t>> {
                     "EX" | "PX" => {
                         return Some(Ttl { call, key, ttl: v, millis: name == "PX", claim, positional: false });
                     }
-                    "EXPIRATION" if v.kind() == "object" => {
+                    "EXPIRATION" if v.kind_name() == "object" => {
                         let ty = ast::object_property(v, "type", src)
                             .and_then(|t| ast::string_value(t, src))
                             .unwrap_or_default()
@@ -271,7 +272,7 @@ fn is_marker(t: &Ttl, calls: &[Node], src: &str) -> bool {
                     .is_some_and(|n| matches!(n.to_ascii_lowercase().as_str(), "get" | "exists"))
                     // `JSON.parse(await redis.get(k))`: a data cache read back, not a marker check
                     && !ast::ancestors(*c).take(4).any(|a| {
-                        a.kind() == "call_expression" && ast::callee_path(a, src).join(".") == "JSON.parse"
+                        a.kind_name() == "call_expression" && ast::callee_path(a, src).join(".") == "JSON.parse"
                     }))
     });
     let key_text = text(dedupe_keys::resolve(t.key, src), src).to_ascii_lowercase();
@@ -332,17 +333,17 @@ fn is_lease(t: &Ttl, seconds: f64, calls: &[Node], ttls: &[Ttl], src: &str) -> b
 /// in another module (imported) has no safe local edit.
 fn ttl_edit_site<'t>(ttl: Node<'t>, src: &str) -> Option<Node<'t>> {
     let ttl_expr = ast::unwrap_expr(ttl);
-    if ttl_expr.kind() != "identifier" {
+    if ttl_expr.kind_name() != "identifier" {
         return Some(ttl);
     }
     let name = text(ttl_expr, src);
     let mut root = ttl_expr;
-    while let Some(p) = root.parent() {
+    while let Some(p) = ast::parent(root) {
         root = p;
     }
     let mut uses = 0;
     ast::walk(root, &mut |n| {
-        if matches!(n.kind(), "identifier" | "shorthand_property_identifier") && text(n, src) == name {
+        if matches!(n.kind_name(), "identifier" | "shorthand_property_identifier") && text(n, src) == name {
             uses += 1;
         }
         true
@@ -372,7 +373,7 @@ fn stale_duration_comment(site: Node, src: &str, new: &str) -> Option<Edit> {
 
 fn eval(node: Node, src: &str, depth: usize) -> Option<f64> {
     let node = ast::unwrap_expr(node);
-    match node.kind() {
+    match node.kind_name() {
         "number" => text(node, src).replace('_', "").parse().ok(),
         "string" => ast::string_value(node, src)?.trim().parse().ok(),
         "binary_expression" => {

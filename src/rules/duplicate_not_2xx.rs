@@ -9,6 +9,7 @@ use crate::model::markers::PatternKind;
 use crate::model::reach::Scope;
 use crate::model::responses::{self, Response, Style};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -68,7 +69,7 @@ enum Reason {
 
 fn strip(n: Node) -> Node {
     let mut n = n;
-    while matches!(n.kind(), "parenthesized_expression" | "await_expression" | "non_null_expression") {
+    while matches!(n.kind_name(), "parenthesized_expression" | "await_expression" | "non_null_expression") {
         match n.named_child(0) {
             Some(c) => n = c,
             None => break,
@@ -80,7 +81,7 @@ fn strip(n: Node) -> Node {
 /// `if (seen)` where `seen` came from a lookup of a processed-event marker.
 fn found_marker(cond: Node, positive: bool, func: Node, src: &str) -> bool {
     let cond = strip(cond);
-    let subject = match cond.kind() {
+    let subject = match cond.kind_name() {
         "identifier" if positive => cond,
         "binary_expression" if positive => {
             let op = cond.field("operator").map(|o| text(o, src)).unwrap_or("");
@@ -95,14 +96,14 @@ fn found_marker(cond: Node, positive: bool, func: Node, src: &str) -> bool {
         }
         _ => return false,
     };
-    if subject.kind() != "identifier" {
+    if subject.kind_name() != "identifier" {
         return false;
     }
     let Some(init) = ast::find_binding_init(func, text(subject, src), src, cond.start_byte()) else {
         return false;
     };
     let init = strip(init);
-    if init.kind() != "call_expression" {
+    if init.kind_name() != "call_expression" {
         return false;
     }
     let path = ast::callee_path(init, src);

@@ -10,6 +10,7 @@ use crate::model::payload::{self, PerAttempt};
 use crate::model::reach::{self, Scope};
 use crate::model::{Effect, EventKey, Sdk, effects, markers};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -122,13 +123,14 @@ fn checked_on_provider(call: Node, src: &str) -> bool {
         return false;
     };
     let Some(func) = ast::enclosing_function(call) else { return false };
-    let enclosing_ifs = ast::ancestors(call).take_while(|a| *a != func).filter(|a| a.kind() == "if_statement");
+    let enclosing_ifs = ast::ancestors(call).take_while(|a| *a != func).filter(|a| a.kind_name() == "if_statement");
     enclosing_ifs.chain(ast::guard_clauses_before(call, func)).any(|a| {
         let Some(cond) = a.field("condition") else { return false };
         ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
             ast::find_binding_init(func, text(id, src), src, a.start_byte()).is_some_and(|init| {
                 let read = ast::unwrap_expr(init);
-                let read_path = if read.kind() == "call_expression" { ast::callee_path(read, src) } else { Vec::new() };
+                let read_path =
+                    if read.kind_name() == "call_expression" { ast::callee_path(read, src) } else { Vec::new() };
                 read_path.len() == path.len()
                     && read_path[..resource.len()] == *resource
                     && read_path.last().is_some_and(|l| matches!(l.as_str(), "list" | "search" | "retrieve"))
@@ -210,15 +212,19 @@ fn key_edit(effect: &Effect, key: &EventKey, op: &str, src: &str) -> Option<Edit
     let target = match position {
         Position::LastOptions => args.last().copied().filter(|a| effects::is_stripe_options(*a, src)),
         Position::Nth(i) => match args.get(i) {
-            Some(a) if a.kind() == "object" => Some(*a),
+            Some(a) if a.kind_name() == "object" => Some(*a),
             Some(_) => return None,
             None if args.len() == i => None,
             None => return None,
         },
         Position::SqsInput => {
-            let cmd = args.first().filter(|a| a.kind() == "new_expression");
+            let cmd = args.first().filter(|a| a.kind_name() == "new_expression");
             let input = cmd.and_then(|c| c.field("arguments")).and_then(|a| a.named_child(0));
-            Some(input.filter(|i| i.kind() == "object").or(args.first().copied().filter(|a| a.kind() == "object"))?)
+            Some(
+                input
+                    .filter(|i| i.kind_name() == "object")
+                    .or(args.first().copied().filter(|a| a.kind_name() == "object"))?,
+            )
         }
     };
     match target {

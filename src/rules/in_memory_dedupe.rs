@@ -5,6 +5,7 @@ use crate::fix::{Applicability, Fix, wrap_guard};
 use crate::model::ast::{self, text};
 use crate::model::{best_effort, guards, queries};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -84,18 +85,20 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
     };
     let mut out = Vec::new();
     let module_level = |d: Node| {
-        d.parent().filter(|p| matches!(p.kind(), "lexical_declaration" | "variable_declaration")).is_some_and(|decl| {
-            decl.parent().is_some_and(|p| {
-                p.kind() == "program"
-                    || (p.kind() == "export_statement"
-                        && p.field("declaration") == Some(decl)
-                        && p.parent().is_some_and(|r| r.kind() == "program"))
-            })
-        })
+        ast::parent(d).filter(|p| matches!(p.kind_name(), "lexical_declaration" | "variable_declaration")).is_some_and(
+            |decl| {
+                ast::parent(decl).is_some_and(|p| {
+                    p.kind_name() == "program"
+                        || (p.kind_name() == "export_statement"
+                            && p.field("declaration") == Some(decl)
+                            && ast::parent(p).is_some_and(|r| r.kind_name() == "program"))
+                })
+            },
+        )
     };
     for d in group("declarator").into_iter().filter(|d| module_level(*d)) {
         if let (Some(n), Some(v)) = (d.field("name"), d.field("value"))
-            && n.kind() == "identifier"
+            && n.kind_name() == "identifier"
             && let Some(kind) = store_kind(v, src)
         {
             out.push((text(n, src).to_string(), kind));
@@ -105,22 +108,24 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
     let assignments: Vec<Node> = group("global")
         .into_iter()
         .filter_map(|g| {
-            let member = g.parent().filter(|m| m.kind() == "member_expression" && m.field("object") == Some(g))?;
-            member.parent().filter(|a| {
-                matches!(a.kind(), "assignment_expression" | "augmented_assignment_expression")
+            let member =
+                ast::parent(g).filter(|m| m.kind_name() == "member_expression" && m.field("object") == Some(g))?;
+            ast::parent(member).filter(|a| {
+                matches!(a.kind_name(), "assignment_expression" | "augmented_assignment_expression")
                     && a.field("left") == Some(member)
             })
         })
         .collect();
     let (plain, augmented): (Vec<Node>, Vec<Node>) =
-        assignments.into_iter().partition(|a| a.kind() == "assignment_expression");
+        assignments.into_iter().partition(|a| a.kind_name() == "assignment_expression");
     for a in plain.into_iter().chain(augmented) {
         let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
             continue;
         };
         let target = text(left, src);
         let right = ast::unwrap_expr(right);
-        let init = if right.kind() == "binary_expression" && right.field("left").is_some_and(|l| text(l, src) == target)
+        let init = if right.kind_name() == "binary_expression"
+            && right.field("left").is_some_and(|l| text(l, src) == target)
         {
             right.field("right")
         } else {
@@ -144,7 +149,7 @@ fn stores(root: Node, src: &str) -> Vec<(String, Store)> {
 
 fn store_kind(init: Node, src: &str) -> Option<Store> {
     let init = ast::unwrap_expr(init);
-    match init.kind() {
+    match init.kind_name() {
         "array" if init.named_child_count() == 0 => Some(Store::Array),
         "object" if init.named_child_count() == 0 => Some(Store::Object),
         "new_expression" => {
@@ -198,7 +203,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             .matches_of(func, src, &["method"])
             .iter()
             .filter_map(|m| queries::call_of_callee_name(m.get("method")?))
-            .filter(|c| c.kind() == "call_expression" && ast::contains(func, *c))
+            .filter(|c| c.kind_name() == "call_expression" && ast::contains(func, *c))
             .collect();
         queries::tree_order(&mut calls);
         for check_call in &calls {
@@ -268,7 +273,8 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 && std::sync::Arc::ptr_eq(file, cx.file)
                 && exits_only(if_stmt, src)
                 && ast::enclosing_statement(*insert).is_some_and(|s| {
-                    s.kind() == "expression_statement" && ast::unwrap_expr(s.named_child(0).unwrap_or(s)) == *insert
+                    s.kind_name() == "expression_statement"
+                        && ast::unwrap_expr(s.named_child(0).unwrap_or(s)) == *insert
                 });
             let fix = || {
                 if replaceable {
@@ -312,8 +318,8 @@ fn object_store(
     let file = scope.file();
     let src = &file.text;
     let reads = |n: Node| {
-        (n.kind() == "subscript_expression" && n.field("object").is_some_and(|o| text(o, src) == name))
-            || (n.kind() == "binary_expression"
+        (n.kind_name() == "subscript_expression" && n.field("object").is_some_and(|o| text(o, src) == name))
+            || (n.kind_name() == "binary_expression"
                 && n.field("operator").is_some_and(|o| text(o, src) == "in")
                 && n.field("right").is_some_and(|r| text(r, src) == name))
     };
@@ -326,7 +332,7 @@ fn object_store(
     let inserted = found.iter().filter_map(|m| m.get("write")).any(|a| {
         a.start_byte() > check.end_byte()
             && a.field("left").is_some_and(|l| {
-                l.kind() == "subscript_expression" && l.field("object").is_some_and(|o| text(o, src) == name)
+                l.kind_name() == "subscript_expression" && l.field("object").is_some_and(|o| text(o, src) == name)
             })
     });
     if !inserted || !(dedupe_name(name) || key_like(&key)) {
@@ -353,17 +359,17 @@ fn unused_declaration(file: &crate::source::SourceFile, name: &str, uses: &[Node
     let mut decl = None;
     let mut others = 0;
     ast::walk(root, &mut |n| {
-        if n.kind() == "identifier" && text(n, src) == name {
-            let parent = n.parent();
-            if parent.is_some_and(|p| p.kind() == "variable_declarator" && p.field("name") == Some(n)) {
-                decl = parent.and_then(|p| p.parent());
+        if n.kind_name() == "identifier" && text(n, src) == name {
+            let parent = ast::parent(n);
+            if parent.is_some_and(|p| p.kind_name() == "variable_declarator" && p.field("name") == Some(n)) {
+                decl = parent.and_then(ast::parent);
             } else if !uses.iter().any(|u| ast::contains(*u, n)) {
                 others += 1;
             }
         }
         true
     });
-    let decl = decl.filter(|d| d.named_child_count() == 1 && d.parent() == Some(root))?;
+    let decl = decl.filter(|d| d.named_child_count() == 1 && ast::parent(d) == Some(root))?;
     if others > 0 || !crate::model::stmts::owns_its_lines(file, decl) {
         return None;
     }
@@ -381,13 +387,13 @@ fn unused_global_init(file: &crate::source::SourceFile, name: &str, uses: &[Node
     let mut init = None;
     let mut others = 0;
     ast::walk(file.root(), &mut |n| {
-        if n.kind() == "member_expression" && text(n, src) == name {
-            let assigned = n.parent().filter(|p| {
-                matches!(p.kind(), "assignment_expression" | "augmented_assignment_expression")
+        if n.kind_name() == "member_expression" && text(n, src) == name {
+            let assigned = ast::parent(n).filter(|p| {
+                matches!(p.kind_name(), "assignment_expression" | "augmented_assignment_expression")
                     && p.field("left") == Some(n)
             });
             if let Some(a) = assigned {
-                init = a.parent().filter(|s| s.kind() == "expression_statement");
+                init = ast::parent(a).filter(|s| s.kind_name() == "expression_statement");
             } else if !uses.iter().any(|u| ast::contains(*u, n)) && !init.is_some_and(|s| ast::contains(s, n)) {
                 others += 1;
             }
@@ -424,22 +430,22 @@ fn exits_only(if_stmt: Node, _src: &str) -> bool {
         return false;
     }
     let Some(cons) = if_stmt.field("consequence") else { return false };
-    let stmts: Vec<Node> = if cons.kind() == "statement_block" {
-        ast::named_children(cons).into_iter().filter(|c| c.kind() != "comment").collect()
+    let stmts: Vec<Node> = if cons.kind_name() == "statement_block" {
+        ast::named_children(cons).into_iter().filter(|c| c.kind_name() != "comment").collect()
     } else {
         vec![cons]
     };
-    stmts.len() == 1 && matches!(stmts[0].kind(), "return_statement" | "continue_statement")
+    stmts.len() == 1 && matches!(stmts[0].kind_name(), "return_statement" | "continue_statement")
 }
 
 /// The `if` statement whose condition holds `node`.
 fn in_if_condition(node: Node) -> Option<Node> {
     let mut child = node;
     for anc in ast::ancestors(node) {
-        if ast::is_function(anc) || anc.kind() == "statement_block" {
+        if ast::is_function(anc) || anc.kind_name() == "statement_block" {
             return None;
         }
-        if anc.kind() == "if_statement" {
+        if anc.kind_name() == "if_statement" {
             return (anc.field("condition") == Some(child)).then_some(anc);
         }
         child = anc;

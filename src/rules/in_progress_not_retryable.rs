@@ -6,6 +6,7 @@ use crate::model::ast::{self, text};
 use crate::model::claims::{DUPLICATE, NxKind, literal_test, nx_failed, nx_kind};
 use crate::model::responses::{self, Response};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -141,7 +142,7 @@ fn reason(resp: &Response, func: Node, src: &str) -> Option<Reason> {
 /// or None when the test reads anything but status literals.
 fn status_test(cond: Node, status: &str, src: &str) -> Option<bool> {
     let cond = ast::unwrap_expr(cond);
-    match cond.kind() {
+    match cond.kind_name() {
         "parenthesized_expression" => status_test(cond.named_child(0)?, status, src),
         "unary_expression" if cond.field("operator").is_some_and(|o| text(o, src) == "!") => {
             status_test(cond.field("argument")?, status, src).map(|v| !v)
@@ -154,7 +155,7 @@ fn status_test(cond: Node, status: &str, src: &str) -> Option<bool> {
                 "||" => Some(status_test(left, status, src)? || status_test(right, status, src)?),
                 "===" | "==" | "!==" | "!=" => {
                     let (field, literal) =
-                        if left.kind() == "member_expression" { (left, right) } else { (right, left) };
+                        if left.kind_name() == "member_expression" { (left, right) } else { (right, left) };
                     let named_status = ast::member_path(field, src)
                         .last()
                         .is_some_and(|f| matches!(f.to_ascii_lowercase().as_str(), "status" | "state"));
@@ -172,7 +173,7 @@ fn status_test(cond: Node, status: &str, src: &str) -> Option<bool> {
 /// `updateStatus(id, "running")`, `{ status: "running" }`; writes in a `catch` (the failure's
 /// status) are not on that way.
 fn status_writes(func: Node, src: &str) -> Vec<(usize, String)> {
-    let in_catch = |c: Node| ast::ancestors(c).take_while(|a| *a != func).any(|a| a.kind() == "catch_clause");
+    let in_catch = |c: Node| ast::ancestors(c).take_while(|a| *a != func).any(|a| a.kind_name() == "catch_clause");
     let mut out = Vec::new();
     for call in ast::calls_in(func, false).into_iter().filter(|c| !in_catch(*c)) {
         let name = ast::callee_name(call, src).unwrap_or_default().to_ascii_lowercase();
@@ -210,12 +211,12 @@ fn queue_skips_in_progress(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let (Some(cond), Some(then)) = (stmt.field("condition"), stmt.field("consequence")) else {
                     continue;
                 };
-                let body: Vec<Node> = if then.kind() == "statement_block" {
-                    ast::named_children(then).into_iter().filter(|n| n.kind() != "comment").collect()
+                let body: Vec<Node> = if then.kind_name() == "statement_block" {
+                    ast::named_children(then).into_iter().filter(|n| n.kind_name() != "comment").collect()
                 } else {
                     vec![then]
                 };
-                let acknowledges = matches!(body.as_slice(), [ret] if ret.kind() == "return_statement"
+                let acknowledges = matches!(body.as_slice(), [ret] if ret.kind_name() == "return_statement"
                     && ret.named_child(0).is_none_or(|v| matches!(text(v, src), "null" | "undefined")));
                 if !acknowledges {
                     continue;

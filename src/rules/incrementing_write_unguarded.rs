@@ -6,6 +6,7 @@ use crate::model::ast::{self, text};
 use crate::model::reach;
 use crate::model::{EffectKind, effects};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -168,7 +169,7 @@ fn computed_from_loaded_field<'t>(
         let Some(init) = ast::find_binding_init(func, name, src, at).map(ast::unwrap_expr) else {
             return Vec::new();
         };
-        if init.kind() != "binary_expression"
+        if init.kind_name() != "binary_expression"
             || !init.field("operator").is_some_and(|o| matches!(text(o, src), "+" | "-"))
         {
             return Vec::new();
@@ -177,7 +178,7 @@ fn computed_from_loaded_field<'t>(
         for id in ast::descendants_of_kind(init, "identifier") {
             if let Some(inner) = ast::find_binding_init(func, text(id, src), src, init.start_byte()) {
                 members.extend(ast::descendants_of_kind(inner, "member_expression"));
-                if inner.kind() == "member_expression" {
+                if inner.kind_name() == "member_expression" {
                     members.push(inner);
                 }
             }
@@ -188,14 +189,14 @@ fn computed_from_loaded_field<'t>(
         .into_iter()
         .chain(ast::descendants_of_kind(update, "shorthand_property_identifier"))
         .find_map(|prop| {
-            let (field, value) = if prop.kind() == "pair" {
+            let (field, value) = if prop.kind_name() == "pair" {
                 let key = prop.field("key")?;
                 let value = prop.field("value").map(ast::unwrap_expr)?;
                 (text(key, src).trim_matches(['"', '\'']), value)
             } else {
                 (text(prop, src), prop)
             };
-            if !matches!(value.kind(), "identifier" | "shorthand_property_identifier") {
+            if !matches!(value.kind_name(), "identifier" | "shorthand_property_identifier") {
                 return None;
             }
             sources(text(value, src)).into_iter().find_map(|m| {
@@ -218,7 +219,8 @@ fn records_membership(push: Node, path: &[String], src: &str) -> bool {
         && !args.is_empty()
         && args.iter().all(|a| {
             let a = ast::unwrap_expr(*a);
-            matches!(a.kind(), "identifier" | "member_expression") && names_ids(text(a, src).rsplit('.').next().unwrap_or(""))
+            matches!(a.kind_name(), "identifier" | "member_expression")
+                && names_ids(text(a, src).rsplit('.').next().unwrap_or(""))
         })
 }
 
@@ -227,8 +229,8 @@ fn loop_source(func: Node, name: &str, at: usize, src: &str) -> Option<String> {
     ast::descendants_of_kind(func, "for_in_statement").into_iter().find_map(|lp| {
         let inside = lp.start_byte() < at && at < lp.end_byte();
         let of = lp.field("operator").is_some_and(|o| text(o, src) == "of");
-        let left = lp.field("left").filter(|l| l.kind() == "identifier")?;
-        let right = lp.field("right").map(ast::unwrap_expr).filter(|r| r.kind() == "identifier")?;
+        let left = lp.field("left").filter(|l| l.kind_name() == "identifier")?;
+        let right = lp.field("right").map(ast::unwrap_expr).filter(|r| r.kind_name() == "identifier")?;
         (inside && of && text(left, src) == name).then(|| text(right, src).to_string())
     })
 }
@@ -264,11 +266,11 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
         saves_itself || saved_by_call
     };
     ast::walk(func, &mut |n| {
-        match n.kind() {
+        match n.kind_name() {
             "augmented_assignment_expression" => {
                 let op = n.field("operator").map(|o| text(o, src)).unwrap_or("");
                 if let Some(left) = n.field("left")
-                    && left.kind() == "member_expression"
+                    && left.kind_name() == "member_expression"
                     && matches!(op, "+=" | "-=" | "*=")
                     && let Some(root) = ast::member_path(left, src).first().cloned()
                     && let Some(load) = loaded(&root, n.start_byte())
@@ -297,7 +299,7 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                             .chain(ast::descendants_of_kind(arg, "shorthand_property_identifier"))
                         {
                             if let Some(init) = ast::find_binding_init(func, text(id, src), src, n.start_byte())
-                                .filter(|i| matches!(i.kind(), "object" | "ternary_expression"))
+                                .filter(|i| matches!(i.kind_name(), "object" | "ternary_expression"))
                             {
                                 texts.push(text(init, src));
                             }
@@ -318,7 +320,7 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
             }
             "assignment_expression" => {
                 if let (Some(left), Some(right)) = (n.field("left"), n.field("right"))
-                    && left.kind() == "member_expression"
+                    && left.kind_name() == "member_expression"
                 {
                     let lt = text(left, src);
                     let rt = text(right, src);

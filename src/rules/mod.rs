@@ -5,6 +5,7 @@ pub use crate::facts::{Context, Fixes, HandlerModel};
 use crate::fix::Fix;
 use crate::model::{Provider, Scope};
 use crate::source::SourceFile;
+use crate::syntax::ast::KindName;
 use serde::Serialize;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -244,7 +245,7 @@ pub(crate) fn report_dedupe_patterns(
             // A chain broken over lines (`db\n  .insert(payment)`, `db()\n  .select()`) reads
             // better as its callee path.
             let broken = whole.contains('\n') && (!first_line.contains('(') || first_line.ends_with("()"));
-            let shown = if node.kind() == "call_expression" && broken {
+            let shown = if node.kind_name() == "call_expression" && broken {
                 crate::model::ast::callee_path(node, &file.text).join(".")
             } else {
                 first_line.trim_end_matches(['(', '{']).to_string()

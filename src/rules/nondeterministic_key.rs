@@ -5,6 +5,7 @@ use crate::fix::Fix;
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys::{self, KeySite};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -131,8 +132,8 @@ fn random_part<'t>(value: Node<'t>, src: &str, depth: usize) -> Option<Node<'t>>
         if ast::is_function(n) {
             return false;
         }
-        if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
-            && n.parent().is_none_or(|p| p.kind() != "member_expression" || p.field("object") == Some(n))
+        if matches!(n.kind_name(), "identifier" | "shorthand_property_identifier")
+            && ast::parent(n).is_none_or(|p| p.kind_name() != "member_expression" || p.field("object") == Some(n))
         {
             ids.push(n);
         }
@@ -153,7 +154,8 @@ fn random_part<'t>(value: Node<'t>, src: &str, depth: usize) -> Option<Node<'t>>
 
 /// `stored ?? uuid()`, `row?.key || nanoid()`: the random value is the fallback of a stored one.
 fn is_read_back(value: Node, src: &str) -> bool {
-    value.kind() == "binary_expression" && value.field("operator").is_some_and(|o| matches!(text(o, src), "??" | "||"))
+    value.kind_name() == "binary_expression"
+        && value.field("operator").is_some_and(|o| matches!(text(o, src), "??" | "||"))
 }
 
 /// A `let` that is assigned again (typically: read back from storage, generated only once).
@@ -165,8 +167,8 @@ fn reassigned(id: Node, src: &str) -> bool {
         if found {
             return false;
         }
-        if matches!(n.kind(), "assignment_expression" | "augmented_assignment_expression")
-            && n.field("left").is_some_and(|l| l.kind() == "identifier" && text(l, src) == name)
+        if matches!(n.kind_name(), "assignment_expression" | "augmented_assignment_expression")
+            && n.field("left").is_some_and(|l| l.kind_name() == "identifier" && text(l, src) == name)
         {
             found = true;
         }

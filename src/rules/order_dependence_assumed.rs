@@ -6,6 +6,7 @@ use crate::model::reach::{self, Scope};
 use crate::model::responses;
 use crate::model::{EffectKind, Framework, effects, guards, markers};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -231,7 +232,7 @@ fn key_matches(key: &str, pattern: &Regex) -> bool {
 fn event_name(value: Node, src: &str) -> Option<String> {
     let name = match ast::string_value(value, src) {
         Some(s) => s,
-        None => match ast::unwrap_expr(value).kind() {
+        None => match ast::unwrap_expr(value).kind_name() {
             "member_expression" | "identifier" => ast::member_path(value, src).pop().filter(|p| !p.ends_with("()"))?,
             _ => return None,
         },
@@ -276,7 +277,7 @@ fn regions<'a>(
         let src = &scope.file().text;
         let mut nodes = Vec::new();
         ast::walk(func, &mut |n| {
-            match n.kind() {
+            match n.kind_name() {
                 "switch_case" => {
                     if n.field("value").is_some_and(|v| names(v, src)) {
                         // Empty cases fall through to the next case with a body.
@@ -285,7 +286,7 @@ fn regions<'a>(
                             nodes.push(c);
                             let has_body = ast::named_children(c)
                                 .iter()
-                                .any(|s| Some(*s) != c.field("value") && s.kind() != "comment");
+                                .any(|s| Some(*s) != c.field("value") && s.kind_name() != "comment");
                             if has_body {
                                 break;
                             }
@@ -304,7 +305,7 @@ fn regions<'a>(
                 }
                 // A handler map: { "customer.subscription.updated": handleUpdated }
                 "pair" => {
-                    if n.field("key").is_some_and(|k| k.kind() == "string" && names(k, src))
+                    if n.field("key").is_some_and(|k| k.kind_name() == "string" && names(k, src))
                         && let Some(v) = n.field("value")
                     {
                         nodes.push(v);
@@ -337,7 +338,7 @@ fn regions<'a>(
                         calls.push((def.file.clone(), def.span));
                     }
                 }
-                if node.kind() == "identifier" {
+                if node.kind_name() == "identifier" {
                     let name = text(node, &file.text);
                     if let Some(def) = crate::project::local_function(file, name) {
                         calls.push((def.file.clone(), def.span));
@@ -370,13 +371,13 @@ fn ordered(node: Node, src: &str) -> bool {
         if found {
             return false;
         }
-        if n.kind() == "binary_expression"
+        if n.kind_name() == "binary_expression"
             && n.field("operator").is_some_and(|o| matches!(text(o, src), "<" | ">" | "<=" | ">="))
             && (TIME_WORD.is_match(text(n, src)) || compares_two_times(n, src))
         {
             found = true;
         }
-        if n.kind() == "call_expression" && refetches(n, src) {
+        if n.kind_name() == "call_expression" && refetches(n, src) {
             found = true;
         }
         true
@@ -390,7 +391,7 @@ fn ordered(node: Node, src: &str) -> bool {
 fn compares_two_times(cmp: Node, src: &str) -> bool {
     let side = |field: &str| {
         let n = ast::unwrap_expr(cmp.child_by_field_name(field)?);
-        if !matches!(n.kind(), "member_expression" | "identifier") {
+        if !matches!(n.kind_name(), "member_expression" | "identifier") {
             return None;
         }
         let path = ast::member_path(n, src);
@@ -441,7 +442,7 @@ fn reads_delivered_event(call: Node, src: &str) -> bool {
         if found {
             return false;
         }
-        found = match n.kind() {
+        found = match n.kind_name() {
             "identifier" | "shorthand_property_identifier_pattern" => {
                 matches!(text(n, src), "event" | "evt" | "webhookEvent" | "stripeEvent")
             }
@@ -472,8 +473,8 @@ fn checked_before(node: Node, func: Node, src: &str, test: &PathTest) -> bool {
         return true;
     }
     let mut cur = node;
-    while let Some(parent) = cur.parent() {
-        match parent.kind() {
+    while let Some(parent) = ast::parent(cur) {
+        match parent.kind_name() {
             "if_statement" => {
                 if parent.field("condition").is_some_and(|c| c != cur && (test.check)(c, src)) {
                     return true;
@@ -482,7 +483,7 @@ fn checked_before(node: Node, func: Node, src: &str, test: &PathTest) -> bool {
             "statement_block" | "switch_case" | "program" => {
                 let mut sib = cur.prev_named_sibling();
                 while let Some(s) = sib {
-                    if (parent.kind() != "switch_case" || Some(s) != parent.field("value"))
+                    if (parent.kind_name() != "switch_case" || Some(s) != parent.field("value"))
                         && checked_statement(s, src, test)
                     {
                         return true;
@@ -504,7 +505,7 @@ fn checked_before(node: Node, func: Node, src: &str, test: &PathTest) -> bool {
 /// not run (`if (event.type === "checkout...") { retrieve(...) }`), so only its condition
 /// counts; a nested function runs only when called.
 fn checked_statement(stmt: Node, src: &str, test: &PathTest) -> bool {
-    match stmt.kind() {
+    match stmt.kind_name() {
         "if_statement" | "while_statement" => stmt.field("condition").is_some_and(|c| (test.check)(c, src)),
         "switch_statement" => stmt.field("value").is_some_and(|c| (test.check)(c, src)),
         "for_statement" | "for_in_statement" | "do_statement" | "function_declaration" | "class_declaration" => false,
@@ -572,12 +573,12 @@ fn state_write(call: Node, src: &str) -> Option<String> {
         && path.iter().all(|p| !p.ends_with("()"))
         && ast::arguments(call)
             .first()
-            .is_some_and(|a| a.kind() == "object" && ast::object_property(*a, "where", src).is_some())
+            .is_some_and(|a| a.kind_name() == "object" && ast::object_property(*a, "where", src).is_some())
     {
         return Some(path.join("."));
     }
     // supabase-js chains end in a filter: `from(t).update(v).eq(...)`.
-    if call.parent().is_some_and(|p| p.kind() == "member_expression") {
+    if ast::parent(call).is_some_and(|p| p.kind_name() == "member_expression") {
         return None;
     }
     let supabase_write = path.iter().any(|p| p == "from()")
@@ -592,20 +593,22 @@ fn handler_chosen(value: Node, scopes: &[Node], before: usize, src: &str) -> boo
     let v = ast::unwrap_expr(value);
     let literal = |n: Node| {
         let n = ast::unwrap_expr(n);
-        matches!(n.kind(), "string" | "number" | "true" | "false" | "null" | "undefined" | "object" | "new_expression")
-            || (n.kind() == "template_string" && ast::string_value(n, src).is_some())
+        matches!(
+            n.kind_name(),
+            "string" | "number" | "true" | "false" | "null" | "undefined" | "object" | "new_expression"
+        ) || (n.kind_name() == "template_string" && ast::string_value(n, src).is_some())
             || is_named_constant(n, src)
     };
     let chosen = |n: Node| {
         let n = ast::unwrap_expr(n);
         literal(n)
-            || (n.kind() == "ternary_expression"
+            || (n.kind_name() == "ternary_expression"
                 && ["consequence", "alternative"].iter().all(|f| n.child_by_field_name(f).is_some_and(literal)))
     };
     if chosen(v) {
         return true;
     }
-    matches!(v.kind(), "identifier" | "shorthand_property_identifier")
+    matches!(v.kind_name(), "identifier" | "shorthand_property_identifier")
         && scopes
             .iter()
             .find_map(|f| ast::find_binding_init(*f, text(v, src), src, before))
@@ -616,7 +619,7 @@ fn handler_chosen(value: Node, scopes: &[Node], before: usize, src: &str) -> boo
 /// `countDocuments`, `aggregate`): the handler's own state, not a snapshot carried by the event.
 fn counts_stored_rows(init: Node, src: &str) -> bool {
     let init = ast::unwrap_expr(init);
-    init.kind() == "call_expression"
+    init.kind_name() == "call_expression"
         && ast::callee_path(init, src).len() >= 2
         && ast::callee_name(init, src).is_some_and(|n| matches!(n.as_str(), "count" | "countDocuments" | "aggregate"))
 }
@@ -656,12 +659,12 @@ fn carries_state<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Nod
         for id in ast::descendants_of_kind(*arg, "identifier") {
             // `upsert([data])`, `{ ...data }`, or `{ update: data }`.
             let value_of_pair =
-                id.parent().is_some_and(|p| p.kind() == "pair" && p.field("value").is_some_and(|v| v == id));
+                ast::parent(id).is_some_and(|p| p.kind_name() == "pair" && p.field("value").is_some_and(|v| v == id));
             if (value_of_pair
-                || id.parent().is_some_and(|p| matches!(p.kind(), "arguments" | "array" | "spread_element")))
+                || ast::parent(id).is_some_and(|p| matches!(p.kind_name(), "arguments" | "array" | "spread_element")))
                 && let Some(init) =
                     scopes.iter().find_map(|f| ast::find_binding_init(*f, text(id, src), src, call.start_byte()))
-                && init.kind() == "object"
+                && init.kind_name() == "object"
             {
                 roots.push((init, true));
             }
@@ -674,7 +677,7 @@ fn carries_state<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Nod
             if found {
                 return false;
             }
-            if n.kind() == "pair"
+            if n.kind_name() == "pair"
                 && let (Some(k), Some(v)) = (n.field("key"), n.field("value"))
             {
                 let key = ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string());
@@ -682,7 +685,7 @@ fn carries_state<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Nod
                     found = true;
                 }
             }
-            if n.kind() == "shorthand_property_identifier"
+            if n.kind_name() == "shorthand_property_identifier"
                 && is_state_key(text(n, src))
                 && !handler_chosen(n, &local_scopes, n.start_byte(), src)
             {
@@ -701,7 +704,7 @@ fn carries_state<'t>(call: Node<'t>, args: &[Node<'t>], src: &str) -> Option<Nod
 /// handler decides the value, it is not a snapshot carried by the event.
 fn is_named_constant(value: Node, src: &str) -> bool {
     let value = ast::unwrap_expr(value);
-    if value.kind() != "member_expression" {
+    if value.kind_name() != "member_expression" {
         return false;
     }
     let path = ast::member_path(value, src);
@@ -732,7 +735,7 @@ fn wrapper_call<'t>(
     }
     // A dispatcher handed the write function: `runMutation(api.users.updateSubscription, args)`.
     if args.len() >= 2
-        && ast::unwrap_expr(args[0]).kind() == "member_expression"
+        && ast::unwrap_expr(args[0]).kind_name() == "member_expression"
         && let Some(target) = ast::member_path(args[0], src).pop().filter(|p| !p.ends_with("()"))
         && WRAPPER_NAME.is_match(&target)
     {
@@ -747,7 +750,7 @@ fn wrapper_call<'t>(
 fn package_function(cx: &Context, file: &std::sync::Arc<crate::source::SourceFile>, call: Node) -> bool {
     let src = &file.text;
     let Some(callee) = call.field("function").map(ast::unwrap_expr) else { return false };
-    if callee.kind() != "identifier" {
+    if callee.kind_name() != "identifier" {
         return false;
     }
     let name = text(callee, src);
@@ -774,7 +777,7 @@ fn wrapper_write<'t>(
     for arg in data {
         for spread in ast::descendants_of_kind(*arg, "spread_element") {
             let Some(inner) = spread.named_child(0).map(ast::unwrap_expr) else { continue };
-            if inner.kind() != "call_expression" {
+            if inner.kind_name() != "call_expression" {
                 continue;
             }
             let Some(def) = reach::resolve_call(cx.project, file, inner) else { continue };
@@ -782,7 +785,7 @@ fn wrapper_write<'t>(
             let dsrc = &def.file.text;
             for ret in ast::descendants_of_kind(body, "return_statement") {
                 if let Some(obj) = ret.named_child(0).map(ast::unwrap_expr)
-                    && obj.kind() == "object"
+                    && obj.kind_name() == "object"
                     && carries_state(obj, &[obj], dsrc).is_some()
                 {
                     return Some(call);
@@ -793,7 +796,7 @@ fn wrapper_write<'t>(
     // Positional state: `createOrUpdateSubscription(id, event.data.object.cancel_at)`.
     let positional = data.iter().any(|a| {
         let a = ast::unwrap_expr(*a);
-        matches!(a.kind(), "member_expression" | "identifier")
+        matches!(a.kind_name(), "member_expression" | "identifier")
             && ast::member_path(a, src).pop().is_some_and(|p| !p.ends_with("()") && is_state_key(&p))
             && !handler_chosen(a, &enclosing_functions(call), call.start_byte(), src)
     });
@@ -808,7 +811,7 @@ fn names_state(args: &[Node], src: &str) -> bool {
             if found || ast::is_function(n) {
                 return false;
             }
-            found = match n.kind() {
+            found = match n.kind_name() {
                 "pair" => n.field("key").is_some_and(|k| {
                     is_state_key(&ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()))
                 }),
@@ -1061,13 +1064,13 @@ fn names_event(value: Node, src: &str) -> bool {
 /// "active"`). An object the handler read itself (`const payment = await getPayment(id)`, a
 /// re-fetch or a stored record) is not what the delivered event says.
 fn compared_with_status(value: Node, src: &str) -> bool {
-    let Some(cmp) = value.parent().filter(|p| p.kind() == "binary_expression") else { return false };
+    let Some(cmp) = ast::parent(value).filter(|p| p.kind_name() == "binary_expression") else { return false };
     if !cmp.field("operator").is_some_and(|o| matches!(text(o, src), "===" | "==")) {
         return false;
     }
     let other = if cmp.field("left") == Some(value) { "right" } else { "left" };
     cmp.child_by_field_name(other).map(ast::unwrap_expr).is_some_and(|o| {
-        o.kind() == "member_expression"
+        o.kind_name() == "member_expression"
             && o.field("property").is_some_and(|p| key_matches(text(p, src), &STATUS_OR_TYPE))
             && !read_by_handler(o, src)
     })
@@ -1093,7 +1096,7 @@ fn read_by_handler_at(member: Node, src: &str, depth: usize) -> bool {
     else {
         return false;
     };
-    match init.kind() {
+    match init.kind_name() {
         // Past the first hop, the call must be a read, not the one that yields the delivery
         // itself (`const event = constructEvent(...)`, `await req.json()`).
         "call_expression" => {
@@ -1203,7 +1206,7 @@ fn copies_state(value: Node, src: &str) -> bool {
         if found || ast::is_function(n) {
             return false;
         }
-        found = match n.kind() {
+        found = match n.kind_name() {
             "member_expression" => n.field("property").is_some_and(|p| is_state_key(text(p, src))),
             "identifier" | "shorthand_property_identifier" => is_state_key(text(n, src)),
             _ => false,
@@ -1216,8 +1219,8 @@ fn copies_state(value: Node, src: &str) -> bool {
 /// The outermost call of a query chain (`db.update(t).set(v).where(c)` for any of its links).
 fn outermost_link(call: Node) -> Node {
     let mut cur = call;
-    while let Some(member) = cur.parent().filter(|p| p.kind() == "member_expression")
-        && let Some(outer) = member.parent().filter(|p| p.kind() == "call_expression")
+    while let Some(member) = ast::parent(cur).filter(|p| p.kind_name() == "member_expression")
+        && let Some(outer) = ast::parent(member).filter(|p| p.kind_name() == "call_expression")
     {
         cur = outer;
     }
@@ -1228,11 +1231,11 @@ fn outermost_link(call: Node) -> Node {
 fn chain_links(call: Node) -> Vec<Node> {
     let mut out = Vec::new();
     let mut cur = Some(call);
-    while let Some(c) = cur.filter(|c| c.kind() == "call_expression") {
+    while let Some(c) = cur.filter(|c| c.kind_name() == "call_expression") {
         out.push(c);
         cur = c
             .field("function")
-            .filter(|f| f.kind() == "member_expression")
+            .filter(|f| f.kind_name() == "member_expression")
             .and_then(|f| f.field("object"))
             .map(ast::unwrap_expr);
     }
@@ -1250,7 +1253,7 @@ fn written_table(call: Node, src: &str) -> Option<String> {
             if !names.contains(&name.as_str()) {
                 return None;
             }
-            let arg = ast::arguments(*link).first().copied().filter(|a| a.kind() != "object")?;
+            let arg = ast::arguments(*link).first().copied().filter(|a| a.kind_name() != "object")?;
             let table = ast::string_value(arg, src)
                 .or_else(|| ast::member_path(arg, src).pop())
                 .unwrap_or_else(|| text(arg, src).to_string());
@@ -1272,14 +1275,14 @@ fn assigned_pairs<'t>(call: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Node<
         }
         for arg in ast::arguments(link) {
             let arg = ast::unwrap_expr(arg);
-            let object = match arg.kind() {
+            let object = match arg.kind_name() {
                 "object" => arg,
                 "identifier" => match enclosing_functions(link)
                     .iter()
                     .find_map(|f| ast::find_binding_init(*f, text(arg, src), src, link.start_byte()))
                     .map(ast::unwrap_expr)
                 {
-                    Some(init) if init.kind() == "object" => init,
+                    Some(init) if init.kind_name() == "object" => init,
                     _ => continue,
                 },
                 _ => continue,
@@ -1295,7 +1298,7 @@ fn assigned_pairs<'t>(call: Node<'t>, src: &str) -> Vec<(Node<'t>, String, Node<
 /// (the event's own value, a computation).
 fn chosen_literal(value: Node, scopes: &[Node], before: usize, src: &str, depth: usize) -> Option<String> {
     let v = ast::unwrap_expr(value);
-    match v.kind() {
+    match v.kind_name() {
         "string" | "template_string" => ast::string_value(v, src),
         "true" | "false" | "number" | "null" => Some(text(v, src).to_string()),
         "member_expression" if is_named_constant(v, src) => ast::member_path(v, src).pop(),
@@ -1327,12 +1330,12 @@ fn on_other_path(model: &HandlerModel, a: &ColumnWrite, b: &ColumnWrite) -> bool
 /// function of its own (not a callback handed to a call, which runs in place).
 fn conditional_below(node: Node, top: Node) -> bool {
     let mut cur = node;
-    while let Some(parent) = cur.parent() {
-        let branch = match parent.kind() {
+    while let Some(parent) = ast::parent(cur) {
+        let branch = match parent.kind_name() {
             "if_statement" | "ternary_expression" => parent.field("condition") != Some(cur),
             "else_clause" => true,
             "switch_case" | "switch_default" => parent.field("value") != Some(cur),
-            _ => ast::is_function(parent) && parent.parent().is_none_or(|p| p.kind() != "arguments"),
+            _ => ast::is_function(parent) && ast::parent(parent).is_none_or(|p| p.kind_name() != "arguments"),
         };
         if branch {
             return true;
@@ -1348,7 +1351,7 @@ fn conditional_below(node: Node, top: Node) -> bool {
 /// Whether an update's filter names the column: a conditional transition
 /// (`where: { id, status: "pending" }`, `.where(and(eq(t.id, id), eq(t.status, "pending")))`).
 fn filters_on_column(call: Node, src: &str, column: &str) -> bool {
-    if call.kind() != "call_expression" {
+    if call.kind_name() != "call_expression" {
         return false;
     }
     let mut filters: Vec<Node> = Vec::new();
@@ -1357,7 +1360,7 @@ fn filters_on_column(call: Node, src: &str, column: &str) -> bool {
             filters.extend(ast::arguments(link));
         }
         for arg in ast::arguments(link) {
-            if ast::unwrap_expr(arg).kind() == "object"
+            if ast::unwrap_expr(arg).kind_name() == "object"
                 && let Some(filter) = ast::object_property(ast::unwrap_expr(arg), "where", src)
             {
                 filters.push(filter);
@@ -1376,28 +1379,29 @@ fn filters_on_column(call: Node, src: &str, column: &str) -> bool {
 /// (`const [existing] = await db.select()...; if (existing) return existing;`): what follows
 /// runs only for a record not yet stored, so it creates the record and overwrites nothing.
 fn leaves_when_stored(cond: Node, src: &str) -> bool {
-    let Some(stmt) = cond.parent().filter(|p| p.kind() == "if_statement") else { return false };
+    let Some(stmt) = ast::parent(cond).filter(|p| p.kind_name() == "if_statement") else { return false };
     if stmt.field("condition") != Some(cond) || stmt.field("alternative").is_some() {
         return false;
     }
     let exits = stmt.field("consequence").is_some_and(|c| {
-        let only = if c.kind() == "statement_block" {
-            let statements: Vec<Node> = ast::named_children(c).into_iter().filter(|s| s.kind() != "comment").collect();
+        let only = if c.kind_name() == "statement_block" {
+            let statements: Vec<Node> =
+                ast::named_children(c).into_iter().filter(|s| s.kind_name() != "comment").collect();
             (statements.len() == 1).then(|| statements[0])
         } else {
             Some(c)
         };
-        only.is_some_and(|s| matches!(s.kind(), "return_statement" | "throw_statement"))
+        only.is_some_and(|s| matches!(s.kind_name(), "return_statement" | "throw_statement"))
     });
     let tested = ast::unwrap_expr(cond);
     exits
-        && tested.kind() == "identifier"
+        && tested.kind_name() == "identifier"
         && enclosing_functions(tested)
             .into_iter()
             .find_map(|f| binding_init(f, text(tested, src), src, tested.start_byte()))
             .map(ast::unwrap_expr)
             .is_some_and(|init| {
-                init.kind() == "call_expression"
+                init.kind_name() == "call_expression"
                     && ast::callee_name(init, src).is_some_and(|name| STORED_READ.is_match(&name))
             })
 }
@@ -1425,7 +1429,7 @@ fn reads_stored_column(node: Node, src: &str, column: &str) -> bool {
             .find_map(|f| binding_init(f, &root, src, m.start_byte()))
             .map(ast::unwrap_expr);
         init.is_some_and(|init| {
-            init.kind() == "call_expression"
+            init.kind_name() == "call_expression"
                 && ast::callee_name(init, src).is_some_and(|name| STORED_READ.is_match(&name))
         })
     })
@@ -1442,7 +1446,7 @@ fn binding_init<'t>(func: Node<'t>, name: &str, src: &str, before: usize) -> Opt
 
 fn is_lookup(init: Node, src: &str) -> bool {
     let init = ast::unwrap_expr(init);
-    if init.kind() != "call_expression" {
+    if init.kind_name() != "call_expression" {
         return false;
     }
     let path = ast::callee_path(init, src);
@@ -1464,7 +1468,7 @@ fn is_lookup(init: Node, src: &str) -> bool {
 fn conditional_claim(call: Node, callee: &str, src: &str) -> bool {
     matches!(callee, "findoneandupdate" | "findandmodify" | "findoneandreplace")
         && ast::arguments(call).first().is_some_and(|filter| {
-            filter.kind() == "object"
+            filter.kind_name() == "object"
                 && ast::named_children(*filter).into_iter().any(|pair| {
                     pair.field("value").is_some_and(|v| {
                         let v = text(v, src);
@@ -1476,10 +1480,10 @@ fn conditional_claim(call: Node, callee: &str, src: &str) -> bool {
 
 fn missing_subject<'t>(cond: Node<'t>, src: &str) -> Option<Node<'t>> {
     let mut c = cond;
-    while c.kind() == "parenthesized_expression" {
+    while c.kind_name() == "parenthesized_expression" {
         c = c.named_child(0)?;
     }
-    let subject = match c.kind() {
+    let subject = match c.kind_name() {
         "unary_expression" if c.child(0).is_some_and(|o| text(o, src) == "!") => c.field("argument")?,
         "binary_expression" => {
             let op = text(c.field("operator")?, src);
@@ -1491,7 +1495,7 @@ fn missing_subject<'t>(cond: Node<'t>, src: &str) -> Option<Node<'t>> {
         }
         _ => return None,
     };
-    (subject.kind() == "identifier").then_some(subject)
+    (subject.kind_name() == "identifier").then_some(subject)
 }
 
 /// A table or column name compared without case or underscores: `stripe_customer_id` and
@@ -1583,7 +1587,7 @@ const QUERY_SHAPE_KEYS: &[&str] =
 fn columns_named(call: Node, src: &str) -> Vec<String> {
     let mut out = Vec::new();
     ast::walk(call, &mut |n| {
-        match n.kind() {
+        match n.kind_name() {
             "pair" => {
                 if let Some(k) = n.field("key") {
                     out.push(name_key(&ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string())));
@@ -1596,7 +1600,7 @@ fn columns_named(call: Node, src: &str) -> Vec<String> {
                 {
                     if let Some(col) = ast::string_value(*first, src) {
                         out.push(name_key(&col));
-                    } else if first.kind() == "member_expression"
+                    } else if first.kind_name() == "member_expression"
                         && let Some(prop) = first.field("property")
                     {
                         out.push(name_key(text(prop, src)));
@@ -1616,7 +1620,7 @@ fn columns_named(call: Node, src: &str) -> Vec<String> {
 fn linked_columns(call: Node, src: &str) -> Vec<String> {
     let mut out = Vec::new();
     written_pairs(call, src, true, &mut |_, key, value| {
-        if !matches!(ast::unwrap_expr(value).kind(), "null" | "undefined") {
+        if !matches!(ast::unwrap_expr(value).kind_name(), "null" | "undefined") {
             out.push(name_key(&key));
         }
     });
@@ -1637,7 +1641,7 @@ fn written_pairs<'t>(
         if ast::is_function(n) {
             return false;
         }
-        match n.kind() {
+        match n.kind_name() {
             "pair" => {
                 let (Some(k), Some(v)) = (n.field("key"), n.field("value")) else {
                     return true;
@@ -1714,14 +1718,14 @@ fn app_links_customers(files: &[&std::sync::Arc<crate::source::SourceFile>], fil
             });
             let pattern = ast::ancestors(call)
                 .take_while(|a| !ast::is_function(*a))
-                .find(|a| a.kind() == "variable_declarator")
+                .find(|a| a.kind_name() == "variable_declarator")
                 .and_then(|d| d.field("name"));
             let body = ast::enclosing_function(call).and_then(|f| f.field("body"));
             let (true, Some(pattern), Some(body)) = (made, pattern, body) else {
                 return false;
             };
             // `customer` → `customer.id`; `{ messageId }` → `messageId`.
-            let ids: Vec<String> = match pattern.kind() {
+            let ids: Vec<String> = match pattern.kind_name() {
                 "identifier" => vec![format!("{}.id", text(pattern, src))],
                 "object_pattern" => {
                     let mut names = Vec::new();
@@ -1754,11 +1758,11 @@ fn precedes_on_path(write: Node, stmt: Node, subject: &str, src: &str) -> bool {
     };
     std::iter::once(write).chain(ast::ancestors(write)).any(|a| {
         a.end_byte() <= stmt.start_byte()
-            && a.parent().is_some_and(|p| {
-                matches!(p.kind(), "statement_block" | "program") && ast::ancestors(stmt).any(|s| s == p)
+            && ast::parent(a).is_some_and(|p| {
+                matches!(p.kind_name(), "statement_block" | "program") && ast::ancestors(stmt).any(|s| s == p)
             })
             && !leaves(a)
-            && match a.kind() {
+            && match a.kind_name() {
                 "if_statement" => a.field("condition").is_some_and(|c| {
                     ast::descendants_of_kind(c, "identifier").iter().any(|i| text(*i, src) == subject)
                 }),
@@ -1776,7 +1780,7 @@ fn returns_parameter_value_before(func: Node, before: Node, src: &str) -> bool {
             return false;
         }
         let Some(value) = ret.named_child(0).map(ast::unwrap_expr) else { return false };
-        let value = if value.kind() == "identifier" {
+        let value = if value.kind_name() == "identifier" {
             match ast::find_binding_init(func, text(value, src), src, ret.start_byte()) {
                 Some(init) => ast::unwrap_expr(init),
                 None => return false,
@@ -1784,7 +1788,7 @@ fn returns_parameter_value_before(func: Node, before: Node, src: &str) -> bool {
         } else {
             value
         };
-        matches!(value.kind(), "member_expression" | "subscript_expression")
+        matches!(value.kind_name(), "member_expression" | "subscript_expression")
             && ast::member_path(value, src).first().is_some_and(|root| params.contains(root))
     })
 }
@@ -1830,7 +1834,7 @@ fn dropped(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                         .filter(|r| ast::contains(cons, r.node)),
                 );
             }
-            let returns: Vec<Node> = if cons.kind() == "return_statement" {
+            let returns: Vec<Node> = if cons.kind_name() == "return_statement" {
                 vec![cons]
             } else {
                 ast::descendants_of_kind(cons, "return_statement")

@@ -9,6 +9,7 @@ use crate::model::verify::{is_parse, is_verify, only_checks};
 use crate::model::{Framework, effects};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use regex::Regex;
 use std::sync::LazyLock;
 use tree_sitter::Node;
@@ -154,7 +155,7 @@ fn about_configuration(message: &str, conditions: &[(Node, bool)], func: Node, s
                     // A plain read of the setting (`env.REDIS_URL ?? ""`), not a call given it
                     // (`constructEvent(body, sig, process.env.SECRET)` reads the payload).
                     ast::find_binding_init(func, text(id, src), src, c.start_byte()).is_some_and(|init| {
-                        init.kind() != "call_expression"
+                        init.kind_name() != "call_expression"
                             && ast::descendants_of_kind(init, "call_expression").is_empty()
                             && configured(text(init, src))
                     })
@@ -166,7 +167,7 @@ fn about_configuration(message: &str, conditions: &[(Node, bool)], func: Node, s
 fn enclosing_tries<'t>(node: Node<'t>, func: Node<'t>) -> impl Iterator<Item = Node<'t>> {
     let mut child = node;
     ast::ancestors(node).take_while(move |a| *a != func).filter(move |anc| {
-        let holds = anc.kind() == "try_statement" && anc.field("body").is_some_and(|b| b == child);
+        let holds = anc.kind_name() == "try_statement" && anc.field("body").is_some_and(|b| b == child);
         child = *anc;
         holds
     })
@@ -184,8 +185,8 @@ fn caught_around(node: Node, func: Node) -> bool {
         t.field("handler").and_then(|h| h.field("body")).is_some_and(|b| {
             ast::named_children(b)
                 .into_iter()
-                .rfind(|s| s.kind() != "comment")
-                .is_none_or(|last| last.kind() != "throw_statement")
+                .rfind(|s| s.kind_name() != "comment")
+                .is_none_or(|last| last.kind_name() != "throw_statement")
         })
     })
 }
@@ -299,7 +300,7 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
                     let remix = model.handler.framework == Framework::Remix;
                     let maps_errors = maps_errors(model.handler.framework);
                     let rethrow = ast::named_children(catch_body).into_iter().find(|s| {
-                        s.kind() == "throw_statement"
+                        s.kind_name() == "throw_statement"
                             && !(maps_errors && throws_client_error(*s, src))
                             && !carries_client_status(*s, src)
                             && responses::response_at(*s, src, &names)
@@ -439,15 +440,15 @@ fn forwards_caught_error<'t>(try_stmt: Node<'t>, catch_body: Node<'t>, src: &str
     let param = try_stmt
         .field("handler")
         .and_then(|h| h.field("parameter"))
-        .filter(|p| p.kind() == "identifier")
+        .filter(|p| p.kind_name() == "identifier")
         .map(|p| text(p, src))?;
     ast::named_children(catch_body).into_iter().find(|stmt| {
-        let value = match stmt.kind() {
+        let value = match stmt.kind_name() {
             "expression_statement" | "return_statement" => stmt.named_child(0).map(ast::unwrap_expr),
             _ => None,
         };
         value.is_some_and(|v| {
-            v.kind() == "call_expression"
+            v.kind_name() == "call_expression"
                 && ast::callee_path(v, src) == ["next"]
                 && ast::arguments(v).first().is_some_and(|a| text(*a, src) == param)
         })
@@ -457,9 +458,9 @@ fn forwards_caught_error<'t>(try_stmt: Node<'t>, catch_body: Node<'t>, src: &str
 fn result_tested(call: Node) -> bool {
     let mut node = call;
     while let Some(parent) = ast::parent(node) {
-        match parent.kind() {
+        match parent.kind_name() {
             "await_expression" | "parenthesized_expression" => node = parent,
-            "unary_expression" if parent.child(0).is_some_and(|op| op.kind() == "!") => node = parent,
+            "unary_expression" if parent.child(0).is_some_and(|op| op.kind_name() == "!") => node = parent,
             "if_statement" | "while_statement" => {
                 return parent.field("condition").is_some_and(|c| ast::contains(c, node));
             }
@@ -467,7 +468,7 @@ fn result_tested(call: Node) -> bool {
                 return parent.field("condition").is_some_and(|c| c == node);
             }
             "binary_expression" => {
-                return parent.child(1).is_some_and(|op| matches!(op.kind(), "&&" | "||"));
+                return parent.child(1).is_some_and(|op| matches!(op.kind_name(), "&&" | "||"));
             }
             _ => return false,
         }
@@ -498,7 +499,7 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
                 Some(try_stmt) if i == 0 && catch_answers_every_failure_5xx(try_stmt, src, &names) => true,
                 Some(_) => continue,
             };
-            let Some(value) = throw.named_child(0).map(ast::unwrap_expr).filter(|v| v.kind() == "new_expression")
+            let Some(value) = throw.named_child(0).map(ast::unwrap_expr).filter(|v| v.kind_name() == "new_expression")
             else {
                 continue;
             };
@@ -547,11 +548,12 @@ fn thrown_bad_payload(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnost
 /// `throw` in the `default:` of a switch whose discriminant names none of `func`'s parameters.
 fn internal_switch_default(throw: Node, func: Node, src: &str) -> bool {
     let Some(default) =
-        ast::ancestors(throw).take_while(|a| a.id() != func.id()).find(|a| a.kind() == "switch_default")
+        ast::ancestors(throw).take_while(|a| a.id() != func.id()).find(|a| a.kind_name() == "switch_default")
     else {
         return false;
     };
-    let Some(value) = ast::ancestors(default).find(|a| a.kind() == "switch_statement").and_then(|s| s.field("value"))
+    let Some(value) =
+        ast::ancestors(default).find(|a| a.kind_name() == "switch_statement").and_then(|s| s.field("value"))
     else {
         return false;
     };
@@ -605,12 +607,12 @@ fn is_digest(cx: &Context, scope: &Scope, arg: Node, src: &str) -> bool {
         return true;
     }
     let value = ast::unwrap_expr(value);
-    let inner = if value.kind() == "call_expression" && ast::callee_name(value, src).is_some_and(|n| n == "from") {
+    let inner = if value.kind_name() == "call_expression" && ast::callee_name(value, src).is_some_and(|n| n == "from") {
         ast::arguments(value).first().map(|a| crate::model::dedupe_keys::resolve(*a, src))
     } else {
         Some(value)
     };
-    inner.filter(|n| n.kind() == "call_expression").is_some_and(|c| {
+    inner.filter(|n| n.kind_name() == "call_expression").is_some_and(|c| {
         hashed(c)
             || reach::resolve_call(cx.project, scope.file(), c)
                 .is_some_and(|d| d.node().is_some_and(|f| text(f, &d.file.text).contains(".digest(")))
@@ -620,7 +622,7 @@ fn is_digest(cx: &Context, scope: &Scope, arg: Node, src: &str) -> bool {
 /// A comparison of lengths (`a.length !== b.length`, `sig.byteLength === 64`) in `func` before `call`.
 fn lengths_compared_before(call: Node, func: Node, src: &str) -> bool {
     let before = &src[func.start_byte()..call.start_byte()];
-    let around = text(call.parent().unwrap_or(call), src);
+    let around = text(ast::parent(call).unwrap_or(call), src);
     let comparison =
         crate::regex!(r"\.(byteLength|length)\s*(===|!==|==|!=|<|>)|(===|!==|==|!=)\s*[\w.]+\.(byteLength|length)\b");
     comparison.is_match(before) || comparison.is_match(around)
@@ -648,8 +650,8 @@ fn ends_in_5xx(model: &HandlerModel, sites: &[Vec<CallSite>], i: usize, node: No
         }
         let Some(rethrow) = ast::named_children(catch_body)
             .into_iter()
-            .rfind(|s| s.kind() != "comment")
-            .filter(|last| last.kind() == "throw_statement")
+            .rfind(|s| s.kind_name() != "comment")
+            .filter(|last| last.kind_name() == "throw_statement")
         else {
             return false;
         };
@@ -690,8 +692,8 @@ fn call_sites<'a>(cx: &Context, model: &'a HandlerModel) -> Vec<Vec<CallSite<'a>
                 .into_iter()
                 .map(|(caller, call)| {
                     let src = src_of(&model.scopes[caller]);
-                    let handled_on_the_spot = call.parent().is_some_and(|p| {
-                        p.kind() == "member_expression"
+                    let handled_on_the_spot = ast::parent(call).is_some_and(|p| {
+                        p.kind_name() == "member_expression"
                             && p.field("property").is_some_and(|q| matches!(text(q, src), "catch" | "then"))
                     });
                     CallSite { caller, call, handled_on_the_spot }
@@ -736,7 +738,7 @@ fn thrown_message(error: Node, src: &str) -> String {
     let args = error.field("arguments").map(ast::named_children).unwrap_or_default();
     args.iter()
         .take(2)
-        .map(|a| match a.kind() {
+        .map(|a| match a.kind_name() {
             "object" => {
                 ast::object_property(*a, "message", src).map(|m| ast::literal_words(m, src)).unwrap_or_default()
             }
@@ -754,7 +756,7 @@ fn throws_client_error(throw: Node, src: &str) -> bool {
     let Some(value) = throw.named_child(0).map(ast::unwrap_expr) else {
         return false;
     };
-    let callee = match value.kind() {
+    let callee = match value.kind_name() {
         "call_expression" => value.field("function"),
         "new_expression" => value.field("constructor"),
         _ => None,
@@ -774,7 +776,7 @@ fn carries_client_status(throw: Node, src: &str) -> bool {
     let Some(value) = throw.named_child(0).map(ast::unwrap_expr) else {
         return false;
     };
-    if !matches!(value.kind(), "call_expression" | "new_expression") {
+    if !matches!(value.kind_name(), "call_expression" | "new_expression") {
         return false;
     }
     let args = value.field("arguments").map(ast::named_children).unwrap_or_default();
@@ -785,16 +787,16 @@ fn carries_client_status(throw: Node, src: &str) -> bool {
         })
     };
     // `new StatusError(400, "bad signature")`, `createError(401, ...)`: a status first.
-    let client_number = |v: Node| v.kind() == "number" && crate::regex!(r"^4\d\d$").is_match(text(v, src));
+    let client_number = |v: Node| v.kind_name() == "number" && crate::regex!(r"^4\d\d$").is_match(text(v, src));
     if args.first().is_some_and(|a| client_code(*a) || client_number(*a))
         || args
             .iter()
-            .filter(|a| a.kind() == "object")
+            .filter(|a| a.kind_name() == "object")
             .any(|obj| ast::object_property(*obj, "code", src).is_some_and(client_code))
     {
         return true;
     }
-    args.iter().filter(|a| a.kind() == "object").any(|obj| {
+    args.iter().filter(|a| a.kind_name() == "object").any(|obj| {
         ["status", "statusCode", "httpStatus"].iter().any(|key| {
             ast::object_property(*obj, key, src).is_some_and(|v| crate::regex!(r"\b4\d\d\b").is_match(text(v, src)))
         })
@@ -849,7 +851,7 @@ fn wrap_fix(model: &HandlerModel, file: &SourceFile, call: Node) -> Fix {
     let Some(stmt) = ast::enclosing_statement(call) else {
         return Fix::display_only("catch the check and answer 400", "the check is not a statement of its own");
     };
-    let Some(block) = stmt.parent().filter(|p| p.kind() == "statement_block") else {
+    let Some(block) = ast::parent(stmt).filter(|p| p.kind_name() == "statement_block") else {
         return Fix::display_only("catch the check and answer 400", "the check is not in a block");
     };
     let src = &file.text;
@@ -858,21 +860,21 @@ fn wrap_fix(model: &HandlerModel, file: &SourceFile, call: Node) -> Fix {
     let unit = style.indent_unit.clone();
     let eol = style.eol;
     let close = format!("}} catch {{{eol}{indent}{unit}{answer}{eol}{indent}}}");
-    match stmt.kind() {
+    match stmt.kind_name() {
         "expression_statement" => {
             let edits = crate::fix::text::wrap_statements(file, block, stmt, stmt, "try {", &close);
             Fix::unsafe_("answer 400 when the check throws", edits)
         }
         "lexical_declaration" => {
             let decls: Vec<Node> =
-                ast::named_children(stmt).into_iter().filter(|d| d.kind() == "variable_declarator").collect();
+                ast::named_children(stmt).into_iter().filter(|d| d.kind_name() == "variable_declarator").collect();
             let [decl] = decls.as_slice() else {
                 return Fix::display_only("catch the check and answer 400", "several declarations in one statement");
             };
             let (Some(name), Some(value)) = (decl.field("name"), decl.field("value")) else {
                 return Fix::display_only("catch the check and answer 400", "no initializer");
             };
-            if name.kind() != "identifier" {
+            if name.kind_name() != "identifier" {
                 return Fix::display_only("catch the check and answer 400", "a destructuring declaration");
             }
             let ty = decl.field("type").map(|t| text(t, src)).unwrap_or("");
@@ -901,7 +903,7 @@ fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             if ast::enclosing_function(throw) != Some(func) {
                 continue;
             }
-            let Some(value) = throw.named_child(0).map(ast::unwrap_expr).filter(|v| v.kind() == "new_expression")
+            let Some(value) = throw.named_child(0).map(ast::unwrap_expr).filter(|v| v.kind_name() == "new_expression")
             else {
                 continue;
             };
@@ -1053,13 +1055,13 @@ fn sends_back_for_redelivery(catch_body: Node, src: &str) -> bool {
 /// `!user` / `user == null` where `user` came from a lookup.
 fn missing_record(cond: Node, func: Node, src: &str) -> bool {
     let mut c = cond;
-    while c.kind() == "parenthesized_expression" {
+    while c.kind_name() == "parenthesized_expression" {
         match c.named_child(0) {
             Some(n) => c = n,
             None => return false,
         }
     }
-    let subject = match c.kind() {
+    let subject = match c.kind_name() {
         "unary_expression" if c.child(0).is_some_and(|o| text(o, src) == "!") => c.field("argument"),
         "binary_expression" => {
             let op = c.field("operator").map(|o| text(o, src)).unwrap_or("");
@@ -1068,10 +1070,10 @@ fn missing_record(cond: Node, func: Node, src: &str) -> bool {
         }
         _ => None,
     };
-    let Some(subject) = subject.filter(|s| s.kind() == "identifier") else { return false };
+    let Some(subject) = subject.filter(|s| s.kind_name() == "identifier") else { return false };
     let Some(init) = ast::find_binding_init(func, text(subject, src), src, cond.start_byte()) else { return false };
     let init = ast::unwrap_expr(init);
-    init.kind() == "call_expression"
+    init.kind_name() == "call_expression"
         && ast::callee_name(init, src).is_some_and(|n| {
             let n = n.to_ascii_lowercase();
             n.starts_with("find")

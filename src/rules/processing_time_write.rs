@@ -7,6 +7,7 @@ use crate::model::reach::{self, Scope};
 use crate::model::{EffectKind, Provider, effects, markers, queries};
 use crate::project::FunctionDef;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -206,7 +207,7 @@ fn reads_clock(value: Node, src: &str) -> bool {
     let found = queries::PROCESSING_TIME_WRITE.matches(value, src);
     let calls = found.iter().filter_map(|m| queries::call_of_callee_name(m.get("clock_name")?));
     let strings = found.iter().filter_map(|m| m.get("clock"));
-    calls.filter(|c| ast::contains(value, *c)).chain(strings).any(|n| match n.kind() {
+    calls.filter(|c| ast::contains(value, *c)).chain(strings).any(|n| match n.kind_name() {
         "new_expression" => n.field("arguments").map(|a| a.named_child_count()).unwrap_or(0) == 0,
         "call_expression" => {
             let path = ast::callee_path(n, src);
@@ -230,7 +231,7 @@ fn reads_clock(value: Node, src: &str) -> bool {
 /// A grant taken from the plan (`plan.credits`, `PLAN_LIMITS[tier]`) or a fixed positive amount.
 fn plan_value(value: Node, src: &str) -> bool {
     let v = ast::unwrap_expr(value);
-    match v.kind() {
+    match v.kind_name() {
         "member_expression" | "subscript_expression" => {
             let t = text(v, src).to_ascii_lowercase();
             t.contains("plan") || t.contains("tier") || t.contains("limit") || t.contains("product")
@@ -320,7 +321,7 @@ fn clears_its_own_condition(call: Node, func: Node, src: &str) -> bool {
         while let Some(n) = stack.pop() {
             let n = ast::unwrap_expr(n);
             let op = n.field("operator").map_or("", |o| text(o, src));
-            match n.kind() {
+            match n.kind_name() {
                 "binary_expression" if op == joiner => {
                     stack.extend(n.field("left"));
                     stack.extend(n.field("right"));
@@ -329,7 +330,7 @@ fn clears_its_own_condition(call: Node, func: Node, src: &str) -> bool {
                     let (Some(l), Some(r)) = (n.field("left"), n.field("right")) else {
                         continue;
                     };
-                    let (member, literal) = if l.kind() == "member_expression" { (l, r) } else { (r, l) };
+                    let (member, literal) = if l.kind_name() == "member_expression" { (l, r) } else { (r, l) };
                     if let (Some(field), Some(value)) = (member.field("property"), ast::string_value(literal, src))
                         && sets(text(field, src), &[value.as_str()])
                     {
@@ -353,7 +354,7 @@ fn clears_its_own_condition(call: Node, func: Node, src: &str) -> bool {
         false
     };
     let branch_falsified =
-        ast::ancestors(call).take_while(|a| *a != func).filter(|a| a.kind() == "if_statement").any(|branch| {
+        ast::ancestors(call).take_while(|a| *a != func).filter(|a| a.kind_name() == "if_statement").any(|branch| {
             branch.field("consequence").is_some_and(|c| ast::contains(c, call))
                 && branch.field("condition").is_some_and(|c| falsified(c, false))
         });
@@ -380,7 +381,9 @@ fn overwrites_its_filter(call: Node, src: &str) -> bool {
         let re = crate::regex!(r"(\w+)\s*=\s*'([^']*)'");
         return differs(&literal_columns(&c[1], re), &literal_columns(&c[2], re));
     }
-    let Some(options) = ast::arguments(call).first().copied().filter(|a| a.kind() == "object") else { return false };
+    let Some(options) = ast::arguments(call).first().copied().filter(|a| a.kind_name() == "object") else {
+        return false;
+    };
     let part = |name: &str| {
         ast::named_children(options)
             .into_iter()
@@ -402,11 +405,11 @@ fn clock_arguments_written_by<'t>(
 ) -> Vec<(Node<'t>, String, Node<'t>, Finding)> {
     // The arguments first (cheap, and usually empty); the helper is read only for candidates.
     let mut candidates = Vec::new();
-    for arg in ast::arguments(call).into_iter().filter(|a| a.kind() == "object") {
+    for arg in ast::arguments(call).into_iter().filter(|a| a.kind_name() == "object") {
         let pairs = ast::descendants_of_kind(arg, "pair");
         let shorthands = ast::descendants_of_kind(arg, "shorthand_property_identifier");
         for pair in pairs.into_iter().chain(shorthands) {
-            let shorthand = pair.kind() != "pair";
+            let shorthand = pair.kind_name() != "pair";
             let key = if shorthand {
                 text(pair, src).to_string()
             } else {
@@ -472,7 +475,7 @@ fn existence_check_before(call: Node, func: Node, src: &str) -> bool {
                 t.starts_with("return") || t.starts_with("continue")
             });
             let Some(cond) = i.field("condition").map(ast::unwrap_expr) else { return false };
-            let name = match cond.kind() {
+            let name = match cond.kind_name() {
                 "identifier" => text(cond, src),
                 "member_expression" => ast::member_path(cond, src).first().map_or("", |_| {
                     let t = text(cond, src);
@@ -502,7 +505,7 @@ fn is_query_builder_update(call: Node, src: &str) -> bool {
     path.len() >= 2
         && path.first().is_some_and(|p| p.ends_with("()"))
         && path.last().is_some_and(|l| l == "update")
-        && ast::arguments(call).first().is_some_and(|a| a.kind() == "object")
+        && ast::arguments(call).first().is_some_and(|a| a.kind_name() == "object")
 }
 
 /// (pair, column name, value expression, what) for every processing-time value a write sets.
@@ -519,8 +522,8 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
         if ast::is_function(n) || Some(n) == filter {
             return true;
         }
-        if n.kind() == "arguments"
-            && n.parent()
+        if n.kind_name() == "arguments"
+            && ast::parent(n)
                 .and_then(|c| ast::callee_name(c, src))
                 .is_some_and(|c| matches!(c.as_str(), "where" | "and" | "or" | "eq" | "lt" | "gt" | "lte" | "gte"))
         {
@@ -528,11 +531,11 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
         }
         let key = || n.field("key").map_or("", |k| text(k, src));
         // A Prisma upsert's `create` branch runs only for a new row.
-        n.kind() == "pair" && (matches!(key(), "where" | "filter") || (is_upsert && key() == "create"))
+        n.kind_name() == "pair" && (matches!(key(), "where" | "filter") || (is_upsert && key() == "create"))
     };
     let resolved = |value: Node<'t>| {
         let value = ast::unwrap_expr(value);
-        if value.kind() == "identifier"
+        if value.kind_name() == "identifier"
             && let Some(init) = ast::find_binding_init(func, text(value, src), src, value.start_byte())
         {
             return ast::unwrap_expr(init);
@@ -546,11 +549,12 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
             return false;
         }
         let mut at = n;
-        while let Some(up) = at.parent() {
+        while let Some(up) = ast::parent(at) {
             if up == call {
                 return true;
             }
-            if pruned(up) || (up.kind() == "pair" && up.field("value").is_some_and(|v| resolved(v).kind() != "object"))
+            if pruned(up)
+                || (up.kind_name() == "pair" && up.field("value").is_some_and(|v| resolved(v).kind_name() != "object"))
             {
                 return false;
             }
@@ -562,7 +566,7 @@ fn findings<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> Vec<(Node<'t>, Str
         queries::PROCESSING_TIME_WRITE.matches(call, src).iter().filter_map(|m| m.get("property")).collect();
     queries::tree_order(&mut properties);
     for n in properties.into_iter().filter(|n| written(*n)) {
-        let (key, value) = match n.kind() {
+        let (key, value) = match n.kind_name() {
             "pair" => match (n.field("key"), n.field("value")) {
                 (Some(k), Some(v)) => (ast::string_value(k, src).unwrap_or_else(|| text(k, src).to_string()), v),
                 _ => continue,
@@ -661,7 +665,7 @@ fn clock_edits(value: Node, var: &str, src: &str) -> Option<Vec<Edit>> {
     let mut edits = Vec::new();
     let mut unsupported = false;
     ast::walk(value, &mut |n| {
-        match n.kind() {
+        match n.kind_name() {
             "new_expression" => {
                 let ctor = n.field("constructor").map(|c| text(c, src)).unwrap_or("");
                 let args = n.field("arguments").map(|a| a.named_child_count()).unwrap_or(0);

@@ -8,6 +8,7 @@ use crate::model::ast::{self, text};
 use crate::model::dedupe_keys;
 use crate::model::{Sdk, effects};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -80,21 +81,23 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let bulk = ast::callee_name(call, src).is_some_and(|n| n == "addBulk");
                 let flow = args
                     .first()
-                    .is_some_and(|a| a.kind() == "object" && ast::object_property(*a, "queueName", src).is_some());
+                    .is_some_and(|a| a.kind_name() == "object" && ast::object_property(*a, "queueName", src).is_some());
                 let (opts_index, name) = shape(call, &args, src);
                 let opts = opts_index.and_then(|i| args.get(i).copied());
                 let flow_opts = if flow {
-                    args.first().and_then(|a| ast::object_property(*a, "opts", src)).filter(|o| o.kind() == "object")
+                    args.first()
+                        .and_then(|a| ast::object_property(*a, "opts", src))
+                        .filter(|o| o.kind_name() == "object")
                 } else {
                     None
                 };
                 let job_id = effect_key.or_else(|| {
-                    let o = flow_opts.or(opts.filter(|o| o.kind() == "object"))?;
+                    let o = flow_opts.or(opts.filter(|o| o.kind_name() == "object"))?;
                     ast::object_property(o, "jobId", src).or_else(|| ast::object_property(o, "deduplication", src))
                 });
                 if opts
                     .or(flow_opts)
-                    .is_some_and(|o| o.kind() == "object" && ast::object_property(o, "repeat", src).is_some())
+                    .is_some_and(|o| o.kind_name() == "object" && ast::object_property(o, "repeat", src).is_some())
                 {
                     continue;
                 }
@@ -169,7 +172,7 @@ fn constructed_queue(call: Node, src: &str) -> bool {
         return false;
     };
     let init = dedupe_keys::resolve(object, src);
-    let ctor = match init.kind() {
+    let ctor = match init.kind_name() {
         "new_expression" => init.field("constructor"),
         "call_expression" => init.field("function"),
         _ => None,
@@ -188,7 +191,7 @@ fn is_queue_receiver(call: Node, src: &str) -> bool {
         || t.starts_with("new Map")
         || t.starts_with("new WeakSet")
         || t.starts_with("new PQueue")
-        || init.kind() == "array")
+        || init.kind_name() == "array")
 }
 
 /// Where the options go and the name the job id starts with.
@@ -197,7 +200,7 @@ fn shape(call: Node, args: &[Node], src: &str) -> (Option<usize>, String) {
     let queue_name =
         receiver.len().checked_sub(2).and_then(|i| receiver.get(i)).cloned().unwrap_or_else(|| "job".into());
     let Some(first) = args.first() else { return (None, queue_name) };
-    match first.kind() {
+    match first.kind_name() {
         "string" | "template_string" => {
             let name = ast::string_value(*first, src).unwrap_or_else(|| queue_name.clone());
             (Some(2), name)
@@ -206,14 +209,14 @@ fn shape(call: Node, args: &[Node], src: &str) -> (Option<usize>, String) {
         _ => {
             // `add(NAME, data)` vs Bull's `add(data, opts)`: an options-looking second object.
             let second_is_opts = args.get(1).is_some_and(|a| {
-                a.kind() == "object"
+                a.kind_name() == "object"
                     && ["attempts", "delay", "backoff", "removeOnComplete", "removeOnFail", "priority", "lifo", "jobId"]
                         .iter()
                         .any(|k| ast::object_property(*a, k, src).is_some())
             });
             if args.len() <= 2 && second_is_opts {
                 (Some(1), queue_name)
-            } else if first.kind() == "identifier" && args.len() >= 2 {
+            } else if first.kind_name() == "identifier" && args.len() >= 2 {
                 (Some(2), text(*first, src).to_string())
             } else {
                 (None, queue_name)
@@ -232,7 +235,7 @@ fn sanitize(name: &str) -> String {
 fn add_edit(opts: Option<Node>, args: &[Node], opts_index: Option<usize>, value: &str, src: &str) -> Option<Edit> {
     let index = opts_index?;
     match opts {
-        Some(o) if o.kind() == "object" => Some(merge_property(o, "jobId", value, src)),
+        Some(o) if o.kind_name() == "object" => Some(merge_property(o, "jobId", value, src)),
         Some(_) => None,
         None if args.len() == index => {
             let last = args.last()?;
@@ -244,7 +247,7 @@ fn add_edit(opts: Option<Node>, args: &[Node], opts_index: Option<usize>, value:
 
 /// `addBulk([{ name, data, opts: { jobId } }, ...])`: every literal element has an id.
 fn bulk_has_ids(args: &[Node], src: &str) -> bool {
-    let Some(list) = args.first().filter(|a| a.kind() == "array") else {
+    let Some(list) = args.first().filter(|a| a.kind_name() == "array") else {
         return args.first().is_some_and(|a| text(*a, src).contains("jobId"));
     };
     let items = ast::named_children(*list);
@@ -281,9 +284,9 @@ fn colon_job_id<'t>(id: Node<'t>, src: &str) -> Option<ColonId<'t>> {
     let at_site = ast::unwrap_expr(id);
     let resolved = dedupe_keys::resolve(at_site, src);
     let fragments = |n: Node<'t>| -> Vec<Node<'t>> {
-        match n.kind() {
+        match n.kind_name() {
             "string" | "template_string" => {
-                ast::named_children(n).into_iter().filter(|c| c.kind() == "string_fragment").collect()
+                ast::named_children(n).into_iter().filter(|c| c.kind_name() == "string_fragment").collect()
             }
             _ => Vec::new(),
         }

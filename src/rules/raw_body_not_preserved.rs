@@ -8,6 +8,7 @@ use crate::model::reach::{self, Scope};
 use crate::model::{Framework, stmts, verify};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -126,7 +127,7 @@ enum Payload<'t> {
 /// A parsed request body: `req.body`, `await req.json()`, `c.req.json()`, or a binding of one.
 fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> Option<Node<'t>> {
     let expr = ast::unwrap_expr(expr);
-    match expr.kind() {
+    match expr.kind_name() {
         "member_expression" => {
             let prop = expr.field("property").map(|p| text(p, src))?;
             (prop == "body" && ast::member_path(expr, src).len() >= 2).then_some(expr)
@@ -155,32 +156,34 @@ fn body_decorated_parameter(func: Node, name: &str, src: &str) -> bool {
     let Some(params) = func.field("parameters") else { return false };
     ast::named_children(params).into_iter().any(|p| {
         p.field("pattern").is_some_and(|n| text(n, src) == name)
-            && ast::named_children(p).iter().any(|d| d.kind() == "decorator" && text(*d, src).starts_with("@Body("))
+            && ast::named_children(p)
+                .iter()
+                .any(|d| d.kind_name() == "decorator" && text(*d, src).starts_with("@Body("))
     })
 }
 
 fn classify_payload<'t>(payload: Node<'t>, func: Node<'t>, src: &str) -> Option<(Payload<'t>, Option<Node<'t>>)> {
     let p = ast::unwrap_expr(payload);
-    if p.kind() == "call_expression" && ast::callee_path(p, src) == ["JSON", "stringify"] {
+    if p.kind_name() == "call_expression" && ast::callee_path(p, src) == ["JSON", "stringify"] {
         let arg = *ast::arguments(p).first()?;
         parsed_body(arg, func, src, 0)?;
         return Some((Payload::Stringified { body: ast::unwrap_expr(arg) }, None));
     }
-    if p.kind() == "identifier"
+    if p.kind_name() == "identifier"
         && let Some(init) = ast::find_binding_init(func, text(p, src), src, p.start_byte())
     {
         let init = ast::unwrap_expr(init);
-        if init.kind() == "call_expression" && ast::callee_path(init, src) == ["JSON", "stringify"] {
+        if init.kind_name() == "call_expression" && ast::callee_path(init, src) == ["JSON", "stringify"] {
             let arg = *ast::arguments(init).first()?;
             parsed_body(arg, func, src, 0)?;
             return Some((Payload::Stringified { body: ast::unwrap_expr(arg) }, Some(init)));
         }
         // The object from `await req.json()` handed to the verifier.
-        if init.kind() == "call_expression" && parsed_body(init, func, src, 0).is_some() {
+        if init.kind_name() == "call_expression" && parsed_body(init, func, src, 0).is_some() {
             return Some((Payload::Parsed, None));
         }
     }
-    if p.kind() == "call_expression" && parsed_body(p, func, src, 0).is_some() {
+    if p.kind_name() == "call_expression" && parsed_body(p, func, src, 0).is_some() {
         return Some((Payload::Parsed, None));
     }
     None
@@ -268,12 +271,12 @@ fn stringify_fix(
     };
     // The expression to replace: the stringify call, at its binding when it has one.
     let stringify = binding.unwrap_or(ast::unwrap_expr(payload));
-    if body.kind() == "identifier" {
+    if body.kind_name() == "identifier" {
         let Some(init) = ast::find_binding_init(func, text(body, src), src, body.start_byte()) else {
             return manual_fix();
         };
         let json_call = ast::unwrap_expr(init);
-        if json_call.kind() == "call_expression" && ast::callee_name(json_call, src).is_some_and(|n| n == "json") {
+        if json_call.kind_name() == "call_expression" && ast::callee_name(json_call, src).is_some_and(|n| n == "json") {
             return text_read_fix(file, func, init, json_call, stringify).unwrap_or_else(manual_fix);
         }
         return manual_fix();
@@ -297,7 +300,7 @@ fn manual_fix() -> Fix {
 fn text_read_fix(file: &SourceFile, func: Node, init: Node, json_call: Node, stringify: Node) -> Option<Fix> {
     let src = &file.text;
     let decl = ast::enclosing_statement(init)?;
-    if !matches!(decl.kind(), "lexical_declaration" | "variable_declaration") || decl.named_child_count() != 1 {
+    if !matches!(decl.kind_name(), "lexical_declaration" | "variable_declaration") || decl.named_child_count() != 1 {
         return None;
     }
     let name = ["rawBody", "rawPayload", "bodyText"].into_iter().find(|n| !ast::mentions_identifier(func, src, n))?;
@@ -327,7 +330,7 @@ fn verifies_req_body<'t>(func: Node<'t>, req: &str, src: &str) -> Vec<Node<'t>> 
             if text(*p, src) == body {
                 return true;
             }
-            p.kind() == "identifier"
+            p.kind_name() == "identifier"
                 && ast::find_binding_init(func, text(*p, src), src, p.start_byte())
                     .is_some_and(|i| text(ast::unwrap_expr(i), src) == body)
         })
@@ -376,7 +379,7 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
         && mount.is_some_and(|m| {
             ast::arguments(m.parser)
                 .first()
-                .is_some_and(|o| o.kind() == "object" && ast::object_property(*o, "type", src).is_some())
+                .is_some_and(|o| o.kind_name() == "object" && ast::object_property(*o, "type", src).is_some())
         })
     {
         return;
@@ -494,7 +497,7 @@ fn req_helpers(cx: &Context, func: Node, req: &str) -> Vec<(crate::project::Func
         let param = def
             .node()
             .and_then(|n| ast::parameter(n, index))
-            .filter(|p| p.kind() == "identifier")
+            .filter(|p| p.kind_name() == "identifier")
             .map(|p| text(p, &def.file.text).to_string());
         if let Some(param) = param {
             out.push((def, param));
@@ -564,9 +567,9 @@ fn express_fix(cx: &Context, model: &HandlerModel, func: Node, req_body: &str, s
     match mount {
         None => edits.push(Edit::insert(handler_arg.start_byte(), raw)),
         Some(m) => {
-            let route_stmt = reg.parent().filter(|p| p.kind() == "expression_statement")?;
-            let mount_stmt = m.use_call.parent().filter(|p| p.kind() == "expression_statement")?;
-            if route_stmt.parent() != mount_stmt.parent()
+            let route_stmt = ast::parent(reg).filter(|p| p.kind_name() == "expression_statement")?;
+            let mount_stmt = m.use_call.parent().filter(|p| p.kind_name() == "expression_statement")?;
+            if ast::parent(route_stmt) != ast::parent(mount_stmt)
                 || !stmts::owns_its_lines(file, route_stmt)
                 || !stmts::owns_its_lines(file, mount_stmt)
             {
@@ -584,7 +587,7 @@ fn express_fix(cx: &Context, model: &HandlerModel, func: Node, req_body: &str, s
             // Comments right above the route travel with it.
             let mut lead = route_stmt;
             while let Some(prev) = lead.prev_sibling().filter(|p| {
-                p.kind() == "comment" && p.end_position().row + 1 == lead.start_position().row && p != &mount_stmt
+                p.kind_name() == "comment" && p.end_position().row + 1 == lead.start_position().row && p != &mount_stmt
             }) {
                 lead = prev;
             }
@@ -771,10 +774,10 @@ fn fastify_parser(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>)
 fn verifies_node_request_body<'t>(func: Node<'t>, req: &str, src: &str) -> Option<Node<'t>> {
     let raw_body = |n: Node| {
         let n = ast::unwrap_expr(n);
-        n.kind() == "member_expression"
+        n.kind_name() == "member_expression"
             && n.field("property").is_some_and(|p| text(p, src) == "body")
             && n.field("object").map(ast::unwrap_expr).is_some_and(|o| {
-                o.kind() == "member_expression"
+                o.kind_name() == "member_expression"
                     && o.field("property").is_some_and(|p| text(p, src) == "raw")
                     && o.field("object").is_some_and(|r| text(ast::unwrap_expr(r), src) == req)
             })
@@ -784,7 +787,7 @@ fn verifies_node_request_body<'t>(func: Node<'t>, req: &str, src: &str) -> Optio
         if raw_body(p) {
             return Some(p);
         }
-        (p.kind() == "identifier")
+        (p.kind_name() == "identifier")
             .then(|| ast::find_binding_init(func, text(p, src), src, p.start_byte()))
             .flatten()
             .filter(|init| raw_body(*init))
@@ -843,10 +846,10 @@ fn nest_raw_body(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     let args = ast::arguments(create);
     let edit = match args.as_slice() {
         [module] => Some(Edit::insert(module.end_byte(), ", { rawBody: true }".to_string())),
-        [_, opts] | [_, _, opts] if ast::unwrap_expr(*opts).kind() == "object" => {
+        [_, opts] | [_, _, opts] if ast::unwrap_expr(*opts).kind_name() == "object" => {
             Some(crate::fix::edits::merge_property(ast::unwrap_expr(*opts), "rawBody", "true", msrc))
         }
-        [_, adapter] if ast::unwrap_expr(*adapter).kind() == "new_expression" => {
+        [_, adapter] if ast::unwrap_expr(*adapter).kind_name() == "new_expression" => {
             Some(Edit::insert(adapter.end_byte(), ", { rawBody: true }".to_string()))
         }
         _ => None,

@@ -7,6 +7,7 @@ use crate::model::guards::{self, GuardKind};
 use crate::model::reach::{self, Scope};
 use crate::model::{EffectKind, effects, stmts};
 use crate::source::SourceFile;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -75,8 +76,8 @@ struct TxContext<'t> {
 fn tx_context<'t>(node: Node<'t>, scope: &Scope, src: &str) -> Option<TxContext<'t>> {
     for anc in ast::ancestors(node) {
         if ast::is_function(anc)
-            && let Some(args) = anc.parent().filter(|p| p.kind() == "arguments")
-            && let Some(call) = args.parent().filter(|c| c.kind() == "call_expression")
+            && let Some(args) = ast::parent(anc).filter(|p| p.kind_name() == "arguments")
+            && let Some(call) = ast::parent(args).filter(|c| c.kind_name() == "call_expression")
             && let Some(kind) = guards::guard_call_kind(call, src)
         {
             // A lease guard's callback takes no transaction client.
@@ -177,11 +178,11 @@ fn fix(file: &SourceFile, call: Node, tx: &TxContext) -> Fix {
             "outside the guard the call would also run for duplicates: keep it in the guard as an outbox row processed after commit, or give it an idempotency key",
         );
     }
-    let Some(body) = ast::function_body(callback).filter(|b| b.kind() == "statement_block") else {
+    let Some(body) = ast::function_body(callback).filter(|b| b.kind_name() == "statement_block") else {
         return manual("the transaction callback has no block body");
     };
     let Some(stmt) = stmts::child_containing(body, call) else { return manual("no statement") };
-    if stmt.kind() != "expression_statement" || !stmts::owns_its_lines(file, stmt) {
+    if stmt.kind_name() != "expression_statement" || !stmts::owns_its_lines(file, stmt) {
         return manual("the call's result is used inside the transaction");
     }
     let inner = stmts::all_declared_names(callback, src);
@@ -191,11 +192,11 @@ fn fix(file: &SourceFile, call: Node, tx: &TxContext) -> Fix {
         );
     }
     let Some(tx_stmt) = ast::enclosing_statement(opener) else { return manual("no statement") };
-    if tx_stmt.kind() == "return_statement" || !ast::is_function(callback) {
+    if tx_stmt.kind_name() == "return_statement" || !ast::is_function(callback) {
         return manual("the transaction's result is returned: move the call to the caller, after the commit");
     }
     // The statement must await the transaction, else the call would run before the commit.
-    let awaited = ast::ancestors(opener).take_while(|a| *a != tx_stmt).any(|a| a.kind() == "await_expression");
+    let awaited = ast::ancestors(opener).take_while(|a| *a != tx_stmt).any(|a| a.kind_name() == "await_expression");
     if !awaited {
         return manual("the transaction is not awaited here, so the call would run before the commit");
     }
@@ -219,10 +220,10 @@ fn fix(file: &SourceFile, call: Node, tx: &TxContext) -> Fix {
 fn after_commit_statement(file: &SourceFile, call: Node) -> Option<Fix> {
     let src = &file.text;
     let stmt = ast::enclosing_statement(call)?;
-    if stmt.kind() != "expression_statement" || !stmts::owns_its_lines(file, stmt) {
+    if stmt.kind_name() != "expression_statement" || !stmts::owns_its_lines(file, stmt) {
         return None;
     }
-    let block = stmt.parent().filter(|b| b.kind() == "statement_block")?;
+    let block = ast::parent(stmt).filter(|b| b.kind_name() == "statement_block")?;
     let commit = ast::named_children(block).into_iter().find(|s| {
         s.start_byte() > stmt.end_byte()
             && ast::calls_in(*s, true).iter().any(|c| {
@@ -234,7 +235,7 @@ fn after_commit_statement(file: &SourceFile, call: Node) -> Option<Fix> {
                     })
             })
     })?;
-    if commit.kind() != "expression_statement" || !stmts::owns_its_lines(file, commit) {
+    if commit.kind_name() != "expression_statement" || !stmts::owns_its_lines(file, commit) {
         return None;
     }
     let moved = stmts::reindented_lines(file, stmt, file.indent_at(commit.start_byte()));

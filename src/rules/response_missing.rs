@@ -6,6 +6,7 @@ use crate::model::ast::{self, text};
 use crate::model::responses;
 use crate::model::{Framework, Handler};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -104,7 +105,7 @@ impl Cx<'_> {
             if found {
                 return false;
             }
-            if n.kind() == "call_expression" {
+            if n.kind_name() == "call_expression" {
                 let path = ast::callee_path(n, self.src);
                 if path.len() == 1 && path[0] == "next" {
                     found = true;
@@ -118,8 +119,9 @@ impl Cx<'_> {
                 }
                 // `res` handed to a helper that answers, or `stream.pipe(res)`; a project helper
                 // that only listens on it (`res.once("finish", ...)`) answers nothing.
-                if let Some(at) =
-                    ast::arguments(n).iter().position(|a| a.kind() == "identifier" && text(*a, self.src) == self.res)
+                if let Some(at) = ast::arguments(n)
+                    .iter()
+                    .position(|a| a.kind_name() == "identifier" && text(*a, self.src) == self.res)
                     && !self.helper_only_listens(n, at)
                 {
                     found = true;
@@ -136,7 +138,7 @@ impl Cx<'_> {
         let Some(def) = crate::model::reach::resolve_call(self.project, self.file, call) else { return false };
         let Some(helper) = def.node() else { return false };
         let src = def.file.text.as_str();
-        let Some(param) = ast::parameter(helper, at).filter(|p| p.kind() == "identifier") else { return false };
+        let Some(param) = ast::parameter(helper, at).filter(|p| p.kind_name() == "identifier") else { return false };
         let name = text(param, src);
         let Some(body) = helper.field("body") else { return false };
         !ast::calls_in(body, true).into_iter().any(|c| {
@@ -159,7 +161,7 @@ impl Cx<'_> {
                             | "code"
                     )
                 });
-            let handed_on = ast::arguments(c).iter().any(|a| a.kind() == "identifier" && text(*a, src) == name);
+            let handed_on = ast::arguments(c).iter().any(|a| a.kind_name() == "identifier" && text(*a, src) == name);
             answers_on_it || handed_on
         })
     }
@@ -170,15 +172,15 @@ impl Cx<'_> {
 
     /// Whether every path through `stmt` answers.
     fn answers(&self, stmt: Node) -> bool {
-        match stmt.kind() {
-            "return_statement" => self.bare_ok || stmt.named_child(0).is_some_and(|c| c.kind() != "comment"),
+        match stmt.kind_name() {
+            "return_statement" => self.bare_ok || stmt.named_child(0).is_some_and(|c| c.kind_name() != "comment"),
             "throw_statement" => true,
             "statement_block" => self.answers_list(&ast::named_children(stmt)),
             "if_statement" => {
                 let cons = stmt.field("consequence");
                 let alt = stmt
                     .field("alternative")
-                    .and_then(|a| ast::named_children(a).into_iter().find(|c| c.kind() != "comment"));
+                    .and_then(|a| ast::named_children(a).into_iter().find(|c| c.kind_name() != "comment"));
                 // `if (!res.headersSent) res.status(200)...`: the other path has answered already
                 let unless_sent = || {
                     stmt.field("condition").is_some_and(|c| {
@@ -200,7 +202,7 @@ impl Cx<'_> {
                 let only_answers = || {
                     stmt.field("body").is_some_and(|b| {
                         let stmts: Vec<Node> =
-                            ast::named_children(b).into_iter().filter(|s| s.kind() != "comment").collect();
+                            ast::named_children(b).into_iter().filter(|s| s.kind_name() != "comment").collect();
                         !stmts.is_empty() && stmts.iter().all(|s| self.answers(*s))
                     })
                 };
@@ -209,12 +211,12 @@ impl Cx<'_> {
             "switch_statement" => {
                 let Some(body) = stmt.field("body") else { return false };
                 let cases = ast::named_children(body);
-                let has_default = cases.iter().any(|c| c.kind() == "switch_default");
+                let has_default = cases.iter().any(|c| c.kind_name() == "switch_default");
                 has_default
                     && cases.iter().all(|c| {
                         let stmts: Vec<Node> = ast::named_children(*c)
                             .into_iter()
-                            .filter(|s| Some(*s) != c.field("value") && s.kind() != "comment")
+                            .filter(|s| Some(*s) != c.field("value") && s.kind_name() != "comment")
                             .collect();
                         stmts.is_empty() || self.answers_list(&stmts)
                     })
@@ -230,15 +232,15 @@ impl Cx<'_> {
     fn answered_before(&self, node: Node, body: Node) -> bool {
         let mut cur = node;
         while cur != body {
-            let Some(parent) = cur.parent() else { return false };
+            let Some(parent) = ast::parent(cur) else { return false };
             // `if (!(await handOff(req, res))) return;`: the helper answered.
-            if parent.kind() == "if_statement"
+            if parent.kind_name() == "if_statement"
                 && self.mode == Mode::Object
                 && parent.field("condition").is_some_and(|c| self.sends(c))
             {
                 return true;
             }
-            if matches!(parent.kind(), "statement_block" | "switch_case" | "switch_default") {
+            if matches!(parent.kind_name(), "statement_block" | "switch_case" | "switch_default") {
                 let mut prev = cur.prev_named_sibling();
                 while let Some(p) = prev {
                     if self.answers(p) {
@@ -262,7 +264,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
         }
         let Some(scope) = model.scopes.first() else { continue };
         let Some(func) = scope.node() else { continue };
-        let Some(body) = func.field("body").filter(|b| b.kind() == "statement_block") else {
+        let Some(body) = func.field("body").filter(|b| b.kind_name() == "statement_block") else {
             continue;
         };
         let file = scope.file();
@@ -289,7 +291,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             if n != body && ast::is_function(n) {
                 return false;
             }
-            if n.kind() == "return_statement" && n.named_child(0).is_none_or(|c| c.kind() == "comment") {
+            if n.kind_name() == "return_statement" && n.named_child(0).is_none_or(|c| c.kind_name() == "comment") {
                 returns.push(n);
             }
             true
@@ -302,7 +304,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 if n != body && ast::is_function(n) {
                     return false;
                 }
-                if n.kind() == "return_statement"
+                if n.kind_name() == "return_statement"
                     && let Some(v) = n.named_child(0).map(ast::unwrap_expr)
                     && unsent_reply(v, c.res, src)
                 {
@@ -336,7 +338,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
                 let respond = handler.respond(status).map(|stmt| {
                     let single = r
                         .parent()
-                        .is_some_and(|p| matches!(p.kind(), "statement_block" | "switch_case" | "switch_default"));
+                        .is_some_and(|p| matches!(p.kind_name(), "statement_block" | "switch_case" | "switch_default"));
                     if single || !stmt.contains("; return") { stmt } else { format!("{{ {stmt} }}") }
                 });
                 match respond {
@@ -358,7 +360,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             );
         }
         // Falling off the end.
-        let stmts: Vec<Node> = ast::named_children(body).into_iter().filter(|s| s.kind() != "comment").collect();
+        let stmts: Vec<Node> = ast::named_children(body).into_iter().filter(|s| s.kind_name() != "comment").collect();
         let ends = Cx { bare_ok: true, names: c.names.clone(), ..c };
         if ends.answers_list(&stmts) {
             continue;
@@ -387,10 +389,10 @@ fn unsent_reply(v: Node, res: &str, src: &str) -> bool {
     }
     let mut cur = v;
     loop {
-        match cur.kind() {
+        match cur.kind_name() {
             "identifier" => return text(cur, src) == res,
             "call_expression" => {
-                let Some(f) = cur.field("function").filter(|f| f.kind() == "member_expression") else {
+                let Some(f) = cur.field("function").filter(|f| f.kind_name() == "member_expression") else {
                     return false;
                 };
                 let prop = f.field("property").map_or("", |p| text(p, src));
@@ -432,7 +434,7 @@ fn status_for(r: Node, func: Node, src: &str) -> u16 {
 fn fall_off_fix(c: &Cx, handler: &Handler, file: &crate::source::SourceFile, body: Node, last: Node) -> Fix {
     let style = file.style();
     // A trailing try whose catch does not answer: answer 500 there.
-    if last.kind() == "try_statement"
+    if last.kind_name() == "try_statement"
         && let Some(catch_body) = last.field("handler").and_then(|h| h.field("body"))
         && !c.answers(catch_body)
         && last.field("body").is_some_and(|b| c.answers(b))
@@ -454,7 +456,7 @@ fn fall_off_fix(c: &Cx, handler: &Handler, file: &crate::source::SourceFile, bod
     if c.mode == Mode::Object {
         let unreturned = responses::responses_in(body, c.src, &c.names, true)
             .iter()
-            .any(|r| ast::ancestors(r.node).all(|a| a.kind() != "return_statement"));
+            .any(|r| ast::ancestors(r.node).all(|a| a.kind_name() != "return_statement"));
         if unreturned && handler.framework == Framework::Koa {
             return Fix::display_only(
                 "answer on the path that reaches the end",

@@ -11,6 +11,7 @@ use crate::model::retry_loops::{self, RetryLoop};
 use crate::model::{Effect, EffectKind, EventKey, Sdk, effects, reach};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -117,7 +118,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
 /// The part of a key that is random and computed in the loop body, if any.
 fn key_in_loop<'t>(key: Node<'t>, lp: &RetryLoop<'t>, src: &str) -> Option<Node<'t>> {
     let value = ast::unwrap_expr(key);
-    if value.kind() != "shorthand_property_identifier"
+    if value.kind_name() != "shorthand_property_identifier"
         && dedupe_keys::nondeterministic_call(value, src).is_some()
         && ast::contains(lp.body, value)
     {
@@ -128,7 +129,7 @@ fn key_in_loop<'t>(key: Node<'t>, lp: &RetryLoop<'t>, src: &str) -> Option<Node<
         if found.is_some() {
             return false;
         }
-        if matches!(n.kind(), "identifier" | "shorthand_property_identifier")
+        if matches!(n.kind_name(), "identifier" | "shorthand_property_identifier")
             && let Some(init) = dedupe_keys::initializer(n, src)
             && ast::contains(lp.body, init)
             && dedupe_keys::nondeterministic_call(init, src).is_some()
@@ -189,13 +190,13 @@ fn hoist_existing(
         return (message, fix);
     }
     // The key is written in the call: bind it once before the loop.
-    let prop = key.parent().filter(|p| p.kind() == "pair").and_then(|p| p.field("key"));
+    let prop = ast::parent(key).filter(|p| p.kind_name() == "pair").and_then(|p| p.field("key"));
     let base =
         prop.map(|k| text(k, src).trim_matches(['"', '\'']).to_string()).unwrap_or_else(|| "idempotencyKey".into());
     let base = if is_identifier(&base) { base } else { "idempotencyKey".to_string() };
     let name = fresh_name(func, &base, names, src);
     let decl = format!("{indent}const {name} = {}{semi}{eol}", text(key, src));
-    let pair = key.parent().filter(|p| p.kind() == "pair" && prop.is_some_and(|k| text(k, src) == name));
+    let pair = ast::parent(key).filter(|p| p.kind_name() == "pair" && prop.is_some_and(|k| text(k, src) == name));
     let replace = match pair {
         Some(p) => Edit::replace(p.start_byte(), p.end_byte(), name),
         None => Edit::replace(key.start_byte(), key.end_byte(), name),
@@ -211,16 +212,16 @@ fn is_identifier(s: &str) -> bool {
 
 /// `const key = ...;` declaring only the binding whose initializer is `init`.
 fn single_declaration(decl: Node, init: Node) -> bool {
-    matches!(decl.kind(), "lexical_declaration" | "variable_declaration")
-        && ast::named_children(decl).iter().filter(|c| c.kind() == "variable_declarator").count() == 1
-        && init.parent().is_some_and(|d| d.kind() == "variable_declarator")
+    matches!(decl.kind_name(), "lexical_declaration" | "variable_declaration")
+        && ast::named_children(decl).iter().filter(|c| c.kind_name() == "variable_declarator").count() == 1
+        && ast::parent(init).is_some_and(|d| d.kind_name() == "variable_declarator")
 }
 
 /// Whether `node` reads a name declared by the loop (its header or body).
 fn reads_loop_names(node: Node, lp: &RetryLoop, src: &str) -> bool {
     let mut declared = Vec::new();
     ast::walk(lp.node, &mut |n| {
-        if n.kind() == "variable_declarator"
+        if n.kind_name() == "variable_declarator"
             && let Some(name) = n.field("name")
         {
             ast::bound_names(name, src, &mut declared);
@@ -232,9 +233,9 @@ fn reads_loop_names(node: Node, lp: &RetryLoop, src: &str) -> bool {
     });
     let mut reads = false;
     ast::walk(node, &mut |n| {
-        if n.kind() == "identifier" && declared.iter().any(|d| d == text(n, src)) {
+        if n.kind_name() == "identifier" && declared.iter().any(|d| d == text(n, src)) {
             let is_member_prop =
-                n.parent().is_some_and(|p| p.kind() == "member_expression" && p.field("property") == Some(n));
+                ast::parent(n).is_some_and(|p| p.kind_name() == "member_expression" && p.field("property") == Some(n));
             reads |= !is_member_prop;
         }
         true
@@ -346,7 +347,7 @@ fn pass_key(effect: &Effect, prop: &str, name: &str, src: &str) -> Option<Edit> 
     let append = |after: Node| Edit::insert(after.end_byte(), format!(", {{ {entry} }}"));
     let nth = |i: usize| -> Option<Edit> {
         match args.get(i) {
-            Some(a) if a.kind() == "object" => Some(merge(*a)),
+            Some(a) if a.kind_name() == "object" => Some(merge(*a)),
             Some(_) => None,
             None if args.len() == i && i > 0 => Some(append(*args.last()?)),
             None => None,
@@ -355,7 +356,7 @@ fn pass_key(effect: &Effect, prop: &str, name: &str, src: &str) -> Option<Edit> 
     match effect.sdk {
         Sdk::Stripe => {
             let last = *args.last()?;
-            let options = last.kind() == "object"
+            let options = last.kind_name() == "object"
                 && args.len() > 1
                 && ast::named_children(last).iter().all(|p| {
                     let k = p.field("key").map(|k| text(k, src)).unwrap_or_else(|| text(*p, src));
@@ -364,14 +365,16 @@ fn pass_key(effect: &Effect, prop: &str, name: &str, src: &str) -> Option<Edit> 
             if options { Some(merge(last)) } else { Some(append(last)) }
         }
         Sdk::Resend | Sdk::Adyen | Sdk::Svix | Sdk::TriggerDev => nth(effect.options_index(src)?),
-        Sdk::Square | Sdk::Paypal | Sdk::Inngest => args.first().filter(|a| a.kind() == "object").map(|a| merge(*a)),
+        Sdk::Square | Sdk::Paypal | Sdk::Inngest => {
+            args.first().filter(|a| a.kind_name() == "object").map(|a| merge(*a))
+        }
         Sdk::Bullmq => {
             let first = args.first()?;
-            if matches!(first.kind(), "string" | "template_string") { nth(2) } else { nth(1) }
+            if matches!(first.kind_name(), "string" | "template_string") { nth(2) } else { nth(1) }
         }
         Sdk::Sqs => {
-            let cmd = args.first().filter(|a| a.kind() == "new_expression")?;
-            let input = cmd.field("arguments").and_then(|a| a.named_child(0)).filter(|i| i.kind() == "object")?;
+            let cmd = args.first().filter(|a| a.kind_name() == "new_expression")?;
+            let input = cmd.field("arguments").and_then(|a| a.named_child(0)).filter(|i| i.kind_name() == "object")?;
             Some(merge(input))
         }
         _ => None,

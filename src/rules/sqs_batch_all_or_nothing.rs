@@ -7,6 +7,7 @@ use crate::model::ast::{self, text};
 use crate::model::stmts;
 use crate::source::{Dialect, SourceFile};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -134,11 +135,11 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
         if found.is_some() {
             return false;
         }
-        match n.kind() {
+        match n.kind_name() {
             "for_in_statement" => {
                 let right = n.field("right");
                 let bound = right
-                    .filter(|r| r.kind() == "identifier")
+                    .filter(|r| r.kind_name() == "identifier")
                     .and_then(|r| ast::find_binding_init(func, text(r, src), src, r.start_byte()))
                     .map(|i| text(ast::unwrap_expr(i), src));
                 let right = right.map(|r| text(r, src)).unwrap_or("");
@@ -165,7 +166,7 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
                     && path.last().is_some_and(|m| m == "map")
                     && ast::ancestors(n)
                         .take(3)
-                        .any(|a| a.kind() == "call_expression" && text(a, src).starts_with("Promise.all("))
+                        .any(|a| a.kind_name() == "call_expression" && text(a, src).starts_with("Promise.all("))
                     && let Some(cb) = ast::arguments(n).first().filter(|a| ast::is_function(**a))
                 {
                     found = ast::function_body(*cb).map(|b| (n, b));
@@ -201,10 +202,11 @@ fn throwing_calls_in_failure_path<'t>(body: Node<'t>, src: &str) -> Vec<Node<'t>
             continue;
         }
         let first = ast::descendants_of_kind(catch_body, "await_expression").into_iter().find_map(|awaited| {
-            let call = awaited.named_child(0).map(ast::unwrap_expr).filter(|c| c.kind() == "call_expression")?;
+            let call = awaited.named_child(0).map(ast::unwrap_expr).filter(|c| c.kind_name() == "call_expression")?;
             let protected = ast::ancestors(awaited).take_while(|a| *a != catch_body).any(|a| {
                 ast::is_function(a)
-                    || (a.kind() == "statement_block" && a.parent().is_some_and(|t| t.kind() == "try_statement"))
+                    || (a.kind_name() == "statement_block"
+                        && ast::parent(a).is_some_and(|t| t.kind_name() == "try_statement"))
             });
             (!protected && !crate::model::best_effort::is_logging_call(call, src)).then_some(call)
         });
@@ -215,17 +217,20 @@ fn throwing_calls_in_failure_path<'t>(body: Node<'t>, src: &str) -> Vec<Node<'t>
 
 /// Every statement of the body sits in a `try` whose catch does not rethrow.
 fn handled_per_record(body: Node, src: &str) -> bool {
-    let statements: Vec<Node> = if body.kind() == "statement_block" {
-        ast::named_children(body).into_iter().filter(|c| c.kind() != "comment").collect()
+    let statements: Vec<Node> = if body.kind_name() == "statement_block" {
+        ast::named_children(body).into_iter().filter(|c| c.kind_name() != "comment").collect()
     } else {
         vec![body]
     };
-    let tries: Vec<&Node> = statements.iter().filter(|s| s.kind() == "try_statement").collect();
+    let tries: Vec<&Node> = statements.iter().filter(|s| s.kind_name() == "try_statement").collect();
     !tries.is_empty()
         && tries.iter().all(|t| !catch_rethrows(**t, src))
-        && statements.iter().filter(|s| s.kind() != "try_statement").all(|s| {
+        && statements.iter().filter(|s| s.kind_name() != "try_statement").all(|s| {
             // declarations and guards before the try rarely throw
-            matches!(s.kind(), "lexical_declaration" | "variable_declaration" | "if_statement" | "continue_statement")
+            matches!(
+                s.kind_name(),
+                "lexical_declaration" | "variable_declaration" | "if_statement" | "continue_statement"
+            )
         })
 }
 
@@ -236,7 +241,7 @@ fn catch_rethrows(try_stmt: Node, _src: &str) -> bool {
 fn inside_swallowing_try(lp: Node, func: Node, src: &str) -> bool {
     ast::ancestors(lp)
         .take_while(|a| *a != func)
-        .any(|a| a.kind() == "try_statement" && a.field("handler").is_some() && !catch_rethrows(a, src))
+        .any(|a| a.kind_name() == "try_statement" && a.field("handler").is_some() && !catch_rethrows(a, src))
 }
 
 fn manual(reason: &str) -> Fix {
@@ -245,20 +250,20 @@ fn manual(reason: &str) -> Fix {
 
 fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
     let src = &file.text;
-    if lp.kind() == "call_expression"
+    if lp.kind_name() == "call_expression"
         && let Some(fix) = all_settled_fix(file, func, lp)
     {
         return fix;
     }
-    if lp.kind() != "for_in_statement" || body.kind() != "statement_block" {
+    if lp.kind_name() != "for_in_statement" || body.kind_name() != "statement_block" {
         return manual(
             "catch each record's failure, collect `{ itemIdentifier: record.messageId }` and return `{ batchItemFailures }`",
         );
     }
-    let Some(fbody) = ast::function_body(func).filter(|b| b.kind() == "statement_block") else {
+    let Some(fbody) = ast::function_body(func).filter(|b| b.kind_name() == "statement_block") else {
         return manual("the handler has no block body");
     };
-    if lp.parent() != Some(fbody) {
+    if ast::parent(lp) != Some(fbody) {
         return manual(
             "the records loop is nested: collect failures and return `{ batchItemFailures }` from the handler",
         );
@@ -269,7 +274,7 @@ fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
         return manual("the handler already returns: add `batchItemFailures` to what it returns");
     }
     let Some(left) = lp.field("left") else { return manual("unknown loop variable") };
-    let record = match left.kind() {
+    let record = match left.kind_name() {
         "identifier" => format!("{}.messageId", text(left, src)),
         "object_pattern"
             if ast::mentions_identifier(left, src, "messageId") || text(left, src).contains("messageId") =>
@@ -304,15 +309,15 @@ fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
         file.line_start(lp.start_byte()),
         format!("{loop_indent}const batchItemFailures{ty} = []{semi}{eol}"),
     );
-    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment").unwrap_or(lp);
+    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind_name() != "comment").unwrap_or(lp);
     let ret = Edit::insert(
         fixtext::line_end(file, last_stmt.end_byte()),
         format!("{eol}{loop_indent}return {{ batchItemFailures }}{semi}"),
     );
     // try { ... } catch (e) { ...; throw e }: the rethrow becomes the report.
-    let real: Vec<&Node> = stmts.iter().filter(|s| s.kind() != "comment").collect();
+    let real: Vec<&Node> = stmts.iter().filter(|s| s.kind_name() != "comment").collect();
     if let [only] = real.as_slice()
-        && only.kind() == "try_statement"
+        && only.kind_name() == "try_statement"
         && only.field("finalizer").is_none()
         && let Some(handler) = only.field("handler")
         && let Some(cblock) = handler.field("body")
@@ -320,7 +325,7 @@ fn fix(file: &SourceFile, func: Node, lp: Node, body: Node) -> Fix {
         let throws = ast::descendants_of_kind(handler, "throw_statement");
         let param = handler.field("parameter").map(|p| text(p, src).to_string());
         return match throws.as_slice() {
-            [t] if t.parent() == Some(cblock)
+            [t] if ast::parent(t) == Some(cblock)
                 && t.named_child(0).is_some_and(|e| Some(text(e, src).to_string()) == param)
                 && stmts::owns_its_lines(file, *t) =>
             {
@@ -384,14 +389,17 @@ fn is_sqs(func: Node, src: &str) -> bool {
 /// `Promise.allSettled`, then the rejected records' ids as `batchItemFailures`.
 fn all_settled_fix(file: &SourceFile, func: Node, map_call: Node) -> Option<Fix> {
     let src = &file.text;
-    let fbody = ast::function_body(func).filter(|b| b.kind() == "statement_block")?;
-    let all = ast::ancestors(map_call).find(|a| a.kind() == "call_expression")?;
+    let fbody = ast::function_body(func).filter(|b| b.kind_name() == "statement_block")?;
+    let all = ast::ancestors(map_call).find(|a| a.kind_name() == "call_expression")?;
     if ast::callee_path(all, src) != ["Promise", "all"] {
         return None;
     }
     let stmt = ast::enclosing_statement(all)?;
-    let awaited = stmt.named_child(0).filter(|e| e.kind() == "await_expression")?;
-    if stmt.kind() != "expression_statement" || stmt.parent() != Some(fbody) || ast::unwrap_expr(awaited) != all {
+    let awaited = stmt.named_child(0).filter(|e| e.kind_name() == "await_expression")?;
+    if stmt.kind_name() != "expression_statement"
+        || ast::parent(stmt) != Some(fbody)
+        || ast::unwrap_expr(awaited) != all
+    {
         return None;
     }
     let has_return =
@@ -407,7 +415,7 @@ fn all_settled_fix(file: &SourceFile, func: Node, map_call: Node) -> Option<Fix>
     let eol = style.eol;
     let unit = &style.indent_unit;
     let indent = file.indent_at(stmt.start_byte()).to_string();
-    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind() != "comment")?;
+    let last_stmt = ast::named_children(fbody).into_iter().rfind(|c| c.kind_name() != "comment")?;
     let end = fixtext::line_end(file, last_stmt.end_byte());
     let ret = format!(
         "{eol}{indent}return {{{eol}{indent}{unit}batchItemFailures: results.flatMap((result, i) =>{eol}{indent}{unit}{unit}result.status === {q}rejected{q} ? [{{ itemIdentifier: {records}[i].messageId }}] : [],{eol}{indent}{unit}),{eol}{indent}}}{semi}",

@@ -11,6 +11,7 @@ use crate::model::verify::{is_verify, only_checks, verifies_through};
 use crate::model::{EffectKind, Framework, Sdk, effects, markers};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::collections::HashSet;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -252,7 +253,7 @@ fn lambda_returns_failure_status(c: &Cx, i: usize, scope: &Scope, func: Node) ->
         .filter(|ret| {
             ret.named_child(0)
                 .map(ast::unwrap_expr)
-                .is_some_and(|v| v.kind() == "object" && status.is_match(text(v, src)))
+                .is_some_and(|v| v.kind_name() == "object" && status.is_match(text(v, src)))
         })
         .map(|ret| {
             diag(
@@ -301,10 +302,10 @@ fn failed_fetch_returns(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diag
         let name = caps.get(1).or(caps.get(2)).map(|m| m.as_str()).unwrap_or_default();
         let fetched = ast::find_binding_init(func, name, src, stmt.start_byte())
             .map(ast::unwrap_expr)
-            .is_some_and(|init| init.kind() == "call_expression" && ast::callee_path(init, src) == ["fetch"]);
+            .is_some_and(|init| init.kind_name() == "call_expression" && ast::callee_path(init, src) == ["fetch"]);
         let quiet_return = ast::last_statement(cons).is_some_and(|r| {
-            r.kind() == "return_statement"
-                && r.named_child(0).is_none_or(|v| matches!(v.kind(), "comment" | "null" | "undefined" | "false"))
+            r.kind_name() == "return_statement"
+                && r.named_child(0).is_none_or(|v| matches!(v.kind_name(), "comment" | "null" | "undefined" | "false"))
         });
         if !fetched || !quiet_return {
             continue;
@@ -342,19 +343,20 @@ fn promise_catch_logs_only(c: &Cx, scope: &Scope, func: Node) -> Vec<Diagnostic>
     let file = scope.file();
     let src = &file.text;
     for call in ast::calls_in(func, true) {
-        let Some(callee) = call.field("function").filter(|f| f.kind() == "member_expression") else {
+        let Some(callee) = call.field("function").filter(|f| f.kind_name() == "member_expression") else {
             continue;
         };
         let (Some(receiver), Some(property)) = (callee.field("object"), callee.field("property")) else {
             continue;
         };
         let [handler] = ast::arguments(call)[..] else { continue };
-        if text(property, src) != "catch" || !ast::is_function(handler) || receiver.kind() != "call_expression" {
+        if text(property, src) != "catch" || !ast::is_function(handler) || receiver.kind_name() != "call_expression" {
             continue;
         }
         // The settled value is dropped: `await work().catch(log);` as a statement.
         let dropped = ast::parent(call).is_some_and(|p| {
-            p.kind() == "await_expression" && ast::parent(p).is_some_and(|s| s.kind() == "expression_statement")
+            p.kind_name() == "await_expression"
+                && ast::parent(p).is_some_and(|s| s.kind_name() == "expression_statement")
         });
         let Some(body) = handler.field("body") else { continue };
         // (`.catch(() => null)` with nothing logged is an explicit, deliberate discard)
@@ -425,9 +427,9 @@ fn chain_calls(call: Node) -> Vec<Node> {
     let mut current = call;
     while let Some(inner) = current
         .field("function")
-        .filter(|f| f.kind() == "member_expression")
+        .filter(|f| f.kind_name() == "member_expression")
         .and_then(|f| f.field("object"))
-        .filter(|o| o.kind() == "call_expression")
+        .filter(|o| o.kind_name() == "call_expression")
     {
         out.push(inner);
         current = inner;
@@ -447,12 +449,12 @@ fn writes_marker(call: Node, src: &str, func: Node, scope: &Scope) -> bool {
 fn in_failure_path(node: Node) -> bool {
     ast::ancestors(node)
         .take_while(|a| !ast::is_function(*a))
-        .any(|a| matches!(a.kind(), "catch_clause" | "finally_clause"))
+        .any(|a| matches!(a.kind_name(), "catch_clause" | "finally_clause"))
 }
 
 /// The node is in a `finally` of its own function.
 fn in_finally(node: Node) -> bool {
-    ast::ancestors(node).take_while(|a| !ast::is_function(*a)).any(|a| a.kind() == "finally_clause")
+    ast::ancestors(node).take_while(|a| !ast::is_function(*a)).any(|a| a.kind_name() == "finally_clause")
 }
 
 /// The calls under a `try` block that its catch can see: those not inside a nested `try`
@@ -462,9 +464,9 @@ fn exposed_calls(block: Node) -> Vec<Node> {
         .into_iter()
         .filter(|call| {
             !ast::ancestors(*call).take_while(|a| *a != block).any(|a| {
-                a.kind() == "statement_block"
-                    && a.parent().is_some_and(|t| {
-                        t.kind() == "try_statement" && t.field("body") == Some(a) && t.field("handler").is_some()
+                a.kind_name() == "statement_block"
+                    && ast::parent(a).is_some_and(|t| {
+                        t.kind_name() == "try_statement" && t.field("body") == Some(a) && t.field("handler").is_some()
                     })
             })
         })
@@ -480,7 +482,8 @@ fn same_fn_nodes<'t>(body: Node<'t>, kind: &str) -> Vec<Node<'t>> {
 /// declared `: never`, or ending in a `throw`) rethrows it, reshaped.
 fn calls_a_thrower(c: &Cx, file: &Arc<SourceFile>, body: Node) -> bool {
     ast::named_children(body).into_iter().any(|stmt| {
-        let Some(call) = stmt.named_child(0).map(ast::unwrap_expr).filter(|e| e.kind() == "call_expression") else {
+        let Some(call) = stmt.named_child(0).map(ast::unwrap_expr).filter(|e| e.kind_name() == "call_expression")
+        else {
             return false;
         };
         let Some(def) = reach::resolve_call(c.cx.project, file, call) else { return false };
@@ -491,19 +494,23 @@ fn calls_a_thrower(c: &Cx, file: &Arc<SourceFile>, body: Node) -> bool {
         declared_never
             || func
                 .field("body")
-                .filter(|b| b.kind() == "statement_block")
-                .and_then(|b| ast::named_children(b).into_iter().rev().find(|n| n.kind() != "comment"))
-                .is_some_and(|last| last.kind() == "throw_statement")
+                .filter(|b| b.kind_name() == "statement_block")
+                .and_then(|b| ast::named_children(b).into_iter().rev().find(|n| n.kind_name() != "comment"))
+                .is_some_and(|last| last.kind_name() == "throw_statement")
     })
 }
 
 /// The catch returns a literal in place of what it read (`return {}`, `return []`, `return null`).
 fn returns_a_fallback(body: Node) -> bool {
-    let returns = ast::named_children(body).into_iter().filter(|s| s.kind() == "return_statement").collect::<Vec<_>>();
+    let returns =
+        ast::named_children(body).into_iter().filter(|s| s.kind_name() == "return_statement").collect::<Vec<_>>();
     !returns.is_empty()
         && returns.iter().all(|r| {
             r.named_child(0).map(ast::unwrap_expr).is_some_and(|v| {
-                matches!(v.kind(), "object" | "array" | "null" | "undefined" | "false" | "true" | "number" | "string")
+                matches!(
+                    v.kind_name(),
+                    "object" | "array" | "null" | "undefined" | "false" | "true" | "number" | "string"
+                )
             })
         })
 }
@@ -561,10 +568,10 @@ fn marked_best_effort(c: &Cx, try_stmt: Node, src: &str) -> bool {
 fn wrapping_ifs(stmt: Node) -> Vec<Node> {
     let mut out = Vec::new();
     let mut at = stmt;
-    while let Some(block) = ast::parent(at).filter(|b| b.kind() == "statement_block") {
-        let only = ast::named_children(block).into_iter().filter(|n| n.kind() != "comment").count() == 1;
+    while let Some(block) = ast::parent(at).filter(|b| b.kind_name() == "statement_block") {
+        let only = ast::named_children(block).into_iter().filter(|n| n.kind_name() != "comment").count() == 1;
         let Some(owner) = ast::parent(block).filter(|o| {
-            o.kind() == "if_statement" && o.field("consequence") == Some(block) && o.field("alternative").is_none()
+            o.kind_name() == "if_statement" && o.field("consequence") == Some(block) && o.field("alternative").is_none()
         }) else {
             break;
         };
@@ -582,9 +589,9 @@ fn wrapping_ifs(stmt: Node) -> Vec<Node> {
 fn function_doc(node: Node, src: &str) -> Option<String> {
     let func = ast::enclosing_function(node)?;
     let mut decl = func;
-    while let Some(p) = decl.parent() {
+    while let Some(p) = ast::parent(decl) {
         if matches!(
-            p.kind(),
+            p.kind_name(),
             "variable_declarator" | "lexical_declaration" | "variable_declaration" | "export_statement"
         ) {
             decl = p;
@@ -601,18 +608,18 @@ fn function_doc(node: Node, src: &str) -> Option<String> {
 /// status, a workflow step saved with `status: output.error ? "failure" : "success"`): the
 /// catch assigns a value made from the error to a name or property the code after it reads.
 fn captures_error(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
-    let Some(param) = clause.field("parameter").filter(|p| p.kind() == "identifier") else {
+    let Some(param) = clause.field("parameter").filter(|p| p.kind_name() == "identifier") else {
         return false;
     };
     let param = text(param, src);
-    let after = try_stmt.parent().map(|p| &src[try_stmt.end_byte()..p.end_byte()]).unwrap_or("");
+    let after = ast::parent(try_stmt).map(|p| &src[try_stmt.end_byte()..p.end_byte()]).unwrap_or("");
     same_fn_nodes(body, "assignment_expression").into_iter().any(|a| {
         let (Some(left), Some(right)) = (a.field("left"), a.field("right")) else {
             return false;
         };
         let uses_error = ast::descendants_of_kind(right, "identifier").iter().any(|i| text(*i, src) == param)
-            || (right.kind() == "identifier" && text(right, src) == param);
-        let kept = match left.kind() {
+            || (right.kind_name() == "identifier" && text(right, src) == param);
+        let kept = match left.kind_name() {
             "identifier" => {
                 let name = text(left, src);
                 crate::regex!(r"[A-Za-z_$][\w$]*").find_iter(after).any(|m| m.as_str() == name)
@@ -632,7 +639,7 @@ fn captures_error(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
 fn rethrown_after(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
     let mut next = try_stmt.next_named_sibling();
     while let Some(stmt) = next {
-        match stmt.kind() {
+        match stmt.kind_name() {
             "throw_statement" => return true,
             "expression_statement" | "lexical_declaration" | "variable_declaration" | "comment"
                 if same_fn_nodes(stmt, "return_statement").is_empty() => {}
@@ -640,14 +647,14 @@ fn rethrown_after(clause: Node, body: Node, try_stmt: Node, src: &str) -> bool {
         }
         next = stmt.next_named_sibling();
     }
-    let Some(param) = clause.field("parameter").filter(|p| p.kind() == "identifier") else {
+    let Some(param) = clause.field("parameter").filter(|p| p.kind_name() == "identifier") else {
         return false;
     };
     let param = text(param, src);
     let kept: Vec<&str> = ast::descendants_of_kind(body, "assignment_expression")
         .into_iter()
-        .filter(|a| a.field("right").is_some_and(|r| r.kind() == "identifier" && text(r, src) == param))
-        .filter_map(|a| a.field("left").filter(|l| l.kind() == "identifier").map(|l| text(l, src)))
+        .filter(|a| a.field("right").is_some_and(|r| r.kind_name() == "identifier" && text(r, src) == param))
+        .filter_map(|a| a.field("left").filter(|l| l.kind_name() == "identifier").map(|l| text(l, src)))
         .collect();
     if kept.is_empty() {
         return false;
@@ -671,8 +678,8 @@ fn under_marked_comment(stmt: Node, func: Node, file: &SourceFile) -> bool {
     let mut at = stmt;
     // A `try`'s own comment is judged with its catch (`marked_best_effort`): above a `try`,
     // "never throws" describes the catch, not the work.
-    while at.id() != func.id() && at.kind() != "try_statement" {
-        if at.parent().is_some_and(|p| p.kind() == "statement_block") {
+    while at.id() != func.id() && at.kind_name() != "try_statement" {
+        if ast::parent(at).is_some_and(|p| p.kind_name() == "statement_block") {
             if above(at) {
                 return true;
             }
@@ -683,7 +690,7 @@ fn under_marked_comment(stmt: Node, func: Node, file: &SourceFile) -> bool {
                 return true;
             }
         }
-        let Some(up) = at.parent() else { return false };
+        let Some(up) = ast::parent(at) else { return false };
         at = up;
     }
     false
@@ -711,8 +718,8 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         let Some(try_stmt) = std::iter::once(at)
             .chain(ast::ancestors(at))
             .take_while(|a| a.id() != func.id())
-            .find(|a| a.kind() == "catch_clause")
-            .and_then(|clause| clause.parent())
+            .find(|a| a.kind_name() == "catch_clause")
+            .and_then(ast::parent)
         else {
             continue;
         };
@@ -778,7 +785,7 @@ fn reaches_caller(f: Node, src: &str) -> bool {
     let is_async = text(f, src).trim_start().starts_with("async");
     let mut cur = f;
     while let Some(p) = ast::parent(cur) {
-        match p.kind() {
+        match p.kind_name() {
             "await_expression" | "return_statement" | "arrow_function" => return true,
             "new_expression" => return false,
             "call_expression" => {
@@ -808,10 +815,10 @@ fn reaches_caller(f: Node, src: &str) -> bool {
 fn item_loop(func: Node, try_stmt: Node, src: &str) -> Option<String> {
     const ITERATING: &[&str] = &["forEach", "map", "flatMap", "filter", "reduce", "some", "every"];
     let looping = ast::ancestors(try_stmt).take_while(|a| a.id() != func.id()).find(|a| {
-        matches!(a.kind(), "for_in_statement" | "for_statement" | "while_statement" | "do_statement")
+        matches!(a.kind_name(), "for_in_statement" | "for_statement" | "while_statement" | "do_statement")
             || ast::is_function(*a)
                 && ast::parent(*a)
-                    .filter(|p| p.kind() == "arguments")
+                    .filter(|p| p.kind_name() == "arguments")
                     .and_then(ast::parent)
                     .and_then(|call| ast::callee_name(call, src))
                     .is_some_and(|n| ITERATING.contains(&n.as_str()))
@@ -841,7 +848,7 @@ fn swallowing_try<'t>(func: Node<'t>, node: Node<'t>, src: &str, names: &[&str])
         if a.id() == func.id() || ast::is_function(a) {
             return None;
         }
-        if a.kind() == "try_statement" && a.field("body").is_some_and(|b| b.id() == child.id()) {
+        if a.kind_name() == "try_statement" && a.field("body").is_some_and(|b| b.id() == child.id()) {
             let body = a.field("handler").and_then(|h| h.field("body"));
             return body.filter(|b| swallows(*b, src, names)).map(|_| a);
         }
@@ -928,7 +935,7 @@ fn falls_back_to_other_work(clause: Node, body: Node, src: &str) -> bool {
     recovery_calls(clause, src).into_iter().any(|call| {
         let name = ast::callee_path(call, src).last().map(|n| n.to_ascii_lowercase()).unwrap_or_default();
         ast::is_awaited_call(call)
-            && !ast::ancestors(call).take_while(|a| a.id() != body.id()).any(|a| a.kind() == "try_statement")
+            && !ast::ancestors(call).take_while(|a| a.id() != body.id()).any(|a| a.kind_name() == "try_statement")
             && !["del", "remove", "clear", "clean", "unset", "cancel", "revert", "undo", "log", "track", "capture"]
                 .iter()
                 .any(|w| name.contains(w))
@@ -944,10 +951,10 @@ fn keeps_fallback(func: Node, clause: Node, try_stmt: Node, src: &str) -> Option
     let read_after = |name: &str| crate::regex!(r"[A-Za-z_$][\w$]*").find_iter(after).any(|m| m.as_str() == name);
     let root = |left: Node| -> Option<String> {
         let mut n = left;
-        while matches!(n.kind(), "member_expression" | "subscript_expression") {
+        while matches!(n.kind_name(), "member_expression" | "subscript_expression") {
             n = n.field("object")?;
         }
-        (n.kind() == "identifier").then(|| text(n, src).to_string())
+        (n.kind_name() == "identifier").then(|| text(n, src).to_string())
     };
     let body = clause.field("body")?;
     // A catch that returns or throws ends the work there: nothing goes on with a fallback.
@@ -966,7 +973,7 @@ fn keeps_fallback(func: Node, clause: Node, try_stmt: Node, src: &str) -> Option
     }
     let block = try_stmt.field("body")?;
     let unset = same_fn_nodes(block, "assignment_expression").into_iter().find_map(|a| {
-        let left = a.field("left").filter(|l| l.kind() == "identifier")?;
+        let left = a.field("left").filter(|l| l.kind_name() == "identifier")?;
         let name = text(left, src);
         let declared_before = ast::find_binding_init(func, name, src, try_stmt.start_byte()).is_some()
             || crate::regex!(r"\b(?:let|var)\s+([A-Za-z_$][\w$]*)")
@@ -1041,8 +1048,9 @@ fn committed_before<'t>(func: Node<'t>, at: usize, src: &str) -> Option<Node<'t>
     let target = func.descendant_for_byte_range(at, at)?;
     let on_the_way = |call: Node| {
         ast::ancestors(call).take_while(|a| a.id() != func.id()).all(|a| {
-            let branch = matches!(a.kind(), "switch_case" | "switch_default" | "else_clause" | "catch_clause")
-                || a.kind() == "statement_block" && ast::parent(a).is_some_and(|p| p.kind() == "if_statement");
+            let branch = matches!(a.kind_name(), "switch_case" | "switch_default" | "else_clause" | "catch_clause")
+                || a.kind_name() == "statement_block"
+                    && ast::parent(a).is_some_and(|p| p.kind_name() == "if_statement");
             !branch || ast::contains(a, target)
         })
     };
@@ -1092,7 +1100,7 @@ fn deliberate_swallow(func: Node, try_stmt: Node, src: &str) -> Option<String> {
         &["retry", "retries", "best-effort", "best effort", "non-critical", "not critical", "intentional"];
     let mut comments: Vec<Node> = ast::descendants_of_kind(try_stmt.field("handler")?, "comment");
     let mut prev = try_stmt.prev_named_sibling();
-    while let Some(p) = prev.filter(|p| p.kind() == "comment") {
+    while let Some(p) = prev.filter(|p| p.kind_name() == "comment") {
         comments.push(p);
         prev = p.prev_named_sibling();
     }
@@ -1130,11 +1138,11 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
     let mut out = Vec::new();
     let duplicate_case = crate::regex!(r"already exists?|duplicate|exists already");
     for clause in ast::descendants_of_kind(func, "catch_clause") {
-        let Some(try_stmt) = clause.parent().filter(|p| p.kind() == "try_statement") else { continue };
+        let Some(try_stmt) = ast::parent(clause).filter(|p| p.kind_name() == "try_statement") else { continue };
         // Work deferred past the response (`after(...)`) is ack-timing's finding.
         let deferred = ast::ancestors(clause)
             .take_while(|a| *a != func)
-            .any(|a| a.kind() == "call_expression" && crate::model::best_effort::deferrer(a, src).is_some());
+            .any(|a| a.kind_name() == "call_expression" && crate::model::best_effort::deferrer(a, src).is_some());
         if deferred {
             continue;
         }
@@ -1172,8 +1180,8 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
             crate::regex!(r"ReceiveMessageCommand|\.receiveMessages?\(|\.getNextJob\(").is_match(text(n, src))
         };
         let in_retry_loop = ast::ancestors(try_stmt).take_while(|a| !ast::is_function(*a)).any(|a| {
-            (matches!(a.kind(), "while_statement" | "do_statement")
-                || a.kind() == "for_statement"
+            (matches!(a.kind_name(), "while_statement" | "do_statement")
+                || a.kind_name() == "for_statement"
                     && (a.field("condition").is_none_or(|c| text(c, src).trim() == ";")
                         || crate::model::retry_loops::is_retry_loop(a, src)))
                 && (!receives(a) || receives(try_stmt))
@@ -1251,7 +1259,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         let work = best_effort::combine(
             guarded
                 .iter()
-                .filter(|call| call.parent().is_none_or(|p| p.kind() != "member_expression"))
+                .filter(|call| ast::parent(**call).is_none_or(|p| p.kind_name() != "member_expression"))
                 .map(|call| best_effort::call_category(c.cx.project, file, *call, 3))
                 // Inside a helper named for the notification it sends (`sendReceiptEmail`), its
                 // HTTP request to the mail API is that notification.
@@ -1323,7 +1331,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
         }
         if let Some(r) = resps.iter().find(|r| r.is_2xx()) {
             // Nest: a returned value cannot carry a status; rethrowing answers 500.
-            let param = clause.field("parameter").filter(|p| p.kind() == "identifier");
+            let param = clause.field("parameter").filter(|p| p.kind_name() == "identifier");
             let fix = || match (crate::fix::edits::set_status(r, 500, src, file.style().eol), param) {
                 (Some(e), _) => Fix::unsafe_("answer 500 so the provider retries", vec![e]),
                 (None, Some(p)) if r.style == Style::Returned && fw == Framework::Nest => {
@@ -1368,7 +1376,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
                 // right after the try decides what a failure gets.
                 let next_answer = ast::following_siblings(try_stmt)
                     .into_iter()
-                    .take_while(|s| matches!(s.kind(), "expression_statement" | "return_statement"))
+                    .take_while(|s| matches!(s.kind_name(), "expression_statement" | "return_statement"))
                     .find_map(|s| responses::responses_in(s, src, &names, false).into_iter().next());
                 if next_answer.is_some_and(|r| !r.is_2xx()) {
                     continue;
@@ -1438,7 +1446,7 @@ fn catches_found(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic>
 fn settled_by_all_settled(call: Node, within: Node, src: &str) -> bool {
     std::iter::once(call)
         .chain(ast::ancestors(call).take_while(|a| a.id() != within.id()))
-        .any(|a| a.kind() == "call_expression" && ast::callee_path(a, src) == ["Promise", "allSettled"])
+        .any(|a| a.kind_name() == "call_expression" && ast::callee_path(a, src) == ["Promise", "allSettled"])
 }
 
 /// `Promise.allSettled(keys.map((k) => cache.del(k)))`, `... => invalidateProjectCache(p.id)`:
@@ -1451,22 +1459,21 @@ fn settles_cache_work(call: Node, src: &str) -> bool {
         .flat_map(|a| ast::calls_in(a, false))
         .filter(|c| ast::is_awaited_call(*c) || ast::parent(*c).is_some_and(ast::is_function))
         .collect();
-    !tasks.is_empty()
-        && tasks.iter().all(|task| ast::callee_path(*task, src).iter().any(|segment| cache_word(segment)))
+    !tasks.is_empty() && tasks.iter().all(|task| ast::callee_path(*task, src).iter().any(|segment| cache_word(segment)))
 }
 
 /// `Promise.allSettled(items.map(async (item) => { try { ... } catch { ... } }))`: every
 /// awaited call or effect of the mapped task sits in a `try` with a catch.
 fn tasks_catch_their_failures(call: Node, src: &str) -> bool {
     let Some(tasks) = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)) else { return false };
-    if tasks.kind() != "call_expression" || ast::callee_name(tasks, src).as_deref() != Some("map") {
+    if tasks.kind_name() != "call_expression" || ast::callee_name(tasks, src).as_deref() != Some("map") {
         return false;
     }
     let Some(body) = ast::arguments(tasks)
         .first()
         .filter(|f| ast::is_function(**f))
         .and_then(|f| f.field("body"))
-        .filter(|b| b.kind() == "statement_block")
+        .filter(|b| b.kind_name() == "statement_block")
     else {
         return false;
     };
@@ -1476,14 +1483,14 @@ fn tasks_catch_their_failures(call: Node, src: &str) -> bool {
 
 /// The call is awaited inside `within`, or is an effect of a known kind.
 fn awaited_or_effect(call: Node, within: Node, src: &str) -> bool {
-    ast::ancestors(call).take_while(|a| *a != within).any(|a| a.kind() == "await_expression")
+    ast::ancestors(call).take_while(|a| *a != within).any(|a| a.kind_name() == "await_expression")
         || effects::classify(call, src, false).is_some_and(|e| e.kind != EffectKind::Possible)
 }
 
 /// `return;` or `return {};`: an empty object reads as an empty success to the caller, unlike
 /// `null`, `false` or an error value it can test.
 fn returns_nothing_checkable(ret: Node) -> bool {
-    ret.named_child(0).map(ast::unwrap_expr).is_none_or(|v| v.kind() == "object" && v.named_child_count() == 0)
+    ret.named_child(0).map(ast::unwrap_expr).is_none_or(|v| v.kind_name() == "object" && v.named_child_count() == 0)
 }
 
 /// `return "failure"`, `return false`, `return { success: false, ... }`, `return { status: "failed" }`.
@@ -1491,7 +1498,7 @@ fn returns_failure_outcome(ret: Node, src: &str) -> bool {
     let Some(value) = ret.named_child(0).map(ast::unwrap_expr) else { return false };
     let failure_word =
         |s: &str| matches!(s.to_ascii_lowercase().as_str(), "failure" | "failed" | "fail" | "error" | "errored");
-    match value.kind() {
+    match value.kind_name() {
         "false" => true,
         "object" => ast::named_children(value).into_iter().any(|pair| {
             let (Some(key), Some(v)) = (pair.field("key"), pair.field("value")) else {
@@ -1499,11 +1506,11 @@ fn returns_failure_outcome(ret: Node, src: &str) -> bool {
             };
             let v = ast::unwrap_expr(v);
             match text(key, src).trim_matches(['"', '\'']) {
-                "success" | "ok" => v.kind() == "false",
+                "success" | "ok" => v.kind_name() == "false",
                 // `status: "failed"`, or an enum member: `status: AWSStatus.Failure`
                 "status" | "outcome" | "result" => {
                     ast::string_value(v, src).is_some_and(|s| failure_word(&s))
-                        || v.kind() == "member_expression"
+                        || v.kind_name() == "member_expression"
                             && v.field("property").is_some_and(|p| failure_word(text(p, src)))
                 }
                 _ => false,
@@ -1525,7 +1532,9 @@ fn only_parses_message(exposed: &[Node], src: &str) -> bool {
         })
     };
     exposed.iter().any(parses)
-        && exposed.iter().all(|call| parses(call) || drops(call) || !ast::is_awaited_call(*call) && !does_work(*call, src))
+        && exposed
+            .iter()
+            .all(|call| parses(call) || drops(call) || !ast::is_awaited_call(*call) && !does_work(*call, src))
 }
 
 /// An explicit acknowledgement: `channel.ack(msg)`, `message.ack()`, an SQS `DeleteMessage`.
@@ -1564,13 +1573,13 @@ fn reads_only(block: Node, src: &str) -> bool {
 /// `throw new Response(body?, { status? })`: the status Remix answers with (200 by default).
 fn thrown_response_status(throw: Node, src: &str) -> Option<u16> {
     let value = ast::unwrap_expr(throw.named_child(0)?);
-    if value.kind() != "new_expression" || text(value.field("constructor")?, src) != "Response" {
+    if value.kind_name() != "new_expression" || text(value.field("constructor")?, src) != "Response" {
         return None;
     }
     let args = value.field("arguments").map(ast::named_children).unwrap_or_default();
     match args.get(1) {
         None => Some(200),
-        Some(init) if init.kind() == "object" => match ast::object_property(*init, "status", src) {
+        Some(init) if init.kind_name() == "object" => match ast::object_property(*init, "status", src) {
             None => Some(200),
             Some(st) => text(st, src).parse().ok(),
         },
@@ -1582,12 +1591,12 @@ fn thrown_response_status(throw: Node, src: &str) -> Option<u16> {
 fn flagged_for_later(func: Node, try_stmt: Node, body: Node, src: &str, names: &[&str]) -> bool {
     let mut flags: Vec<&str> = Vec::new();
     ast::walk(body, &mut |n| {
-        if n.kind() == "assignment_expression"
-            && let Some(l) = n.field("left").filter(|l| l.kind() == "identifier")
+        if n.kind_name() == "assignment_expression"
+            && let Some(l) = n.field("left").filter(|l| l.kind_name() == "identifier")
         {
             flags.push(text(l, src));
         }
-        if n.kind() == "call_expression"
+        if n.kind_name() == "call_expression"
             && let [obj, push] = ast::callee_path(n, src).as_slice()
             && push == "push"
         {
@@ -1624,15 +1633,15 @@ fn failure_dropped<'a>(c: &Cx<'a>, i: usize, in_callee_body: bool, returns: &[No
         .into_iter()
         .map(|(k, call)| {
             let src = &c.model.scopes[k].file().text;
-            let outer = call.parent().filter(|p| p.kind() == "await_expression").unwrap_or(call);
-            let statement = outer.parent().filter(|p| p.kind() == "expression_statement");
+            let outer = ast::parent(call).filter(|p| p.kind_name() == "await_expression").unwrap_or(call);
+            let statement = ast::parent(outer).filter(|p| p.kind_name() == "expression_statement");
             // A call the caller lets fail on purpose (inside a `try` whose catch only logs,
             // or under a best-effort comment) loses nothing the caller wanted; one inside a
             // `try` whose catch fails the delivery is exactly where the failure is lost.
             let let_go = statement.is_some_and(|stmt| {
                 let tolerated = ast::ancestors(stmt)
                     .take_while(|a| !ast::is_function(*a))
-                    .filter(|a| a.kind() == "try_statement")
+                    .filter(|a| a.kind_name() == "try_statement")
                     .filter_map(|t| t.field("handler").and_then(|h| h.field("body")))
                     .next()
                     .is_some_and(|catch| {
@@ -1670,9 +1679,9 @@ fn answered_as_returned(c: &Cx, i: usize, in_callee_body: bool, returns: &[Node]
     let sites = callers_of(c, i);
     !sites.is_empty()
         && sites.iter().all(|(k, call)| {
-            let outer = call.parent().filter(|p| p.kind() == "await_expression").unwrap_or(*call);
+            let outer = ast::parent(call).filter(|p| p.kind_name() == "await_expression").unwrap_or(*call);
             *k == 0
-                && outer.parent().is_some_and(|p| p.kind() == "return_statement")
+                && ast::parent(outer).is_some_and(|p| p.kind_name() == "return_statement")
                 && ast::enclosing_function(*call) == Some(func)
         })
 }
@@ -1684,7 +1693,7 @@ fn answered_as_returned(c: &Cx, i: usize, in_callee_body: bool, returns: &[Node]
 /// side step before the rest of its work.
 fn ends_function(try_stmt: Node, func: Node) -> bool {
     ast::function_body(func)
-        .and_then(|b| ast::named_children(b).into_iter().rfind(|s| s.kind() != "comment"))
+        .and_then(|b| ast::named_children(b).into_iter().rfind(|s| s.kind_name() != "comment"))
         .is_some_and(|last| last == try_stmt)
 }
 
@@ -1777,7 +1786,7 @@ fn deferred_scope(c: &Cx, i: usize, visiting: &mut Vec<usize>) -> bool {
         let src = &c.model.scopes[k].file().text;
         ast::ancestors(call)
             .take_while(|a| a.id() != f.id())
-            .any(|a| a.kind() == "call_expression" && best_effort::deferrer(a, src).is_some())
+            .any(|a| a.kind_name() == "call_expression" && best_effort::deferrer(a, src).is_some())
             || callee_async && dropped_promise(call, f, src)
             || deferred_scope(c, k, visiting)
     })
@@ -1790,8 +1799,8 @@ fn dropped_promise<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> bool {
     let end_of_chain = |n: Node<'t>| std::iter::successors(Some(n), |x| promise_chained(*x, src)).last().unwrap_or(n);
     let is_dropped = |n: Node<'t>| {
         ast::parent(end_of_chain(n)).is_some_and(|p| {
-            p.kind() == "expression_statement"
-                || p.kind() == "unary_expression" && p.child(0).is_some_and(|o| text(o, src) == "void")
+            p.kind_name() == "expression_statement"
+                || p.kind_name() == "unary_expression" && p.child(0).is_some_and(|o| text(o, src) == "void")
         })
     };
     if is_dropped(call) {
@@ -1799,9 +1808,9 @@ fn dropped_promise<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> bool {
     }
     // `const promise = work(body); promise.catch(log);`
     let Some(name) = ast::parent(call)
-        .filter(|d| d.kind() == "variable_declarator" && d.field("value") == Some(call))
+        .filter(|d| d.kind_name() == "variable_declarator" && d.field("value") == Some(call))
         .and_then(|d| d.field("name"))
-        .filter(|n| n.kind() == "identifier")
+        .filter(|n| n.kind_name() == "identifier")
     else {
         return false;
     };
@@ -1814,20 +1823,20 @@ fn dropped_promise<'t>(call: Node<'t>, func: Node<'t>, src: &str) -> bool {
 
 /// `work().catch(log)`: the call a `.catch`/`.then`/`.finally` makes on `n`'s promise.
 fn promise_chained<'t>(n: Node<'t>, src: &str) -> Option<Node<'t>> {
-    let m = ast::parent(n).filter(|m| m.kind() == "member_expression" && m.field("object") == Some(n))?;
+    let m = ast::parent(n).filter(|m| m.kind_name() == "member_expression" && m.field("object") == Some(n))?;
     let prop = m.field("property").map(|p| text(p, src))?;
     if !matches!(prop, "catch" | "then" | "finally") {
         return None;
     }
-    ast::parent(m).filter(|c| c.kind() == "call_expression" && c.field("function") == Some(m))
+    ast::parent(m).filter(|c| c.kind_name() == "call_expression" && c.field("function") == Some(m))
 }
 
 fn called_without_await(c: &Cx, i: usize) -> bool {
     callers_of(c, i).into_iter().any(|(k, call)| {
         let src = &c.model.scopes[k].file().text;
-        call.parent().is_some_and(|p| {
-            p.kind() == "expression_statement"
-                || p.kind() == "unary_expression" && p.child(0).is_some_and(|o| text(o, src) == "void")
+        ast::parent(call).is_some_and(|p| {
+            p.kind_name() == "expression_statement"
+                || p.kind_name() == "unary_expression" && p.child(0).is_some_and(|o| text(o, src) == "void")
         })
     })
 }
@@ -1902,7 +1911,7 @@ fn warns_only(body: Node, src: &str) -> bool {
     !calls.is_empty()
         && calls.iter().all(|call| {
             ast::callee_name(*call, src).is_some_and(|n| matches!(n.as_str(), "warn" | "warning"))
-                || ast::parent(*call).is_some_and(|p| p.kind() == "arguments")
+                || ast::parent(*call).is_some_and(|p| p.kind_name() == "arguments")
         })
 }
 
@@ -1918,7 +1927,7 @@ fn catch_says_best_effort(clause: Node, src: &str) -> Option<String> {
 fn result_checked_after(block: Node, try_stmt: Node, func: Node, src: &str) -> bool {
     let built: Vec<&str> = ast::descendants_of_kind(block, "augmented_assignment_expression")
         .into_iter()
-        .filter_map(|a| a.field("left").filter(|l| l.kind() == "identifier"))
+        .filter_map(|a| a.field("left").filter(|l| l.kind_name() == "identifier"))
         .map(|l| text(l, src))
         .filter(|name| ast::find_binding_init(func, name, src, try_stmt.start_byte()).is_some())
         .collect();
@@ -1933,19 +1942,19 @@ fn result_checked_after(block: Node, try_stmt: Node, func: Node, src: &str) -> b
 /// when it fails, the previous value stands, a fallback kept on purpose, and no work of the
 /// event is lost.
 fn refines_initialised_values(block: Node, func: Node, src: &str) -> bool {
-    let stmts: Vec<Node> = ast::named_children(block).into_iter().filter(|s| s.kind() != "comment").collect();
+    let stmts: Vec<Node> = ast::named_children(block).into_iter().filter(|s| s.kind_name() != "comment").collect();
     !stmts.is_empty()
         && stmts.iter().all(|stmt| {
             let Some(assign) = stmt
                 .named_child(0)
-                .filter(|e| stmt.kind() == "expression_statement" && e.kind() == "assignment_expression")
+                .filter(|e| stmt.kind_name() == "expression_statement" && e.kind_name() == "assignment_expression")
             else {
                 return false;
             };
             let (Some(left), Some(right)) = (assign.field("left"), assign.field("right")) else {
                 return false;
             };
-            let initialised = left.kind() == "identifier"
+            let initialised = left.kind_name() == "identifier"
                 && ast::find_binding_init(func, text(left, src), src, block.start_byte())
                     .is_some_and(|init| !matches!(text(ast::unwrap_expr(init), src), "null" | "undefined"));
             initialised
@@ -1960,7 +1969,7 @@ fn refines_initialised_values(block: Node, func: Node, src: &str) -> bool {
 /// delivery for it would redo committed work, so its fix is left to a human.
 fn best_effort_work(c: &Cx, i: usize, clause: Node, src: &str) -> Option<String> {
     let hit = |name: &str| best_effort_name(name).then(|| name.to_string());
-    let block = clause.parent().and_then(|t| t.field("body"))?;
+    let block = ast::parent(clause).and_then(|t| t.field("body"))?;
     let calls: Vec<String> = ast::calls_in(block, true)
         .into_iter()
         .filter(|call| ast::callee_path(*call, src).first().is_none_or(|r| r != "console"))
@@ -1996,7 +2005,7 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
         .and_then(|f| crate::fix::callbacks::done_callback(f, &c.model.handler.file.text));
     if let Some(done) = done {
         let err = match param {
-            Some(p) if p.kind() == "identifier" => text(p, src).to_string(),
+            Some(p) if p.kind_name() == "identifier" => text(p, src).to_string(),
             Some(_) => return Fix::display_only("fail the job", "the catch destructures its error"),
             None => {
                 edits.push(Edit::insert(body.start_byte(), "(err) "));
@@ -2028,7 +2037,7 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
     let stmt = match c.model.handler.respond(500) {
         Some(answer) if i == 0 && direct && c.model.handler.framework.is_http() => answer,
         _ => match param {
-            Some(p) if p.kind() == "identifier" => format!("throw {}{semi}", text(p, src)),
+            Some(p) if p.kind_name() == "identifier" => format!("throw {}{semi}", text(p, src)),
             Some(_) => return Fix::display_only("rethrow the error", "the catch destructures its error"),
             None => {
                 let open = body.start_byte();
@@ -2043,7 +2052,7 @@ fn catch_fix(c: &Cx, i: usize, file: &Arc<SourceFile>, clause: Node, body: Node,
         // the catch ends by returning (a success for a queue, a 2xx for HTTP): the failure
         // replaces that return, since anything appended after it would never run
         // (`continue`/`break` too: an answer appended after them is unreachable)
-        Some(last) if matches!(last.kind(), "return_statement" | "continue_statement" | "break_statement") => {
+        Some(last) if matches!(last.kind_name(), "return_statement" | "continue_statement" | "break_statement") => {
             edits.push(Edit::replace(last.start_byte(), last.end_byte(), stmt.clone()))
         }
         Some(last) => edits
@@ -2093,9 +2102,9 @@ fn error_returning(call: Node, src: &str) -> Option<&'static str> {
 fn throws_on_error(call: Node, src: &str) -> bool {
     let mut outer = call;
     while let Some(up) = ast::parent(outer)
-        .filter(|m| m.kind() == "member_expression" && m.field("object") == Some(outer))
+        .filter(|m| m.kind_name() == "member_expression" && m.field("object") == Some(outer))
         .and_then(ast::parent)
-        .filter(|c| c.kind() == "call_expression")
+        .filter(|c| c.kind_name() == "call_expression")
     {
         outer = up;
     }
@@ -2112,15 +2121,16 @@ fn wrapper_returning_error(
     let def = crate::model::reach::resolve_call(project, file, call)?;
     let body = def.node()?.field("body")?;
     let def_src = &def.file.text;
-    let returned: Vec<Node> = if body.kind() == "statement_block" {
+    let returned: Vec<Node> = if body.kind_name() == "statement_block" {
         same_fn_nodes(body, "return_statement").into_iter().filter_map(|r| r.named_child(0)).collect()
     } else {
         vec![body]
     };
     returned.into_iter().find_map(|value| {
         let value = ast::unwrap_expr(value);
-        let value = if value.kind() == "await_expression" { ast::unwrap_expr(value.named_child(0)?) } else { value };
-        (value.kind() == "call_expression").then(|| error_returning(value, def_src)).flatten()
+        let value =
+            if value.kind_name() == "await_expression" { ast::unwrap_expr(value.named_child(0)?) } else { value };
+        (value.kind_name() == "call_expression").then(|| error_returning(value, def_src)).flatten()
     })
 }
 
@@ -2131,7 +2141,7 @@ fn mentioned_after(func: Node, name: &str, after: usize, src: &str) -> bool {
             return !found && n.end_byte() > after;
         }
         if n.start_byte() >= after
-            && matches!(n.kind(), "identifier" | "shorthand_property_identifier")
+            && matches!(n.kind_name(), "identifier" | "shorthand_property_identifier")
             && text(n, src) == name
         {
             found = true;
@@ -2191,7 +2201,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         let via_wrapper = direct.is_none().then(|| wrapper_returning_error(c.cx.project, file, call)).flatten();
         let Some(sdk) = direct.or(via_wrapper) else { continue };
         // Only the outermost call of a chain.
-        if call.parent().is_some_and(|p| p.kind() == "member_expression") {
+        if ast::parent(call).is_some_and(|p| p.kind_name() == "member_expression") {
             continue;
         }
         let Some(stmt) = ast::enclosing_statement(call) else { continue };
@@ -2212,9 +2222,9 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         // unchecked on purpose too: no finding.
         let best_effort_try = |by_catch_words: bool| {
             ast::ancestors(stmt).take_while(|a| a.id() != func.id()).any(|a| {
-                a.kind() == "statement_block"
-                    && a.parent().is_some_and(|t| {
-                        t.kind() == "try_statement"
+                a.kind_name() == "statement_block"
+                    && ast::parent(a).is_some_and(|t| {
+                        t.kind_name() == "try_statement"
                             && t.field("body").is_some_and(|b| b.id() == a.id())
                             && t.field("handler").is_some_and(|h| {
                                 h.field("body").is_some_and(|b| same_fn_nodes(b, "throw_statement").is_empty())
@@ -2243,7 +2253,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             continue;
         }
         let mut at = call;
-        let (unchecked, fix) = match stmt.kind() {
+        let (unchecked, fix) = match stmt.kind_name() {
             "expression_statement" if stmt.named_child(0).map(ast::unwrap_expr) == Some(value) => {
                 if all_settled {
                     let prop = call.field("function").and_then(|f| f.field("property"));
@@ -2255,7 +2265,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                     });
                     (true, fix)
                 } else {
-                    let awaited = stmt.named_child(0).is_some_and(|e| e.kind() == "await_expression");
+                    let awaited = stmt.named_child(0).is_some_and(|e| e.kind_name() == "await_expression");
                     let fix = awaited.then(|| {
                         let err = fresh_name(&method);
                         let err = err.as_str();
@@ -2282,12 +2292,12 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
             }
             "lexical_declaration" | "variable_declaration" => {
                 let Some(decl) = ast::named_children(stmt).into_iter().find(|d| {
-                    d.kind() == "variable_declarator" && d.field("value").map(ast::unwrap_expr) == Some(value)
+                    d.kind_name() == "variable_declarator" && d.field("value").map(ast::unwrap_expr) == Some(value)
                 }) else {
                     continue;
                 };
                 let Some(pattern) = decl.field("name") else { continue };
-                match pattern.kind() {
+                match pattern.kind_name() {
                     "identifier" => {
                         let name = text(pattern, src);
                         let checked = if all_settled {
@@ -2327,7 +2337,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                     }
                     "object_pattern" if !all_settled => {
                         let props = ast::named_children(pattern);
-                        let err_binding = props.iter().find_map(|p| match p.kind() {
+                        let err_binding = props.iter().find_map(|p| match p.kind_name() {
                             "shorthand_property_identifier_pattern" if text(*p, src) == "error" => {
                                 Some(("error".to_string(), false))
                             }
@@ -2348,11 +2358,11 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                 }
                                 // Checked and only logged: the swallow is at that check.
                                 let mut next = stmt.next_named_sibling();
-                                while let Some(n) = next.filter(|n| n.kind() == "comment") {
+                                while let Some(n) = next.filter(|n| n.kind_name() == "comment") {
                                     next = n.next_named_sibling();
                                 }
                                 if let Some(check) = next.filter(|n| {
-                                    n.kind() == "if_statement"
+                                    n.kind_name() == "if_statement"
                                         && n.field("condition").is_some_and(|c| ast::mentions_identifier(c, src, &name))
                                 }) {
                                     at = check;
@@ -2366,10 +2376,11 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                     std::iter::successors(stmt.next_named_sibling(), |n| n.next_named_sibling())
                                         .find(|n| ast::mentions_identifier(*n, src, &name));
                                 let logging_if = first_reader.filter(|n| {
-                                    n.kind() == "if_statement"
+                                    n.kind_name() == "if_statement"
                                         && n.field("condition").is_some_and(|c| ast::mentions_identifier(c, src, &name))
-                                        && n.field("consequence")
-                                            .is_some_and(|b| b.kind() == "statement_block" && b.named_child_count() > 0)
+                                        && n.field("consequence").is_some_and(|b| {
+                                            b.kind_name() == "statement_block" && b.named_child_count() > 0
+                                        })
                                 });
                                 // `if (cacheError) console.warn("could not refresh the cache")`:
                                 // the check's own words say the work is best-effort.
@@ -2399,12 +2410,12 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                     // `if (error) console.error(error)` without braces: fail after
                                     // it, so the log still runs before the failure.
                                     let braceless_log = stmt.next_named_sibling().filter(|n| {
-                                        n.kind() == "if_statement"
+                                        n.kind_name() == "if_statement"
                                             && n.field("condition")
                                                 .is_some_and(|c| ast::mentions_identifier(c, src, &name))
                                             && n.field("alternative").is_none()
                                             && n.field("consequence")
-                                                .is_some_and(|b| b.kind() == "expression_statement")
+                                                .is_some_and(|b| b.kind_name() == "expression_statement")
                                     });
                                     let at = braceless_log
                                         .map_or(after_stmt, |n| crate::fix::text::line_end(file, n.end_byte()));
@@ -2419,8 +2430,8 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
                                 }
                             }
                             None => {
-                                let rest = props.iter().any(|p| p.kind() == "rest_pattern");
-                                let fix = match (rest, props.iter().rev().find(|p| p.kind() != "comment")) {
+                                let rest = props.iter().any(|p| p.kind_name() == "rest_pattern");
+                                let fix = match (rest, props.iter().rev().find(|p| p.kind_name() != "comment")) {
                                     (false, Some(last)) => {
                                         let err = fresh_name(&method);
                                         let binding = if err == "error" {
@@ -2511,12 +2522,12 @@ fn error_handled(func: Node, name: &str, after: usize, src: &str) -> bool {
     uses.into_iter().any(|n| {
         let logged = ast::ancestors(n)
             .take_while(|a| *a != func)
-            .any(|a| a.kind() == "call_expression" && best_effort::is_logging_call(a, src));
+            .any(|a| a.kind_name() == "call_expression" && best_effort::is_logging_call(a, src));
         if logged {
             return false;
         }
         let tested = ast::ancestors(n).take_while(|a| *a != func).find_map(|a| {
-            let stmt = a.parent().filter(|p| p.kind() == "if_statement")?;
+            let stmt = ast::parent(a).filter(|p| p.kind_name() == "if_statement")?;
             (stmt.field("condition") == Some(a)).then_some(stmt)
         });
         match tested {
@@ -2536,10 +2547,10 @@ fn error_handled(func: Node, name: &str, after: usize, src: &str) -> bool {
 /// `case` block's own `const { error: profileError }` is another variable), the function for a
 /// `var`.
 fn binding_region<'t>(decl: Node<'t>, func: Node<'t>) -> Node<'t> {
-    if decl.kind() != "lexical_declaration" {
+    if decl.kind_name() != "lexical_declaration" {
         return func;
     }
-    decl.parent().unwrap_or(func)
+    ast::parent(decl).unwrap_or(func)
 }
 
 /// The names bound after `after` from `name` itself: `const [first, second] = name`,
@@ -2553,17 +2564,17 @@ fn aliases_of(func: Node, name: &str, after: usize, src: &str) -> Vec<String> {
         if decl.start_byte() < after {
             continue;
         }
-        let (pattern, value) = if decl.kind() == "for_in_statement" {
+        let (pattern, value) = if decl.kind_name() == "for_in_statement" {
             (decl.field("left"), decl.field("right"))
         } else {
             (decl.field("name"), decl.field("value"))
         };
         let (Some(pattern), Some(value)) = (pattern, value.map(ast::unwrap_expr)) else { continue };
-        let root = if value.kind() == "subscript_expression" { value.field("object") } else { Some(value) };
-        if !root.is_some_and(|r| r.kind() == "identifier" && text(r, src) == name) {
+        let root = if value.kind_name() == "subscript_expression" { value.field("object") } else { Some(value) };
+        if !root.is_some_and(|r| r.kind_name() == "identifier" && text(r, src) == name) {
             continue;
         }
-        if pattern.kind() == "identifier" {
+        if pattern.kind_name() == "identifier" {
             out.push(text(pattern, src).to_string());
         }
         for id in ast::descendants_of_kind(pattern, "identifier")
@@ -2583,7 +2594,7 @@ fn uses_with(func: Node, name: &str, after: usize, src: &str, words: &[&str]) ->
         if found {
             return false;
         }
-        if n.start_byte() >= after && n.kind() == "identifier" && text(n, src) == name {
+        if n.start_byte() >= after && n.kind_name() == "identifier" && text(n, src) == name {
             let stmt = ast::enclosing_statement(n).unwrap_or(n);
             let t = text(stmt, src);
             if words.iter().any(|w| t.contains(w)) {
@@ -2612,7 +2623,7 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         if !resp.is_2xx() || resp.style == Style::Redirect {
             continue;
         }
-        let Some(body) = resp.body().filter(|b| b.kind() == "object") else { continue };
+        let Some(body) = resp.body().filter(|b| b.kind_name() == "object") else { continue };
         let Some((status, what)) = body_failure(&resp, body, src) else { continue };
         let in_catch = responses::in_catch(resp.node, func).is_some();
         // A catch that answers 2xx on one branch and 5xx on another has classified the error
@@ -2626,7 +2637,7 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         // The try only reads and verifies the request: what fails there is a bad delivery,
         // not work a retry would finish.
         let checks_only = responses::in_catch(resp.node, func)
-            .and_then(|cl| cl.parent())
+            .and_then(ast::parent)
             .and_then(|t| t.field("body"))
             .is_some_and(|b| only_checks(b, src, c.cx.project, file));
         if checks_only {
@@ -2656,7 +2667,7 @@ fn body_only(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         // The same catch answers a bad signature: a 500 there would be retried forever
         // (permanent-error-returns-5xx), so the verification has to be split out by hand.
         let catches_verify = responses::in_catch(resp.node, func)
-            .and_then(|cl| cl.parent())
+            .and_then(ast::parent)
             .and_then(|t| t.field("body"))
             .is_some_and(|b| ast::calls_in(b, false).into_iter().any(|call| is_verify(call, src)));
         let status_from_variable = ["status", "statusCode"].iter().any(|k| status_variable(body, k, src).is_some());

@@ -7,6 +7,7 @@ use crate::model::pg_pool::{self, Receiver};
 use crate::model::{effects, reach, stmts};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -130,7 +131,7 @@ fn begin_sql(call: Node, src: &str) -> String {
         return String::new();
     }
     match ast::arguments(call).first() {
-        Some(a) if matches!(a.kind(), "string" | "template_string") => text(*a, src).to_string(),
+        Some(a) if matches!(a.kind_name(), "string" | "template_string") => text(*a, src).to_string(),
         _ => effects::sql_text(call, &ast::arguments(call), src).unwrap_or_default(),
     }
 }
@@ -138,7 +139,7 @@ fn begin_sql(call: Node, src: &str) -> String {
 /// The receiver of `x.query(...)`.
 fn query_receiver<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
     let func = call.field("function")?;
-    if func.kind() != "member_expression" || func.field("property").map(|p| text(p, src)) != Some("query") {
+    if func.kind_name() != "member_expression" || func.field("property").map(|p| text(p, src)) != Some("query") {
         return None;
     }
     func.field("object")
@@ -150,7 +151,7 @@ fn manual(reason: &str) -> Fix {
 
 fn fix(file: &SourceFile, owner: Node, begin: Node, receiver: Node) -> Fix {
     let src = &file.text;
-    let is_async = (0..owner.child_count()).filter_map(|i| owner.child(i)).any(|c| c.kind() == "async");
+    let is_async = (0..owner.child_count()).filter_map(|i| owner.child(i)).any(|c| c.kind_name() == "async");
     if !is_async {
         return manual("the function is not async: `await pool.connect()` cannot be added here");
     }
@@ -170,7 +171,7 @@ fn fix(file: &SourceFile, owner: Node, begin: Node, receiver: Node) -> Fix {
     };
     let Some(block) = ast::ancestors(begin)
         .take_while(|a| *a != owner)
-        .find(|a| a.kind() == "statement_block" && ast::contains(*a, end))
+        .find(|a| a.kind_name() == "statement_block" && ast::contains(*a, end))
     else {
         return manual("BEGIN and COMMIT are not in one block");
     };
@@ -200,7 +201,7 @@ fn fix(file: &SourceFile, owner: Node, begin: Node, receiver: Node) -> Fix {
     let open = format!("const {client} = await {recv}.connect(){semi}{eol}{indent}try {{");
     let close = format!("}} finally {{{eol}{indent}{unit}{client}.release(){semi}{eol}{indent}}}");
     let single_try = first == last
-        && first.kind() == "try_statement"
+        && first.kind_name() == "try_statement"
         && first.field("finalizer").is_none()
         && first.field("handler").is_some();
     let mut edits = if single_try {

@@ -5,6 +5,7 @@ use crate::model::ast::{self, text};
 use crate::model::retry_loops::{self, RetryKind};
 use crate::model::{EffectKind, effects};
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -145,16 +146,16 @@ fn requeued_at_once<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
             let path = ast::callee_path(call, src);
             let last = path.last().map(String::as_str).unwrap_or("");
             let Some(copy) =
-                ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")
+                ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind_name() == "object")
             else {
                 continue;
             };
             let children = ast::named_children(copy);
-            let spreads = children.iter().any(|c| c.kind() == "spread_element");
+            let spreads = children.iter().any(|c| c.kind_name() == "spread_element");
             // A copy of the consumed message (`...message.body`, `...job.data`) sent anywhere is
             // the message put back, whatever the binding is called.
             let copies_message = children.iter().any(|c| {
-                c.kind() == "spread_element" && {
+                c.kind_name() == "spread_element" && {
                     let t = text(*c, src);
                     t.ends_with(".body") || t.ends_with(".data")
                 }
@@ -163,7 +164,7 @@ fn requeued_at_once<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
                 || matches!(last, "send" | "sendMessage" | "add" | "publish" | "enqueue")
                     && (copies_message || path.iter().any(|p| p.to_ascii_lowercase().contains("queue")));
             let counts = children.iter().any(|c| {
-                let key = match c.kind() {
+                let key = match c.kind_name() {
                     "pair" => c.field("key"),
                     "shorthand_property_identifier" => Some(*c),
                     _ => None,

@@ -8,6 +8,7 @@ use crate::model::{Effect, EffectKind, best_effort, effects, markers, unique_wri
 use crate::project::Project;
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tree_sitter::Node;
@@ -193,7 +194,7 @@ fn target(found: &Found, scope: &Scope) -> String {
     let src = &scope.file().text;
     let mut call = found.at;
     // Drizzle/Knex chains: the table is the argument of `insert(...)`/`into(...)`/`from(...)`.
-    while let Some(object) = ast::method_receiver(call).filter(|o| o.kind() == "call_expression") {
+    while let Some(object) = ast::method_receiver(call).filter(|o| o.kind_name() == "call_expression") {
         call = object;
         let name = ast::callee_name(call, src).unwrap_or_default();
         if matches!(name.as_str(), "insert" | "into" | "from" | "table" | "insertInto")
@@ -426,7 +427,7 @@ fn wrapper(scope: &Scope) -> bool {
                 if n != func && ast::is_function(n) {
                     return false;
                 }
-                if n.kind() == "await_expression" {
+                if n.kind_name() == "await_expression" {
                     awaits += 1;
                 }
                 true
@@ -440,7 +441,7 @@ fn wrapper(scope: &Scope) -> bool {
 fn in_failure_path(call: Node, func: Node, src: &str) -> bool {
     // `if (!result.ok) { requeue(...) }`, `if (error) { ... }`: the branch of a failed step.
     let failure_branch = |branch: Node| {
-        let Some(stmt) = branch.parent().filter(|p| p.kind() == "if_statement") else { return false };
+        let Some(stmt) = branch.parent().filter(|p| p.kind_name() == "if_statement") else { return false };
         stmt.field("consequence") == Some(branch)
             && stmt.field("condition").is_some_and(|c| {
                 crate::regex!(
@@ -451,12 +452,12 @@ fn in_failure_path(call: Node, func: Node, src: &str) -> bool {
     };
     ast::ancestors(call).take_while(|a| *a != func).any(|a| {
         failure_branch(a)
-            || a.kind() == "catch_clause"
+            || a.kind_name() == "catch_clause"
             || (ast::is_function(a)
-                && a.parent()
-                    .filter(|p| p.kind() == "arguments")
-                    .and_then(|p| p.parent())
-                    .filter(|c| c.kind() == "call_expression")
+                && ast::parent(a)
+                    .filter(|p| p.kind_name() == "arguments")
+                    .and_then(ast::parent)
+                    .filter(|c| c.kind_name() == "call_expression")
                     .is_some_and(|c| ast::callee_name(c, src).as_deref() == Some("catch")))
     })
 }
@@ -481,7 +482,7 @@ fn answers_slack_interaction(call: Node, func: Node, src: &str) -> bool {
     };
     let mut child = call;
     for anc in ast::ancestors(call).take_while(|a| *a != func) {
-        let branch_for_interaction = match anc.kind() {
+        let branch_for_interaction = match anc.kind_name() {
             "if_statement" => {
                 anc.field("consequence").is_some_and(|c| ast::contains(c, child))
                     && anc.field("condition").is_some_and(|cond| {
@@ -507,8 +508,8 @@ fn answers_slack_interaction(call: Node, func: Node, src: &str) -> bool {
 /// the unawaited promise).
 fn fire_and_forget(call: Node) -> bool {
     ast::ancestors(call)
-        .take_while(|a| !a.kind().ends_with("statement") && !ast::is_function(*a))
-        .any(|a| a.kind() == "unary_expression" && a.child(0).is_some_and(|o| o.kind() == "void"))
+        .take_while(|a| !a.kind_name().ends_with("statement") && !ast::is_function(*a))
+        .any(|a| a.kind_name() == "unary_expression" && a.child(0).is_some_and(|o| o.kind_name() == "void"))
 }
 
 fn diagnostic(cx: &Context, model: &HandlerModel, scope: &Scope, found: &[Found]) -> Diagnostic {
@@ -600,7 +601,7 @@ fn introduced_as_log(call: Node, src: &str) -> bool {
         if src[above.end_byte()..statement.start_byte()].matches('\n').count() > 1 {
             return false;
         }
-        if above.kind() == "comment" {
+        if above.kind_name() == "comment" {
             let said = text(above, src).trim_start_matches(['/', '*', ' ']).to_ascii_lowercase();
             let first = said.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or("");
             return matches!(first, "log" | "logs" | "audit")
@@ -625,7 +626,7 @@ fn runs_only_on_transition(call: Node, func: Node, src: &str) -> bool {
     let mut child = call;
     for anc in ast::ancestors(call).take_while(|a| *a != func) {
         let in_consequence =
-            anc.kind() == "if_statement" && anc.field("consequence").is_some_and(|c| ast::contains(c, child));
+            anc.kind_name() == "if_statement" && anc.field("consequence").is_some_and(|c| ast::contains(c, child));
         child = anc;
         if !in_consequence {
             continue;
@@ -663,17 +664,17 @@ fn runs_only_on_transition(call: Node, func: Node, src: &str) -> bool {
 fn replay_returns_before(call: Node, func: Node, src: &str, scopes: &[Scope], index: usize) -> bool {
     let mut child = call;
     for anc in ast::ancestors(call).take_while(|a| *a != func) {
-        if anc.kind() == "statement_block" {
+        if anc.kind_name() == "statement_block" {
             let exits_early = ast::named_children(anc)
                 .into_iter()
                 .take_while(|st| st.end_byte() <= child.start_byte())
-                .filter(|st| st.kind() == "if_statement" && st.field("alternative").is_none())
+                .filter(|st| st.kind_name() == "if_statement" && st.field("alternative").is_none())
                 .any(|st| {
                     let exits = st
                         .field("consequence")
-                        .and_then(|c| if c.kind() == "statement_block" { ast::last_statement(c) } else { Some(c) })
+                        .and_then(|c| if c.kind_name() == "statement_block" { ast::last_statement(c) } else { Some(c) })
                         .is_some_and(|last| {
-                            matches!(last.kind(), "return_statement" | "throw_statement" | "continue_statement")
+                            matches!(last.kind_name(), "return_statement" | "throw_statement" | "continue_statement")
                         });
                     let left_by_run = |field: &str| value_left_by_run(field, func, src, st.end_byte(), scopes, index);
                     exits
@@ -723,7 +724,7 @@ fn value_left_by_run(
 /// data (not a query's `where`), or `updateJobStatus(id, "value")` for a field the call names.
 /// Writes in a `catch` record a failure, not what a completed run leaves.
 fn values_written(func: Node, field: &str, src: &str, after: usize) -> Vec<String> {
-    let in_catch = |n: Node| ast::ancestors(n).take_while(|a| *a != func).any(|a| a.kind() == "catch_clause");
+    let in_catch = |n: Node| ast::ancestors(n).take_while(|a| *a != func).any(|a| a.kind_name() == "catch_clause");
     let mut out: Vec<(usize, String)> = Vec::new();
     for pair in ast::descendants_of_kind(func, "pair") {
         if pair.start_byte() < after || in_catch(pair) {
@@ -734,8 +735,8 @@ fn values_written(func: Node, field: &str, src: &str, after: usize) -> Vec<Strin
             continue;
         }
         let filter = ast::ancestors(pair).take_while(|a| *a != func).any(|a| {
-            (a.kind() == "pair" && a.field("key").is_some_and(|k| text(k, src) == "where"))
-                || (a.kind() == "call_expression" && crate::model::best_effort::is_read_call(a, src))
+            (a.kind_name() == "pair" && a.field("key").is_some_and(|k| text(k, src) == "where"))
+                || (a.kind_name() == "call_expression" && crate::model::best_effort::is_read_call(a, src))
         });
         if let Some(value) = pair.field("value").and_then(|v| literal(v, src))
             && !filter
@@ -768,7 +769,7 @@ fn literal(node: Node, src: &str) -> Option<String> {
     if let Some(s) = ast::string_value(node, src) {
         return Some(format!("'{s}'"));
     }
-    match node.kind() {
+    match node.kind_name() {
         "true" | "false" | "null" | "undefined" | "number" => Some(text(node, src).to_string()),
         "member_expression"
             if node.field("property").is_some_and(|p| text(p, src).starts_with(|c: char| c.is_ascii_uppercase())) =>
@@ -787,9 +788,9 @@ fn truthy(value: &str) -> bool {
 /// reads anything else.
 fn holds_for(cond: Node, func: Node, src: &str, before: usize, state: &dyn Fn(&str) -> Option<String>) -> Option<bool> {
     let cond = ast::unwrap_expr(cond);
-    match cond.kind() {
+    match cond.kind_name() {
         "parenthesized_expression" => holds_for(cond.named_child(0)?, func, src, before, state),
-        "unary_expression" if cond.child(0).is_some_and(|o| o.kind() == "!") => {
+        "unary_expression" if cond.child(0).is_some_and(|o| o.kind_name() == "!") => {
             holds_for(cond.named_child(0)?, func, src, before, state).map(|v| !v)
         }
         "binary_expression" => {
@@ -830,29 +831,29 @@ fn holds_for(cond: Node, func: Node, src: &str, before: usize, state: &dyn Fn(&s
 /// `check-then-insert-race`'s.
 fn runs_only_when_missing(call: Node, func: Node, src: &str) -> bool {
     let loaded_by_read =
-        |id: Node, before: usize| id.kind() == "identifier" && loaded_by_read(func, text(id, src), src, before);
+        |id: Node, before: usize| id.kind_name() == "identifier" && loaded_by_read(func, text(id, src), src, before);
     let mut child = call;
     for anc in ast::ancestors(call).take_while(|a| *a != func) {
-        if anc.kind() == "if_statement"
+        if anc.kind_name() == "if_statement"
             && anc.field("consequence").is_some_and(|c| ast::contains(c, child))
             && let Some(cond) = anc.field("condition").map(ast::unwrap_expr)
-            && cond.kind() == "unary_expression"
-            && cond.child(0).is_some_and(|op| op.kind() == "!")
+            && cond.kind_name() == "unary_expression"
+            && cond.child(0).is_some_and(|op| op.kind_name() == "!")
             && cond.named_child(0).map(ast::unwrap_expr).is_some_and(|id| loaded_by_read(id, anc.start_byte()))
         {
             return true;
         }
-        if anc.kind() == "statement_block" {
+        if anc.kind_name() == "statement_block" {
             let returned_when_found = ast::named_children(anc)
                 .into_iter()
                 .take_while(|st| st.end_byte() <= child.start_byte())
-                .filter(|st| st.kind() == "if_statement" && st.field("alternative").is_none())
+                .filter(|st| st.kind_name() == "if_statement" && st.field("alternative").is_none())
                 .any(|st| {
                     let cond = st.field("condition").map(ast::unwrap_expr);
                     let exits = st
                         .field("consequence")
-                        .and_then(|c| if c.kind() == "statement_block" { ast::last_statement(c) } else { Some(c) })
-                        .is_some_and(|last| last.kind() == "return_statement");
+                        .and_then(|c| if c.kind_name() == "statement_block" { ast::last_statement(c) } else { Some(c) })
+                        .is_some_and(|last| last.kind_name() == "return_statement");
                     exits && cond.is_some_and(|c| loaded_by_read(c, st.start_byte()))
                 });
             if returned_when_found {
@@ -867,7 +868,7 @@ fn runs_only_when_missing(call: Node, func: Node, src: &str) -> bool {
 /// `await db.transaction(async (tx) => { ...; if (done) return null; ... })`.
 fn transaction_may_return_nothing(init: Node, src: &str) -> bool {
     let call = ast::unwrap_expr(init);
-    if call.kind() != "call_expression" {
+    if call.kind_name() != "call_expression" {
         return false;
     }
     let last = ast::callee_name(call, src).unwrap_or_default().to_ascii_lowercase();
@@ -887,7 +888,7 @@ fn transaction_may_return_nothing(init: Node, src: &str) -> bool {
 fn stored_field(side: Node, func: Node, src: &str, before: usize) -> Option<String> {
     let mut value = ast::unwrap_expr(side);
     for _ in 0..3 {
-        match value.kind() {
+        match value.kind_name() {
             "identifier" => value = ast::unwrap_expr(ast::find_binding_init(func, text(value, src), src, before)?),
             "binary_expression" if value.field("operator").is_some_and(|o| text(o, src) == "??") => {
                 value = ast::unwrap_expr(value.field("left")?)
@@ -895,12 +896,12 @@ fn stored_field(side: Node, func: Node, src: &str, before: usize) -> Option<Stri
             _ => break,
         }
     }
-    if value.kind() != "member_expression" {
+    if value.kind_name() != "member_expression" {
         return None;
     }
     let field = text(value.field("property")?, src).to_string();
     let object = ast::unwrap_expr(value.field("object")?);
-    if object.kind() != "identifier" {
+    if object.kind_name() != "identifier" {
         return None;
     }
     loaded_by_read(func, text(object, src), src, before).then_some(field)
@@ -912,7 +913,7 @@ fn loaded_by_read(func: Node, name: &str, src: &str, before: usize) -> bool {
     ast::find_binding_init(func, name, src, before)
         .or_else(|| ast::find_destructured_init(func, name, src, before))
         .map(ast::unwrap_expr)
-        .is_some_and(|init| init.kind() == "call_expression" && crate::model::best_effort::is_read_call(init, src))
+        .is_some_and(|init| init.kind_name() == "call_expression" && crate::model::best_effort::is_read_call(init, src))
 }
 
 /// Whether `func` writes `field`: an object property of that name (`{ status }`,
@@ -933,7 +934,7 @@ fn exchanges_token(call: Node, src: &str) -> bool {
         t.contains("client_secret")
             || t.contains("grant_type")
             || t.contains("refresh_token")
-            || (matches!(a.kind(), "string" | "template_string") && (t.contains("oauth") || t.contains("/token")))
+            || (matches!(a.kind_name(), "string" | "template_string") && (t.contains("oauth") || t.contains("/token")))
     })
 }
 
@@ -942,7 +943,7 @@ fn exchanges_token(call: Node, src: &str) -> bool {
 /// whether something is genuine and changes nothing.
 fn asks_to_verify(call: Node, src: &str) -> bool {
     ast::arguments(call).first().is_some_and(|url| {
-        matches!(url.kind(), "string" | "template_string")
+        matches!(url.kind_name(), "string" | "template_string")
             && crate::regex!(r"(?i)/verify(?:[-_/`'\x22?]|$)").is_match(text(*url, src))
     })
 }
@@ -968,21 +969,21 @@ fn sets_primary_id(call: Node, src: &str) -> bool {
     let mut call = call;
     while ast::callee_name(call, src)
         .is_some_and(|n| matches!(n.as_str(), "returning" | "$returningId" | "execute" | "run"))
-        && let Some(inner) = ast::method_receiver(call).filter(|o| o.kind() == "call_expression")
+        && let Some(inner) = ast::method_receiver(call).filter(|o| o.kind_name() == "call_expression")
     {
         call = inner;
     }
-    let Some(first) = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind() == "object")
+    let Some(first) = ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind_name() == "object")
     else {
         return false;
     };
     let row = ast::object_property(first, "data", src)
         .map(ast::unwrap_expr)
-        .filter(|d| d.kind() == "object")
+        .filter(|d| d.kind_name() == "object")
         .unwrap_or(first);
     let Some(id) = ast::object_property(row, "id", src) else { return false };
     // `const id = randomUUID(); create({ data: { id } })`: judge the initializer.
-    let init = (id.kind() == "identifier" || id.kind() == "shorthand_property_identifier")
+    let init = (id.kind_name() == "identifier" || id.kind_name() == "shorthand_property_identifier")
         .then(|| {
             ast::enclosing_function(call).and_then(|f| ast::find_binding_init(f, text(id, src), src, call.start_byte()))
         })
@@ -990,7 +991,7 @@ fn sets_primary_id(call: Node, src: &str) -> bool {
     let value = format!("{} {}", text(id, src), init.map_or("", |i| text(i, src)));
     !unique_writes::generated(&value)
         && matches!(
-            id.kind(),
+            id.kind_name(),
             "member_expression" | "subscript_expression" | "identifier" | "shorthand_property_identifier"
         )
 }

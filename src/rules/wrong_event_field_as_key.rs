@@ -5,6 +5,7 @@ use crate::fix::{Edit, Fix};
 use crate::model::ast::{self, text};
 use crate::model::dedupe_keys::{self, DedupeKey, KeySite};
 use crate::model::{Provider, queries};
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 const DOCS: &str = r#"
@@ -149,7 +150,7 @@ fn wrong_anchor<'t>(key: &DedupeKey<'t>, wrong: Node<'t>) -> Node<'t> {
 fn replace_site(key: &DedupeKey, event_key: &crate::model::EventKey, src: &str) -> Edit {
     let value = if key.site == KeySite::GuardRun { event_key.guard_key() } else { dedupe_keys::bare_key(event_key) };
     let node = key.value;
-    if node.kind() == "shorthand_property_identifier" {
+    if node.kind_name() == "shorthand_property_identifier" {
         Edit::replace(node.start_byte(), node.end_byte(), format!("{}: {value}", text(node, src)))
     } else {
         Edit::replace(node.start_byte(), node.end_byte(), value)
@@ -203,12 +204,12 @@ fn wrong_part<'t>(
 
 /// The header read a header-name string belongs to: `req.headers['x']`, `h.get('x')`, `c.req.header('x')`.
 fn header_read(s: Node) -> Option<Node> {
-    let parent = s.parent()?;
-    if parent.kind() == "subscript_expression" {
+    let parent = ast::parent(s)?;
+    if parent.kind_name() == "subscript_expression" {
         return Some(parent);
     }
-    if parent.kind() == "arguments" {
-        return parent.parent().filter(|c| c.kind() == "call_expression");
+    if parent.kind_name() == "arguments" {
+        return ast::parent(parent).filter(|c| c.kind_name() == "call_expression");
     }
     None
 }
@@ -330,7 +331,7 @@ fn reads_right_field(node: Node, provider: Option<Provider>, src: &str) -> bool 
 /// A template key with literal text beside its substitutions: `${chargeId}_creator_payout`.
 fn names_operation(value: Node, src: &str) -> bool {
     let value = ast::unwrap_expr(value);
-    value.kind() == "template_string"
+    value.kind_name() == "template_string"
         && crate::regex!(r"\$\{[^}]*\}")
             .replace_all(text(value, src).trim_matches('`'), "")
             .chars()

@@ -53,6 +53,18 @@ pub(crate) fn kind_of_id(node: Node, kind_id: u16) -> &'static str {
         .unwrap_or_else(|| node.kind())
 }
 
+/// `kind` as a method, for the chains that read a kind last: tree-sitter's own `Node::kind`
+/// pays the lookup and validation `kind` avoids.
+pub trait KindName {
+    fn kind_name(&self) -> &'static str;
+}
+
+impl KindName for Node<'_> {
+    fn kind_name(&self) -> &'static str {
+        kind(*self)
+    }
+}
+
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
     &src[node.byte_range()]
 }
@@ -127,13 +139,44 @@ pub fn descendants_of_kind<'t>(node: Node<'t>, kind: &str) -> Vec<Node<'t>> {
     out
 }
 
+/// The functions under `node` (inclusive), in pre-order.
+pub fn functions_in(node: Node) -> Vec<Node> {
+    if let Some(found) =
+        super::node_index::for_node(node).and_then(|index| index.of_kinds(node, is_function_kind, |_| false))
+    {
+        return found;
+    }
+    let mut out = Vec::new();
+    walk_by_cursor(node, &mut |n| {
+        if is_function(n) {
+            out.push(n);
+        }
+        true
+    });
+    out
+}
+
 /// Call expressions under `node`, not descending into nested functions other than `node`
 /// itself when `same_function` is set.
 pub fn calls_in<'t>(node: Node<'t>, same_function: bool) -> Vec<Node<'t>> {
-    if let Some(found) = super::node_index::for_node(node)
-        .and_then(|index| index.of_kinds(node, |k| k == "call_expression", |k| same_function && is_function_kind(k)))
+    // Every rule and model lists the calls of the same handler scopes: each list is made
+    // once per analysis of a tree and remembered in its node list as positions.
+    if let Some(index) = super::node_index::for_node(node)
+        && let Some(at) = index.position_of(node)
     {
-        return found;
+        let asked = CallsIn { at, same_function };
+        let positions = match index.recall::<CallsIn, std::rc::Rc<[u32]>>(&asked) {
+            Some(known) => known,
+            None => {
+                let found: std::rc::Rc<[u32]> = index
+                    .positions_of_kinds(at, |k| k == "call_expression", |k| same_function && is_function_kind(k))
+                    .into();
+                index.remember(asked, found.clone());
+                found
+            }
+        };
+        // `node` itself rather than the list's copy of it, as `walk` hands out.
+        return positions.iter().map(|p| if *p == at { node } else { index.node_at(*p, node) }).collect();
     }
     let mut out = Vec::new();
     walk_by_cursor(node, &mut |n| {
@@ -146,6 +189,14 @@ pub fn calls_in<'t>(node: Node<'t>, same_function: bool) -> Vec<Node<'t>> {
         true
     });
     out
+}
+
+/// What a remembered list of calls is looked up by: the scope's position in its tree's node
+/// list, and whether nested functions were left out.
+#[derive(Hash, PartialEq, Eq)]
+struct CallsIn {
+    at: u32,
+    same_function: bool,
 }
 
 /// Wrappers that do not change what an expression denotes.
@@ -178,34 +229,63 @@ pub fn wraps(parent: Node, child: Node) -> bool {
 /// "create"]; `this.svc.run` → ["this", "svc", "run"]. Calls in the chain keep their callee's
 /// name followed by `()` (`db.insert(t).values` → ["db", "insert()", "values"]).
 pub fn member_path(node: Node, src: &str) -> Vec<String> {
+    // Every rule and model reads the paths of the same callees, and building one costs a few
+    // field lookups and an allocation per segment: each is built once per analysis of a tree
+    // (when its node list is built) and copied out after.
+    remembered_path(node, src, false, || member_path_of(node, src))
+}
+
+/// The path of `node` (of its callee when `of_callee`), remembered in the node list of its
+/// tree by the node's position and the text it was read from.
+fn remembered_path(node: Node, src: &str, of_callee: bool, build: impl FnOnce() -> Vec<String>) -> Vec<String> {
+    let Some(index) = super::node_index::existing(node) else { return build() };
+    let Some(at) = index.position_of(node) else { return build() };
+    let asked = PathAt { at, of_callee, src: (src.as_ptr() as usize, src.len()) };
+    if let Some(known) = index.recall::<PathAt, Vec<String>>(&asked) {
+        return known;
+    }
+    let path = build();
+    index.remember(asked, path.clone());
+    path
+}
+
+/// What a remembered member or callee path is looked up by (see `remembered_path`).
+#[derive(Hash, PartialEq, Eq)]
+struct PathAt {
+    at: u32,
+    of_callee: bool,
+    src: (usize, usize),
+}
+
+fn member_path_of(node: Node, src: &str) -> Vec<String> {
     let node = unwrap_expr(node);
     match kind(node) {
         "identifier" | "this" | "property_identifier" | "private_property_identifier" | "super" => {
             vec![text(node, src).to_string()]
         }
         "member_expression" => {
-            let mut path = field(node, "object").map(|o| member_path(o, src)).unwrap_or_default();
+            let mut path = field(node, "object").map(|o| member_path_of(o, src)).unwrap_or_default();
             if let Some(p) = field(node, "property") {
                 path.push(text(p, src).to_string());
             }
             path
         }
         "subscript_expression" => {
-            let mut path = field(node, "object").map(|o| member_path(o, src)).unwrap_or_default();
+            let mut path = field(node, "object").map(|o| member_path_of(o, src)).unwrap_or_default();
             if let Some(index) = field(node, "index") {
                 path.push(string_value(index, src).unwrap_or_else(|| "[]".into()));
             }
             path
         }
         "call_expression" => {
-            let mut path = field(node, "function").map(|f| member_path(f, src)).unwrap_or_default();
+            let mut path = field(node, "function").map(|f| member_path_of(f, src)).unwrap_or_default();
             if let Some(last) = path.last_mut() {
                 last.push_str("()");
             }
             path
         }
         "new_expression" => {
-            let mut path = field(node, "constructor").map(|f| member_path(f, src)).unwrap_or_default();
+            let mut path = field(node, "constructor").map(|f| member_path_of(f, src)).unwrap_or_default();
             if let Some(last) = path.last_mut() {
                 last.push_str("()");
             }
@@ -217,7 +297,9 @@ pub fn member_path(node: Node, src: &str) -> Vec<String> {
 
 /// The callee path of a call expression (see `member_path`).
 pub fn callee_path(call: Node, src: &str) -> Vec<String> {
-    field(call, "function").map(|f| member_path(f, src)).unwrap_or_default()
+    // Remembered by the call as well: most asks come with the call, and finding its callee
+    // costs a field lookup.
+    remembered_path(call, src, true, || field(call, "function").map(|f| member_path(f, src)).unwrap_or_default())
 }
 
 /// Whether `call` is awaited where it stands: `await f(x)`, or `await f<T>(x)`, which the

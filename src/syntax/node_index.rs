@@ -19,6 +19,9 @@ pub struct NodeIndex {
     /// alive for as long as this index is.
     _tree: Tree,
     nodes: Vec<Node<'static>>,
+    /// For each node, its start byte: finding a node's position searches these, and asking
+    /// tree-sitter for a start byte on every probe cost more than the rest of the search.
+    starts: Vec<u32>,
     /// For each node, the position just past its subtree.
     ends: Vec<u32>,
     /// For each node, its parent's position (the root's is its own).
@@ -33,7 +36,53 @@ pub struct NodeIndex {
     bindings: std::cell::OnceCell<super::bindings::Bindings>,
     /// Answers the model computes once per tree and analysis (see `recall`), one map per
     /// key type.
-    memos: RefCell<HashMap<TypeId, Box<dyn Any>>>,
+    memos: RefCell<Memos<TypeId, Box<dyn Any>>>,
+}
+
+/// A map of the memos: their keys are a few small integers, which SipHash made cost more to
+/// hash than the answers they look up cost to copy.
+type Memos<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHasher>>;
+
+/// Mixes each word written with a rotation and one multiplication.
+#[derive(Default)]
+struct WordHasher(u64);
+
+impl WordHasher {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(7) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+impl std::hash::Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        // The multiplication leaves its best-mixed bits at the top; the table indexes by the
+        // low ones.
+        self.0.rotate_left(29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.mix(u64::from(n));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.mix(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.mix(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
+    }
 }
 
 const NO_FUNCTION: u32 = u32::MAX;
@@ -160,6 +209,7 @@ impl NodeIndex {
         let root: Node<'static> = unsafe { std::mem::transmute::<Node<'_>, Node<'static>>(tree.root_node()) };
         let count = root.descendant_count();
         let mut nodes = Vec::with_capacity(count);
+        let mut starts = Vec::with_capacity(count);
         let mut ends = Vec::with_capacity(count);
         let mut parents = Vec::with_capacity(count);
         let mut kind_ids = Vec::with_capacity(count);
@@ -192,6 +242,7 @@ impl NodeIndex {
                 open_functions.push(at);
             }
             nodes.push(node);
+            starts.push(node.start_byte() as u32);
             ends.push(0);
             pending.push(Step::Close(at));
             // A cursor step to the next sibling costs hundreds of instructions; asking a
@@ -208,6 +259,7 @@ impl NodeIndex {
         NodeIndex {
             _tree: tree,
             nodes,
+            starts,
             ends,
             parents,
             kind_ids,
@@ -237,13 +289,10 @@ impl NodeIndex {
         if node.id() == root_of(node) as usize {
             return Some(0);
         }
-        let start = node.start_byte();
-        let first = self.nodes.partition_point(|n| n.start_byte() < start);
-        self.nodes[first..]
-            .iter()
-            .take_while(|n| n.start_byte() == start)
-            .position(|n| n.id() == node.id())
-            .map(|i| first + i)
+        let start = node.start_byte() as u32;
+        let first = self.starts.partition_point(|s| *s < start);
+        let id = node.id();
+        (first..self.nodes.len()).take_while(|i| self.starts[*i] == start).find(|i| self.nodes[*i].id() == id)
     }
 
     /// `node`'s position in this list (None: not a node of this tree), for memos whose
@@ -262,15 +311,15 @@ impl NodeIndex {
     /// do the answers.
     pub fn recall<K: Hash + Eq + 'static, V: Clone + 'static>(&self, key: &K) -> Option<V> {
         let memos = self.memos.borrow();
-        memos.get(&TypeId::of::<HashMap<K, V>>())?.downcast_ref::<HashMap<K, V>>()?.get(key).cloned()
+        memos.get(&TypeId::of::<Memos<K, V>>())?.downcast_ref::<Memos<K, V>>()?.get(key).cloned()
     }
 
     /// Remembers `value` for `key` (see `recall`). Not held across the computation of the
     /// value, which may itself recall and remember.
     pub fn remember<K: Hash + Eq + 'static, V: 'static>(&self, key: K, value: V) {
         let mut memos = self.memos.borrow_mut();
-        let map = memos.entry(TypeId::of::<HashMap<K, V>>()).or_insert_with(|| Box::new(HashMap::<K, V>::new()));
-        if let Some(map) = map.downcast_mut::<HashMap<K, V>>() {
+        let map = memos.entry(TypeId::of::<Memos<K, V>>()).or_insert_with(|| Box::new(Memos::<K, V>::default()));
+        if let Some(map) = map.downcast_mut::<Memos<K, V>>() {
             map.insert(key, value);
         }
     }
@@ -403,7 +452,20 @@ impl NodeIndex {
         keep: impl Fn(&'static str) -> bool,
         prune: impl Fn(&'static str) -> bool,
     ) -> Option<Vec<Node<'t>>> {
-        let at = self.position(node)?;
+        let at = self.position(node)? as u32;
+        let found = self.positions_of_kinds(at, keep, prune);
+        // `node` itself rather than the list's copy of it, as `walk` hands out.
+        Some(found.into_iter().map(|i| if i == at { node } else { self.home(i, node) }).collect())
+    }
+
+    /// `of_kinds` as positions in the list, below the node at position `at`.
+    pub fn positions_of_kinds(
+        &self,
+        at: u32,
+        keep: impl Fn(&'static str) -> bool,
+        prune: impl Fn(&'static str) -> bool,
+    ) -> Vec<u32> {
+        let at = at as usize;
         let end = self.ends[at] as usize;
         let mut out = Vec::new();
         let mut i = at;
@@ -415,12 +477,11 @@ impl NodeIndex {
                 continue;
             }
             if keep(kind) {
-                // `node` itself rather than the list's copy of it, as `walk` hands out.
-                out.push(if i == at { node } else { self.home(i as u32, node) });
+                out.push(i as u32);
             }
             i += 1;
         }
-        Some(out)
+        out
     }
 
     /// Pre-order walk of `node`'s subtree; `visit` returns false to skip a node's children.

@@ -6,6 +6,7 @@ use crate::model::ast;
 use crate::project::Project;
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use std::sync::Arc;
 use tree_sitter::Node;
 
@@ -91,9 +92,9 @@ fn table<'t>(call: Node<'t>, src: &str) -> Option<Table<'t>> {
     let columns_node = args.get(1).and_then(|a| columns_object(*a))?;
     let mut nodes = Vec::new();
     let mut columns = Vec::new();
-    for pair in ast::named_children(columns_node).into_iter().filter(|p| p.kind() == "pair") {
+    for pair in ast::named_children(columns_node).into_iter().filter(|p| p.kind_name() == "pair") {
         let (Some(key), Some(value)) = (pair_key(pair, src), pair.field("value")) else { continue };
-        if value.kind() != "call_expression" {
+        if value.kind_name() != "call_expression" {
             continue;
         }
         let chain: Vec<String> =
@@ -102,7 +103,7 @@ fn table<'t>(call: Node<'t>, src: &str) -> Option<Table<'t>> {
         // The base builder's database name: `text('event_id')`.
         let mut base = value;
         while let Some(inner) =
-            base.field("function").and_then(|f| f.field("object")).filter(|o| o.kind() == "call_expression")
+            base.field("function").and_then(|f| f.field("object")).filter(|o| o.kind_name() == "call_expression")
         {
             base = inner;
         }
@@ -127,18 +128,18 @@ fn table<'t>(call: Node<'t>, src: &str) -> Option<Table<'t>> {
 /// The columns object: `{ ... }` or `(t) => ({ ... })`.
 fn columns_object(arg: Node) -> Option<Node> {
     let arg = ast::unwrap_expr(arg);
-    if arg.kind() == "object" {
+    if arg.kind_name() == "object" {
         return Some(arg);
     }
     if ast::is_function(arg) {
         let body = ast::unwrap_expr(arg.field("body")?);
-        if body.kind() == "object" {
+        if body.kind_name() == "object" {
             return Some(body);
         }
-        if body.kind() == "statement_block" {
-            let ret = ast::named_children(body).into_iter().rev().find(|s| s.kind() == "return_statement")?;
+        if body.kind_name() == "statement_block" {
+            let ret = ast::named_children(body).into_iter().rev().find(|s| s.kind_name() == "return_statement")?;
             let v = ast::unwrap_expr(ret.named_child(0)?);
-            return (v.kind() == "object").then_some(v);
+            return (v.kind_name() == "object").then_some(v);
         }
     }
     None
@@ -148,7 +149,7 @@ fn columns_object(arg: Node) -> Option<Node> {
 /// column's name.
 fn column_of(n: Node, src: &str) -> Option<String> {
     let mut n = ast::unwrap_expr(n);
-    while n.kind() == "call_expression" {
+    while n.kind_name() == "call_expression" {
         n = n.field("function")?.field("object")?;
     }
     ast::member_path(n, src).pop()
@@ -161,13 +162,13 @@ fn plain_indexes<'t>(extra: Node<'t>, src: &str) -> Vec<PlainIndex<'t>> {
     for call in ast::descendants_of_kind(extra, "call_expression") {
         let Some(inner) = call
             .field("function")
-            .filter(|f| f.kind() == "member_expression")
+            .filter(|f| f.kind_name() == "member_expression")
             .and_then(|f| f.field("object"))
-            .filter(|o| o.kind() == "call_expression")
+            .filter(|o| o.kind_name() == "call_expression")
         else {
             continue;
         };
-        let Some(builder) = inner.field("function").filter(|f| f.kind() == "identifier") else {
+        let Some(builder) = inner.field("function").filter(|f| f.kind_name() == "identifier") else {
             continue;
         };
         if ast::text(builder, src) != "index" {
@@ -195,7 +196,7 @@ fn extra_sets(extra: Node, src: &str) -> Vec<Vec<String>> {
         match path.last().map(String::as_str) {
             Some("primaryKey") => {
                 let cols = match args.first() {
-                    Some(o) if o.kind() == "object" => ast::object_property(*o, "columns", src)
+                    Some(o) if o.kind_name() == "object" => ast::object_property(*o, "columns", src)
                         .map(|a| ast::named_children(a).into_iter().filter_map(last_prop).collect())
                         .unwrap_or_default(),
                     _ => args.iter().filter_map(|a| last_prop(*a)).collect(),

@@ -10,6 +10,7 @@ pub mod sql;
 use crate::model::ast::{self, text};
 use crate::model::guards::is_marker_name;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 // Which tables are dedupe markers and which column is their key.
@@ -229,10 +230,10 @@ pub fn pair_key(pair: Node, src: &str) -> Option<String> {
 /// The name a value is assigned to: `const processedEvents = <value>`.
 pub fn assigned_name(node: Node, src: &str) -> Option<String> {
     let mut cur = node.parent()?;
-    while matches!(cur.kind(), "parenthesized_expression" | "as_expression" | "satisfies_expression") {
+    while matches!(cur.kind_name(), "parenthesized_expression" | "as_expression" | "satisfies_expression") {
         cur = cur.parent()?;
     }
-    match cur.kind() {
+    match cur.kind_name() {
         "variable_declarator" => cur.field("name").map(|n| text(n, src).to_string()),
         "assignment_expression" => cur.field("left").and_then(|l| ast::member_path(l, src).pop()),
         _ => None,

@@ -5,6 +5,7 @@ use super::{Column, assigned_name, pair_key};
 use crate::model::ast::{self, text};
 use crate::source::SourceFile;
 use crate::syntax::ast::Fields as _;
+use crate::syntax::ast::KindName;
 use tree_sitter::Node;
 
 /// A schema: its names (model names first, then the schema variable), its fields with
@@ -35,7 +36,7 @@ pub fn schemas(file: &SourceFile) -> Vec<Schema<'_>> {
             .field("arguments")
             .and_then(|a| a.named_child(0))
             .map(ast::unwrap_expr)
-            .filter(|o| o.kind() == "object")
+            .filter(|o| o.kind_name() == "object")
         else {
             continue;
         };
@@ -58,8 +59,8 @@ pub fn schemas(file: &SourceFile) -> Vec<Schema<'_>> {
                 && path[1] == "index"
                 && var.as_deref() == Some(path[0].as_str())
                 && let (Some(keys), Some(opts)) = (args.first(), args.get(1))
-                && keys.kind() == "object"
-                && opts.kind() == "object"
+                && keys.kind_name() == "object"
+                && opts.kind_name() == "object"
                 && ast::object_property(*opts, "unique", src).is_some_and(|v| text(v, src) == "true")
             {
                 sets.push(ast::named_children(*keys).into_iter().filter_map(|p| pair_key(p, src)).collect());
@@ -74,7 +75,7 @@ pub fn schemas(file: &SourceFile) -> Vec<Schema<'_>> {
 
 fn schema<'t>(fields: Node<'t>, names: Vec<String>, sets: Vec<Vec<String>>, src: &str) -> Schema<'t> {
     let mut s = Schema { names, columns: Vec::new(), nodes: Vec::new(), sets, custom_id: false };
-    for pair in ast::named_children(fields).into_iter().filter(|p| p.kind() == "pair") {
+    for pair in ast::named_children(fields).into_iter().filter(|p| p.kind_name() == "pair") {
         let (Some(key), Some(value)) = (pair_key(pair, src), pair.field("value")) else { continue };
         if key == "_id" {
             if text(value, src) != "false" {
@@ -83,12 +84,12 @@ fn schema<'t>(fields: Node<'t>, names: Vec<String>, sets: Vec<Vec<String>>, src:
             continue;
         }
         let mut column = Column { names: vec![key], ..Column::default() };
-        match value.kind() {
+        match value.kind_name() {
             "object" => {
                 let is_true = |n: Option<Node>| n.is_some_and(|v| text(v, src) == "true");
                 column.unique = is_true(ast::object_property(value, "unique", src))
                     || ast::object_property(value, "index", src)
-                        .filter(|i| i.kind() == "object")
+                        .filter(|i| i.kind_name() == "object")
                         .is_some_and(|i| is_true(ast::object_property(i, "unique", src)));
                 column.foreign = ast::object_property(value, "ref", src).is_some();
             }
