@@ -115,6 +115,8 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "@trigger.dev",
             "serve(",
             "webhooks.on(",
+            // an `@octokit/webhooks` instance under another name: `githubEvents.on("issues.labeled", fn)`
+            "@octokit/webhooks",
             // Probot apps: `app.on("push", handler)` in a module that names Probot
             "'probot'",
             "\"probot\"",
@@ -166,6 +168,9 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
         // A function exported under a delivery's name, routed elsewhere:
         // `export const stripeWebhook = async (request, response) => ...`.
         pattern.push(r"export\s+(?:async\s+)?(?:function\s+|const\s+)\w*(?i:hook|callback|ipn)".to_string());
+        // GitHub events by their dotted names on an instance imported from elsewhere:
+        // `githubEvents.on('issues.labeled', handler)`
+        pattern.push(r#"\.on\(\s*['"][a-z_]+\.[a-z_]+['"]"#.to_string());
         // Cloudflare Queues consumers written without `async`: `queue(batch, env) {`
         pattern.push(r"\bqueue\s*\(\s*batch\b".to_string());
         // listeners of a provider's re-emitted events: `@OnStripeEvent('invoice.paid')`
@@ -210,5 +215,12 @@ mod tests {
         assert!(may_be_relevant(b"export async function paypalIpn(req, res) {}"));
         assert!(may_be_relevant(b"export const hook = httpAction(async (ctx, request) => new Response())"));
         assert!(!may_be_relevant(b"export const listUsers = async (req, res) => {}"));
+    }
+
+    #[test]
+    fn prefilter_passes_github_events_on_an_imported_instance() {
+        assert!(may_be_relevant(b"githubEvents.on('issues.labeled', handleLabel);"));
+        assert!(may_be_relevant(b"import { Webhooks } from \"@octokit/webhooks\";"));
+        assert!(!may_be_relevant(b"socket.on('connect', onConnect);"));
     }
 }

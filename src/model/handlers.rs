@@ -1347,7 +1347,7 @@ impl<'a> Finder<'a> {
                 let octokit = t.contains("octokit")
                     || t.contains("webhooks.verifyAndReceive(")
                     || t.contains("webhooks.receive(");
-                if path[n - 2] == "webhooks" && octokit {
+                if path[n - 2] == "webhooks" && octokit || n == 2 && self.octokit_webhooks_instance(&path[0], call) {
                     self.push(args[1], format!("octokit on {event}"), Framework::Octokit, "");
                 } else if self.probot_app() && github_event_names(args[0], src) {
                     self.push(args[1], format!("probot on {event}"), Framework::Octokit, "");
@@ -1483,6 +1483,28 @@ impl<'a> Finder<'a> {
         self.user_authenticated = crate::regex!(r"(?i)authed|authenticated|protected|private").is_match(base);
         self.push(func, format!("{method} {url}"), Framework::Orpc, &format!("{url} {file_path}"));
         self.user_authenticated = false;
+    }
+
+    /// `githubEvents` where `const githubEvents = new Webhooks({ secret })` of `@octokit/webhooks`,
+    /// here or in the module it is imported from (mounted elsewhere with `createNodeMiddleware`):
+    /// each `.on(event, fn)` runs once per verified GitHub delivery.
+    fn octokit_webhooks_instance(&self, name: &str, call: Node) -> bool {
+        let constructs = |init: Node, text_of_file: &str| {
+            let init = ast::unwrap_expr(init);
+            init.kind_name() == "new_expression"
+                && init.field("constructor").is_some_and(|c| text(c, text_of_file) == "Webhooks")
+                && text_of_file.contains("@octokit/webhooks")
+        };
+        let src = self.src();
+        if let Some(init) = ast::find_binding_init(self.file.root(), name, src, call.start_byte()) {
+            return constructs(init, src);
+        }
+        let Some((import, module)) = self.project.imported_module(self.file, name) else { return false };
+        if import.imported == "*" {
+            return false;
+        }
+        ast::find_binding_init(module.root(), &import.imported, &module.text, usize::MAX)
+            .is_some_and(|init| constructs(init, &module.text))
     }
 
     /// A Probot app module: `module.exports = (app) => { app.on("push", handler) }`, with
