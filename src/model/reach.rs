@@ -352,19 +352,30 @@ fn instance_class(
     call: Node,
     name: &str,
 ) -> Option<(Arc<SourceFile>, String)> {
+    with_binding_init(project, file, call, name, |file, init| initialized_class(project, file, init, 0))
+}
+
+/// What `answer` makes of the value `name` is bound to at `call`: a local binding (innermost
+/// function first, then the module), else the module binding it is imported from.
+fn with_binding_init<T>(
+    project: &Project,
+    file: &Arc<SourceFile>,
+    call: Node,
+    name: &str,
+    answer: impl FnOnce(&Arc<SourceFile>, Node) -> Option<T>,
+) -> Option<T> {
     let src = &file.text;
     let local = ast::ancestors(call)
         .filter(|a| ast::is_function(*a) || ast::kind(a) == "program")
         .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()));
     match local {
-        Some(init) => initialized_class(project, file, init, 0),
+        Some(init) => answer(file, init),
         None => {
             let import = project::imports(file).iter().find(|i| i.local == name && i.imported != "*")?;
             let target = project.resolve(&file.path, &import.source)?;
             let target = project.load(&target).ok()?;
-            let exported = import.imported.clone();
-            let init = exported_binding_init(&target, &exported)?;
-            initialized_class(project, &target, init, 0)
+            let init = exported_binding_init(&target, &import.imported)?;
+            answer(&target, init)
         }
     }
 }
@@ -380,21 +391,10 @@ fn object_method(
     name: &str,
     method: &str,
 ) -> Option<FunctionDef> {
-    let src = &file.text;
-    let local = ast::ancestors(call)
-        .filter(|a| ast::is_function(*a) || ast::kind(a) == "program")
-        .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()));
     let shown = format!("{name}.{method}");
-    match local {
-        Some(init) => member_function_of(project, file, init, method, &shown, 0),
-        None => {
-            let import = project::imports(file).iter().find(|i| i.local == name && i.imported != "*")?;
-            let target = project.resolve(&file.path, &import.source)?;
-            let target = project.load(&target).ok()?;
-            let init = exported_binding_init(&target, &import.imported)?;
-            member_function_of(project, &target, init, method, &shown, 0)
-        }
-    }
+    with_binding_init(project, file, call, name, |file, init| {
+        member_function_of(project, file, init, method, &shown, 0)
+    })
 }
 
 /// The function an object-valued expression holds under `method`: a property of an object
