@@ -129,15 +129,17 @@ fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Op
     }
 }
 
-/// `handler(req, reply)` where `handler` is a parameter the call reaching `scope` bound to a
-/// project function.
-fn passed_function(scope: &Scope, call: Node, src: &str) -> Option<FunctionDef> {
+/// `handler(req, reply)` where `handler` is a parameter the calls reaching `scope` bound to
+/// project functions: each of them.
+fn passed_functions(scope: &Scope, call: Node, src: &str) -> Vec<FunctionDef> {
     if scope.function_params.is_empty() {
-        return None;
+        return Vec::new();
     }
-    let callee = call.field("function").map(ast::unwrap_expr).filter(|c| ast::kind(c) == "identifier")?;
+    let Some(callee) = call.field("function").map(ast::unwrap_expr).filter(|c| ast::kind(c) == "identifier") else {
+        return Vec::new();
+    };
     let name = text(callee, src);
-    scope.function_params.iter().find(|(param, _)| param == name).map(|(_, def)| def.clone())
+    scope.function_params.iter().filter(|(param, _)| param == name).map(|(_, def)| def.clone()).collect()
 }
 
 /// The parameters of `callee` that `call` (in `scope`, in `file`) binds to project functions:
@@ -635,10 +637,10 @@ fn scopes_from_with(
             }
             let defs = match resolve_call(project, &file, call) {
                 Some(def) => vec![def],
-                None => match passed_function(&scope, call, &file.text) {
-                    Some(def) => vec![def],
-                    None => dispatch_targets(project, &file, call),
-                },
+                None => {
+                    let passed = passed_functions(&scope, call, &file.text);
+                    if passed.is_empty() { dispatch_targets(project, &file, call) } else { passed }
+                }
             };
             for def in defs {
                 let seen =
@@ -660,6 +662,18 @@ fn scopes_from_with(
                 if let Some(seen) = seen.map(|i| &mut out[i]) {
                     seen.ruled_out.retain(|r| ruled_out.contains(r));
                     seen.known.retain(|k| known.contains(k));
+                    // Another function handed in here (`run(a, req)`, then `run(b, req)`) is
+                    // followed too, while this scope's calls are still to be read.
+                    if let Some(callee) = def.node() {
+                        for bound in functions_bound_to_params(project, &scope, &file, call, callee, &def.file.text) {
+                            let known_already = seen.function_params.iter().any(|(p, d)| {
+                                *p == bound.0 && d.span == bound.1.span && Arc::ptr_eq(&d.file, &bound.1.file)
+                            });
+                            if !known_already {
+                                seen.function_params.push(bound);
+                            }
+                        }
+                    }
                     continue;
                 }
                 let event_key = scope.event_key.as_ref().and_then(|key| rebind_key(key, call, &file.text, &def));
