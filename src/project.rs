@@ -352,6 +352,30 @@ impl Project {
 
     /// The project module `file` imports `local` from, loaded, with the import that names it
     /// (`imported` is the exported name, `default` or `*`).
+    /// What `answer` makes of the value `name` is bound to at `at`: a local binding (innermost
+    /// function first, then the module), else the module binding it is imported from.
+    pub fn with_binding_init<T>(
+        &self,
+        file: &Arc<SourceFile>,
+        at: Node,
+        name: &str,
+        answer: impl FnOnce(&Arc<SourceFile>, Node) -> Option<T>,
+    ) -> Option<T> {
+        let src = &file.text;
+        let local = ast::ancestors(at)
+            .filter(|a| ast::is_function(*a) || ast::kind(a) == "program")
+            .find_map(|scope| ast::find_binding_init(scope, name, src, at.start_byte()));
+        match local {
+            Some(init) => answer(file, init),
+            None => {
+                let import = imports(file).iter().find(|i| i.local == name && i.imported != "*")?;
+                let target = self.load(&self.resolve(&file.path, &import.source)?).ok()?;
+                let init = exported_binding_init(&target, &import.imported)?;
+                answer(&target, init)
+            }
+        }
+    }
+
     pub fn imported_module<'f>(&self, file: &'f SourceFile, local: &str) -> Option<(&'f Import, Arc<SourceFile>)> {
         let import = imports(file).iter().find(|i| i.local == local)?;
         let target = self.resolve(&file.path, &import.source)?;
@@ -736,6 +760,22 @@ fn function_of_declaration(file: &Arc<SourceFile>, decl: Node, name: &str) -> Op
 }
 
 /// A top-level function (declaration or `const f = () => ...`) defined in `file`.
+/// The initializer of a top-level `export const <name> = ...` (or a `const` the module exports
+/// by an export clause).
+pub fn exported_binding_init<'t>(file: &'t Arc<SourceFile>, name: &str) -> Option<Node<'t>> {
+    let src = &file.text;
+    let root = file.root();
+    let init = ast::find_binding_init(root, name, src, usize::MAX)?;
+    // a binding of a nested function is no module binding
+    let declarator = init.parent().filter(|d| ast::kind(d) == "variable_declarator")?;
+    let statement = declarator.parent()?;
+    let top = match statement.parent() {
+        Some(p) if ast::kind(p) == "export_statement" => p,
+        _ => statement,
+    };
+    (top.parent().is_some_and(|p| ast::kind(p) == "program")).then_some(init)
+}
+
 pub fn local_function(file: &Arc<SourceFile>, name: &str) -> Option<FunctionDef> {
     let declarations = file.declarations.get_or_init(|| top_level_declarations(file));
     declarations.get(name)?.iter().find_map(|span| function_of_declaration(file, file.node_at(*span)?, name))

@@ -1489,22 +1489,17 @@ impl<'a> Finder<'a> {
     /// here or in the module it is imported from (mounted elsewhere with `createNodeMiddleware`):
     /// each `.on(event, fn)` runs once per verified GitHub delivery.
     fn octokit_webhooks_instance(&self, name: &str, call: Node) -> bool {
-        let constructs = |init: Node, text_of_file: &str| {
-            let init = ast::unwrap_expr(init);
-            init.kind_name() == "new_expression"
-                && init.field("constructor").is_some_and(|c| text(c, text_of_file) == "Webhooks")
-                && text_of_file.contains("@octokit/webhooks")
-        };
-        let src = self.src();
-        if let Some(init) = ast::find_binding_init(self.file.root(), name, src, call.start_byte()) {
-            return constructs(init, src);
-        }
-        let Some((import, module)) = self.project.imported_module(self.file, name) else { return false };
-        if import.imported == "*" {
-            return false;
-        }
-        ast::find_binding_init(module.root(), &import.imported, &module.text, usize::MAX)
-            .is_some_and(|init| constructs(init, &module.text))
+        self.project
+            .with_binding_init(self.file, call, name, |file, init| {
+                let init = ast::unwrap_expr(init);
+                let src = &file.text;
+                Some(
+                    init.kind_name() == "new_expression"
+                        && init.field("constructor").is_some_and(|c| text(c, src) == "Webhooks")
+                        && src.contains("@octokit/webhooks"),
+                )
+            })
+            .unwrap_or(false)
     }
 
     /// A Probot app module: `module.exports = (app) => { app.on("push", handler) }`, with

@@ -354,32 +354,7 @@ fn instance_class(
     call: Node,
     name: &str,
 ) -> Option<(Arc<SourceFile>, String)> {
-    with_binding_init(project, file, call, name, |file, init| initialized_class(project, file, init, 0))
-}
-
-/// What `answer` makes of the value `name` is bound to at `call`: a local binding (innermost
-/// function first, then the module), else the module binding it is imported from.
-fn with_binding_init<T>(
-    project: &Project,
-    file: &Arc<SourceFile>,
-    call: Node,
-    name: &str,
-    answer: impl FnOnce(&Arc<SourceFile>, Node) -> Option<T>,
-) -> Option<T> {
-    let src = &file.text;
-    let local = ast::ancestors(call)
-        .filter(|a| ast::is_function(*a) || ast::kind(a) == "program")
-        .find_map(|scope| ast::find_binding_init(scope, name, src, call.start_byte()));
-    match local {
-        Some(init) => answer(file, init),
-        None => {
-            let import = project::imports(file).iter().find(|i| i.local == name && i.imported != "*")?;
-            let target = project.resolve(&file.path, &import.source)?;
-            let target = project.load(&target).ok()?;
-            let init = exported_binding_init(&target, &import.imported)?;
-            answer(&target, init)
-        }
-    }
+    project.with_binding_init(file, call, name, |file, init| initialized_class(project, file, init, 0))
 }
 
 /// `name.method` where `name` holds an object of functions: a module's object literal
@@ -394,9 +369,7 @@ fn object_method(
     method: &str,
 ) -> Option<FunctionDef> {
     let shown = format!("{name}.{method}");
-    with_binding_init(project, file, call, name, |file, init| {
-        member_function_of(project, file, init, method, &shown, 0)
-    })
+    project.with_binding_init(file, call, name, |file, init| member_function_of(project, file, init, method, &shown, 0))
 }
 
 /// The function an object-valued expression holds under `method`: a property of an object
@@ -517,22 +490,6 @@ pub fn returned_values(func: Node) -> Vec<Node> {
         true
     });
     out
-}
-
-/// The initializer of a top-level `export const <name> = ...` (or a `const` the module exports
-/// by an export clause).
-fn exported_binding_init<'t>(file: &'t Arc<SourceFile>, name: &str) -> Option<Node<'t>> {
-    let src = &file.text;
-    let root = file.root();
-    let init = ast::find_binding_init(root, name, src, usize::MAX)?;
-    // a binding of a nested function is no module binding
-    let declarator = init.parent().filter(|d| ast::kind(d) == "variable_declarator")?;
-    let statement = declarator.parent()?;
-    let top = match statement.parent() {
-        Some(p) if ast::kind(p) == "export_statement" => p,
-        _ => statement,
-    };
-    (top.parent().is_some_and(|p| ast::kind(p) == "program")).then_some(init)
 }
 
 /// `new X(...)` → "X".
@@ -839,7 +796,7 @@ fn dispatch_targets(project: &Project, file: &Arc<SourceFile>, call: Node) -> Ve
             else {
                 return Vec::new();
             };
-            match exported_binding_init(&target, &import.imported) {
+            match project::exported_binding_init(&target, &import.imported) {
                 Some(init) => {
                     let span = Span::of(init);
                     (target.clone(), span)

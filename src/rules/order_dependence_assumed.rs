@@ -1678,7 +1678,7 @@ fn looks_up_written_record(
     if let Some(table) = table_named(init, &file.text) {
         let filter = columns_named(init, &file.text);
         let files: Vec<_> = std::iter::once(file).chain(&written.files).collect();
-        return written.makes(&table, &filter, already_ran) && !app_links_customers(&files, &filter);
+        return written.makes(&table, &filter, already_ran) && !app_made_the_object(&files, &filter);
     }
     let Some(def) = reach::resolve_call(cx.project, file, init) else { return false };
     let Some(body) = def.node() else { return false };
@@ -1693,7 +1693,7 @@ fn looks_up_written_record(
     // event names its record itself, and the query is a fallback for events that do not; a
     // miss there means the event is not about this application's data.
     !returns_parameter_value_before(body, query, src)
-        && !app_links_customers(
+        && !app_made_the_object(
             &[file, &def.file].into_iter().chain(&written.files).collect::<Vec<_>>(),
             &columns_named(query, src),
         )
@@ -1704,7 +1704,7 @@ fn looks_up_written_record(
 /// then `update({ data: { stripeCustomerId: customer.id } })`; `const { messageId } = await
 /// mailer.send(...)`, then `create({ data: { messageId } })`): the link exists before any event
 /// about that object can, so a miss means an object this application did not make.
-fn app_links_customers(files: &[&std::sync::Arc<crate::source::SourceFile>], filter: &[String]) -> bool {
+fn app_made_the_object(files: &[&std::sync::Arc<crate::source::SourceFile>], filter: &[String]) -> bool {
     files.iter().any(|file| {
         let src = &file.text;
         let root = file.root();
