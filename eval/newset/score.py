@@ -72,7 +72,12 @@ no missed defect). Round sixteen (labels-round16.json), session 28 (2026-12-07),
 build b8ac108 (the session's start, held out): next-forge, OpenPipe, lmnr, digitalhippo;
 nhs-notify-supplier-api, txma-ticf-integration, asset-bundle-registry, club-social; eng-pipes,
 dt-mergebot, pkg.pr.new, event_platform (padloc, cation and toriel were read and have no findings
-and no missed defect).
+and no missed defect). Round seventeen (labels-round17.json), session 29 (2026-12-07), from the
+frozen build ee29c31 (the session's start, held out): rallly, UNLIMAGENT-, bakenshake, Slaid,
+prestige-designs, kaamsync (payments); emailengine, wildduck, pager, dbSurface (queues); tegon,
+argos, pages-cms, krisenberatung-portal, adviceApp (other webhooks; adviceApp's 30 findings
+sampled, 25 judged). teable, Zero, Checkmate, openalternative, high-seas and gitpoap-backend were
+read and have no findings and no missed defect.
 
 Usage: eval/newset/score.py BINARY SRC_ROOT [--labels FILE] [--items FILE]
 """

@@ -1599,7 +1599,7 @@ impl<'a> Finder<'a> {
         if text(ctor, src) != "Worker" {
             return;
         }
-        if args.len() >= 2 && !self.file.text.contains("worker_threads") {
+        if args.len() >= 2 && self.bullmq_worker_class(text(ctor, src)) {
             let name = ast::string_value(args[0], src).unwrap_or_else(|| text(args[0], src).to_string());
             match self.sandboxed_processor(args[1]) {
                 Some(def) => self.push_at(def.span, def.file, format!("worker {name}"), Framework::Bullmq, ""),
@@ -1615,6 +1615,18 @@ impl<'a> Finder<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// Whether `Worker` here is BullMQ's: imported from a BullMQ package, or, when it is not
+    /// imported from a known package, in a file that does not use Node's `worker_threads` (a
+    /// worker script that also runs BullMQ jobs imports both).
+    fn bullmq_worker_class(&self, name: &str) -> bool {
+        let source = project::imports(self.file).iter().find(|i| i.local == name).map(|i| i.source.as_str());
+        match source {
+            Some("bullmq" | "bullmq-pro" | "@taskforcesh/bullmq-pro") => true,
+            Some("worker_threads" | "node:worker_threads") => false,
+            _ => !self.file.text.contains("worker_threads"),
         }
     }
 
