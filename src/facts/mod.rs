@@ -41,13 +41,14 @@ impl HandlerModel {
         for (k, scope) in self.scopes.iter().enumerate() {
             let Some(func) = scope.node() else { continue };
             for call in ast::calls_in(func, true) {
-                let Some(def) = reach::resolve_call(project, scope.file(), call) else { continue };
-                let callee = self
-                    .scopes
-                    .iter()
-                    .position(|s| s.function.span == def.span && s.function.file.path == def.file.path);
-                if let Some(j) = callee.filter(|j| *j != k) {
-                    sites[j].push((k, call));
+                for def in reach::call_targets(project, scope, call) {
+                    let callee = self
+                        .scopes
+                        .iter()
+                        .position(|s| s.function.span == def.span && s.function.file.path == def.file.path);
+                    if let Some(j) = callee.filter(|j| *j != k) {
+                        sites[j].push((k, call));
+                    }
                 }
             }
         }

@@ -148,6 +148,9 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
             _ => None,
         };
     }
+    if conditional_update_claim(call, src) {
+        return marker(MarkerOp::Claim, false);
+    }
     let call_text = text(call, src);
     // SQL through a driver.
     if let Some(sql) = effects::sql_text(call, &args, src) {
@@ -391,6 +394,71 @@ fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
     if caught || (conflict_ignored && used) { MarkerOp::Claim } else { MarkerOp::Write }
 }
 
+/// An update that only matches a row still in the state it moves it out of, whose result the
+/// code tests and leaves on: `findOneAndUpdate({ reference, status: "pending", processing: {
+/// $ne: true } }, { $set: { processing: true } })` then `if (!tx) return`, Prisma `updateMany({
+/// where: { id, status: "PENDING" }, data: { status: "PAID" } })` then `if (count === 0)
+/// return`, SQL `UPDATE ... SET status = 'paid' WHERE id = $1 AND status = 'pending'` then a
+/// `rowCount` test. The database decides which of two deliveries moves the row: an atomic claim.
+fn conditional_update_claim(call: Node, src: &str) -> bool {
+    let Some(last) = ast::callee_name(call, src).map(|n| n.to_ascii_lowercase()) else { return false };
+    let args = ast::arguments(call);
+    let (filter, update) = match last.as_str() {
+        "findoneandupdate" | "updateone" | "findoneandmodify" => (args.first().copied(), args.get(1).copied()),
+        "updatemany" => match args.first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind_name() == "object") {
+            Some(arg) if ast::object_property(arg, "where", src).is_some() => {
+                (ast::object_property(arg, "where", src), ast::object_property(arg, "data", src))
+            }
+            _ => (args.first().copied(), args.get(1).copied()),
+        },
+        _ => (None, None),
+    };
+    let guarded_columns = |filter: Node| -> Vec<String> {
+        let filter = ast::unwrap_expr(filter);
+        if filter.kind_name() != "object" {
+            return Vec::new();
+        }
+        ast::named_children(filter)
+            .into_iter()
+            .filter(|p| p.kind_name() == "pair")
+            .filter_map(|p| {
+                let key_node = p.field("key")?;
+                let key = ast::string_value(key_node, src).unwrap_or_else(|| text(key_node, src).into());
+                let value = ast::unwrap_expr(p.field("value")?);
+                // A state the row must be in: a literal, or a condition object (`{ $ne: true }`).
+                let state = matches!(value.kind_name(), "string" | "true" | "false" | "null" | "number" | "object")
+                    || value.kind_name() == "member_expression" && text(value, src).chars().any(|c| c.is_uppercase());
+                (state && !matches!(key.as_str(), "id" | "_id")).then_some(key)
+            })
+            .collect()
+    };
+    let sets = |update: Node, column: &str| {
+        let update = ast::unwrap_expr(update);
+        update.kind_name() == "object"
+            && (ast::object_property(update, column, src).is_some()
+                || ast::object_property(update, "$set", src)
+                    .map(ast::unwrap_expr)
+                    .is_some_and(|set| set.kind_name() == "object" && ast::object_property(set, column, src).is_some()))
+    };
+    let moves_state = match (filter, update) {
+        (Some(filter), Some(update)) => guarded_columns(filter).iter().any(|c| sets(update, c)),
+        _ => effects::sql_text(call, &args, src).is_some_and(|sql| {
+            let Some(parts) = crate::regex!(r"(?is)^\s*UPDATE\s+\S+\s+SET\s+(.*?)\s+WHERE\s+(.*)$").captures(&sql) else {
+                return false;
+            };
+            let where_clause = parts[2].to_ascii_lowercase();
+            crate::regex!(r"(\w+)\s*=").captures_iter(&parts[1]).any(|c| {
+                let column = c[1].to_ascii_lowercase();
+                column != "id"
+                    && crate::regex!(r"(\w+)\s*(?:=|<>|!=|\bin\b|\bis\b)")
+                        .captures_iter(&where_clause)
+                        .any(|w| w[1] == column)
+            })
+        }),
+    };
+    moves_state && super::stmts::result_tested_then_leaves(call, src)
+}
+
 /// A unique violation, as the code that reads one back names it.
 fn unique_violation() -> &'static regex::Regex {
     crate::regex!(r"(?i)P2002|23505|\b11000\b|ER_DUP|unique.?(?:violation|constraint)|duplicate.?key|already_exists")
@@ -436,7 +504,8 @@ fn own_row_claim(call: Node, src: &str, func: Node, key: Option<&EventKey>) -> b
         let sql = effects::sql_text(call, &ast::arguments(call), src)?;
         crate::regex!(r"(?i)\binto\s+[`\x22]?(\w+)").captures(&sql).map(|c| c[1].to_string())
     });
-    claims_by_violation(call, src) && table.is_none_or(|t| !is_marker_table(&t, call, src, func, key))
+    (claims_by_violation(call, src) || conditional_update_claim(call, src))
+        && table.is_none_or(|t| !is_marker_table(&t, call, src, func, key))
 }
 
 /// An insert whose unique violation the function reads back and answers as a duplicate, by
@@ -799,6 +868,19 @@ fn releases_on_failure(steps: &FunctionSteps, src: &str) -> bool {
     })
 }
 
+/// A catch after `claim` that writes to the database (`updateOne(..., { locked: false })`,
+/// `payment.save()`): a claim made by moving a row's state is given back by moving it again.
+fn writes_on_failure(func: Node, claim: Node, src: &str) -> bool {
+    ast::descendants_of_kind(func, "catch_clause").into_iter().any(|clause| {
+        clause.start_byte() > claim.end_byte()
+            && ast::calls_in(clause, false).into_iter().any(|c| {
+                ast::callee_name(c, src).is_some_and(|n| n == "save")
+                    || effects::classify(c, src, false)
+                        .is_some_and(|e| matches!(e.kind, effects::EffectKind::DbUpdate | effects::EffectKind::DbUpsert))
+            })
+    })
+}
+
 /// A marker row written in a not-yet-done state: `processed: false`, `status: 'received'`.
 fn records_unfinished(marker: Node, src: &str) -> bool {
     let t = text(marker, src);
@@ -881,7 +963,8 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                 .filter(|w| w.start_byte() > marker.start_byte())
                 .filter(|w| tx.is_none_or(|t| !ast::contains(t, **w)))
                 .collect();
-            let released = releases_on_failure(&st, src);
+            let released = releases_on_failure(&st, src)
+                || conditional_update_claim(marker, src) && writes_on_failure(func, marker, src);
             if !outside.is_empty() && !released {
                 let mut calls = vec![range(marker)];
                 if let Some(c) = check {

@@ -592,14 +592,7 @@ fn scopes_from_with(
             if scope.ruled_out.iter().any(|r| r.start <= call.start_byte() && call.end_byte() <= r.end) {
                 continue;
             }
-            let defs = match resolve_call(project, &file, call) {
-                Some(def) => vec![def],
-                None => {
-                    let passed = passed_functions(&scope, call, &file.text);
-                    if passed.is_empty() { dispatch_targets(project, &file, call) } else { passed }
-                }
-            };
-            for def in defs {
+            for def in call_targets(project, &scope, call) {
                 let seen =
                     out.iter().position(|s| s.function.span == def.span && Arc::ptr_eq(&s.function.file, &def.file));
                 // The handler reached again, or a function enclosing the call: nothing to add.
@@ -745,6 +738,20 @@ fn handed_back(project: &Project, file: &Arc<SourceFile>, func: Node, callback: 
         }
     }
     false
+}
+
+/// The project functions a call in `scope` can run: its resolved callee, else the functions
+/// the scope's parameters are bound to (`handler(req)` where `handler` was passed in), else the
+/// entries of a dispatch table (`handlers[type](event)`).
+pub fn call_targets(project: &Project, scope: &Scope, call: Node) -> Vec<FunctionDef> {
+    let file = scope.file();
+    match resolve_call(project, file, call) {
+        Some(def) => vec![def],
+        None => {
+            let passed = passed_functions(scope, call, &file.text);
+            if passed.is_empty() { dispatch_targets(project, file, call) } else { passed }
+        }
+    }
 }
 
 /// The functions a dispatch table can call: `handlers[event.type](event)`, or a handler taken

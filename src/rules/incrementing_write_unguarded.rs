@@ -324,7 +324,10 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                 {
                     let lt = text(left, src);
                     let rt = text(right, src);
-                    let appends = rt.contains(&format!("...{lt}")) || rt.starts_with(&format!("{lt} +"));
+                    // `{ ...record.meta, verifiedAt }` merges keys, which a replay writes again
+                    // alike; `[...record.items, item]` appends.
+                    let merges_keys = ast::unwrap_expr(right).kind_name() == "object";
+                    let appends = !merges_keys && rt.contains(&format!("...{lt}")) || rt.starts_with(&format!("{lt} +"));
                     if appends
                         && let Some(root) = ast::member_path(left, src).first().cloned()
                         && let Some(load) = loaded(&root, n.start_byte())

@@ -176,6 +176,8 @@ struct Cx<'a> {
     model: &'a HandlerModel,
     /// Whether the handler itself answers 2xx somewhere (or completes as success).
     acks_2xx: bool,
+    /// The calls reaching each scope, resolved (`HandlerModel::call_sites`), once asked.
+    sites: std::cell::OnceCell<Vec<Vec<(usize, Node<'a>)>>>,
 }
 
 /// Frameworks that answer 200 when the handler finishes without an answer of its own: a Nest
@@ -203,7 +205,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             || responses::responses_in(root_fn, &root.file().text, &names, false).iter().any(|r| r.is_2xx())
             || fw == Framework::H3
                 && responses::returned_values(root_fn, &root.file().text, &names, false).iter().any(|r| r.is_2xx());
-        let c = Cx { cx, model, acks_2xx };
+        let c = Cx { cx, model, acks_2xx, sites: Default::default() };
         let mut seen: HashSet<(std::path::PathBuf, usize, usize)> = HashSet::new();
         let run_once = if fw == Framework::Bullmq {
             crate::model::queue_retries::scopes_run_once(
@@ -1757,7 +1759,7 @@ fn callers_of<'a>(c: &Cx<'a>, i: usize) -> Vec<(usize, Node<'a>)> {
     let Some(name) = model.scopes.get(i).and_then(|s| s.chain.last()).and_then(|n| n.rsplit('.').next()) else {
         return Vec::new();
     };
-    model.scopes[..i.min(model.scopes.len())]
+    let mut sites: Vec<(usize, Node<'a>)> = model.scopes[..i.min(model.scopes.len())]
         .iter()
         .enumerate()
         .flat_map(|(k, s)| {
@@ -1769,7 +1771,16 @@ fn callers_of<'a>(c: &Cx<'a>, i: usize) -> Vec<(usize, Node<'a>)> {
                 .filter(move |call| ast::callee_name(*call, src).is_some_and(|n| n == name))
                 .map(move |call| (k, call))
         })
-        .collect()
+        .collect();
+    // Calls under another name: a dispatch table's entry (`handlers[event](payload)`), a
+    // function passed in and called as a parameter.
+    let resolved = c.sites.get_or_init(|| model.call_sites(c.cx.project));
+    for (k, call) in resolved.get(i).into_iter().flatten() {
+        if *k < i && !sites.iter().any(|(_, seen)| seen.id() == call.id()) {
+            sites.push((*k, *call));
+        }
+    }
+    sites
 }
 
 /// Every call of scope `i` runs after the acknowledgement: inside a deferring callback
@@ -1788,7 +1799,32 @@ fn deferred_scope(c: &Cx, i: usize, visiting: &mut Vec<usize>) -> bool {
             .take_while(|a| a.id() != f.id())
             .any(|a| a.kind_name() == "call_expression" && best_effort::deferrer(a, src).is_some())
             || callee_async && dropped_promise(call, f, src)
+            || k == 0 && answered_before(c, call, f, src)
             || deferred_scope(c, k, visiting)
+    })
+}
+
+/// Scope `i` runs only after the handler answered 2xx (`answered_before` at each call reaching
+/// it). Narrower than `deferred_scope`: a dropped promise alone is ack-timing's to report, and
+/// it does not report each one.
+fn answered_scope(c: &Cx, i: usize, visiting: &mut Vec<usize>) -> bool {
+    i > 0
+        && every_caller(c, i, visiting, &|c, k, f, call, visiting| {
+            k == 0 && answered_before(c, call, f, &c.model.scopes[k].file().text) || answered_scope(c, k, visiting)
+        })
+}
+
+/// The handler already answered 2xx on the way to `call`: an unconditional response statement
+/// (`res.status(200).json(...)`) earlier in a block that holds the call. Whatever fails after
+/// it, the provider was told success (ack-timing reports the early answer).
+fn answered_before(c: &Cx, call: Node, func: Node, src: &str) -> bool {
+    let names = responses::handler_names(&c.model.handler);
+    ast::ancestors(call).take_while(|a| a.id() != func.id()).any(|a| {
+        a.kind_name() == "statement_block"
+            && ast::named_children(a).into_iter().take_while(|s| s.end_byte() <= call.start_byte()).any(|s| {
+                s.kind_name() == "expression_statement"
+                    && responses::responses_in(s, src, &names, true).iter().any(|r| r.is_2xx())
+            })
     })
 }
 
@@ -2164,7 +2200,8 @@ fn fail_stmt(c: &Cx, answers: bool, file: &SourceFile, cond: &str, err: &str) ->
 
 fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    if !c.acks_2xx {
+    // Work that runs after the acknowledgement cannot change what the provider was told.
+    if !c.acks_2xx || answered_scope(c, i, &mut Vec::new()) {
         return out;
     }
     let file = scope.file();
