@@ -1994,7 +1994,7 @@ fn oauth_redirect(body: &str) -> bool {
 /// Middleware or a guard that authenticates a signed-in user (not a sender's signature).
 fn user_auth(text: &str) -> bool {
     crate::regex!(
-        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|authenticated\b|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticateuser|authenticatetoken|\bmiddleware_?auth\b|\bauth_?middleware\b|(?:require|ensure|must)_?sign(?:ed)?_?in"
+        r"(?i)jwt|session|roles?guard|requireauth|ensureauth|authenticated\b|requireuser|requirelogin|loggedin|\bprotect\b|clerkauth|withauth|authenticate\w*user|authenticatetoken|\bmiddleware_?auth\b|\bauth_?middleware\b|(?:require|ensure|must)_?sign(?:ed)?_?in"
     )
     .is_match(text)
         && !crate::regex!(r"(?i)signature|webhook|hmac").is_match(text)

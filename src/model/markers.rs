@@ -668,6 +668,15 @@ fn steps_once<'t>(
             steps.push((step, call, false));
         }
     }
+    // A state move after the work (`status: "processing"` → `"accepted"`) finishes the work
+    // rather than claiming it: it is work like any other write.
+    if let Some(first_work) = steps.iter().position(|(step, _, _)| *step == Step::Work) {
+        for (step, call, _) in steps.iter_mut().skip(first_work + 1) {
+            if *step == Step::Marker(MarkerOp::Claim) && conditional_update_claim(*call, src) {
+                *step = Step::Work;
+            }
+        }
+    }
     FunctionSteps { steps }
 }
 
@@ -868,6 +877,15 @@ fn releases_on_failure(steps: &FunctionSteps, src: &str) -> bool {
     })
 }
 
+/// The update sets a working state (`processing: true`, `status: "executing"`): a lock taken
+/// to do the work, not the business change itself.
+fn takes_lock(call: Node, src: &str) -> bool {
+    crate::regex!(
+        r#"(?i)\b(processing|locked|claimed|in_?progress|executing|running)['"]?\s*:\s*true\b|:\s*['"](processing|executing|in[_ ]?progress|running|claimed|locked)['"]"#
+    )
+    .is_match(text(call, src))
+}
+
 /// A catch after `claim` that writes to the database (`updateOne(..., { locked: false })`,
 /// `payment.save()`): a claim made by moving a row's state is given back by moving it again.
 fn writes_on_failure(func: Node, claim: Node, src: &str) -> bool {
@@ -963,8 +981,12 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
                 .filter(|w| w.start_byte() > marker.start_byte())
                 .filter(|w| tx.is_none_or(|t| !ast::contains(t, **w)))
                 .collect();
+            // A state move that is itself the business change (`enabled: false`, `status:
+            // "canceled"`) leaves nothing to lose but what follows it; only a lock taken to do
+            // the work (`processing: true`) strands the event when the work fails.
+            let state_move = conditional_update_claim(marker, src);
             let released = releases_on_failure(&st, src)
-                || conditional_update_claim(marker, src) && writes_on_failure(func, marker, src);
+                || state_move && (!takes_lock(marker, src) || writes_on_failure(func, marker, src));
             if !outside.is_empty() && !released {
                 let mut calls = vec![range(marker)];
                 if let Some(c) = check {
