@@ -441,6 +441,16 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     );
 }
 
+/// Whether a listed file is named like an app entry: `app`, `server`, `index` or `main`
+/// with a script extension (what `file_stem` and `extension` give for such a name).
+fn is_app_file_name(path: &std::path::Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let name = bytes.rsplit(|b| std::path::is_separator(char::from(*b))).next().unwrap_or(bytes);
+    let Some(dot) = name.iter().rposition(|b| *b == b'.') else { return false };
+    matches!(&name[..dot], b"app" | b"server" | b"index" | b"main")
+        && matches!(&name[dot + 1..], b"ts" | b"js" | b"mjs" | b"cjs" | b"mts" | b"cts")
+}
+
 /// The app file that mounts this router file after a JSON parser: `app.use(express.json())`
 /// then `app.use("/webhooks", webhookRouter)`, with `webhookRouter` imported from this file.
 /// Looks for `app`/`server`/`index`/`main` files up to three directories up. Returns the
@@ -452,12 +462,10 @@ fn mounted_after_json(cx: &Context, reg: Node) -> Option<(String, String)> {
     for _ in 0..3 {
         let d = dir?;
         for path in cx.project.files_in(d).iter() {
-            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-            let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("");
-            if *path == here
-                || !matches!(stem, "app" | "server" | "index" | "main")
-                || !matches!(ext, "ts" | "js" | "mjs" | "cjs" | "mts" | "cts")
-            {
+            // The name is read from the path's last bytes: every handler of a directory
+            // lists it again, and asking the path for its stem, extension and equality
+            // walks its components each time.
+            if !is_app_file_name(path) || *path == here {
                 continue;
             }
             let Ok(app_file) = cx.project.load(path) else { continue };
