@@ -314,6 +314,13 @@ impl NodeIndex {
         memos.get(&TypeId::of::<Memos<K, V>>())?.downcast_ref::<Memos<K, V>>()?.get(key).cloned()
     }
 
+    /// What `read` makes of the answer remembered for `key` (see `recall`), without copying
+    /// the answer. `read` must not remember anything on this tree.
+    pub fn recall_with<K: Hash + Eq + 'static, V: 'static, T>(&self, key: &K, read: impl FnOnce(&V) -> T) -> Option<T> {
+        let memos = self.memos.borrow();
+        memos.get(&TypeId::of::<Memos<K, V>>())?.downcast_ref::<Memos<K, V>>()?.get(key).map(read)
+    }
+
     /// Remembers `value` for `key` (see `recall`). Not held across the computation of the
     /// value, which may itself recall and remember.
     pub fn remember<K: Hash + Eq + 'static, V: 'static>(&self, key: K, value: V) {
@@ -342,8 +349,11 @@ impl NodeIndex {
         let Some(index) = existing(func) else { return find() };
         let Some(at) = index.position_of(func) else { return find() };
         let asked = asked(at);
-        if let Some(known) = index.recall::<K, Vec<P>>(&asked) {
-            return known.into_iter().map(|p| load(&index, p)).collect();
+        // `load` only turns positions back into nodes, so the answer is read in place.
+        if let Some(known) = index
+            .recall_with::<K, Vec<P>, Vec<R>>(&asked, |known| known.iter().map(|p| load(&index, p.clone())).collect())
+        {
+            return known;
         }
         let found = find();
         if let Some(positions) = found.iter().map(|r| store(&index, r)).collect::<Option<Vec<P>>>() {
