@@ -441,7 +441,7 @@ fn wrapper(scope: &Scope) -> bool {
 fn in_failure_path(call: Node, func: Node, src: &str) -> bool {
     // `if (!result.ok) { requeue(...) }`, `if (error) { ... }`: the branch of a failed step.
     let failure_branch = |branch: Node| {
-        let Some(stmt) = branch.parent().filter(|p| p.kind_name() == "if_statement") else { return false };
+        let Some(stmt) = ast::parent(branch).filter(|p| p.kind_name() == "if_statement") else { return false };
         stmt.field("consequence") == Some(branch)
             && stmt.field("condition").is_some_and(|c| {
                 crate::regex!(

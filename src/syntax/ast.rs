@@ -70,6 +70,13 @@ pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
 }
 
 pub fn named_children(node: Node) -> Vec<Node> {
+    // From the tree's node list when it has one: asking tree-sitter counts the children and
+    // then walks them again for each one asked for.
+    if let Some(index) = super::node_index::existing(node)
+        && let Some(children) = index.named_children(node)
+    {
+        return children;
+    }
     // A cursor's step to the next sibling costs hundreds of instructions, asking for the i-th
     // named child a few per earlier child: by index unless the node is wide.
     let count = node.named_child_count();

@@ -362,6 +362,23 @@ impl NodeIndex {
         found
     }
 
+    /// `node`'s named children, in order; None when `node` is not in this tree. A node's
+    /// children are the positions from the one after it, each next one just past the
+    /// previous one's subtree.
+    pub fn named_children<'t>(&self, node: Node<'t>) -> Option<Vec<Node<'t>>> {
+        let at = self.position(node)?;
+        let end = self.ends[at] as usize;
+        let mut out = Vec::new();
+        let mut child = at + 1;
+        while child < end {
+            if self.nodes[child].is_named() {
+                out.push(self.home(child as u32, node));
+            }
+            child = self.ends[child] as usize;
+        }
+        Some(out)
+    }
+
     /// `node`'s parent; None at the root, or when `node` is not in this tree.
     pub fn parent<'t>(&self, node: Node<'t>) -> Option<Option<Node<'t>>> {
         let at = self.position(node)?;
