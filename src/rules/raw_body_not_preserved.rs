@@ -133,7 +133,7 @@ fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> O
             (prop == "body" && ast::member_path(expr, src).len() >= 2).then_some(expr)
         }
         "call_expression" => {
-            let path = ast::callee_path(expr, src);
+            let path = ast::callee_path_shared(expr, src);
             let fetch_json =
                 path.len() >= 2 && path.last().is_some_and(|l| l == "json") && ast::arguments(expr).is_empty();
             // h3 / Nuxt: `await readBody(event)` is the parsed JSON
@@ -235,7 +235,7 @@ fn reserialised_payloads(cx: &Context, model: &HandlerModel, scope: &Scope, out:
 /// `crypto.createHmac(alg, secret).update(payload)`, `createHash(...).update(...)`: the
 /// digest is the handler's own code, not a provider SDK's verifier.
 fn hand_written_digest(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     path.last().is_some_and(|l| l == "update")
         && path.iter().any(|p| p.starts_with("createHmac") || p.starts_with("createHash"))
 }

@@ -239,19 +239,25 @@ pub fn member_path(node: Node, src: &str) -> Vec<String> {
     // Every rule and model reads the paths of the same callees, and building one costs a few
     // field lookups and an allocation per segment: each is built once per analysis of a tree
     // (when its node list is built) and copied out after.
-    remembered_path(node, src, false, || member_path_of(node, src))
+    remembered_path(node, src, false, || member_path_of(node, src)).to_vec()
 }
 
 /// The path of `node` (of its callee when `of_callee`), remembered in the node list of its
-/// tree by the node's position and the text it was read from.
-fn remembered_path(node: Node, src: &str, of_callee: bool, build: impl FnOnce() -> Vec<String>) -> Vec<String> {
-    let Some(index) = super::node_index::existing(node) else { return build() };
-    let Some(at) = index.position_of(node) else { return build() };
+/// tree by the node's position and the text it was read from. Shared: a caller that only
+/// reads the path copies no segment.
+fn remembered_path(
+    node: Node,
+    src: &str,
+    of_callee: bool,
+    build: impl FnOnce() -> Vec<String>,
+) -> std::rc::Rc<[String]> {
+    let Some(index) = super::node_index::existing(node) else { return build().into() };
+    let Some(at) = index.position_of(node) else { return build().into() };
     let asked = PathAt { at, of_callee, src: (src.as_ptr() as usize, src.len()) };
-    if let Some(known) = index.recall::<PathAt, Vec<String>>(&asked) {
+    if let Some(known) = index.recall::<PathAt, std::rc::Rc<[String]>>(&asked) {
         return known;
     }
-    let path = build();
+    let path: std::rc::Rc<[String]> = build().into();
     index.remember(asked, path.clone());
     path
 }
@@ -304,6 +310,11 @@ fn member_path_of(node: Node, src: &str) -> Vec<String> {
 
 /// The callee path of a call expression (see `member_path`).
 pub fn callee_path(call: Node, src: &str) -> Vec<String> {
+    callee_path_shared(call, src).to_vec()
+}
+
+/// `callee_path` for a caller that only reads it: the remembered path itself, not a copy.
+pub fn callee_path_shared(call: Node, src: &str) -> std::rc::Rc<[String]> {
     // Remembered by the call as well: most asks come with the call, and finding its callee
     // costs a field lookup.
     remembered_path(call, src, true, || field(call, "function").map(|f| member_path(f, src)).unwrap_or_default())
@@ -332,7 +343,7 @@ pub fn is_awaited_call(call: Node) -> bool {
 
 /// The last name of a callee: `a.b.create(...)` → "create".
 pub fn callee_name(call: Node, src: &str) -> Option<String> {
-    callee_path(call, src).pop()
+    callee_path_shared(call, src).last().cloned()
 }
 
 pub fn arguments(call: Node) -> Vec<Node> {
