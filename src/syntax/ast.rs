@@ -449,23 +449,22 @@ pub fn parent<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> Option<Node<'t>> 
 /// lookup compares strings against every field of the grammar, on every call.
 pub fn field<'t>(node: impl std::borrow::Borrow<Node<'t>>, name: &'static str) -> Option<Node<'t>> {
     let node = *node.borrow();
+    // By grammar and name (the name's address and length: the names are literals), in a
+    // hashed map: a list searched from its start cost more than the lookup of the child.
+    type FieldIds = super::node_index::WordMap<(usize, usize, usize), Option<std::num::NonZeroU16>>;
     thread_local! {
-        static FIELD_IDS: std::cell::RefCell<Vec<(usize, usize, Option<std::num::NonZeroU16>)>> =
-            const { std::cell::RefCell::new(Vec::new()) };
+        static FIELD_IDS: std::cell::RefCell<FieldIds> = std::cell::RefCell::new(FieldIds::default());
     }
     // SAFETY: a node's language pointer is valid while the node is.
     let language = unsafe { tree_sitter::ffi::ts_node_language(node.into_raw()) } as usize;
-    let key = name.as_ptr() as usize;
+    let key = (language, name.as_ptr() as usize, name.len());
     let id = FIELD_IDS.with(|ids| {
-        let mut ids = ids.borrow_mut();
-        match ids.iter().find(|(l, n, _)| *l == language && *n == key) {
-            Some((_, _, id)) => *id,
-            None => {
-                let id = node.language().field_id_for_name(name);
-                ids.push((language, key, id));
-                id
-            }
+        if let Some(id) = ids.borrow().get(&key) {
+            return *id;
         }
+        let id = node.language().field_id_for_name(name);
+        ids.borrow_mut().insert(key, id);
+        id
     })?;
     node.child_by_field_id(id.get())
 }

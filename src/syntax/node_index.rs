@@ -43,9 +43,12 @@ pub struct NodeIndex {
 /// hash than the answers they look up cost to copy.
 type Memos<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHasher>>;
 
+/// A map keyed by a few words (integers, addresses), hashed with `WordHasher`.
+pub(crate) type WordMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHasher>>;
+
 /// Mixes each word written with a rotation and one multiplication.
 #[derive(Default)]
-struct WordHasher(u64);
+pub(crate) struct WordHasher(u64);
 
 impl WordHasher {
     fn mix(&mut self, word: u64) {
@@ -284,15 +287,16 @@ impl NodeIndex {
     }
 
     fn position(&self, node: Node) -> Option<usize> {
-        // A root's id is an address inside its tree, not its subtree: the root of the tree
-        // this list copied has another id than the list's own.
-        if node.id() == root_of(node) as usize {
-            return Some(0);
-        }
         let start = node.start_byte() as u32;
         let first = self.starts.partition_point(|s| *s < start);
         let id = node.id();
-        (first..self.nodes.len()).take_while(|i| self.starts[*i] == start).find(|i| self.nodes[*i].id() == id)
+        let found =
+            (first..self.nodes.len()).take_while(|i| self.starts[*i] == start).find(|i| self.nodes[*i].id() == id);
+        // A root's id is an address inside its tree, not its subtree: the root of the tree
+        // this list copied has another id than the list's own, and no other node's id is
+        // such an address, so only a node the list does not hold is asked whether it is the
+        // root (which costs a call into tree-sitter).
+        found.or_else(|| (id == root_of(node) as usize).then_some(0))
     }
 
     /// `node`'s position in this list (None: not a node of this tree), for memos whose
