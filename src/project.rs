@@ -94,6 +94,11 @@ pub struct Project {
     workspaces: Mutex<HashMap<PathBuf, Arc<WorkspacePackages>>>,
     /// Directory listings (`files_in`).
     listings: Mutex<HashMap<PathBuf, Arc<Vec<PathBuf>>>>,
+    /// Per importing directory and module specifier: the file it resolves to (`resolve`).
+    /// Every handler of a directory imports the same modules, and each resolution asks the
+    /// file system about a dozen candidate paths. Dropped whenever a file may have appeared
+    /// or gone (`set_overlay`, `evict`, `add_virtual_file`).
+    resolutions: Mutex<HashMap<PathBuf, HashMap<String, Option<PathBuf>>>>,
     /// Per package root and word: its script files whose text holds the word (`files_containing`).
     containing: Mutex<HashMap<(PathBuf, String), FileList>>,
     /// Source given on stdin, standing in for this path.
@@ -176,6 +181,7 @@ impl Project {
     /// Drops a parsed file from the cache.
     pub fn evict(&self, path: &Path) {
         self.files.lock().unwrap().remove(&normalize(path));
+        self.resolutions.lock().unwrap().clear();
     }
 
     /// Makes `text` stand in for the file at `path` (None: the file on disk again) and drops
@@ -188,6 +194,7 @@ impl Project {
         };
         self.files.lock().unwrap().remove(&key);
         self.edited.lock().unwrap().remove(&key);
+        self.resolutions.lock().unwrap().clear();
     }
 
     /// `set_overlay` for an editor buffer changed by `changes` (in order, each in the terms of
@@ -233,6 +240,7 @@ impl Project {
         if let Some(dir) = path.parent() {
             self.listings.lock().unwrap().remove(dir);
         }
+        self.resolutions.lock().unwrap().clear();
         self.virtual_files.lock().unwrap().insert(path, text);
     }
 
@@ -385,6 +393,16 @@ impl Project {
     /// Resolves an import specifier from `from` to a project file, if it is project-local.
     pub fn resolve(&self, from: &Path, spec: &str) -> Option<PathBuf> {
         let dir = from.parent()?;
+        if let Some(known) = self.resolutions.lock().unwrap().get(dir).and_then(|specs| specs.get(spec)) {
+            return known.clone();
+        }
+        let found = self.resolve_in(dir, spec);
+        self.resolutions.lock().unwrap().entry(dir.to_path_buf()).or_default().insert(spec.to_string(), found.clone());
+        found
+    }
+
+    /// `resolve` from the directory `dir`, asking the file system.
+    fn resolve_in(&self, dir: &Path, spec: &str) -> Option<PathBuf> {
         if spec.starts_with("./") || spec.starts_with("../") || spec == "." || spec == ".." {
             return resolve_file(&dir.join(spec));
         }

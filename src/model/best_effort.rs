@@ -193,7 +193,7 @@ fn category_in(
     seen: &mut HashSet<(std::path::PathBuf, usize)>,
 ) -> Category {
     let src = &file.text;
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     if path.is_empty() {
         // `await import("pkg")` loads code; anything else unnamed is unknown work.
         let dynamic_import = call.field("function").is_some_and(|f| f.kind_name() == "import");
@@ -372,7 +372,7 @@ pub fn block_category(project: &Project, file: &Arc<SourceFile>, node: Node) -> 
 
 /// `console.error(...)`, `logger.warn(...)`, `log.info(...)`, `Sentry.captureException(...)`.
 pub fn is_logging_call(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let root = path.first().map(|r| r.to_ascii_lowercase()).unwrap_or_default();
     let last = path.last().map(|l| l.to_ascii_lowercase()).unwrap_or_default();
     root == "console"
@@ -389,7 +389,7 @@ pub fn log_table(call: Node, src: &str) -> bool {
         .captures(t)
         .map(|c| c[1].to_string())
         .or_else(|| {
-            let path = ast::callee_path(call, src);
+            let path = ast::callee_path_shared(call, src);
             match path.len() {
                 // A model class's own insert (Mongoose `Log.create(...)`, `AuditLog.insertMany`);
                 // a lower-case receiver (`auditLog.insert`) is some service, not a table.
@@ -405,7 +405,7 @@ pub fn log_table(call: Node, src: &str) -> bool {
 
 /// `supabase.rpc('get_total_credits', ...)`: a stored procedure named as a read.
 pub fn read_rpc(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     path.last().is_some_and(|l| l.trim_end_matches("()") == "rpc")
         && ast::arguments(call).first().and_then(|a| ast::string_value(*a, src)).is_some_and(|n| read_segment(&n))
 }
@@ -418,7 +418,7 @@ const DEFERRERS: &[&str] =
 /// The deferring call's name when `call` defers its callback: work handed to it may run after
 /// the response (or never, when the runtime stops).
 pub fn deferrer(call: Node, src: &str) -> Option<String> {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let last = path.last()?.trim_end_matches("()");
     if !DEFERRERS.contains(&last) {
         return None;

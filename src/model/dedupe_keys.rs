@@ -496,7 +496,7 @@ pub fn nondeterministic_call<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> 
 pub fn is_nondeterministic(n: Node, src: &str) -> bool {
     match n.kind_name() {
         "call_expression" => {
-            let path = ast::callee_path(n, src);
+            let path = ast::callee_path_shared(n, src);
             let joined = path.join(".");
             let last = path.last().map(String::as_str).unwrap_or("");
             matches!(joined.as_str(), "Date.now" | "Math.random" | "performance.now" | "process.hrtime.bigint")

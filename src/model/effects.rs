@@ -148,7 +148,7 @@ fn adyen_options_index(last_lower: &str) -> usize {
 /// Where Trigger.dev's trigger options go: third for `tasks.trigger("id", payload, opts)`,
 /// second for a task handle's `myTask.trigger(payload, opts)`.
 pub fn trigger_options_index(call: Node, src: &str) -> usize {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let by_id = path.first().is_some_and(|p| p == "tasks")
         || ast::arguments(call).first().is_some_and(|a| matches!(a.kind_name(), "string" | "template_string"));
     if by_id { 2 } else { 1 }
@@ -163,7 +163,7 @@ impl Effect<'_> {
         if self.kind != EffectKind::Payment {
             return false;
         }
-        let path = ast::callee_path(self.call, src);
+        let path = ast::callee_path_shared(self.call, src);
         let last = path.last().map(|l| l.trim_end_matches("()")).unwrap_or_default();
         let resource = path.len().checked_sub(2).and_then(|i| path.get(i)).map(String::as_str);
         // Stripe's DELETE requests are classified without a key (`Sdk::Other`), its other
@@ -375,7 +375,7 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
     if !chain_end(call, src) {
         return None;
     }
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let full = text(call, src);
     let args = ast::arguments(call);
     let lower: Vec<String> = path.iter().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).collect();
@@ -1146,7 +1146,7 @@ fn relative_sql_set(text: &str) -> bool {
 
 /// The SQL text of a `query`/`execute` call or a `sql`/`$executeRaw` tagged template.
 pub fn sql_text(call: Node, args: &[Node], src: &str) -> Option<String> {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let last = path.last()?.trim_end_matches("()");
     if matches!(
         last,
@@ -1499,7 +1499,7 @@ fn redis_pub_sub(call: Node, name: &str, src: &str) -> bool {
 /// and is kept nowhere, so a replay refreshes the same screens again. It is still a network
 /// call (held inside a transaction, it is heard before the commit).
 pub fn realtime_broadcast(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     path.last().is_some_and(|l| l == "send")
         && path.iter().any(|p| p == "channel()")
         && ast::arguments(call)

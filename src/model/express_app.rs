@@ -40,8 +40,8 @@ impl<'t> JsonMount<'t> {
 
 /// Whether `call` creates a JSON body parser: `express.json()`, `bodyParser.json()`, `json()`.
 pub fn is_json_parser(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
-    match path.as_slice() {
+    let path = ast::callee_path_shared(call, src);
+    match &path[..] {
         [name] => name == "json" && !src.contains("from 'hono") && !src.contains("from \"hono"),
         [obj, name] => {
             name == "json" && {
@@ -94,7 +94,7 @@ pub fn json_mounts<'t>(root: Node<'t>, src: &str) -> Vec<JsonMount<'t>> {
 fn find_json_mounts<'t>(root: Node<'t>, src: &str) -> Vec<JsonMount<'t>> {
     let mut out = Vec::new();
     for call in calls(root, src) {
-        let path = ast::callee_path(call, src);
+        let path = ast::callee_path_shared(call, src);
         if path.len() != 2 || path[1] != "use" {
             continue;
         }
@@ -138,7 +138,7 @@ pub fn registration<'t>(root: Node<'t>, func: Node<'t>, src: &str) -> Option<Nod
 }
 
 fn is_route_call(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let args = ast::arguments(call);
     path.len() == 2
         && ROUTE_METHODS.contains(&path[1].to_ascii_lowercase().as_str())
@@ -167,7 +167,7 @@ pub fn route_path(registration: Node, src: &str) -> Option<String> {
 /// `app.use(prefix, router)`: where `router` is mounted on `app`.
 pub fn router_mount<'t>(root: Node<'t>, router: &str, src: &str) -> Option<Node<'t>> {
     calls(root, src).into_iter().find(|c| {
-        let path = ast::callee_path(*c, src);
+        let path = ast::callee_path_shared(*c, src);
         path.len() == 2
             && path[1] == "use"
             && ast::arguments(*c).iter().any(|a| a.kind_name() == "identifier" && text(*a, src) == router)
@@ -260,7 +260,7 @@ fn mounts_behind(
         return false;
     }
     calls(app.root(), src).into_iter().any(|c| {
-        let path = ast::callee_path(c, src);
+        let path = ast::callee_path_shared(c, src);
         let args = ast::arguments(c);
         path.len() == 2
             && path[1] == "use"
@@ -285,7 +285,7 @@ mod tests {
             let path = &file.path;
             let src = &file.text;
             let relevant = |c: &Node| {
-                let path = ast::callee_path(*c, src);
+                let path = ast::callee_path_shared(*c, src);
                 path.len() == 2 && (path[1] == "use" || is_route_call(*c, src))
             };
             let walked: Vec<Node> = ast::calls_in(file.root(), false).into_iter().filter(relevant).collect();

@@ -28,7 +28,7 @@ impl GuardKind {
 
 /// The kind of call that opens a callback context, if `call` is one.
 pub fn guard_call_kind(call: Node, src: &str) -> Option<GuardKind> {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let lower: Vec<String> = path.iter().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).collect();
     let last = lower.last()?.as_str();
     let is_guard_object = lower.iter().any(|s| s.contains("guard") || s.contains("idempot") || s.contains("dedup"));
@@ -82,7 +82,7 @@ pub fn guard_at(node: Node, src: &str) -> Option<GuardKind> {
         if call.start_byte() >= node.start_byte() {
             break;
         }
-        let path = ast::callee_path(call, src);
+        let path = ast::callee_path_shared(call, src);
         let sql = effects::sql_text(call, &ast::arguments(call), src).unwrap_or_default().to_ascii_uppercase();
         let on_pool = path.first().is_some_and(|r| r.to_ascii_lowercase().contains("pool"));
         let stmt = sql.trim_start_matches(['`', '"', '\'']).trim_start();
@@ -172,7 +172,7 @@ fn inserts_into_table_named(call: Node, src: &str, named: impl Fn(&str) -> bool)
         return false;
     }
     let t = text(call, src);
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let model_named = path.iter().any(|p| named(p.trim_end_matches("()")));
     let sql_named = crate::regex!(r"(?i)insert\s+into\s+[`\x22]?(\w+)").captures(t).is_some_and(|c| named(&c[1]));
     let drizzle_named = crate::regex!(r"insert\(\s*(\w+)").captures(t).is_some_and(|c| named(&c[1]));
@@ -231,7 +231,7 @@ fn constant_key(key: Node, src: &str) -> bool {
 }
 
 fn is_conditional_set(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let Some(last) = path.last().map(|s| s.to_ascii_lowercase()) else {
         return false;
     };

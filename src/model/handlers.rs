@@ -1210,7 +1210,7 @@ impl<'a> Finder<'a> {
 
     fn call(&mut self, call: Node) {
         let src = self.src();
-        let path = ast::callee_path(call, src);
+        let path = ast::callee_path_shared(call, src);
         let args = ast::arguments(call);
         let Some(method) = path.last().map(|s| s.to_ascii_lowercase()) else {
             return;

@@ -348,7 +348,7 @@ fn header_variable(func: Node, src: &str, header: &str) -> Option<String> {
             let value = ast::unwrap_expr(value);
             let reads = match value.kind_name() {
                 "call_expression" => {
-                    let path = ast::callee_path(value, src);
+                    let path = ast::callee_path_shared(value, src);
                     let args = ast::arguments(value);
                     // h3: `getHeader(event, name)`, `getRequestHeader(event, name)`
                     let h3 = path.len() == 1 && matches!(path[0].as_str(), "getHeader" | "getRequestHeader");

@@ -103,7 +103,7 @@ fn is_kv_root(lower: &[String]) -> bool {
 
 /// Classifies one call as a marker operation.
 pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey>) -> Option<Marker<'t>> {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let lower: Vec<String> = path.iter().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).collect();
     let last = lower.last()?.clone();
     let marker = |op, lease| Some(Marker { op, call, lease });
@@ -1472,7 +1472,7 @@ fn api_resource_created(call: Node, src: &str) -> Option<String> {
     if effect.kind.is_db() {
         return None;
     }
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let (last, namespace) = path.split_last()?;
     (last.starts_with("create") && namespace.len() >= 2 && namespace.iter().all(|p| !p.ends_with("()")))
         .then(|| format!("{API_RESOURCE}{}", namespace.join(".")))
@@ -1483,7 +1483,7 @@ fn api_resource_created(call: Node, src: &str) -> Option<String> {
 /// comments.data.find(...)`, reported there), or a helper named for the duplicate it looks for.
 fn api_lookup<'t>(func: Node<'t>, init: Node<'t>, resource: &str, src: &str, before: usize) -> Option<Node<'t>> {
     let is_lookup = |call: Node| {
-        let path = ast::callee_path(call, src);
+        let path = ast::callee_path_shared(call, src);
         let Some((last, namespace)) = path.split_last() else { return false };
         let lower = last.to_ascii_lowercase();
         let reads = ["list", "search", "get", "find"].iter().any(|v| lower.starts_with(v));
@@ -1524,7 +1524,7 @@ pub fn table_of(call: Node, src: &str) -> Option<String> {
         }
         cur = (callee.kind_name() == "member_expression").then(|| callee.field("object")).flatten();
     }
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     (path.len() >= 3 && path.iter().all(|p| !p.ends_with("()")))
         .then(|| path[path.len() - 2].to_ascii_lowercase())
         .filter(|m| !m.starts_with('$'))

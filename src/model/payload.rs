@@ -209,7 +209,7 @@ fn inserted_row<'t>(init: Node<'t>, src: &str) -> Option<Row<'t>> {
     if !matches!(effect.kind, EffectKind::DbInsert | EffectKind::DbUpsert) {
         return None;
     }
-    let path = ast::callee_path(init, src);
+    let path = ast::callee_path_shared(init, src);
     let last = path.last().map(|l| l.trim_end_matches("()")).unwrap_or("");
     let first_object = ast::arguments(init).first().copied().filter(|a| a.kind_name() == "object");
     let (written, wrapped) = match last {

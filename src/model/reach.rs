@@ -104,8 +104,8 @@ pub fn forget_resolutions() {
 
 fn resolve_uncached(project: &Project, file: &Arc<SourceFile>, call: Node) -> Option<FunctionDef> {
     let src = &file.text;
-    let path = ast::callee_path(call, src);
-    match path.as_slice() {
+    let path = ast::callee_path_shared(call, src);
+    match &path[..] {
         [name] => resolve_name(project, file, name).or_else(|| enclosing_scope_function(file, call, name)),
         [this, method] if this == "this" => {
             let class = enclosing_class(call)?;

@@ -336,7 +336,7 @@ fn fetch_response<'t>(node: Node<'t>, init: Option<Node<'t>>, src: &str) -> Resp
 }
 
 fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Response<'t>> {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let args = ast::arguments(call);
     // Fetch-style statics and helpers.
     match path.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
@@ -354,7 +354,7 @@ fn call_response<'t>(call: Node<'t>, src: &str, names: &[&str]) -> Option<Respon
     }
     // h3: `setResponseStatus(event, 409)` (the status of what the handler then returns),
     // `sendNoContent(event, 204)`
-    if let ([f], [e, rest @ ..]) = (path.as_slice(), args.as_slice())
+    if let ([f], [e, rest @ ..]) = (&path[..], args.as_slice())
         && matches!(f.as_str(), "setResponseStatus" | "sendNoContent")
         && e.kind_name() == "identifier"
         && (names.contains(&text(*e, src)) || text(*e, src) == "event")

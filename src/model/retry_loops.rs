@@ -279,7 +279,7 @@ fn recurses_on_failure(func: Node, name: &str, src: &str) -> bool {
         if failure_path {
             let scan = if n.kind_name() == "catch_clause" { n } else { n.field("arguments").unwrap_or(n) };
             found = ast::calls_in(scan, false).into_iter().any(|c| {
-                let path = ast::callee_path(c, src);
+                let path = ast::callee_path_shared(c, src);
                 (path.len() == 1 && path[0] == name || path.len() == 2 && path[0] == "this" && path[1] == name)
                     && !falls_back_to_fixed_input(c, scan, src)
             });

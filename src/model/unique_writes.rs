@@ -99,7 +99,7 @@ pub fn saved_document<'t>(call: Node<'t>, src: &str) -> Option<Node<'t>> {
 /// other value): `Model.create({...})`, or a `save()` of `new Model({...})`, written in place
 /// or bound to a variable first.
 fn mongoose_model_and_row<'t>(call: Node<'t>, src: &str) -> Option<(String, Node<'t>)> {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let constructed = |n: Node<'t>| {
         let n = ast::unwrap_expr(n);
         let ctor = n.field("constructor").filter(|_| n.kind_name() == "new_expression")?;

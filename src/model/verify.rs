@@ -8,7 +8,7 @@ use tree_sitter::Node;
 
 /// Whether `call` verifies (or computes, for an HMAC) a webhook signature.
 pub fn is_verification_call(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let lower: Vec<String> = path.iter().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).collect();
     let Some(last) = lower.last().map(String::as_str) else {
         return false;
@@ -94,13 +94,13 @@ pub fn first_verification<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
 /// (`ParamsSchema.parse(params)`, `schema.parse(req.params)`) are not the payload: the route
 /// matched, so they are there, and the URL is the one the provider was given.
 pub fn is_parse(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let route_params =
         ast::arguments(call).first().is_some_and(|a| crate::regex!(r"^(?:\w+\.)*params$").is_match(text(*a, src)));
     if route_params {
         return false;
     }
-    match path.as_slice() {
+    match &path[..] {
         [json, parse] if json == "JSON" && parse == "parse" => true,
         [schema, parse] if parse == "parse" => schema.to_ascii_lowercase().ends_with("schema"),
         _ => false,
@@ -118,7 +118,7 @@ pub fn only_checks(
         if is_verify(c, src) || is_parse(c, src) || verifies_through(project, file, c) {
             return true;
         }
-        let path = ast::callee_path(c, src);
+        let path = ast::callee_path_shared(c, src);
         let last = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
         let root = path.first().map(String::as_str).unwrap_or("");
         let reads = matches!(
@@ -158,7 +158,7 @@ pub fn verifies_through(
 
 /// A call that throws on a bad signature.
 pub fn is_verify(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let Some(last) = path.last().map(|s| s.trim_end_matches("()")) else {
         return false;
     };

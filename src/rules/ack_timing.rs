@@ -103,7 +103,7 @@ impl Cx<'_> {
     /// A call whose promise carries an effect: an SDK or DB write, or a project async function.
     fn promise_work(&self, call: Node) -> bool {
         let src = self.src();
-        let path = ast::callee_path(call, src);
+        let path = ast::callee_path_shared(call, src);
         let last = path.last().map(|s| s.trim_end_matches("()")).unwrap_or("");
         if matches!(last, "then" | "catch" | "finally") {
             let inner = call
@@ -331,8 +331,8 @@ fn detached_processes(cx: &Context, model: &HandlerModel, scope: &Scope, func: N
         return;
     }
     for call in ast::calls_in(func, false) {
-        let path = ast::callee_path(call, src);
-        let starts = match path.as_slice() {
+        let path = ast::callee_path_shared(call, src);
+        let starts = match &path[..] {
             [name] => named.contains(name),
             [ns, method] => {
                 namespaces.contains(ns) && matches!(method.as_str(), "exec" | "spawn" | "execFile" | "fork")

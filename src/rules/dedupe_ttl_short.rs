@@ -191,7 +191,7 @@ fn human(seconds: u64) -> String {
 
 /// The key and TTL a Redis call writes, if it sets an expiry.
 fn ttl_of<'t>(call: Node<'t>, src: &str) -> Option<Ttl<'t>> {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     if path.len() < 2 {
         return None;
     }

@@ -106,7 +106,7 @@ fn found_marker(cond: Node, positive: bool, func: Node, src: &str) -> bool {
     if init.kind_name() != "call_expression" {
         return false;
     }
-    let path = ast::callee_path(init, src);
+    let path = ast::callee_path_shared(init, src);
     let last = path.last().map(|s| s.to_ascii_lowercase()).unwrap_or_default();
     let lookup = last.starts_with("find")
         || matches!(last.as_str(), "get" | "exists" | "count" | "first" | "maybesingle" | "single");

@@ -118,7 +118,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
 /// === 0) await stripe.refunds.create(...)`: the call runs only when a read of the same provider
 /// resource found nothing, so a redelivery after it succeeded finds it and skips it.
 fn checked_on_provider(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let Some(resource) = path.len().checked_sub(1).map(|n| &path[..n]).filter(|r| r.len() >= 2) else {
         return false;
     };

@@ -207,7 +207,7 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             .collect();
         queries::tree_order(&mut calls);
         for check_call in &calls {
-            let path = ast::callee_path(*check_call, src);
+            let path = ast::callee_path_shared(*check_call, src);
             let Some((method, object)) = path.split_last() else { continue };
             let object = object.join(".");
             let Some((name, kind)) = known.iter().find(|(n, _)| *n == object) else { continue };

@@ -280,7 +280,7 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                 }
             }
             "call_expression" => {
-                let path = ast::callee_path(n, src);
+                let path = ast::callee_path_shared(n, src);
                 if path.len() >= 3
                     && matches!(path.last().map(String::as_str), Some("push" | "unshift"))
                     && !records_membership(n, &path, src)

@@ -173,7 +173,7 @@ fn creates_app(src: &str) -> bool {
 /// constant the template starts from).
 fn fetches_back(func: tree_sitter::Node, src: &str) -> bool {
     ast::calls_in(func, false).into_iter().any(|call| {
-        let path = ast::callee_path(call, src);
+        let path = ast::callee_path_shared(call, src);
         let names: Vec<&str> = path.iter().map(|p| p.trim_end_matches("()")).collect();
         if let [.., resource, read] = names.as_slice()
             && names.len() >= 3

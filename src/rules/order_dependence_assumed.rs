@@ -409,7 +409,7 @@ fn compares_two_times(cmp: Node, src: &str) -> bool {
 /// object whose state is written, and a synchronous helper (`getSubscriptionPriceId(sub)`)
 /// reads the event, not the provider.
 fn refetches(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let lower: Vec<String> = path.iter().map(|p| p.trim_end_matches("()").to_ascii_lowercase()).collect();
     let Some(last) = lower.last() else { return false };
     if lower.len() >= 2 && lower[lower.len() - 2].starts_with("customer") {
@@ -558,7 +558,7 @@ fn state_write(call: Node, src: &str) -> Option<String> {
             return Some(effect.label);
         }
     }
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     // Directus: `updateItem("subscriptions", id, data)`, handed to `client.request(...)`.
     if path.len() == 1
         && matches!(path[0].as_str(), "updateItem" | "updateItems")
@@ -1449,7 +1449,7 @@ fn is_lookup(init: Node, src: &str) -> bool {
     if init.kind_name() != "call_expression" {
         return false;
     }
-    let path = ast::callee_path(init, src);
+    let path = ast::callee_path_shared(init, src);
     let last = path.last().map(|s| s.trim_end_matches("()").to_ascii_lowercase()).unwrap_or_default();
     let lookup = (last.starts_with("find") && !last.ends_with("orthrow") && last != "findmany")
         || matches!(last.as_str(), "single" | "maybesingle" | "first" | "findbypk" | "findoneby");
@@ -1516,7 +1516,7 @@ fn table_named(call: Node, src: &str) -> Option<String> {
     if let Some(t) = markers::table_of(call, src) {
         return Some(table_key(&t));
     }
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     (path.len() == 2 && path[0].starts_with(|c: char| c.is_ascii_uppercase()) && !path[0].ends_with("()"))
         .then(|| table_key(&path[0]))
 }
@@ -1709,7 +1709,7 @@ fn app_made_the_object(files: &[&std::sync::Arc<crate::source::SourceFile>], fil
         let src = &file.text;
         let root = file.root();
         ast::calls_in(root, false).into_iter().any(|call| {
-            let path = ast::callee_path(call, src);
+            let path = ast::callee_path_shared(call, src);
             // `customers.create`, `mailer.send`, `deliverEmail`: the call makes the object.
             let made = path.last().is_some_and(|last| {
                 crate::model::best_effort::words(last.trim_end_matches("()"))

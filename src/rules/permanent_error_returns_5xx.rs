@@ -423,7 +423,7 @@ fn http(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
 /// project object's method, not the SDK's `webhooks` namespace, whose result is tested and
 /// answered: the wrapper reports a bad signature by value instead of throwing.
 fn wrapper_result_tested(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     path.len() >= 2
         && !path.iter().any(|p| p.trim_end_matches("()") == "webhooks")
         && crate::model::stmts::result_tested_then_leaves(call, src)
@@ -1042,7 +1042,7 @@ fn sends_back_for_redelivery(catch_body: Node, src: &str) -> bool {
     rethrows
         || text(catch_body, src).contains("batchItemFailures")
         || ast::calls_in(catch_body, false).into_iter().any(|c| {
-            let path = ast::callee_path(c, src);
+            let path = ast::callee_path_shared(c, src);
             let last = path.last().map(String::as_str).unwrap_or("");
             matches!(last, "retry" | "retryAll" | "nack" | "requeue")
                 || effects::classify(c, src, false).is_some_and(|e| e.kind == effects::EffectKind::Enqueue)

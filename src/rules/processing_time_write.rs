@@ -210,7 +210,7 @@ fn reads_clock(value: Node, src: &str) -> bool {
     calls.filter(|c| ast::contains(value, *c)).chain(strings).any(|n| match n.kind_name() {
         "new_expression" => n.field("arguments").map(|a| a.named_child_count()).unwrap_or(0) == 0,
         "call_expression" => {
-            let path = ast::callee_path(n, src);
+            let path = ast::callee_path_shared(n, src);
             let p: Vec<&str> = path.iter().map(String::as_str).collect();
             match p.as_slice() {
                 ["Date", "now"] | ["DateTime", "now"] | ["DateTime", "local"] => true,
@@ -501,7 +501,7 @@ fn existence_check_before(call: Node, func: Node, src: &str) -> bool {
 
 /// `knex('t').where(...).update({...})`: an update at the end of a builder chain.
 fn is_query_builder_update(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     path.len() >= 2
         && path.first().is_some_and(|p| p.ends_with("()"))
         && path.last().is_some_and(|l| l == "update")
@@ -675,7 +675,7 @@ fn clock_edits(value: Node, var: &str, src: &str) -> Option<Vec<Edit>> {
                 }
             }
             "call_expression" => {
-                let path = ast::callee_path(n, src);
+                let path = ast::callee_path_shared(n, src);
                 let p: Vec<&str> = path.iter().map(String::as_str).collect();
                 let no_args = ast::arguments(n).is_empty();
                 match p.as_slice() {

@@ -133,7 +133,7 @@ fn parsed_body<'t>(expr: Node<'t>, func: Node<'t>, src: &str, depth: usize) -> O
             (prop == "body" && ast::member_path(expr, src).len() >= 2).then_some(expr)
         }
         "call_expression" => {
-            let path = ast::callee_path(expr, src);
+            let path = ast::callee_path_shared(expr, src);
             let fetch_json =
                 path.len() >= 2 && path.last().is_some_and(|l| l == "json") && ast::arguments(expr).is_empty();
             // h3 / Nuxt: `await readBody(event)` is the parsed JSON
@@ -235,7 +235,7 @@ fn reserialised_payloads(cx: &Context, model: &HandlerModel, scope: &Scope, out:
 /// `crypto.createHmac(alg, secret).update(payload)`, `createHash(...).update(...)`: the
 /// digest is the handler's own code, not a provider SDK's verifier.
 fn hand_written_digest(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     path.last().is_some_and(|l| l == "update")
         && path.iter().any(|p| p.starts_with("createHmac") || p.starts_with("createHash"))
 }
@@ -441,6 +441,16 @@ fn express_order(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) 
     );
 }
 
+/// Whether a listed file is named like an app entry: `app`, `server`, `index` or `main`
+/// with a script extension (what `file_stem` and `extension` give for such a name).
+fn is_app_file_name(path: &std::path::Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let name = bytes.rsplit(|b| std::path::is_separator(char::from(*b))).next().unwrap_or(bytes);
+    let Some(dot) = name.iter().rposition(|b| *b == b'.') else { return false };
+    matches!(&name[..dot], b"app" | b"server" | b"index" | b"main")
+        && matches!(&name[dot + 1..], b"ts" | b"js" | b"mjs" | b"cjs" | b"mts" | b"cts")
+}
+
 /// The app file that mounts this router file after a JSON parser: `app.use(express.json())`
 /// then `app.use("/webhooks", webhookRouter)`, with `webhookRouter` imported from this file.
 /// Looks for `app`/`server`/`index`/`main` files up to three directories up. Returns the
@@ -452,12 +462,10 @@ fn mounted_after_json(cx: &Context, reg: Node) -> Option<(String, String)> {
     for _ in 0..3 {
         let d = dir?;
         for path in cx.project.files_in(d).iter() {
-            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-            let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("");
-            if *path == here
-                || !matches!(stem, "app" | "server" | "index" | "main")
-                || !matches!(ext, "ts" | "js" | "mjs" | "cjs" | "mts" | "cts")
-            {
+            // The name is read from the path's last bytes: every handler of a directory
+            // lists it again, and asking the path for its stem, extension and equality
+            // walks its components each time.
+            if !is_app_file_name(path) || *path == here {
                 continue;
             }
             let Ok(app_file) = cx.project.load(path) else { continue };

@@ -106,7 +106,7 @@ impl Cx<'_> {
                 return false;
             }
             if n.kind_name() == "call_expression" {
-                let path = ast::callee_path(n, self.src);
+                let path = ast::callee_path_shared(n, self.src);
                 if path.len() == 1 && path[0] == "next" {
                     found = true;
                 }
@@ -142,7 +142,7 @@ impl Cx<'_> {
         let name = text(param, src);
         let Some(body) = helper.field("body") else { return false };
         !ast::calls_in(body, true).into_iter().any(|c| {
-            let path = ast::callee_path(c, src);
+            let path = ast::callee_path_shared(c, src);
             let answers_on_it = path.first().is_some_and(|r| r == name)
                 && path.last().is_some_and(|l| {
                     matches!(

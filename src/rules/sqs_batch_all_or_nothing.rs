@@ -160,7 +160,7 @@ fn records_loop<'t>(func: Node<'t>, src: &str) -> Option<(Node<'t>, Node<'t>)> {
                 }
             }
             "call_expression" => {
-                let path = ast::callee_path(n, src);
+                let path = ast::callee_path_shared(n, src);
                 if path.len() >= 2
                     && path[path.len() - 2] == "Records"
                     && path.last().is_some_and(|m| m == "map")

@@ -546,7 +546,7 @@ fn marked_best_effort(c: &Cx, try_stmt: Node, src: &str) -> bool {
     let block = try_stmt.field("body");
     if let Some(block) = block {
         let listed = ast::calls_in(block, false).into_iter().any(|call| {
-            let path = ast::callee_path(call, src).join(".");
+            let path = ast::callee_path_shared(call, src).join(".");
             let name = ast::callee_name(call, src).unwrap_or_default();
             c.cx.config.best_effort.iter().any(|b| *b == name || *b == path)
         });
@@ -895,7 +895,7 @@ fn recovery_calls<'t>(clause: Node<'t>, src: &str) -> Vec<Node<'t>> {
             if !awaited && !effect {
                 return false;
             }
-            let path = ast::callee_path(*call, src);
+            let path = ast::callee_path_shared(*call, src);
             let name = path.last().map(|n| n.to_ascii_lowercase()).unwrap_or_default();
             let t = text(*call, src);
             let reporting = path.first().is_some_and(|r| r == "console")
@@ -2110,7 +2110,7 @@ fn error_returning(call: Node, src: &str) -> Option<&'static str> {
     if throws_on_error(call, src) {
         return None;
     }
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let joined = path.join(".");
     let supabase =
         path.first().is_some_and(|r| r.to_ascii_lowercase().contains("supabase")) || src.contains("@supabase/");
@@ -2220,7 +2220,7 @@ fn returned_errors(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnosti
         name
     };
     for call in ast::calls_in(func, false) {
-        let path = ast::callee_path(call, src);
+        let path = ast::callee_path_shared(call, src);
         let method = path
             .iter()
             .rev()

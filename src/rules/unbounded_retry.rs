@@ -143,7 +143,7 @@ fn requeued_at_once<'t>(func: Node<'t>, src: &str) -> Vec<Node<'t>> {
         }
         let Some(body) = clause.field("body") else { continue };
         for call in ast::calls_in(body, false) {
-            let path = ast::callee_path(call, src);
+            let path = ast::callee_path_shared(call, src);
             let last = path.last().map(String::as_str).unwrap_or("");
             let Some(copy) =
                 ast::arguments(call).first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind_name() == "object")

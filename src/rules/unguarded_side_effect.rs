@@ -203,7 +203,7 @@ fn target(found: &Found, scope: &Scope) -> String {
             return format!("table {}", text(*table, src));
         }
     }
-    let path = ast::callee_path(found.at, src);
+    let path = ast::callee_path_shared(found.at, src);
     let tail: Vec<String> = path.iter().rev().take(2).rev().map(|p| p.trim_end_matches("()").to_string()).collect();
     tail.join(".")
 }
@@ -441,7 +441,7 @@ fn wrapper(scope: &Scope) -> bool {
 fn in_failure_path(call: Node, func: Node, src: &str) -> bool {
     // `if (!result.ok) { requeue(...) }`, `if (error) { ... }`: the branch of a failed step.
     let failure_branch = |branch: Node| {
-        let Some(stmt) = branch.parent().filter(|p| p.kind_name() == "if_statement") else { return false };
+        let Some(stmt) = ast::parent(branch).filter(|p| p.kind_name() == "if_statement") else { return false };
         stmt.field("consequence") == Some(branch)
             && stmt.field("condition").is_some_and(|c| {
                 crate::regex!(
@@ -584,7 +584,7 @@ fn non_idempotent(project: &Project, file: &Arc<SourceFile>, effect: &Effect) ->
 /// Slack's `views.publish` and `views.update` (and `chat.update`) replace what they target
 /// with the given content: a replay shows the same thing again.
 fn replaces_view(call: Node, src: &str) -> bool {
-    let path = ast::callee_path(call, src);
+    let path = ast::callee_path_shared(call, src);
     let tail: Vec<&str> = path.iter().rev().take(2).map(|s| s.as_str()).collect();
     matches!(tail.as_slice(), ["publish", "views"] | ["update", "views"] | ["update", "chat"])
 }

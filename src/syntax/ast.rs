@@ -70,6 +70,13 @@ pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
 }
 
 pub fn named_children(node: Node) -> Vec<Node> {
+    // From the tree's node list when it has one: asking tree-sitter counts the children and
+    // then walks them again for each one asked for.
+    if let Some(index) = super::node_index::existing(node)
+        && let Some(children) = index.named_children(node)
+    {
+        return children;
+    }
     // A cursor's step to the next sibling costs hundreds of instructions, asking for the i-th
     // named child a few per earlier child: by index unless the node is wide.
     let count = node.named_child_count();
@@ -232,19 +239,25 @@ pub fn member_path(node: Node, src: &str) -> Vec<String> {
     // Every rule and model reads the paths of the same callees, and building one costs a few
     // field lookups and an allocation per segment: each is built once per analysis of a tree
     // (when its node list is built) and copied out after.
-    remembered_path(node, src, false, || member_path_of(node, src))
+    remembered_path(node, src, false, || member_path_of(node, src)).to_vec()
 }
 
 /// The path of `node` (of its callee when `of_callee`), remembered in the node list of its
-/// tree by the node's position and the text it was read from.
-fn remembered_path(node: Node, src: &str, of_callee: bool, build: impl FnOnce() -> Vec<String>) -> Vec<String> {
-    let Some(index) = super::node_index::existing(node) else { return build() };
-    let Some(at) = index.position_of(node) else { return build() };
+/// tree by the node's position and the text it was read from. Shared: a caller that only
+/// reads the path copies no segment.
+fn remembered_path(
+    node: Node,
+    src: &str,
+    of_callee: bool,
+    build: impl FnOnce() -> Vec<String>,
+) -> std::rc::Rc<[String]> {
+    let Some(index) = super::node_index::existing(node) else { return build().into() };
+    let Some(at) = index.position_of(node) else { return build().into() };
     let asked = PathAt { at, of_callee, src: (src.as_ptr() as usize, src.len()) };
-    if let Some(known) = index.recall::<PathAt, Vec<String>>(&asked) {
+    if let Some(known) = index.recall::<PathAt, std::rc::Rc<[String]>>(&asked) {
         return known;
     }
-    let path = build();
+    let path: std::rc::Rc<[String]> = build().into();
     index.remember(asked, path.clone());
     path
 }
@@ -297,6 +310,11 @@ fn member_path_of(node: Node, src: &str) -> Vec<String> {
 
 /// The callee path of a call expression (see `member_path`).
 pub fn callee_path(call: Node, src: &str) -> Vec<String> {
+    callee_path_shared(call, src).to_vec()
+}
+
+/// `callee_path` for a caller that only reads it: the remembered path itself, not a copy.
+pub fn callee_path_shared(call: Node, src: &str) -> std::rc::Rc<[String]> {
     // Remembered by the call as well: most asks come with the call, and finding its callee
     // costs a field lookup.
     remembered_path(call, src, true, || field(call, "function").map(|f| member_path(f, src)).unwrap_or_default())
@@ -325,7 +343,7 @@ pub fn is_awaited_call(call: Node) -> bool {
 
 /// The last name of a callee: `a.b.create(...)` → "create".
 pub fn callee_name(call: Node, src: &str) -> Option<String> {
-    callee_path(call, src).pop()
+    callee_path_shared(call, src).last().cloned()
 }
 
 pub fn arguments(call: Node) -> Vec<Node> {
@@ -431,23 +449,22 @@ pub fn parent<'t>(node: impl std::borrow::Borrow<Node<'t>>) -> Option<Node<'t>> 
 /// lookup compares strings against every field of the grammar, on every call.
 pub fn field<'t>(node: impl std::borrow::Borrow<Node<'t>>, name: &'static str) -> Option<Node<'t>> {
     let node = *node.borrow();
+    // By grammar and name (the name's address and length: the names are literals), in a
+    // hashed map: a list searched from its start cost more than the lookup of the child.
+    type FieldIds = super::node_index::WordMap<(usize, usize, usize), Option<std::num::NonZeroU16>>;
     thread_local! {
-        static FIELD_IDS: std::cell::RefCell<Vec<(usize, usize, Option<std::num::NonZeroU16>)>> =
-            const { std::cell::RefCell::new(Vec::new()) };
+        static FIELD_IDS: std::cell::RefCell<FieldIds> = std::cell::RefCell::new(FieldIds::default());
     }
     // SAFETY: a node's language pointer is valid while the node is.
     let language = unsafe { tree_sitter::ffi::ts_node_language(node.into_raw()) } as usize;
-    let key = name.as_ptr() as usize;
+    let key = (language, name.as_ptr() as usize, name.len());
     let id = FIELD_IDS.with(|ids| {
-        let mut ids = ids.borrow_mut();
-        match ids.iter().find(|(l, n, _)| *l == language && *n == key) {
-            Some((_, _, id)) => *id,
-            None => {
-                let id = node.language().field_id_for_name(name);
-                ids.push((language, key, id));
-                id
-            }
+        if let Some(id) = ids.borrow().get(&key) {
+            return *id;
         }
+        let id = node.language().field_id_for_name(name);
+        ids.borrow_mut().insert(key, id);
+        id
     })?;
     node.child_by_field_id(id.get())
 }

@@ -43,9 +43,12 @@ pub struct NodeIndex {
 /// hash than the answers they look up cost to copy.
 type Memos<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHasher>>;
 
+/// A map keyed by a few words (integers, addresses), hashed with `WordHasher`.
+pub(crate) type WordMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHasher>>;
+
 /// Mixes each word written with a rotation and one multiplication.
 #[derive(Default)]
-struct WordHasher(u64);
+pub(crate) struct WordHasher(u64);
 
 impl WordHasher {
     fn mix(&mut self, word: u64) {
@@ -284,15 +287,16 @@ impl NodeIndex {
     }
 
     fn position(&self, node: Node) -> Option<usize> {
-        // A root's id is an address inside its tree, not its subtree: the root of the tree
-        // this list copied has another id than the list's own.
-        if node.id() == root_of(node) as usize {
-            return Some(0);
-        }
         let start = node.start_byte() as u32;
         let first = self.starts.partition_point(|s| *s < start);
         let id = node.id();
-        (first..self.nodes.len()).take_while(|i| self.starts[*i] == start).find(|i| self.nodes[*i].id() == id)
+        let found =
+            (first..self.nodes.len()).take_while(|i| self.starts[*i] == start).find(|i| self.nodes[*i].id() == id);
+        // A root's id is an address inside its tree, not its subtree: the root of the tree
+        // this list copied has another id than the list's own, and no other node's id is
+        // such an address, so only a node the list does not hold is asked whether it is the
+        // root (which costs a call into tree-sitter).
+        found.or_else(|| (id == root_of(node) as usize).then_some(0))
     }
 
     /// `node`'s position in this list (None: not a node of this tree), for memos whose
@@ -312,6 +316,13 @@ impl NodeIndex {
     pub fn recall<K: Hash + Eq + 'static, V: Clone + 'static>(&self, key: &K) -> Option<V> {
         let memos = self.memos.borrow();
         memos.get(&TypeId::of::<Memos<K, V>>())?.downcast_ref::<Memos<K, V>>()?.get(key).cloned()
+    }
+
+    /// What `read` makes of the answer remembered for `key` (see `recall`), without copying
+    /// the answer. `read` must not remember anything on this tree.
+    pub fn recall_with<K: Hash + Eq + 'static, V: 'static, T>(&self, key: &K, read: impl FnOnce(&V) -> T) -> Option<T> {
+        let memos = self.memos.borrow();
+        memos.get(&TypeId::of::<Memos<K, V>>())?.downcast_ref::<Memos<K, V>>()?.get(key).map(read)
     }
 
     /// Remembers `value` for `key` (see `recall`). Not held across the computation of the
@@ -342,14 +353,34 @@ impl NodeIndex {
         let Some(index) = existing(func) else { return find() };
         let Some(at) = index.position_of(func) else { return find() };
         let asked = asked(at);
-        if let Some(known) = index.recall::<K, Vec<P>>(&asked) {
-            return known.into_iter().map(|p| load(&index, p)).collect();
+        // `load` only turns positions back into nodes, so the answer is read in place.
+        if let Some(known) = index
+            .recall_with::<K, Vec<P>, Vec<R>>(&asked, |known| known.iter().map(|p| load(&index, p.clone())).collect())
+        {
+            return known;
         }
         let found = find();
         if let Some(positions) = found.iter().map(|r| store(&index, r)).collect::<Option<Vec<P>>>() {
             index.remember(asked, positions);
         }
         found
+    }
+
+    /// `node`'s named children, in order; None when `node` is not in this tree. A node's
+    /// children are the positions from the one after it, each next one just past the
+    /// previous one's subtree.
+    pub fn named_children<'t>(&self, node: Node<'t>) -> Option<Vec<Node<'t>>> {
+        let at = self.position(node)?;
+        let end = self.ends[at] as usize;
+        let mut out = Vec::new();
+        let mut child = at + 1;
+        while child < end {
+            if self.nodes[child].is_named() {
+                out.push(self.home(child as u32, node));
+            }
+            child = self.ends[child] as usize;
+        }
+        Some(out)
     }
 
     /// `node`'s parent; None at the root, or when `node` is not in this tree.

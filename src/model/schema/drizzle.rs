@@ -55,8 +55,8 @@ pub fn tables(file: &SourceFile) -> Vec<Table<'_>> {
     let schema_lib = src.contains("Schema(");
     let mut out = Vec::new();
     for call in ast::descendants_of_kind(file.root(), "call_expression") {
-        let path = ast::callee_path(call, src);
-        let is_table = match path.as_slice() {
+        let path = ast::callee_path_shared(call, src);
+        let is_table = match &path[..] {
             [name] => TABLES.contains(&name.as_str()) || creators.contains(name),
             [_, last] => last == "table" && schema_lib,
             _ => false,
@@ -191,7 +191,7 @@ fn extra_sets(extra: Node, src: &str) -> Vec<Vec<String>> {
     let last_prop = |n: Node| column_of(n, src);
     let mut sets = Vec::new();
     for call in ast::descendants_of_kind(extra, "call_expression") {
-        let path = ast::callee_path(call, src);
+        let path = ast::callee_path_shared(call, src);
         let args = ast::arguments(call);
         match path.last().map(String::as_str) {
             Some("primaryKey") => {

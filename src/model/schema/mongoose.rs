@@ -44,7 +44,7 @@ pub fn schemas(file: &SourceFile) -> Vec<Schema<'_>> {
         let mut names: Vec<String> = Vec::new();
         let mut sets = Vec::new();
         for call in &calls {
-            let path = ast::callee_path(*call, src);
+            let path = ast::callee_path_shared(*call, src);
             let args = ast::arguments(*call);
             // mongoose.model('ProcessedEvent', schema)
             if path.last().is_some_and(|l| l == "model")
