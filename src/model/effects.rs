@@ -587,7 +587,9 @@ fn classify_call<'t>(call: Node<'t>, src: &str, resolved_locally: bool) -> Optio
         || last.starts_with("add")
             && !last.starts_with("addorupdate")
             && !["addlabels", "addassignees", "addcollaborator"].contains(&last.as_str());
-    if (has("octokit") && !octokit_read && octokit_write)
+    // `createOctokitInstance(token)`, `createOctokit()`: a factory that names the client builds it.
+    let builds_client = last.contains("octokit") || last.ends_with("client") || last.ends_with("instance");
+    if (has("octokit") && !octokit_read && octokit_write && !builds_client)
         || (has("issues") && matches!(last.as_str(), "createcomment" | "create"))
         || has("pulls") && last == "create"
     {

@@ -715,6 +715,13 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         // would skip).
         return Vec::new();
     }
+    // An empty catch whose only words say the failure is ignored: the author weighed it.
+    found.retain(|d| {
+        let clause = func
+            .descendant_for_byte_range(d.start, d.end)
+            .and_then(|at| std::iter::once(at).chain(ast::ancestors(at)).find(|a| a.kind_name() == "catch_clause"));
+        !clause.is_some_and(|clause| ignored_on_purpose(clause, src))
+    });
     for d in &mut found {
         let Some(at) = func.descendant_for_byte_range(d.start, d.end) else { continue };
         let Some(try_stmt) = std::iter::once(at)
@@ -735,6 +742,16 @@ fn catches(c: &Cx, i: usize, scope: &Scope, func: Node) -> Vec<Diagnostic> {
         }
     }
     found
+}
+
+/// A catch with no statements, only a comment that says it ignores the failure (`// ignore`,
+/// `// ignore, the entry is gone anyway`).
+fn ignored_on_purpose(clause: Node, src: &str) -> bool {
+    let Some(body) = clause.field("body") else { return false };
+    let children = ast::named_children(body);
+    !children.is_empty()
+        && children.iter().all(|c| c.kind_name() == "comment")
+        && children.iter().any(|c| text(*c, src).to_ascii_lowercase().contains("ignore"))
 }
 
 /// Why the added failure would do harm or nothing where it goes, though nothing marks the

@@ -559,6 +559,11 @@ fn non_idempotent(project: &Project, file: &Arc<SourceFile>, effect: &Effect) ->
             if markers::unique_violation_handled(effect.call, src) {
                 return false;
             }
+            // Update first, insert only when it matched nothing: an upsert by hand, which a
+            // replay finds updating (the concurrent pair is the race it leaves).
+            if inserts_after_missed_update(effect.call, src) {
+                return false;
+            }
             // A second row in an audit or event log records the redelivery; it duplicates no
             // business effect.
             if crate::model::best_effort::log_table(effect.call, src) || introduced_as_log(effect.call, src) {
@@ -579,6 +584,37 @@ fn non_idempotent(project: &Project, file: &Arc<SourceFile>, effect: &Effect) ->
         }
         _ => effect.key.is_none() && !replaces_view(effect.call, src) && !effects::realtime_broadcast(effect.call, src),
     }
+}
+
+/// `const updated = await db.update(t).set(row).where(...)`, then `if (updated.length === 0)
+/// { await db.insert(t).values(row) }` (also `if (!updated)`, `if (result.count === 0)`): the
+/// insert runs only when an update of the same table found no row.
+fn inserts_after_missed_update(call: Node, src: &str) -> bool {
+    let table = |c: Node| -> Option<String> {
+        crate::regex!(r"\b(?:insert|update|into)\s*\(\s*([A-Za-z_$][\w$.]*)")
+            .captures(text(c, src))
+            .map(|m| m[1].to_string())
+            .or_else(|| {
+                let path = ast::callee_path_shared(c, src);
+                (path.len() >= 2).then(|| path[path.len() - 2].clone())
+            })
+    };
+    let Some(inserted) = table(call) else { return false };
+    let Some(func) = ast::enclosing_function(call) else { return false };
+    ast::ancestors(call).take_while(|a| a.id() != func.id()).filter(|a| a.kind_name() == "if_statement").any(|branch| {
+        let Some(cond) = branch.field("condition") else { return false };
+        ast::descendants_of_kind(cond, "identifier").into_iter().any(|id| {
+            ast::find_binding_init(func, text(id, src), src, branch.start_byte())
+                .map(ast::unwrap_expr)
+                .and_then(|init| {
+                    std::iter::once(init).chain(ast::calls_in(init, false)).find(|c| {
+                        c.kind_name() == "call_expression"
+                            && ast::callee_path_shared(*c, src).iter().any(|p| p.starts_with("update"))
+                    })
+                })
+                .is_some_and(|update| table(update).is_some_and(|t| t == inserted))
+        })
+    })
 }
 
 /// Slack's `views.publish` and `views.update` (and `chat.update`) replace what they target
