@@ -405,7 +405,7 @@ fn compares_two_times(cmp: Node, src: &str) -> bool {
 }
 
 /// A read of the object's current state from the provider (`stripe.subscriptions.retrieve(id)`,
-/// an awaited `getSubscription(id)` helper, or a service's: `subscriptionsServices.getSubscription`). The customer (`customers.retrieve`) is not the
+/// an awaited `getSubscription(id)` or `getExpandedSubscription(id)` helper, or a service's: `subscriptionsServices.getSubscription`). The customer (`customers.retrieve`) is not the
 /// object whose state is written, and a synchronous helper (`getSubscriptionPriceId(sub)`)
 /// reads the event, not the provider.
 fn refetches(call: Node, src: &str) -> bool {
@@ -428,7 +428,10 @@ fn refetches(call: Node, src: &str) -> bool {
         || (!db && lower.len() >= 2 && last == "retrieve")
         || (awaited
             && (path.len() == 1 || lower[lower.len() - 2].contains("service"))
-            && (last.starts_with("getsubscription") || last.starts_with("fetchsubscription")))
+            && (last.starts_with("getsubscription")
+                || last.starts_with("fetchsubscription")
+                || ["get", "fetch", "retrieve", "load"].iter().any(|verb| last.starts_with(verb))
+                    && last.ends_with("subscription")))
 }
 
 /// Whether the function making `call` reads the delivered event (an `event`/`evt` variable, or a
