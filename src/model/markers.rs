@@ -401,7 +401,13 @@ fn insert_op(call: Node, src: &str, conflict_ignored: bool) -> MarkerOp {
 /// return`, SQL `UPDATE ... SET status = 'paid' WHERE id = $1 AND status = 'pending'` then a
 /// `rowCount` test. The database decides which of two deliveries moves the row: an atomic claim.
 fn conditional_update_claim(call: Node, src: &str) -> bool {
-    let Some(last) = ast::callee_name(call, src).map(|n| n.to_ascii_lowercase()) else { return false };
+    claim_filter_columns(call, src).is_some_and(|columns| !columns.is_empty())
+}
+
+/// The state columns a conditional update filters on (`status`, `processing`), when it moves
+/// the row out of that state and its result is tested (`conditional_update_claim`).
+fn claim_filter_columns(call: Node, src: &str) -> Option<Vec<String>> {
+    let last = ast::callee_name(call, src).map(|n| n.to_ascii_lowercase())?;
     let args = ast::arguments(call);
     let (filter, update) = match last.as_str() {
         "findoneandupdate" | "updateone" | "findoneandmodify" => (args.first().copied(), args.get(1).copied()),
@@ -440,23 +446,29 @@ fn conditional_update_claim(call: Node, src: &str) -> bool {
                     .map(ast::unwrap_expr)
                     .is_some_and(|set| set.kind_name() == "object" && ast::object_property(set, column, src).is_some()))
     };
-    let moves_state = match (filter, update) {
-        (Some(filter), Some(update)) => guarded_columns(filter).iter().any(|c| sets(update, c)),
-        _ => effects::sql_text(call, &args, src).is_some_and(|sql| {
-            let Some(parts) = crate::regex!(r"(?is)^\s*UPDATE\s+\S+\s+SET\s+(.*?)\s+WHERE\s+(.*)$").captures(&sql) else {
-                return false;
-            };
+    let (moves_state, columns) = match (filter, update) {
+        (Some(filter), Some(update)) => {
+            let columns = guarded_columns(filter);
+            (columns.iter().any(|c| sets(update, c)), columns)
+        }
+        _ => {
+            let sql = effects::sql_text(call, &args, src)?;
+            let parts = crate::regex!(r"(?is)^\s*UPDATE\s+\S+\s+SET\s+(.*?)\s+WHERE\s+(.*)$").captures(&sql)?;
             let where_clause = parts[2].to_ascii_lowercase();
-            crate::regex!(r"(\w+)\s*=").captures_iter(&parts[1]).any(|c| {
-                let column = c[1].to_ascii_lowercase();
-                column != "id"
-                    && crate::regex!(r"(\w+)\s*(?:=|<>|!=|\bin\b|\bis\b)")
-                        .captures_iter(&where_clause)
-                        .any(|w| w[1] == column)
-            })
-        }),
+            let columns: Vec<String> = crate::regex!(r"(\w+)\s*=")
+                .captures_iter(&parts[1])
+                .map(|c| c[1].to_ascii_lowercase())
+                .filter(|column| {
+                    column != "id"
+                        && crate::regex!(r"(\w+)\s*(?:=|<>|!=|\bin\b|\bis\b)")
+                            .captures_iter(&where_clause)
+                            .any(|w| &w[1] == column)
+                })
+                .collect();
+            (!columns.is_empty(), columns)
+        }
     };
-    moves_state && super::stmts::result_tested_then_leaves(call, src)
+    (moves_state && super::stmts::result_tested_then_leaves(call, src)).then_some(columns)
 }
 
 /// A unique violation, as the code that reads one back names it.
@@ -886,17 +898,27 @@ fn takes_lock(call: Node, src: &str) -> bool {
     .is_match(text(call, src))
 }
 
-/// A catch after `claim` that writes to the database (`updateOne(..., { locked: false })`,
-/// `payment.save()`): a claim made by moving a row's state is given back by moving it again.
-fn writes_on_failure(func: Node, claim: Node, src: &str) -> bool {
+/// A catch after `claim` that writes the row's lock back (`locked: false`) and leaves its other
+/// state columns alone, so the next delivery's update matches again. One that also moves the
+/// row elsewhere (`status = "failed"`) strands the event: the retry matches nothing.
+fn gives_back_on_failure(func: Node, claim: Node, src: &str) -> bool {
+    let Some(columns) = claim_filter_columns(claim, src) else { return false };
+    let written = |body: &str, column: &str| {
+        let column = regex::escape(column);
+        regex::Regex::new(&format!(r#"(?i)\b{column}['"]?\s*(?::|=[^=])"#)).is_ok_and(|re| re.is_match(body))
+    };
     ast::descendants_of_kind(func, "catch_clause").into_iter().any(|clause| {
+        let body = text(clause, src);
+        let lock_written = columns.iter().any(|c| takes_lock_column(c) && written(body, c));
         clause.start_byte() > claim.end_byte()
-            && ast::calls_in(clause, false).into_iter().any(|c| {
-                ast::callee_name(c, src).is_some_and(|n| n == "save")
-                    || effects::classify(c, src, false)
-                        .is_some_and(|e| matches!(e.kind, effects::EffectKind::DbUpdate | effects::EffectKind::DbUpsert))
-            })
+            && lock_written
+            && columns.iter().all(|c| takes_lock_column(c) || !written(body, c))
     })
+}
+
+/// A column that holds a working lock rather than the business state.
+fn takes_lock_column(column: &str) -> bool {
+    crate::regex!(r"(?i)^(is_?)?(processing|locked|claimed|in_?progress|executing|running|lock\w*)$").is_match(column)
 }
 
 /// A marker row written in a not-yet-done state: `processed: false`, `status: 'received'`.
@@ -986,7 +1008,7 @@ pub fn patterns(project: &Project, scopes: &[Scope]) -> Vec<Pattern> {
             // the work (`processing: true`) strands the event when the work fails.
             let state_move = conditional_update_claim(marker, src);
             let released = releases_on_failure(&st, src)
-                || state_move && (!takes_lock(marker, src) || writes_on_failure(func, marker, src));
+                || state_move && (!takes_lock(marker, src) || gives_back_on_failure(func, marker, src));
             if !outside.is_empty() && !released {
                 let mut calls = vec![range(marker)];
                 if let Some(c) = check {
