@@ -176,7 +176,10 @@ fn inserts_into_table_named(call: Node, src: &str, named: impl Fn(&str) -> bool)
     let model_named = path.iter().any(|p| named(p.trim_end_matches("()")));
     let sql_named = crate::regex!(r"(?i)insert\s+into\s+[`\x22]?(\w+)").captures(t).is_some_and(|c| named(&c[1]));
     let drizzle_named = crate::regex!(r"insert\(\s*(\w+)").captures(t).is_some_and(|c| named(&c[1]));
-    model_named || sql_named || drizzle_named
+    // supabase-js: `supabase.from("processed_events").insert(...)`.
+    let supabase_named =
+        crate::regex!(r#"\bfrom\(\s*['"`](\w+)['"`]\s*\)"#).captures(t).is_some_and(|c| named(&c[1]));
+    model_named || sql_named || drizzle_named || supabase_named
 }
 
 /// `redis.set(key, v, 'NX', ...)`, `set(k, v, { NX: true })`, `setnx`, v5 `condition: 'NX'`,

@@ -72,7 +72,10 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             // A fresh id of a row in a table of events or deliveries (`events.create({ data: {
             // id_event: uuidv4(), ... } })`) names a log or outbox row; nothing is deduplicated
             // on it. A table named for processed events keyed that way is the defect.
-            if key.site == KeySite::MarkerInsert && !crate::model::guards::is_processed_marker_insert(key.call, src) {
+            if key.site == KeySite::MarkerInsert
+                && !crate::model::guards::is_processed_marker_insert(key.call, src)
+                && !checked_before_insert(key.value, key.call, func, src, scope)
+            {
                 continue;
             }
             let Some(random) = random_part(key.value, src, 0) else { continue };
@@ -113,6 +116,29 @@ fn check(cx: &Context, out: &mut Vec<Diagnostic>) {
             );
         }
     }
+}
+
+/// The insert's key is a local the same function looked the marker up by first (`select ...
+/// .eq("webhook_id", webhookId)`, then `insert({ webhook_id: webhookId })`): the row is the
+/// dedupe record, whatever its table is called.
+fn checked_before_insert(value: Node, insert: Node, func: Node, src: &str, scope: &crate::model::Scope) -> bool {
+    let value = ast::unwrap_expr(value);
+    let name = match value.kind_name() {
+        "identifier" | "shorthand_property_identifier" => text(value, src),
+        _ => return false,
+    };
+    let table = crate::model::markers::table_of(insert, src);
+    ast::calls_in(func, false).into_iter().any(|call| {
+        call.end_byte() <= insert.start_byte()
+            && ast::mentions_identifier(call, src, name)
+            && (crate::model::markers::classify(call, src, func, scope.event_key.as_ref())
+                .is_some_and(|m| m.op == crate::model::markers::MarkerOp::Check)
+                || table.is_some()
+                    && crate::model::markers::table_of(call, src) == table
+                    && ast::callee_path_shared(call, src).iter().any(|p| {
+                        matches!(p.trim_end_matches("()"), "select" | "findFirst" | "findUnique" | "findOne" | "exists")
+                    }))
+    })
 }
 
 /// The random/time call a key expression contains, directly or through local `const`s.
