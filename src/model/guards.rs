@@ -177,8 +177,7 @@ fn inserts_into_table_named(call: Node, src: &str, named: impl Fn(&str) -> bool)
     let sql_named = crate::regex!(r"(?i)insert\s+into\s+[`\x22]?(\w+)").captures(t).is_some_and(|c| named(&c[1]));
     let drizzle_named = crate::regex!(r"insert\(\s*(\w+)").captures(t).is_some_and(|c| named(&c[1]));
     // supabase-js: `supabase.from("processed_events").insert(...)`.
-    let supabase_named =
-        crate::regex!(r#"\bfrom\(\s*['"`](\w+)['"`]\s*\)"#).captures(t).is_some_and(|c| named(&c[1]));
+    let supabase_named = crate::regex!(r#"\bfrom\(\s*['"`](\w+)['"`]\s*\)"#).captures(t).is_some_and(|c| named(&c[1]));
     model_named || sql_named || drizzle_named || supabase_named
 }
 

@@ -327,7 +327,8 @@ fn read_modify_writes<'t>(func: Node<'t>, src: &str) -> Vec<(Node<'t>, String, O
                     // `{ ...record.meta, verifiedAt }` merges keys, which a replay writes again
                     // alike; `[...record.items, item]` appends.
                     let merges_keys = ast::unwrap_expr(right).kind_name() == "object";
-                    let appends = !merges_keys && rt.contains(&format!("...{lt}")) || rt.starts_with(&format!("{lt} +"));
+                    let appends =
+                        !merges_keys && rt.contains(&format!("...{lt}")) || rt.starts_with(&format!("{lt} +"));
                     if appends
                         && let Some(root) = ast::member_path(left, src).first().cloned()
                         && let Some(load) = loaded(&root, n.start_byte())
