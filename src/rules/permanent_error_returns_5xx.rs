@@ -922,6 +922,11 @@ fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             if !PERMANENT.is_match(&message) && !missing || about_configuration(&message, &conditions, func, src) {
                 continue;
             }
+            // `if (res.status >= 300) throw new Error("Invalid response status")`: a remote
+            // service's answer, which a later attempt may change (a 5xx, a 429).
+            if conditions.iter().any(|(c, _)| tests_response_status(*c, src)) {
+                continue;
+            }
             // A helper's throw that a caller on the way catches (and answers with a fallback)
             // never fails the job.
             if i != 0 && !uncaught.get_or_insert_with(|| uncaught_scopes(cx, model))[i] {
@@ -985,6 +990,17 @@ fn queue(cx: &Context, model: &HandlerModel, out: &mut Vec<Diagnostic>) {
             ));
         }
     }
+}
+
+/// A condition on a remote answer's status (`res.status < 200 || res.status >= 300`,
+/// `!response.ok`, `resp.statusCode !== 200`).
+fn tests_response_status(cond: Node, src: &str) -> bool {
+    ast::descendants_of_kind(cond, "member_expression").into_iter().any(|m| {
+        let path = ast::member_path(m, src);
+        path.len() == 2
+            && matches!(path[1].as_str(), "status" | "statusCode" | "ok")
+            && crate::regex!(r"(?i)^(res|resp|response|result|reply)$").is_match(&path[0])
+    })
 }
 
 /// A message consumer whose `try` parses the message (`Schema.parse(JSON.parse(record.body))`) and
