@@ -117,6 +117,10 @@ pub fn may_be_relevant(bytes: &[u8]) -> bool {
             "webhooks.on(",
             // an `@octokit/webhooks` instance under another name: `githubEvents.on("issues.labeled", fn)`
             "@octokit/webhooks",
+            // payment SDKs' webhook adapters: `Webhooks({ webhookSecret, onOrderPaid })`,
+            // a better-auth plugin's `webhooks({ webhookKey, onSubscriptionActive })`
+            "Webhooks(",
+            "webhooks(",
             // Probot apps: `app.on("push", handler)` in a module that names Probot
             "'probot'",
             "\"probot\"",
@@ -215,6 +219,11 @@ mod tests {
         assert!(may_be_relevant(b"export async function paypalIpn(req, res) {}"));
         assert!(may_be_relevant(b"export const hook = httpAction(async (ctx, request) => new Response())"));
         assert!(!may_be_relevant(b"export const listUsers = async (req, res) => {}"));
+    }
+
+    #[test]
+    fn prefilter_passes_payment_sdk_webhook_adapters() {
+        assert!(may_be_relevant(b"plugins: [dodopayments({ use: [webhooks({ webhookKey: key })] })]"));
     }
 
     #[test]

@@ -16,9 +16,10 @@
 
 ; Bare registrations: serve(fn), task({ run }), schemaTask({ run }),
 ; h3 route modules: export default defineEventHandler(async (event) => ...)
+; payment SDK adapters: Webhooks({ webhookSecret, onOrderPaid }), webhooks({ webhookKey, onSubscriptionActive })
 (call_expression
   function: (identifier) @name
-  (#match? @name "^(serve|task|schemaTask|createFunction|defineEventHandler|eventHandler)$")) @call
+  (#match? @name "^(serve|task|schemaTask|createFunction|defineEventHandler|eventHandler|Webhooks|webhooks)$")) @call
 
 ; Route modules and Lambda handlers: export async function POST, export default ..., export const handler
 (export_statement) @export

@@ -994,23 +994,43 @@ impl<'a> Finder<'a> {
         self.push(callback, format!("shopify webhook {topic}"), Framework::ShopifyWebhook, "");
     }
 
-    /// Polar's framework adapters (`export const POST = Webhooks({ webhookSecret, onPayload,
-    /// onOrderPaid })` from `@polar-sh/nextjs`, `/sveltekit`, `/express`, ...): the adapter
+    /// Payment SDKs' webhook adapters (`export const POST = Webhooks({ webhookSecret, onPayload,
+    /// onOrderPaid })` from `@polar-sh/nextjs`, ...; a better-auth plugin's `webhooks({
+    /// webhookKey, onSubscriptionActive })` from `@dodopayments/better-auth`): the adapter
     /// verifies the delivery, calls each `on...` callback with the event, answers 200 when they
-    /// resolve and fails the request when one throws. Each callback is a handler.
+    /// resolve and fails the request when one throws. Each callback is a handler. The adapter is
+    /// known by its import from a package and by the signing secret among its options.
     fn sdk_webhook_callbacks(&mut self, value: Node, path: &str) -> bool {
         let src = self.src();
         let value = ast::unwrap_expr(value);
-        let polar = crate::regex!(r#"from\s+['"]@polar-sh/[\w-]+['"]|require\(\s*['"]@polar-sh/"#);
-        if value.kind_name() != "call_expression"
-            || ast::callee_name(value, src).as_deref() != Some("Webhooks")
-            || !polar.is_match(&self.file.text)
-        {
+        let Some(callee) = ast::callee_name(value, src).filter(|_| value.kind_name() == "call_expression") else {
+            return false;
+        };
+        if !callee.eq_ignore_ascii_case("webhooks") {
             return false;
         }
+        let from_package = project::imports(self.file).iter().any(|i| {
+            i.local == callee && !i.source.starts_with('.') && !i.source.starts_with("@/") && !i.source.starts_with('~')
+        });
         let Some(options) = ast::arguments(value).first().copied().filter(|a| a.kind_name() == "object") else {
             return false;
         };
+        let signed = ast::named_children(options).into_iter().any(|p| {
+            let key = match p.kind_name() {
+                "pair" => p.field("key").map(|k| text(k, src)),
+                "shorthand_property_identifier" => Some(text(p, src)),
+                _ => None,
+            };
+            key.is_some_and(|k| crate::regex!(r"(?i)secret|webhookkey|signingkey").is_match(k))
+        });
+        if !from_package || !signed {
+            return false;
+        }
+        let provider_hint = project::imports(self.file)
+            .iter()
+            .find(|i| i.local == callee)
+            .map(|i| i.source.clone())
+            .unwrap_or_default();
         // Each callback as written in place, or the function its name binds (here or imported).
         let callbacks: Vec<(String, Span, Arc<SourceFile>)> = ast::named_children(options)
             .into_iter()
@@ -1033,8 +1053,9 @@ impl<'a> Finder<'a> {
             .collect();
         for (key, span, file) in callbacks {
             let before = self.found.len();
-            let name = format!("polar webhook {key} ({})", short_path(path));
-            self.push_at(span, file, name, Framework::EventListener, "polar");
+            let sdk = if provider_hint.starts_with("@polar-sh/") { "polar" } else { provider_hint.as_str() };
+            let name = format!("{sdk} webhook {key} ({})", short_path(path));
+            self.push_at(span, file, name, Framework::EventListener, &provider_hint);
             for handler in &mut self.found[before..] {
                 handler.event_key = None;
             }
@@ -1216,6 +1237,10 @@ impl<'a> Finder<'a> {
             return;
         };
         let file_path = self.path.clone();
+        // A payment SDK's webhook adapter wherever it is built (inside a plugin list, say).
+        if path.len() == 1 && self.sdk_webhook_callbacks(call, &file_path) {
+            return;
+        }
         // app.post('/path', ...middleware, handler) — Express, Koa router, Hono, Fastify
         if path.len() >= 2 && HTTP_METHODS.contains(&method.as_str()) && args.len() >= 2 {
             // router.route('/path').post(mw, handler): every argument before the handler is middleware

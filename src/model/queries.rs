@@ -55,7 +55,8 @@ const MEMBER_NAMES: &[&str] = &[
 ];
 
 /// Bare registration calls: `serve(fn)`, `defineEventHandler(...)`, ...
-const BARE_NAMES: &[&str] = &["serve", "task", "schemaTask", "createFunction", "defineEventHandler", "eventHandler"];
+const BARE_NAMES: &[&str] =
+    &["serve", "task", "schemaTask", "createFunction", "defineEventHandler", "eventHandler", "Webhooks", "webhooks"];
 
 /// Method names that are entry points without a decorator (BullMQ `process`, Cloudflare `queue`
 /// and `fetch`).
@@ -840,7 +841,7 @@ pub fn entry_point_candidates(file: &SourceFile) -> Vec<(Candidate, Node<'_>)> {
     let tokens = crate::regex!(
         r"(?x)
         \.\s*(?i:post|put|patch|all|route|process|run|consume|on|createFunction|task|schemaTask|serve|send|handler|createRunner|getNextJob|openapi|create|receiveMessages?)(?-u:\b)
-        | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler
+        | (?-u:\b)(?:serve|task|schemaTask|createFunction|defineEventHandler|eventHandler|Webhooks|webhooks
                     |export|Worker|Runner|queue|process|fetch|exports|callback|subscription)(?-u:\b)
         | @"
     );
