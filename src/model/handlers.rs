@@ -1278,7 +1278,18 @@ impl<'a> Finder<'a> {
             self.user_authenticated = middleware.iter().any(|m| self.gates_people(*m))
                 || self.receiver_gates_people(call)
                 || self.router_serves_signed_in_users();
-            self.push(handler, name, framework, &format!("{route} {file_path}"));
+            // `verifyWebhookSignature` before the handler: the route receives signed deliveries,
+            // whatever its path is called (`/resend/event-handler`).
+            let verified_by_middleware = middleware.iter().any(|m| {
+                crate::regex!(r"(?i)^verify\w*(webhook|signature)|^\w*webhook\w*(verif|signature)")
+                    .is_match(text(ast::unwrap_expr(*m), src))
+            });
+            let hint = if verified_by_middleware {
+                format!("{route} {file_path} webhook")
+            } else {
+                format!("{route} {file_path}")
+            };
+            self.push(handler, name, framework, &hint);
             self.user_authenticated = false;
             return;
         }
