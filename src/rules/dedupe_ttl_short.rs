@@ -264,6 +264,10 @@ fn same_key(a: Node, b: Node, src: &str) -> bool {
 
 /// A marker write: the key is claimed with SETNX elsewhere, read back, or named like a marker.
 fn is_marker(t: &Ttl, calls: &[Node], src: &str) -> bool {
+    // `set(KEY, JSON.stringify(rules), { EX })`: a copy of computed data, kept while it is fresh.
+    if guards::caches_data(t.call, src) {
+        return false;
+    }
     let claimed_or_read = calls.iter().any(|c| {
         *c != t.call
             && ast::arguments(*c).first().is_some_and(|k| same_key(*k, t.key, src))
