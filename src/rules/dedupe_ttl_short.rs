@@ -58,7 +58,8 @@ key in the function), overwritten with a longer completed marker (another `set` 
 key), named for work in progress (`processing:`, `lock:`, `lease:`, `inflight:` in the key or
 the function that builds it), or living a minute or less (a lock that lets one of several
 concurrent deliveries through, not a record of a finished event); a `SET NX` on a constant key (a literal, or a constant bound to one): the same key for
-every event is a mutex around a batch, not a record of one event.
+every event is a mutex around a batch, not a record of one event; a key set to serialised
+computed data (`set(KEY, JSON.stringify(rules), { EX })`), a cache even where it is read back.
 "#;
 
 pub const RULE: Rule = Rule {

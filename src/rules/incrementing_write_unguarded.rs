@@ -29,7 +29,10 @@ A retry after success double-credits the balance; two concurrent deliveries of a
 read-modify-write also lose updates.
 
 ## Not reported
-Inside a guard `run` callback or a transaction that also writes the claim. Mongo
+Inside a guard `run` callback or a transaction that also writes the claim, or after a
+conditional update that claims the row (`findOneAndUpdate({ status: "pending", processing:
+{ $ne: true } }, { $set: { processing: true } })` then `if (!row) return`). Keys merged into a
+loaded object (`record.meta = { ...record.meta, paidAt }`), which a replay writes alike. Mongo
 `$addToSet` (set semantics). A metrics client's counter (`dogstatsd.increment("sent")`, a
 `metrics`/`statsd`/`telemetry`/`analytics` receiver): a replay skews a graph, not a balance. Handlers with hand-written dedupe are reported by the marker
 rules (`check-then-insert-race`, `effect-before-record`, `record-before-effect-no-tx`)

@@ -58,7 +58,8 @@ const DOCS: &str = r#"
   record that is not found, an invalid or missing field, an unknown type), which the queue
   retries with backoff instead of failing once — also in a function the job calls, when no
   caller on the way catches it (a helper whose caller catches the error and returns a
-  fallback never fails the job). Not when the worker's file builds its queue (BullMQ `new
+  fallback never fails the job), nor a throw on a remote answer's status (`if (res.status >=
+  300) throw new Error("Invalid response status")`: a 5xx or a 429 may pass later). Not when the worker's file builds its queue (BullMQ `new
   Queue`, Bull `new Bull`), adds its jobs and consumes them, sets `attempts` nowhere, spreads
   no options into them and does not export the queue: such a queue runs each job once. Nor
   when no file of the worker's workspace (its package outside a workspace) sets `attempts` on

@@ -14,7 +14,11 @@ fails (no delete of the key in a `catch`/`finally`). The marker can be the handl
   table is called;
 - a business row's status that an early return tests (`if (payment.status === incoming.status)
   return`), written before the work to the value a retry stops on (or, for `!==`, to any
-  other value), in a statement or a transaction that commits before the work.
+  other value), in a statement or a transaction that commits before the work;
+- a lock taken by a conditional update whose result is tested (`findOneAndUpdate({ ref,
+  processing: { $ne: true } }, { $set: { processing: true } })`, then `if (!row) return`) and
+  not given back: a catch that clears the lock but also moves the row to another state
+  (`status = "failed"`) still leaves nothing for the retry to claim.
 
 ## Why retries break it
 If the work throws or the process crashes part-way, the marker says "processed": the
@@ -26,7 +30,8 @@ the marker is a lease deleted on failure (`catch (e) { await redis.del(key); thr
 status set back in a `catch`; a status written first to an unfinished value the test does not
 stop on (`processing`, then `done` after the work); code inside a guard `run`; a `SET NX` on a
 constant key (`set(BATCH_LOCK, "1", "PX", 30000, "NX")`), which is a mutex shared by every
-event, not a marker of one.
+event, not a marker of one; a conditional update that is the business change itself (`{
+enabled: false }`, `status: "canceled"`, no lock flag), which strands nothing.
 
 ## Bad
 ```ts

@@ -89,7 +89,9 @@ if (sync.status === "fulfilled")`); a supabase-js chain with `.throwOnError()` (
 instead of returning its error); a `catch` in work that runs after the acknowledgement (a
 function every call of which is deferred, `after(() => work())`, `waitUntil(...)`, or drops the
 promise of an async function, `work().catch(log)`, `const p = work(); p.catch(log)`, or sits
-in such work itself: ack-timing's concern); deliberate best-effort calls: a callee listed in the
+in such work itself: ack-timing's concern); work reached only after an unconditional 2xx
+answer (`res.status(200).json(...)` first, then the work, also through a dispatch table); an
+empty catch whose only comment says the failure is ignored (`catch { // ignore }`); deliberate best-effort calls: a callee listed in the
 config's `bestEffort` list, a `catch` (or the comment block right above its `try`, above an `if` without `else` whose
 block holds only that `try`, or above its function) saying "best effort" / "non-fatal" /
 "non-critical" / "safe to ignore" / "don't fail ... if" / "never fails the ..." / "do not throw" /

@@ -33,7 +33,8 @@ concurrent duplicate, or a crash part-way through runs the effect again: a secon
 second email, a second charge.
 
 ## Not reported
-- upserts, updates that set absolute values, deletes (replaying them changes nothing);
+- upserts, updates that set absolute values, deletes (replaying them changes nothing), and
+  an upsert by hand: an insert run only when an update of the same table matched no row;
 - Prisma `create`s whose `data` sets a field the schema marks `@id`/`@unique` (or every
   field of an `@@id`/`@@unique`): a duplicate fails instead of duplicating
   (`schema.prisma` is looked up next to the project), Mongo inserts that set `_id`, and
