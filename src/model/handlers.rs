@@ -1009,9 +1009,18 @@ impl<'a> Finder<'a> {
         if !callee.eq_ignore_ascii_case("webhooks") {
             return false;
         }
-        let from_package = project::imports(self.file).iter().any(|i| {
-            i.local == callee && !i.source.starts_with('.') && !i.source.starts_with("@/") && !i.source.starts_with('~')
-        });
+        // Imported from a package: a specifier no project file answers to, and no path alias
+        // (`@/lib/...`, `~/...`) when the alias configuration is out of reach.
+        let aliased = |spec: &str| spec.starts_with(['.', '~']) || spec.starts_with("@/");
+        let Some(package) = project::imports(self.file)
+            .iter()
+            .find(|i| {
+                i.local == callee && !aliased(&i.source) && self.project.resolve(&self.file.path, &i.source).is_none()
+            })
+            .map(|i| i.source.clone())
+        else {
+            return false;
+        };
         let Some(options) = ast::arguments(value).first().copied().filter(|a| a.kind_name() == "object") else {
             return false;
         };
@@ -1023,14 +1032,9 @@ impl<'a> Finder<'a> {
             };
             key.is_some_and(|k| crate::regex!(r"(?i)secret|webhookkey|signingkey").is_match(k))
         });
-        if !from_package || !signed {
+        if !signed {
             return false;
         }
-        let provider_hint = project::imports(self.file)
-            .iter()
-            .find(|i| i.local == callee)
-            .map(|i| i.source.clone())
-            .unwrap_or_default();
         // Each callback as written in place, or the function its name binds (here or imported).
         let callbacks: Vec<(String, Span, Arc<SourceFile>)> = ast::named_children(options)
             .into_iter()
@@ -1053,9 +1057,9 @@ impl<'a> Finder<'a> {
             .collect();
         for (key, span, file) in callbacks {
             let before = self.found.len();
-            let sdk = if provider_hint.starts_with("@polar-sh/") { "polar" } else { provider_hint.as_str() };
+            let sdk = if package.starts_with("@polar-sh/") { "polar" } else { package.as_str() };
             let name = format!("{sdk} webhook {key} ({})", short_path(path));
-            self.push_at(span, file, name, Framework::EventListener, &provider_hint);
+            self.push_at(span, file, name, Framework::EventListener, &package);
             for handler in &mut self.found[before..] {
                 handler.event_key = None;
             }

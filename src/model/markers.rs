@@ -148,12 +148,17 @@ pub fn classify<'t>(call: Node<'t>, src: &str, func: Node, key: Option<&EventKey
             _ => None,
         };
     }
-    if conditional_update_claim(call, src) {
+    if orm_claim_columns(&last, &args, src).is_some_and(|c| !c.is_empty())
+        && super::stmts::result_tested_then_leaves(call, src)
+    {
         return marker(MarkerOp::Claim, false);
     }
     let call_text = text(call, src);
     // SQL through a driver.
     if let Some(sql) = effects::sql_text(call, &args, src) {
+        if !sql_claim_columns(&sql).is_empty() && super::stmts::result_tested_then_leaves(call, src) {
+            return marker(MarkerOp::Claim, false);
+        }
         let upper = sql.to_ascii_uppercase();
         let table = crate::regex!(r"(?i)\b(?:from|into|update)\s+[`\x22]?(\w+)")
             .captures(&sql)
@@ -409,7 +414,18 @@ fn conditional_update_claim(call: Node, src: &str) -> bool {
 fn claim_filter_columns(call: Node, src: &str) -> Option<Vec<String>> {
     let last = ast::callee_name(call, src).map(|n| n.to_ascii_lowercase())?;
     let args = ast::arguments(call);
-    let (filter, update) = match last.as_str() {
+    let columns = match orm_claim_columns(&last, &args, src) {
+        Some(columns) => columns,
+        None => sql_claim_columns(&effects::sql_text(call, &args, src)?),
+    };
+    (!columns.is_empty() && super::stmts::result_tested_then_leaves(call, src)).then_some(columns)
+}
+
+/// An ORM update's state columns (`updateOne(filter, update)`, Prisma `updateMany({ where,
+/// data })`): the filter's columns that must hold a state (a literal or a condition object),
+/// when the update sets one of them; None for a call of another name.
+fn orm_claim_columns(last: &str, args: &[Node], src: &str) -> Option<Vec<String>> {
+    let (filter, update) = match last {
         "findoneandupdate" | "updateone" | "findoneandmodify" => (args.first().copied(), args.get(1).copied()),
         "updatemany" => match args.first().map(|a| ast::unwrap_expr(*a)).filter(|a| a.kind_name() == "object") {
             Some(arg) if ast::object_property(arg, "where", src).is_some() => {
@@ -417,58 +433,52 @@ fn claim_filter_columns(call: Node, src: &str) -> Option<Vec<String>> {
             }
             _ => (args.first().copied(), args.get(1).copied()),
         },
-        _ => (None, None),
+        _ => return None,
     };
-    let guarded_columns = |filter: Node| -> Vec<String> {
-        let filter = ast::unwrap_expr(filter);
-        if filter.kind_name() != "object" {
-            return Vec::new();
-        }
-        ast::named_children(filter)
-            .into_iter()
-            .filter(|p| p.kind_name() == "pair")
-            .filter_map(|p| {
-                let key_node = p.field("key")?;
-                let key = ast::string_value(key_node, src).unwrap_or_else(|| text(key_node, src).into());
-                let value = ast::unwrap_expr(p.field("value")?);
-                // A state the row must be in: a literal, or a condition object (`{ $ne: true }`).
-                let state = matches!(value.kind_name(), "string" | "true" | "false" | "null" | "number" | "object")
-                    || value.kind_name() == "member_expression" && text(value, src).chars().any(|c| c.is_uppercase());
-                (state && !matches!(key.as_str(), "id" | "_id")).then_some(key)
-            })
-            .collect()
+    let (Some(filter), Some(update)) = (filter.map(ast::unwrap_expr), update.map(ast::unwrap_expr)) else {
+        return Some(Vec::new());
     };
-    let sets = |update: Node, column: &str| {
-        let update = ast::unwrap_expr(update);
-        update.kind_name() == "object"
-            && (ast::object_property(update, column, src).is_some()
-                || ast::object_property(update, "$set", src)
-                    .map(ast::unwrap_expr)
-                    .is_some_and(|set| set.kind_name() == "object" && ast::object_property(set, column, src).is_some()))
+    if filter.kind_name() != "object" || update.kind_name() != "object" {
+        return Some(Vec::new());
+    }
+    let columns: Vec<String> = ast::named_children(filter)
+        .into_iter()
+        .filter(|p| p.kind_name() == "pair")
+        .filter_map(|p| {
+            let key_node = p.field("key")?;
+            let key = ast::string_value(key_node, src).unwrap_or_else(|| text(key_node, src).into());
+            let value = ast::unwrap_expr(p.field("value")?);
+            // A state the row must be in: a literal, or a condition object (`{ $ne: true }`).
+            let state = matches!(value.kind_name(), "string" | "true" | "false" | "null" | "number" | "object")
+                || value.kind_name() == "member_expression" && text(value, src).chars().any(|c| c.is_uppercase());
+            (state && !matches!(key.as_str(), "id" | "_id")).then_some(key)
+        })
+        .collect();
+    let set = ast::object_property(update, "$set", src).map(ast::unwrap_expr).filter(|s| s.kind_name() == "object");
+    let sets = |column: &str| {
+        ast::object_property(update, column, src).is_some()
+            || set.is_some_and(|set| ast::object_property(set, column, src).is_some())
     };
-    let (moves_state, columns) = match (filter, update) {
-        (Some(filter), Some(update)) => {
-            let columns = guarded_columns(filter);
-            (columns.iter().any(|c| sets(update, c)), columns)
-        }
-        _ => {
-            let sql = effects::sql_text(call, &args, src)?;
-            let parts = crate::regex!(r"(?is)^\s*UPDATE\s+\S+\s+SET\s+(.*?)\s+WHERE\s+(.*)$").captures(&sql)?;
-            let where_clause = parts[2].to_ascii_lowercase();
-            let columns: Vec<String> = crate::regex!(r"(\w+)\s*=")
-                .captures_iter(&parts[1])
-                .map(|c| c[1].to_ascii_lowercase())
-                .filter(|column| {
-                    column != "id"
-                        && crate::regex!(r"(\w+)\s*(?:=|<>|!=|\bin\b|\bis\b)")
-                            .captures_iter(&where_clause)
-                            .any(|w| &w[1] == column)
-                })
-                .collect();
-            (!columns.is_empty(), columns)
-        }
+    Some(if columns.iter().any(|c| sets(c)) { columns } else { Vec::new() })
+}
+
+/// `UPDATE t SET status = 'paid' WHERE id = $1 AND status = 'pending'`: the columns the
+/// statement sets that its `WHERE` also tests.
+fn sql_claim_columns(sql: &str) -> Vec<String> {
+    let Some(parts) = crate::regex!(r"(?is)^\s*UPDATE\s+\S+\s+SET\s+(.*?)\s+WHERE\s+(.*)$").captures(sql) else {
+        return Vec::new();
     };
-    (moves_state && super::stmts::result_tested_then_leaves(call, src)).then_some(columns)
+    let where_clause = parts[2].to_ascii_lowercase();
+    crate::regex!(r"(\w+)\s*=")
+        .captures_iter(&parts[1])
+        .map(|c| c[1].to_ascii_lowercase())
+        .filter(|column| {
+            column != "id"
+                && crate::regex!(r"(\w+)\s*(?:=|<>|!=|\bin\b|\bis\b)")
+                    .captures_iter(&where_clause)
+                    .any(|w| &w[1] == column)
+        })
+        .collect()
 }
 
 /// A unique violation, as the code that reads one back names it.
